@@ -1,0 +1,122 @@
+"""MachineModel: the on-chip capacities and the measured ceilings of one GPU.
+
+Capacities come from vendor data (or a device query); the two ceilings — copy bandwidth and fp32
+FMA throughput — are what the roofline floor time uses. The H200 preset carries the ceilings measured
+on the project's H200 (copy 4.19 TB/s counting bytes read + written, SGEMM without TF32 50.9 TFLOP/s);
+the other presets carry vendor figures, flagged by ``ceilings_source``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from convtune.errors import DeviceUnavailable, UnknownMachine
+
+
+@dataclass(frozen=True, slots=True)
+class MachineModel:
+    """One GPU model. Sizes in bytes, rates per second."""
+
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    smem_per_block_bytes: int          # opt-in maximum dynamic shared memory of one block
+    smem_per_sm_bytes: int
+    regs_per_sm: int                   # 32-bit registers
+    l2_bytes: int
+    copy_bandwidth_bytes_per_s: float  # device-to-device copy, bytes read + written over time
+    fp32_peak_flops_per_s: float
+    max_threads_per_block: int = 1024
+    max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
+    max_regs_per_thread: int = 255
+    smem_reserved_per_block_bytes: int = 1024
+    ceilings_source: str = "vendor"
+
+    @property
+    def arch(self) -> str:
+        """NVRTC/nvcc architecture name, e.g. ``sm_90``."""
+        return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+
+    @property
+    def ridge_flops_per_byte(self) -> float:
+        """Arithmetic intensity where the roofline turns from bandwidth- to compute-bound."""
+        return self.fp32_peak_flops_per_s / self.copy_bandwidth_bytes_per_s
+
+    def fast_memory_words(self, scope: str = "block", word_bytes: int = 4) -> int:
+        """Fast memory S in words: ``"block"`` = shared memory of one block + the registers of one SM
+        split over two blocks (what one output tile can hold), ``"sm"`` = shared memory + registers of
+        one SM, ``"l2"`` = the L2 cache."""
+        if scope == "block":
+            return (self.smem_per_block_bytes + self.regs_per_sm * 4 // 2) // word_bytes
+        if scope == "sm":
+            return (self.smem_per_sm_bytes + self.regs_per_sm * 4) // word_bytes
+        if scope == "l2":
+            return self.l2_bytes // word_bytes
+        raise ValueError(f"scope={scope!r}: allowed 'block', 'sm', 'l2'")
+
+    def with_ceilings(self, copy_bandwidth_bytes_per_s: float, fp32_peak_flops_per_s: float,
+                      source: str = "measured") -> MachineModel:
+        return replace(self, copy_bandwidth_bytes_per_s=copy_bandwidth_bytes_per_s,
+                       fp32_peak_flops_per_s=fp32_peak_flops_per_s, ceilings_source=source)
+
+    @classmethod
+    def preset(cls, name: str) -> MachineModel:
+        """A preset by name (case-insensitive): h200, h100, a100, v100, p100."""
+        try:
+            return PRESETS[name.lower()]
+        except KeyError:
+            raise UnknownMachine(f"machine {name!r} is unknown: allowed {', '.join(sorted(PRESETS))}") from None
+
+    @classmethod
+    def from_device(cls, device_id: int = 0) -> MachineModel:
+        """Query the CUDA device through CuPy (imported here, lazily).
+
+        Capacities are read from the device. The ceilings come from the matching preset when the
+        device name matches one (e.g. "NVIDIA H200"), else from the device's clocks and memory bus
+        (a theoretical figure, flagged ``ceilings_source="device-theoretical"``).
+        """
+        try:
+            import cupy
+        except ImportError as exc:  # pragma: no cover - depends on the machine
+            raise DeviceUnavailable("CuPy is not installed: pip install 'convtune[cuda]'") from exc
+        try:
+            props: dict[str, Any] = cupy.cuda.runtime.getDeviceProperties(device_id)
+        except Exception as exc:  # pragma: no cover - depends on the machine
+            raise DeviceUnavailable(f"no CUDA device {device_id}: {exc}") from exc
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        cc = (int(props["major"]), int(props["minor"]))
+        base = next((p for key, p in PRESETS.items() if key in name.lower()), None)
+        if base is not None:
+            bandwidth, peak, source = (base.copy_bandwidth_bytes_per_s, base.fp32_peak_flops_per_s,
+                                       base.ceilings_source)
+        else:
+            # theoretical: 2 transfers/clock (DDR) × bus bytes; 128 fp32 lanes/SM × 2 flop × clock
+            bandwidth = 2.0 * props["memoryClockRate"] * 1e3 * props["memoryBusWidth"] / 8
+            peak = 2.0 * 128 * props["multiProcessorCount"] * props["clockRate"] * 1e3
+            source = "device-theoretical"
+        return cls(
+            name=name, compute_capability=cc, sm_count=int(props["multiProcessorCount"]),
+            smem_per_block_bytes=int(props["sharedMemPerBlockOptin"]),
+            smem_per_sm_bytes=int(props["sharedMemPerMultiprocessor"]),
+            regs_per_sm=int(props["regsPerMultiprocessor"]), l2_bytes=int(props["l2CacheSize"]),
+            copy_bandwidth_bytes_per_s=bandwidth, fp32_peak_flops_per_s=peak,
+            max_threads_per_block=int(props["maxThreadsPerBlock"]),
+            max_threads_per_sm=int(props["maxThreadsPerMultiProcessor"]),
+            max_blocks_per_sm=int(props.get("maxBlocksPerMultiProcessor", 32)),
+            ceilings_source=source,
+        )
+
+
+PRESETS: dict[str, MachineModel] = {
+    # Measured on the project's H200 (shared/DESIGN.md): copy 4.19 TB/s, SGEMM (no TF32) 50.9 TFLOP/s.
+    "h200": MachineModel("NVIDIA H200", (9, 0), 132, 232_448, 233_472, 65_536, 62_914_560,
+                         4.19e12, 50.9e12, ceilings_source="measured (H200, DESIGN.md)"),
+    # Vendor data below: H100 SXM5 80 GB, A100 SXM4 80 GB, V100 SXM2, P100 SXM2.
+    "h100": MachineModel("NVIDIA H100", (9, 0), 132, 232_448, 233_472, 65_536, 52_428_800, 3.35e12, 66.9e12),
+    "a100": MachineModel("NVIDIA A100", (8, 0), 108, 166_912, 167_936, 65_536, 41_943_040, 2.039e12, 19.5e12),
+    "v100": MachineModel("Tesla V100", (7, 0), 80, 98_304, 98_304, 65_536, 6_291_456, 0.9e12, 15.7e12),
+    "p100": MachineModel("Tesla P100", (6, 0), 56, 49_152, 65_536, 65_536, 4_194_304, 0.732e12, 10.6e12,
+                         smem_reserved_per_block_bytes=0),
+}
