@@ -1,0 +1,39 @@
+"""Test-wide set-up: auto-skip of ``gpu``/``postgres`` tests, Hypothesis profiles."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+POSTGRES_URL_ENV = "CONVTUNE_TEST_POSTGRES_URL"
+
+settings.register_profile("ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") or os.environ.get("CONVTUNE_CI") else "dev")
+
+
+@functools.cache
+def cuda_unavailable_reason() -> str | None:
+    """Why no CUDA device is usable here, or None when one is (probed once per session)."""
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # ImportError, CUDARuntimeError, a missing driver library, ...
+        return f"needs a CUDA device: CuPy probe failed ({type(exc).__name__}: {exc})"
+    return None if count > 0 else "needs a CUDA device: CuPy sees 0 devices"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if gpu_items and (reason := cuda_unavailable_reason()) is not None:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+    if not os.environ.get(POSTGRES_URL_ENV):
+        skip_pg = pytest.mark.skip(reason=f"needs PostgreSQL: set {POSTGRES_URL_ENV} to a database URL")
+        for item in items:
+            if "postgres" in item.keywords:
+                item.add_marker(skip_pg)
