@@ -9,7 +9,8 @@ Conventions (PyTorch's):
 
 1-D causal depthwise convolution (S4ConvD, Mamba) of x: (B, C, L) with taps w: (C, K) is the special
 case N=B, H=1, W=L, K_out=C, R=1, S=K_taps, groups=C, ``causal=True``: the padding pad_w = dil_w·(S−1)
-is applied on the left only, so Q = L and y[b,c,t] = Σ_k x[b,c,t − k·dil]·w[c,k].
+is applied on the left only, so Q = L and y[b,c,t] = Σ_k x[b,c,t − (K_taps−1−k)·dil]·w[c,k]: w[c, K_taps−1]
+multiplies the current sample (PyTorch's ``F.conv1d`` of the left-padded input, as in causal-conv1d).
 """
 
 from __future__ import annotations
@@ -139,9 +140,9 @@ class ConvProblem:
         rules = (("H", self.H == 1, "1"), ("R", self.R == 1, "1"),
                  ("groups", self.groups == self.C, f"C={self.C} (depthwise)"),
                  ("K", self.K == self.C, f"C={self.C} (depthwise)"),
-                 ("stride_w", self.stride_w == 1 and self.stride_h == 1, "1"),
+                 ("stride_h", self.stride_h == 1, "1"), ("stride_w", self.stride_w == 1, "1"),
                  ("pad_w", self.pad_w == self.dil_w * (self.S - 1), f"dil_w·(S−1) = {self.dil_w * (self.S - 1)}"),
-                 ("pad_h", self.pad_h == 0, "0"))
+                 ("pad_h", self.pad_h == 0, "0"), ("dil_h", self.dil_h == 1, "1"))
         for name, ok, allowed in rules:
             if not ok:
                 raise InvalidProblem(name, f"{name}={getattr(self, name)} is invalid for a causal 1-D "
