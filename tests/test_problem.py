@@ -90,9 +90,9 @@ def invalid(match: str | None = None, **changes: Any) -> InvalidProblem:
 def test_output_shape_matches_formula_and_enumeration(p: ConvProblem) -> None:
     formula_p = (p.H + 2 * p.pad_h - p.dil_h * (p.R - 1) - 1) // p.stride_h + 1
     formula_q = (p.W + 2 * p.pad_w - p.dil_w * (p.S - 1) - 1) // p.stride_w + 1
-    assert (p.P, p.Q) == (formula_p, formula_q)
-    assert p.P == out_size(p.H, p.R, p.stride_h, p.pad_h, p.pad_h, p.dil_h)
-    assert p.Q == out_size(p.W, p.S, p.stride_w, p.pad_w, p.pad_w, p.dil_w)
+    assert (formula_p, formula_q) == (p.P, p.Q)
+    assert out_size(p.H, p.R, p.stride_h, p.pad_h, p.pad_h, p.dil_h) == p.P
+    assert out_size(p.W, p.S, p.stride_w, p.pad_w, p.pad_w, p.dil_w) == p.Q
     assert p.output_elements == p.N * p.K * p.P * p.Q
 
 
@@ -161,7 +161,7 @@ def test_causal_1d_shapes_and_counts(p: ConvProblem) -> None:
     assert p.causal and p.is_depthwise
     assert (p.H, p.R, p.K, p.groups, p.pad_w, p.pad_h) == (1, 1, C, C, dil * (K - 1), 0)
     assert (p.P, p.Q) == (1, L)
-    assert p.Q == out_size(L, K, 1, dil * (K - 1), 0, dil)
+    assert out_size(L, K, 1, dil * (K - 1), 0, dil) == p.Q
     assert p.macs == B * C * L * K
     # y[t] reads x[t − j·dil] for j = 0..K−1: only non-negative indices are real
     assert p.macs_nonpad == B * C * sum(1 for t in range(L) for j in range(K) if t - j * dil >= 0)
@@ -247,11 +247,11 @@ def test_public_suite_entries_build(kind: str, entry: dict[str, Any]) -> None:
     assert ConvProblem.parse(p.key()) == p
     if kind == "depthwise1d_causal":
         assert p.causal and p.is_depthwise
-        assert (p.N, p.C, p.W, p.S, p.Q) == (entry["B"], entry["C"], entry["L"], entry["K"], entry["L"])
+        assert (entry["B"], entry["C"], entry["L"], entry["K"], entry["L"]) == (p.N, p.C, p.W, p.S, p.Q)
         return
     assert not p.causal
-    assert (p.N, p.C, p.H, p.W, p.K, p.R, p.S) == tuple(entry[k] for k in "NCHWKRS")
-    assert p.P == (p.H + 2 * entry["pad"] - p.R) // entry["stride"] + 1
+    assert tuple(entry[k] for k in "NCHWKRS") == (p.N, p.C, p.H, p.W, p.K, p.R, p.S)
+    assert (p.H + 2 * entry["pad"] - p.R) // entry["stride"] + 1 == p.P
     assert p.is_depthwise == (kind == "depthwise2d")
     if kind == "depthwise2d":
         assert p.groups == p.C == p.K
