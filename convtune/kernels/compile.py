@@ -1,0 +1,194 @@
+"""The one compile helper: CUDA source -> loaded kernel (NVRTC through CuPy, or nvcc + cubin cache).
+
+Kernel sources are real ``.cu`` files under ``convtune/kernels``; a family's launcher generates a
+small wrapper (``extern "C" __global__`` entry instantiating the templated body) and this module
+inlines the quoted ``#include``s, so the compiled text is self-contained and its SHA-256 identifies
+the kernel version exactly (the on-disk caches of CuPy and of :func:`nvcc_compile` key on it).
+
+Two ways to build the same text:
+
+* :func:`load_kernel` — NVRTC via ``cupy.RawModule`` for the current device's arch, memoised per
+  (device, source hash, entry). If ``$CONVTUNE_CUBIN_DIR/<hash>.cubin`` exists (written by
+  :func:`nvcc_compile`, e.g. by a parallel pre-compile step) it is loaded instead of compiling.
+* :func:`nvcc_compile` — ``nvcc -cubin -arch=sm_XX -Xptxas -v``; parses registers, spills, stack and
+  shared memory per entry. Used by CI (no GPU needed) and by parallel pre-compilation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from convtune.errors import CompileError, DeviceUnavailable
+
+KERNELS_DIR = Path(__file__).resolve().parent
+NVRTC_OPTIONS = ("-std=c++17",)
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
+
+
+def expand_includes(text: str, search: tuple[Path, ...] = (KERNELS_DIR, KERNELS_DIR / "include")) -> str:
+    """Inline every quoted ``#include`` (each file once, like ``#pragma once``)."""
+    seen: set[Path] = set()
+
+    def expand(body: str) -> str:
+        def repl(match: re.Match[str]) -> str:
+            name = match.group(1)
+            for folder in search:
+                path = (folder / name).resolve()
+                if path.is_file():
+                    if path in seen:
+                        return ""
+                    seen.add(path)
+                    return f"// ---- {name} ----\n" + expand(path.read_text().replace("#pragma once", ""))
+            raise CompileError(f'#include "{name}" not found under {[str(s) for s in search]}')
+
+        return _INCLUDE.sub(repl, body)
+
+    return expand(text)
+
+
+def source_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class KernelResources:
+    """What the compiler reports for one entry."""
+
+    num_regs: int
+    local_bytes: int           # stack frame / local memory per thread (spills, run-time indexed arrays)
+    spill_store_bytes: int
+    spill_load_bytes: int
+    static_smem_bytes: int
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_store_bytes > 0 or self.spill_load_bytes > 0 or self.local_bytes > 0
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedKernel:
+    """A compiled kernel ready to launch, with its resource report."""
+
+    function: Any        # cupy RawKernel-like callable: function(grid, block, args, shared_mem=...)
+    entry: str
+    source_sha256: str
+    resources: KernelResources
+    compile_s: float     # 0.0 when served from a cache
+
+
+@dataclass(frozen=True, slots=True)
+class NvccResult:
+    cubin_path: Path
+    resources: dict[str, KernelResources]  # per entry name
+    compile_s: float
+    log: str
+
+
+def nvcc_available() -> bool:
+    return shutil.which("nvcc") is not None
+
+
+def nvcc_compile(text: str, arch: str = "sm_90", out_dir: Path | None = None) -> NvccResult:
+    """Compile self-contained CUDA text to ``<out_dir>/<sha256>.cubin`` with ``-Xptxas -v``.
+
+    Raises:
+        CompileError: nvcc missing or the compile failed (the log is in the message).
+    """
+    if not nvcc_available():
+        raise CompileError("nvcc is not on PATH")
+    digest = source_hash(text + arch)
+    out = Path(out_dir or tempfile.mkdtemp(prefix="convtune-cubin-"))
+    out.mkdir(parents=True, exist_ok=True)
+    cubin = out / f"{digest}.cubin"
+    with tempfile.TemporaryDirectory(prefix="convtune-nvcc-") as tmp:
+        src = Path(tmp) / "kernel.cu"
+        src.write_text(text)
+        start = time.perf_counter()
+        proc = subprocess.run(
+            ["nvcc", *NVRTC_OPTIONS, f"-arch={arch}", "-cubin", "-Xptxas", "-v", str(src), "-o", str(cubin)],
+            capture_output=True, text=True, check=False)
+        elapsed = time.perf_counter() - start
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise CompileError(f"nvcc failed (exit {proc.returncode}):\n{log[-4000:]}")
+    return NvccResult(cubin, parse_ptxas_log(log), elapsed, log)
+
+
+def parse_ptxas_log(log: str) -> dict[str, KernelResources]:
+    """Registers, spills, stack and static shared memory per entry from ``ptxas -v`` output."""
+    result: dict[str, KernelResources] = {}
+    for block in re.split(r"Compiling entry function '", log)[1:]:
+        name = block.split("'", 1)[0]
+        frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", block)
+        regs = re.search(r"Used (\d+) registers", block)
+        smem = re.search(r"(\d+) bytes smem", block)
+        result[name] = KernelResources(
+            num_regs=int(regs.group(1)) if regs else 0,
+            local_bytes=int(frame.group(1)) if frame else 0,
+            spill_store_bytes=int(frame.group(2)) if frame else 0,
+            spill_load_bytes=int(frame.group(3)) if frame else 0,
+            static_smem_bytes=int(smem.group(1)) if smem else 0,
+        )
+    return result
+
+
+# ---- runtime loading (CuPy, lazily imported) --------------------------------------------------------
+_lock = threading.Lock()
+_loaded: dict[tuple[int, str, str], LoadedKernel] = {}
+
+
+@cache
+def cupy_module() -> Any:
+    """Import CuPy on first use so that ``import convtune`` works without CUDA."""
+    try:
+        import cupy
+    except ImportError as exc:
+        raise DeviceUnavailable("CuPy is not installed: pip install 'convtune[cuda]' on a GPU host") from exc
+    return cupy
+
+
+def load_kernel(text: str, entry: str) -> LoadedKernel:
+    """Compile (or fetch from cache) ``entry`` of self-contained CUDA ``text`` for the current device.
+
+    Raises:
+        CompileError: NVRTC rejected the source (log in the message).
+        DeviceUnavailable: no CuPy or no device.
+    """
+    cp = cupy_module()
+    device = cp.cuda.Device().id
+    digest = source_hash(text)
+    key = (device, digest, entry)
+    with _lock:
+        hit = _loaded.get(key)
+    if hit is not None:
+        return hit
+    start = time.perf_counter()
+    cubin_dir = os.environ.get("CONVTUNE_CUBIN_DIR")
+    arch = "sm_{}{}".format(*cp.cuda.Device().compute_capability)
+    cubin = Path(cubin_dir) / f"{source_hash(text + arch)}.cubin" if cubin_dir else None
+    try:
+        if cubin is not None and cubin.is_file():
+            module = cp.RawModule(path=str(cubin))
+        else:
+            module = cp.RawModule(code=text, options=NVRTC_OPTIONS)
+        function = module.get_function(entry)
+        resources = KernelResources(
+            num_regs=int(function.num_regs), local_bytes=int(function.local_size_bytes),
+            spill_store_bytes=0, spill_load_bytes=0, static_smem_bytes=int(function.shared_size_bytes))
+    except cp.cuda.compiler.CompileException as exc:
+        raise CompileError(f"NVRTC failed for {entry}:\n{str(exc)[-4000:]}") from None
+    loaded = LoadedKernel(function, entry, digest, resources, time.perf_counter() - start)
+    with _lock:
+        _loaded[key] = loaded
+    return loaded

@@ -1,0 +1,78 @@
+"""KernelConfig: the frozen, hashable tuning point of one kernel family and direction.
+
+Every family defines a subclass with its own integer fields. A config's canonical ``key()`` is
+``"<family>.<direction> name=value ..."`` in field order; it is the cache, database and API key, and
+:func:`parse_config_key` turns it back into the config object through the registry of subclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+from convtune.errors import InvalidConfig
+
+_CONFIG_CLASSES: dict[str, type[KernelConfig]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class KernelConfig:
+    """Base class; subclasses add integer fields and set ``family`` and ``direction``."""
+
+    family: ClassVar[str] = ""
+    direction: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # no zero-argument super(): slots=True dataclasses are rebuilt, which breaks its class cell
+        if cls.family and cls.direction:
+            _CONFIG_CLASSES[f"{cls.family}.{cls.direction}"] = cls
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidConfig(f.name, f"{value!r} must be an integer >= 1")
+
+    @property
+    def kind(self) -> str:
+        return f"{self.family}.{self.direction}"
+
+    def key(self) -> str:
+        return " ".join([self.kind] + [f"{f.name}={getattr(self, f.name)}" for f in fields(self)])
+
+    def __str__(self) -> str:
+        return self.key()
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def config_class(kind: str) -> type[KernelConfig]:
+    """The config class registered for ``"family.direction"``."""
+    try:
+        return _CONFIG_CLASSES[kind]
+    except KeyError:
+        raise InvalidConfig("kind", f"{kind!r} is unknown: allowed {sorted(_CONFIG_CLASSES)}") from None
+
+
+def parse_config_key(text: str) -> KernelConfig:
+    """Inverse of :meth:`KernelConfig.key`: ``"direct.fwd tile_h=8 ..."`` -> a config object."""
+    head, *tokens = text.split()
+    cls = config_class(head)
+    values: dict[str, int] = {}
+    for token in tokens:
+        name, sep, raw = token.partition("=")
+        if not sep:
+            raise InvalidConfig(token, "expected name=value")
+        try:
+            values[name] = int(raw)
+        except ValueError:
+            raise InvalidConfig(name, f"{raw!r} is not an integer") from None
+    allowed = {f.name for f in fields(cls)}
+    for name in values:
+        if name not in allowed:
+            raise InvalidConfig(name, f"unknown field of {head}; allowed: {', '.join(sorted(allowed))}")
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise InvalidConfig(head, str(exc)) from None

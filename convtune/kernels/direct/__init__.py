@@ -1,0 +1,1 @@
+"""Direct convolution family: output-stationary tiles staged through shared memory."""

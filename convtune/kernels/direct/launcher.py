@@ -1,0 +1,308 @@
+"""Direct convolution forward: config, resources, analytic traffic, and the raw launcher.
+
+Shapes (fp32, contiguous): x (N, C, H, W); packed weights wpk (C, R, S, Kp) with Kp = ⌈K/4⌉·4 (see
+:func:`pack_weights`); y (N, K, P, Q). Grid: (⌈K/TK⌉, tiles_p·tiles_q, N·splits), tiles_p = ⌈P/TH⌉,
+tiles_q = ⌈Q/TW⌉; one block per output tile (TH×TW pixels × TK channels) and reduction slice.
+
+Global-memory traffic of the dataflow, in words, exactly what the kernel requests (zero-filled
+halo/padding/tail copies read nothing); the weight pre-pack is a one-time cost per weight tensor and
+is not included::
+
+    input  = ⌈K/TK⌉ · N · C · Σ_tp rows(tp) · Σ_tq cols(tq)
+             rows(tp) = |[tp·TH·SH − pad_h, … + IH) ∩ [0, H)|,  IH = (TH−1)·SH + (R−1)·DH + 1
+             cols(tq) = |[tq·TW·SW − pad_w, … + IW) ∩ [0, W)|,  IW = (TW−1)·SW + (S−1)·DW + 1
+                        (vec=4: 4 × the 16-byte segments of the aligned-down span inside [0, W))
+    weight = N · tiles_p · tiles_q · C · R · S · Σ_kt min(TK, Kp − kt·TK)
+    output = splits · N·K·P·Q stores (atomic adds when splits > 1) + N·K·P·Q for zeroing y first
+
+``tests/kernels/test_direct_traffic.py`` checks this against a simulation of the kernel's copy loops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from convtune.errors import InvalidConfig, LaunchError
+from convtune.kernels.compile import LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.kernels.config import KernelConfig
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+SOURCE = "direct/direct_fwd.cu"
+ENTRY = "direct_fwd"
+PACK_ENTRY = "direct_pack_weights"
+WARP = 32
+SMEM_BANKS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class DirectFwdConfig(KernelConfig):
+    """Tunable parameters of the direct forward kernel (see the module docstring)."""
+
+    family = "direct"
+    direction = "fwd"
+
+    tile_h: int = 4        # TH: output rows per block
+    tile_w: int = 32       # TW: output cols per block
+    tile_k: int = 64       # TK: output channels per block
+    chunk_c: int = 8       # CB: input channels per shared-memory stage
+    thread_h: int = 1      # PY: output rows per thread
+    thread_w: int = 4      # PX: output cols per thread
+    thread_k: int = 8      # KX: output channels per thread (multiple of 4)
+    stages: int = 2        # shared-memory pipeline depth (1 = no double buffering)
+    vec: int = 1           # input copy width in floats: 1, or 4 (16-byte copies; needs W % 4 == 0)
+    splits: int = 1        # input-channel reduction split across blocks (atomic adds when > 1)
+
+    @property
+    def threads(self) -> int:
+        return (self.tile_h // self.thread_h) * (self.tile_w // self.thread_w) * (self.tile_k // self.thread_k)
+
+    @property
+    def accumulators(self) -> int:
+        return self.thread_h * self.thread_w * self.thread_k
+
+
+@dataclass(frozen=True, slots=True)
+class DirectFwdPlan:
+    """Everything derived from (problem, config): template arguments, launch geometry, resources."""
+
+    problem: ConvProblem
+    config: DirectFwdConfig
+    patch_h: int
+    patch_w: int
+    patch_pitch: int
+    window: int
+    kp: int
+    tiles_p: int
+    tiles_q: int
+    k_tiles: int
+    chunks_per_split: int
+    smem_bytes: int
+    regs_estimate: int
+    min_blocks: int
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.k_tiles, self.tiles_p * self.tiles_q, self.problem.N * self.config.splits)
+
+    @property
+    def blocks(self) -> int:
+        gx, gy, gz = self.grid
+        return gx * gy * gz
+
+    def template_args(self) -> tuple[int | str, ...]:
+        p, c = self.problem, self.config
+        return (c.tile_h, c.tile_w, c.tile_k, c.chunk_c, c.thread_h, c.thread_w, c.thread_k, p.R, p.S,
+                p.stride_h, p.stride_w, p.dil_h, p.dil_w, c.stages, c.vec, self.patch_pitch,
+                "true" if c.splits > 1 else "false")
+
+    def source(self) -> str:
+        """Self-contained CUDA text: the family source plus an ``extern "C"`` entry for this plan."""
+        return _family_source() + _WRAPPER.format(
+            threads=self.config.threads, min_blocks=self.min_blocks,
+            targs=", ".join(str(a) for a in self.template_args()))
+
+
+_WRAPPER = """
+extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
+direct_fwd(const float* __restrict__ x, const float* __restrict__ wpk, float* __restrict__ y, int C, int H, int W,
+           int K, int Kp, int P, int Q, int pad_h, int pad_w, int tiles_q, int chunks_per_split, int splits) {{
+  convtune::direct_fwd_body<{targs}>(x, wpk, y, C, H, W, K, Kp, P, Q, pad_h, pad_w, tiles_q,
+                                     chunks_per_split, splits);
+}}
+"""
+
+
+@cache
+def _family_source() -> str:
+    from convtune.kernels.compile import KERNELS_DIR
+
+    return expand_includes((KERNELS_DIR / SOURCE).read_text())
+
+
+def patch_pitch(problem: ConvProblem, config: DirectFwdConfig, patch_w: int) -> int:
+    c = config
+    return _patch_pitch(c.tile_h, c.tile_w, c.tile_k, c.thread_h, c.thread_w, c.thread_k, c.vec,
+                        problem.stride_h, problem.stride_w, patch_w)
+
+
+@cache
+def _patch_pitch(tile_h: int, tile_w: int, tile_k: int, thread_h: int, thread_w: int, thread_k: int, vec: int,
+                 stride_h: int, stride_w: int, patch_w: int) -> int:
+    """Row pitch (floats) of the staged input patch that minimises shared-memory bank conflicts.
+
+    Lanes of a warp read their register windows at ``gy·PY·SH·pitch + gx·PX·SW + t``; with several
+    rows per warp the pitch decides whether rows land on distinct banks. We pick the smallest pitch
+    ≥ the patch width (+3 and a multiple of 4 for 16-byte copies) minimising the summed conflict degree
+    over window taps.
+    """
+    need = patch_w + (3 if vec == 4 else 0)
+    if vec == 4:
+        need = -(-need // 4) * 4
+    npg = (tile_h // thread_h) * (tile_w // thread_w)
+    threads = npg * (tile_k // thread_k)
+    groups_per_row = tile_w // thread_w
+    # distinct pixel groups per warp (lanes of other channel groups read the same words: broadcast)
+    warps = [sorted({t % npg for t in range(w0, min(w0 + WARP, threads))}) for w0 in range(0, min(threads, npg), WARP)]
+    best_pitch, best_cost = need, -1
+    for pitch in range(need, need + 33, 4 if vec == 4 else 1):
+        cost = 0
+        for lanes in warps:
+            base = [(pg // groups_per_row) * thread_h * stride_h * pitch + (pg % groups_per_row) * thread_w * stride_w
+                    for pg in lanes]
+            # the conflict degree is the same for every window tap t (a uniform shift of all addresses)
+            per_bank: dict[int, int] = {}
+            for b in base:
+                per_bank[b % SMEM_BANKS] = per_bank.get(b % SMEM_BANKS, 0) + 1
+            cost += max(per_bank.values())
+        if best_cost < 0 or cost < best_cost:
+            best_pitch, best_cost = pitch, cost
+    return best_pitch
+
+
+def regs_estimate(problem: ConvProblem, config: DirectFwdConfig) -> int:
+    """Registers per thread: accumulators + window + one weight vector + ~40 for addresses/loop state."""
+    window = (config.thread_w - 1) * problem.stride_w + (problem.S - 1) * problem.dil_w + 1
+    return config.accumulators + window + config.thread_k + 40
+
+
+def plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | None = None) -> DirectFwdPlan:
+    """Validate ``config`` for ``problem`` (and ``machine``'s limits) and derive the launch plan.
+
+    Raises:
+        InvalidConfig: naming the field that breaks a rule.
+    """
+    p, c = problem, config
+    if p.groups != 1:
+        raise InvalidConfig("groups", f"direct kernel supports groups=1 only, got {p.groups}")
+    if p.dtype != "float32":
+        raise InvalidConfig("dtype", f"direct kernel supports float32 only, got {p.dtype}")
+    if c.tile_h % c.thread_h:
+        raise InvalidConfig("thread_h", f"thread_h={c.thread_h} must divide tile_h={c.tile_h}")
+    if c.tile_w % c.thread_w:
+        raise InvalidConfig("thread_w", f"thread_w={c.thread_w} must divide tile_w={c.tile_w}")
+    if c.thread_k % 4 or c.tile_k % c.thread_k:
+        raise InvalidConfig("thread_k", f"thread_k={c.thread_k} must be a multiple of 4 dividing tile_k={c.tile_k}")
+    if not 32 <= c.threads <= 1024 or c.threads % WARP:
+        raise InvalidConfig("threads", f"{c.threads} threads per block: must be a multiple of 32 in [32, 1024]")
+    if c.threads % (c.tile_k // 4):
+        raise InvalidConfig("tile_k", f"threads={c.threads} must be a multiple of tile_k/4={c.tile_k // 4}")
+    if c.stages > 4:
+        raise InvalidConfig("stages", f"stages={c.stages}: allowed 1..4")
+    if c.vec not in (1, 4):
+        raise InvalidConfig("vec", f"vec={c.vec}: allowed 1 or 4")
+    if c.vec == 4 and p.W % 4:
+        raise InvalidConfig("vec", f"vec=4 needs W % 4 == 0, got W={p.W}")
+    chunks = -(-p.C // c.chunk_c)
+    if c.splits > chunks:
+        raise InvalidConfig("splits", f"splits={c.splits} exceeds the {chunks} channel chunks of C={p.C}")
+    patch_h = (c.tile_h - 1) * p.stride_h + (p.R - 1) * p.dil_h + 1
+    patch_w = (c.tile_w - 1) * p.stride_w + (p.S - 1) * p.dil_w + 1
+    pitch = patch_pitch(p, c, patch_w)
+    stage_floats = c.chunk_c * patch_h * pitch + c.chunk_c * p.R * p.S * c.tile_k
+    smem_bytes = 4 * c.stages * stage_floats
+    tiles_p, tiles_q = -(-p.P // c.tile_h), -(-p.Q // c.tile_w)
+    if tiles_p * tiles_q > 65535:
+        raise InvalidConfig("tile_w", f"{tiles_p * tiles_q} spatial tiles exceed the grid's y limit 65535")
+    if p.N * c.splits > 65535:
+        raise InvalidConfig("splits", f"N·splits={p.N * c.splits} exceeds the grid's z limit 65535")
+    regs = regs_estimate(p, c)
+    min_blocks = 1
+    if machine is not None:
+        if smem_bytes > machine.smem_per_block_bytes:
+            raise InvalidConfig("chunk_c", f"{smem_bytes} B of shared memory exceed the "
+                                           f"{machine.smem_per_block_bytes} B per block of {machine.name}")
+        if regs > machine.max_regs_per_thread:
+            raise InvalidConfig("thread_k", f"~{regs} registers per thread exceed {machine.max_regs_per_thread}")
+        by_regs = machine.regs_per_sm // (c.threads * round_regs(regs))
+        by_smem = machine.smem_per_sm_bytes // (smem_bytes + machine.smem_reserved_per_block_bytes)
+        by_threads = machine.max_threads_per_sm // c.threads
+        min_blocks = max(1, min(by_regs, by_smem, by_threads, machine.max_blocks_per_sm, 4))
+    return DirectFwdPlan(p, c, patch_h, patch_w, pitch,
+                         (c.thread_w - 1) * p.stride_w + (p.S - 1) * p.dil_w + 1, -(-p.K // 4) * 4,
+                         tiles_p, tiles_q, -(-p.K // c.tile_k), -(-chunks // c.splits), smem_bytes, regs, min_blocks)
+
+
+def round_regs(regs: int) -> int:
+    """Registers are allocated per thread in units of 8."""
+    return -(-regs // 8) * 8
+
+
+# ---- analytic traffic ---------------------------------------------------------------------------------
+def _span_inside(start: int, length: int, extent: int) -> int:
+    return max(0, min(start + length, extent) - max(start, 0))
+
+
+def traffic_words(pl: DirectFwdPlan) -> dict[str, int]:
+    """Words loaded/stored by the kernel per the formula in the module docstring."""
+    p, c = pl.problem, pl.config
+    rows = sum(_span_inside(tp * c.tile_h * p.stride_h - p.pad_h, pl.patch_h, p.H) for tp in range(pl.tiles_p))
+    cols = 0
+    for tq in range(pl.tiles_q):
+        iw0 = tq * c.tile_w * p.stride_w - p.pad_w
+        if c.vec == 4:
+            base = (iw0 // 4) * 4
+            cols += 4 * sum(1 for j in range(pl.patch_pitch // 4) if 0 <= base + 4 * j < p.W)
+        else:
+            cols += _span_inside(iw0, pl.patch_w, p.W)
+    k_words = sum(min(c.tile_k, pl.kp - kt * c.tile_k) for kt in range(pl.k_tiles))
+    out = p.output_elements
+    return {
+        "input": pl.k_tiles * p.N * p.C * rows * cols,
+        "weight": p.N * pl.tiles_p * pl.tiles_q * p.C * p.R * p.S * k_words,
+        "output": out * c.splits + (out if c.splits > 1 else 0),
+    }
+
+
+def total_traffic_words(pl: DirectFwdPlan) -> int:
+    return sum(traffic_words(pl).values())
+
+
+# ---- launching ----------------------------------------------------------------------------------------
+def compile_plan(pl: DirectFwdPlan) -> LoadedKernel:
+    kernel = load_kernel(pl.source(), ENTRY)
+    if pl.smem_bytes > 48 * 1024:
+        kernel.function.max_dynamic_shared_size_bytes = pl.smem_bytes
+    return kernel
+
+
+@cache
+def _pack_kernel() -> Any:
+    return load_kernel(_family_source(), PACK_ENTRY).function
+
+
+def pack_weights(w: Any, out: Any | None = None) -> Any:
+    """w (K, C, R, S) float32 CuPy array -> wpk (C, R, S, Kp), zero-padded to Kp = ⌈K/4⌉·4."""
+    cp = cupy_module()
+    K, C, R, S = w.shape
+    kp = -(-K // 4) * 4
+    if out is None:
+        out = cp.empty((C, R, S, kp), dtype=cp.float32)
+    total = C * R * S * kp
+    threads = 256
+    _pack_kernel()((-(-total // threads),), (threads,),
+                   (cp.ascontiguousarray(w), out, cp.int32(K), cp.int32(kp), cp.int32(C * R * S)))
+    return out
+
+
+def launch(pl: DirectFwdPlan, kernel: LoadedKernel, x: Any, wpk: Any, y: Any, stream: Any | None = None) -> None:
+    """Run the kernel on contiguous float32 CuPy arrays; allocates nothing (zeroes y first when split).
+
+    Raises:
+        LaunchError: the launch failed.
+    """
+    cp = cupy_module()
+    p = pl.problem
+    stream = stream if stream is not None else cp.cuda.get_current_stream()
+    i32 = cp.int32
+    args = (x, wpk, y, i32(p.C), i32(p.H), i32(p.W), i32(p.K), i32(pl.kp), i32(p.P), i32(p.Q), i32(p.pad_h),
+            i32(p.pad_w), i32(pl.tiles_q), i32(pl.chunks_per_split), i32(pl.config.splits))
+    try:
+        with stream:
+            if pl.config.splits > 1:
+                cp.cuda.runtime.memsetAsync(y.data.ptr, 0, y.nbytes, stream.ptr)
+            kernel.function(pl.grid, (pl.config.threads,), args, shared_mem=pl.smem_bytes)
+    except cp.cuda.driver.CUDADriverError as exc:
+        raise LaunchError(f"direct_fwd launch failed ({pl.config.key()}): {exc}") from exc

@@ -1,0 +1,94 @@
+"""Analytic performance model of the direct forward kernel (for ranking configs, never as a result).
+
+predicted time = max(issue time, L2 traffic time, DRAM compulsory time) + launch overhead, where
+
+* issue time: ⌈waves⌉ · (instructions one SM must issue per wave) / (SM issue rate · latency factor).
+  Instructions per thread per channel chunk are counted from the unrolled inner loop:
+  FFMA = CB·PY·R·S·PX·KX, LDS = CB·(ROWS·WIN + PY·R·S·KX/4), copies = CB·NI + NW (×3 with address
+  math), + ~30 for barriers and loop control. The SM issue rate is the measured SGEMM rate
+  (``machine.fp32_peak_flops_per_s`` / 64 flops per warp-FFMA / SMs). The latency factor is
+  min(1, resident warps / 8)^½: SIMT GEMM-like loops hide latency with ILP from ≥ 8 warps.
+  Each chunk also waits for its copies: max(0, latency − (stages−1)·chunk issue time), shared
+  among the blocks resident on the SM.
+* L2 time: modelled traffic (:func:`~convtune.kernels.direct.launcher.traffic_words`) over an L2
+  bandwidth taken as 2.5× the DRAM copy bandwidth (an assumption; the H200's L2 read sweeps reached
+  ~5× but SM-side fills are slower).
+* DRAM time: compulsory bytes over the copy bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from convtune.kernels.direct.launcher import DirectFwdPlan, round_regs, total_traffic_words
+from convtune.machine import MachineModel
+
+L2_OVER_DRAM_BANDWIDTH = 2.5
+LAUNCH_OVERHEAD_S = 2.5e-6
+LATENCY_WARPS = 8
+GLOBAL_LATENCY_S = 0.8e-6  # a cp.async round trip under load; exposed per chunk unless pipelined
+
+
+@dataclass(frozen=True, slots=True)
+class DirectPrediction:
+    time_s: float
+    issue_s: float
+    l2_s: float
+    dram_s: float
+    blocks_per_sm: int
+    waves: float
+    tile_efficiency: float
+
+    @property
+    def bound_by(self) -> str:
+        return max((self.issue_s, "issue"), (self.l2_s, "l2"), (self.dram_s, "dram"))[1]
+
+
+def blocks_per_sm(pl: DirectFwdPlan, machine: MachineModel, regs_per_thread: int | None = None) -> int:
+    """Resident blocks per SM, limited by registers, shared memory, threads and the block limit."""
+    regs = round_regs(regs_per_thread or pl.regs_estimate)
+    by_regs = machine.regs_per_sm // (pl.config.threads * regs)
+    by_smem = machine.smem_per_sm_bytes // (pl.smem_bytes + machine.smem_reserved_per_block_bytes)
+    by_threads = machine.max_threads_per_sm // pl.config.threads
+    return max(0, min(by_regs, by_smem, by_threads, machine.max_blocks_per_sm))
+
+
+def tile_efficiency(pl: DirectFwdPlan) -> float:
+    """Useful / computed MACs: tiles overhang P, Q and K at the edges, chunks overhang C."""
+    p, c = pl.problem, pl.config
+    chunks = -(-p.C // c.chunk_c)
+    computed = (pl.tiles_p * c.tile_h) * (pl.tiles_q * c.tile_w) * (pl.k_tiles * c.tile_k) * chunks * c.chunk_c
+    return (p.P * p.Q * p.K * p.C) / computed
+
+
+def instructions_per_chunk(pl: DirectFwdPlan) -> int:
+    """Instructions one thread issues per channel chunk (see the module docstring)."""
+    p, c = pl.problem, pl.config
+    rows = (c.thread_h - 1) * p.stride_h + (p.R - 1) * p.dil_h + 1
+    ffma = c.chunk_c * c.thread_h * p.R * p.S * c.thread_w * c.thread_k
+    lds = c.chunk_c * (rows * pl.window + c.thread_h * p.R * p.S * c.thread_k // 4)
+    plane = pl.patch_h * (pl.patch_pitch // 4 if c.vec == 4 else pl.patch_w)
+    copies = c.chunk_c * -(-plane // c.threads) + -(-c.chunk_c * p.R * p.S * c.tile_k // 4 // c.threads)
+    return ffma + lds + 3 * copies + 30
+
+
+def predict(pl: DirectFwdPlan, machine: MachineModel, regs_per_thread: int | None = None) -> DirectPrediction:
+    """Model time of one launch of ``pl`` on ``machine``."""
+    p, c = pl.problem, pl.config
+    bps = blocks_per_sm(pl, machine, regs_per_thread)
+    if bps == 0:
+        return DirectPrediction(math.inf, math.inf, 0.0, 0.0, 0, math.inf, tile_efficiency(pl))
+    warps = c.threads // 32
+    wave_count = pl.blocks / (machine.sm_count * bps)
+    per_block = warps * (pl.chunks_per_split * instructions_per_chunk(pl) + 4 * c.accumulators)
+    sm_rate = machine.fp32_peak_flops_per_s / 64 / machine.sm_count  # warp-instructions / s / SM
+    latency = min(1.0, bps * warps / LATENCY_WARPS) ** 0.5
+    chunk_issue_s = bps * warps * instructions_per_chunk(pl) / (sm_rate * latency)
+    stall_s = max(0.0, GLOBAL_LATENCY_S - (c.stages - 1) * chunk_issue_s) / bps
+    issue_s = math.ceil(wave_count) * (bps * per_block / (sm_rate * latency) + pl.chunks_per_split * stall_s)
+    l2_s = 4 * total_traffic_words(pl) / (L2_OVER_DRAM_BANDWIDTH * machine.copy_bandwidth_bytes_per_s)
+    dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
+    overhead = LAUNCH_OVERHEAD_S * (2 if c.splits > 1 else 1)
+    return DirectPrediction(max(issue_s, l2_s, dram_s) + overhead, issue_s, l2_s, dram_s, bps, wave_count,
+                            tile_efficiency(pl))
