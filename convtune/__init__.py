@@ -5,9 +5,19 @@
 
 from __future__ import annotations
 
-from convtune.errors import ConvtuneError, InvalidConfig, InvalidProblem
+from typing import Any
+
+from convtune.errors import ConvtuneError, InvalidConfig, InvalidInput, InvalidProblem
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
-__all__ = ["ConvProblem", "ConvtuneError", "InvalidConfig", "InvalidProblem", "MachineModel"]
+__all__ = ["ConvProblem", "ConvtuneError", "InvalidConfig", "InvalidInput", "InvalidProblem", "MachineModel",
+           "conv2d"]
+
+
+def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1, config: Any = None) -> Any:
+    """GPU conv2d forward (fp32 NCHW); see :func:`convtune.kernels.ops.conv2d`. Imports CuPy on first call."""
+    from convtune.kernels.ops import conv2d as _conv2d
+
+    return _conv2d(x, w, stride=stride, padding=padding, dilation=dilation, config=config)
 __version__ = "0.1.0"

@@ -29,6 +29,15 @@ class InvalidConfig(ConvtuneError, ValueError):
         self.detail = message
 
 
+class InvalidInput(ConvtuneError, ValueError):
+    """An operator argument (tensor type, dtype, device, rank, layout) is not accepted; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.detail = message
+
+
 class UnknownMachine(ConvtuneError, KeyError):
     """A machine preset name is not known."""
 

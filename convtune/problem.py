@@ -15,6 +15,7 @@ multiplies the current sample (PyTorch's ``F.conv1d`` of the left-padded input, 
 
 from __future__ import annotations
 
+import numbers
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -100,10 +101,10 @@ class ConvProblem:
     _derived: tuple[int, int] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        for name in ("N", "C", "H", "W", "K", "R", "S", "stride_h", "stride_w", "dil_h", "dil_w", "groups"):
-            _check_int(name, getattr(self, name), minimum=1)
-        for name in ("pad_h", "pad_w"):
-            _check_int(name, getattr(self, name), minimum=0)
+        for name in ("N", "C", "H", "W", "K", "R", "S", "stride_h", "stride_w", "dil_h", "dil_w", "groups",
+                     "pad_h", "pad_w"):
+            _check_int(name, getattr(self, name), minimum=0 if name.startswith("pad") else 1)
+            object.__setattr__(self, name, int(getattr(self, name)))  # numpy integers -> int
         if self.dtype not in ITEMSIZE_BYTES:
             raise InvalidProblem("dtype", f"{self.dtype!r} is not supported: allowed {sorted(ITEMSIZE_BYTES)}")
         if self.layout not in LAYOUTS:
@@ -345,7 +346,7 @@ def _reject_unknown(spec: Mapping[str, Any], allowed: set[str] | Any) -> None:
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidProblem(name, f"{value!r} must be an integer >= {minimum}")
     if value < minimum:
         raise InvalidProblem(name, f"{name}={value} is out of range: must be an integer >= {minimum}")

@@ -125,6 +125,26 @@ def nvcc_compile(text: str, arch: str = "sm_90", out_dir: Path | None = None) ->
     return NvccResult(cubin, parse_ptxas_log(log), elapsed, log)
 
 
+def precompile(texts: list[str], arch: str, out_dir: Path, jobs: int = 8) -> dict[str, NvccResult | CompileError]:
+    """Compile many sources with nvcc in parallel into ``out_dir`` (the cubin cache of :func:`load_kernel`).
+
+    Returns, per source hash, the result or the error (a failed compile is an outcome, not a crash).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(text: str) -> NvccResult | CompileError:
+        if (Path(out_dir) / f"{source_hash(text + arch)}.cubin").is_file():
+            return NvccResult(Path(out_dir) / f"{source_hash(text + arch)}.cubin", {}, 0.0, "cached")
+        try:
+            return nvcc_compile(text, arch, out_dir)
+        except CompileError as exc:
+            return exc
+
+    unique = list(dict.fromkeys(texts))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return {source_hash(t): r for t, r in zip(unique, pool.map(one, unique), strict=True)}
+
+
 def parse_ptxas_log(log: str) -> dict[str, KernelResources]:
     """Registers, spills, stack and static shared memory per entry from ``ptxas -v`` output."""
     result: dict[str, KernelResources] = {}

@@ -1,0 +1,82 @@
+"""Timing primitives shared by the benchmarks and the tuner: CUDA events, warm-up, median, rotation.
+
+Protocol (shared/DESIGN.md): warm up; then per repetition enqueue a short spin kernel (so the host
+can queue the start event, the launch and the stop event while the GPU is busy — otherwise a kernel
+shorter than the ~6 µs host launch cost measures the host), record the start event, launch on
+buffer set ``i mod n_sets``, record the stop event. Report the median over ≥ 20 repetitions and the
+p10/p90 spread. Problems whose buffers fit in L2 rotate among enough sets to exceed twice the L2, so
+each launch reads its inputs from DRAM as in a real network.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from convtune.kernels.compile import cupy_module
+
+SPIN_SOURCE = r"""
+extern "C" __global__ void convtune_spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) { }
+}
+"""
+SPIN_CYCLES = 60_000          # ~30 µs at 1.98 GHz: longer than queuing event + launch + event
+MAX_ROTATION_SETS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Per-launch times in milliseconds."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    min_ms: float
+    reps: int
+    sets: int
+
+    @property
+    def spread(self) -> float:
+        """(p90 − p10) / median."""
+        return (self.p90_ms - self.p10_ms) / self.median_ms if self.median_ms > 0 else math.inf
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms,
+                "min_ms": self.min_ms, "reps": self.reps, "sets": self.sets}
+
+
+@cache
+def _spin_kernel() -> Any:
+    cp = cupy_module()
+    return cp.RawKernel(SPIN_SOURCE, "convtune_spin")
+
+
+def rotation_sets(bytes_per_set: int, l2_bytes: int, max_sets: int = MAX_ROTATION_SETS) -> int:
+    """Buffer sets to rotate so that consecutive launches never find their inputs in L2."""
+    if bytes_per_set <= 0:
+        return 1
+    return int(min(max_sets, max(1, math.ceil(2 * l2_bytes / bytes_per_set))))
+
+
+def time_launches(launch: Callable[[int], None], sets: int = 1, warmup: int = 5, reps: int = 30) -> Timing:
+    """Time ``launch(i)`` (which enqueues work on the current stream for buffer set ``i % sets``)."""
+    cp = cupy_module()
+    spin = _spin_kernel()
+    for i in range(warmup):
+        launch(i % sets)
+    starts = [cp.cuda.Event() for _ in range(reps)]
+    stops = [cp.cuda.Event() for _ in range(reps)]
+    for i in range(reps):
+        spin((1,), (1,), (cp.int64(SPIN_CYCLES),))
+        starts[i].record()
+        launch(i % sets)
+        stops[i].record()
+    stops[-1].synchronize()
+    times = sorted(cp.cuda.get_elapsed_time(a, b) for a, b in zip(starts, stops, strict=True))
+    deciles = statistics.quantiles(times, n=10) if len(times) >= 2 else [times[0]] * 9
+    return Timing(statistics.median(times), deciles[0], deciles[-1], times[0], reps, sets)
