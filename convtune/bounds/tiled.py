@@ -1,0 +1,213 @@
+"""Exact word traffic of a tiled 7-loop direct-convolution schedule (an achievable upper bound).
+
+The schedule: the loops n, k, p, q, c, r, s (batch, output channel, output row, output column, input
+channel within the group, kernel row, kernel column) are tiled with tile sizes t_l and the tile loops
+run in a given order (outermost first); one tile iteration computes every MAC of its index box.
+Fast memory holds exactly the current tile of each array:
+
+- input tile: the real (non-padding) input elements the tile's windows read, halo included:
+  n-range × channels × rows × cols, where rows = |{p·μ_h − pad_h + r·d_h : p, r in the tile} ∩ [0, H)|
+  (likewise cols), and channels = (groups spanned by the k-range) × c-range;
+- weight tile: k-range × c-range × r-range × s-range;
+- output tile: n-range × k-range × p-range × q-range (partial sums).
+
+Boundary tiles are clipped. An input or weight tile is loaded in full whenever its identity (the tile
+indices of the loops it depends on; for the input with groups > 1, the range of groups) differs from
+the previous iteration's. An output tile is stored every time the schedule leaves it, and loaded
+(partial sums) when it is entered again after its first visit, so a revisit costs a load and a store.
+
+The count is exact: every tile iteration is enumerated with NumPy (no per-element work), so it is
+meant for small problems (at most :data:`MAX_ITERATIONS` tile iterations). All counts are in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from convtune.problem import ConvProblem
+
+LOOPS = ("n", "k", "p", "q", "c", "r", "s")
+#: Largest number of tile iterations :func:`tiled_traffic` enumerates.
+MAX_ITERATIONS = 2_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class TiledTraffic:
+    """Words moved by one tiled schedule, and the fast memory it needs."""
+
+    input_load_words: int
+    weight_load_words: int
+    output_load_words: int
+    output_store_words: int
+    footprint_words: int   # max over iterations of input + weight + output tile words
+    iterations: int
+
+    @property
+    def load_words(self) -> int:
+        return self.input_load_words + self.weight_load_words + self.output_load_words
+
+    @property
+    def total_words(self) -> int:
+        """Loads + stores."""
+        return self.load_words + self.output_store_words
+
+
+def loop_extents(problem: ConvProblem) -> dict[str, int]:
+    """Trip counts of the seven loops: N, K, P, Q, C/groups, R, S."""
+    p = problem
+    return {"n": p.N, "k": p.K, "p": p.P, "q": p.Q, "c": p.channels_per_group, "r": p.R, "s": p.S}
+
+
+def _clipped(extent: int, tile: int) -> np.ndarray:
+    """Sizes of the ⌈extent/tile⌉ tiles of one loop, the last one clipped."""
+    starts = np.arange(0, extent, tile)
+    return np.minimum(tile, extent - starts).astype(np.int64)
+
+
+def used_positions(extent: int, out_lo: int, out_hi: int, tap_lo: int, tap_hi: int, stride: int, pad: int,
+                   dil: int) -> int:
+    """|{o·stride − pad + t·dil : out_lo ≤ o < out_hi, tap_lo ≤ t < tap_hi} ∩ [0, extent)|, exactly.
+
+    Taps whose offsets agree mod ``stride`` read one lattice, where each tap covers an interval of
+    lattice points (clipped to the real input); the intervals of each lattice are merged.
+    O(taps·log taps), independent of the output range.
+    """
+    by_residue: dict[int, list[tuple[int, int]]] = {}
+    for t in range(tap_lo, tap_hi):
+        offset = t * dil - pad
+        # windows o in [out_lo, out_hi) with 0 <= offset + o·stride < extent
+        lo = max(out_lo, -(offset // stride) if offset < 0 else 0)
+        hi = min(out_hi - 1, (extent - 1 - offset) // stride) if extent - 1 - offset >= 0 else -1
+        if lo > hi:
+            continue
+        residue = offset % stride
+        base = (offset - residue) // stride
+        by_residue.setdefault(residue, []).append((base + lo, base + hi))
+    used = 0
+    for intervals in by_residue.values():
+        intervals.sort()
+        cur_lo, cur_hi = intervals[0]
+        for lo, hi in intervals[1:]:
+            if lo > cur_hi + 1:
+                used += cur_hi - cur_lo + 1
+                cur_lo, cur_hi = lo, hi
+            else:
+                cur_hi = max(cur_hi, hi)
+        used += cur_hi - cur_lo + 1
+    return used
+
+
+def input_positions_per_tile(extent: int, out: int, taps: int, out_tile: int, tap_tile: int, stride: int, pad: int,
+                             dil: int) -> np.ndarray:
+    """table[i, j] = real input positions read by output tile i with tap tile j along one axis."""
+    n_out, n_tap = -(-out // out_tile), -(-taps // tap_tile)
+    table = np.zeros((n_out, n_tap), dtype=np.int64)
+    for i in range(n_out):
+        for j in range(n_tap):
+            table[i, j] = used_positions(extent, i * out_tile, min(out, (i + 1) * out_tile), j * tap_tile,
+                                         min(taps, (j + 1) * tap_tile), stride, pad, dil)
+    return table
+
+
+def _normalise(tiles: Mapping[str, int] | Sequence[int], order: str | Sequence[str],
+               extents: Mapping[str, int]) -> tuple[dict[str, int], tuple[str, ...]]:
+    if isinstance(tiles, Mapping):
+        unknown = set(tiles) - set(LOOPS)
+        if unknown:
+            raise ValueError(f"tiles: unknown loops {sorted(unknown)}; allowed {LOOPS}")
+        tile = {lp: int(tiles.get(lp, extents[lp])) for lp in LOOPS}
+    else:
+        if len(tiles) != len(LOOPS):
+            raise ValueError(f"tiles: need {len(LOOPS)} sizes for {LOOPS}, got {len(tiles)}")
+        tile = {lp: int(t) for lp, t in zip(LOOPS, tiles, strict=True)}
+    for lp, t in tile.items():
+        if t < 1:
+            raise ValueError(f"tiles: {lp}={t} must be >= 1")
+        tile[lp] = min(t, extents[lp])
+    seq = tuple(order)
+    if sorted(seq) != sorted(LOOPS):
+        raise ValueError(f"order={order!r} must be a permutation of {''.join(LOOPS)}")
+    return tile, seq
+
+
+def _changes(key: np.ndarray) -> np.ndarray:
+    """changed[i] = key[i] != key[i-1]; the first iteration always loads."""
+    changed = np.empty(key.shape, dtype=bool)
+    changed[0] = True
+    np.not_equal(key[1:], key[:-1], out=changed[1:])
+    return changed
+
+
+def tiled_traffic(problem: ConvProblem, tiles: Mapping[str, int] | Sequence[int],
+                  order: str | Sequence[str] = "nkpqcrs") -> TiledTraffic:
+    """Count the words the tiled schedule loads and stores, exactly.
+
+    Args:
+        problem: the convolution.
+        tiles: tile size per loop, as a mapping over ``LOOPS`` (missing loops untiled) or a sequence in
+            ``LOOPS`` order (n, k, p, q, c, r, s); sizes above the extent are clipped to it.
+        order: the tile loops, outermost first, e.g. ``"nkpqcrs"``.
+
+    Raises:
+        ValueError: bad tiles/order, or more than :data:`MAX_ITERATIONS` tile iterations.
+
+    Example:
+        >>> p = ConvProblem.parse("N=1 C=4 H=6 W=6 K=4 R=3 S=3 pad=1")
+        >>> tiled_traffic(p, {"p": 3, "q": 3}, "nkpqcrs").output_store_words
+        144
+    """
+    pr = problem
+    ext = loop_extents(pr)
+    tile, seq = _normalise(tiles, order, ext)
+    counts = {lp: -(-ext[lp] // tile[lp]) for lp in LOOPS}
+    iterations = int(np.prod([counts[lp] for lp in seq], dtype=np.int64))
+    if iterations > MAX_ITERATIONS:
+        raise ValueError(f"{iterations} tile iterations exceed MAX_ITERATIONS={MAX_ITERATIONS}: use larger tiles")
+
+    grid = np.indices([counts[lp] for lp in seq], dtype=np.int64).reshape(len(seq), -1)
+    idx = {lp: grid[i] for i, lp in enumerate(seq)}
+    size = {lp: _clipped(ext[lp], tile[lp]) for lp in LOOPS}
+
+    rows = input_positions_per_tile(pr.H, pr.P, pr.R, tile["p"], tile["r"], pr.stride_h, pr.pad_h, pr.dil_h)
+    cols = input_positions_per_tile(pr.W, pr.Q, pr.S, tile["q"], tile["s"], pr.stride_w, pr.pad_w, pr.dil_w)
+    k_per_group = pr.K // pr.groups
+    k_lo = np.arange(counts["k"], dtype=np.int64) * tile["k"]
+    g_lo = k_lo // k_per_group
+    g_hi = (np.minimum(k_lo + tile["k"], pr.K) - 1) // k_per_group
+    g_span = g_hi - g_lo + 1
+    g_key = g_lo * pr.groups + g_hi  # identity of the input channels a k-tile needs
+
+    n, k, p, q, c, r, s = (idx[lp] for lp in LOOPS)
+    in_words = size["n"][n] * size["c"][c] * g_span[k] * rows[p, r] * cols[q, s]
+    w_words = size["k"][k] * size["c"][c] * size["r"][r] * size["s"][s]
+    out_words = size["n"][n] * size["k"][k] * size["p"][p] * size["q"][q]
+
+    def mix(*parts: tuple[np.ndarray, int]) -> np.ndarray:
+        key = np.zeros(iterations, dtype=np.int64)
+        for values, radix in parts:
+            key = key * radix + values
+        return key
+
+    in_key = mix((n, counts["n"]), (c, counts["c"]), (p, counts["p"]), (q, counts["q"]), (r, counts["r"]),
+                 (s, counts["s"]), (g_key[k], pr.groups * pr.groups))
+    w_key = mix((k, counts["k"]), (c, counts["c"]), (r, counts["r"]), (s, counts["s"]))
+    out_key = mix((n, counts["n"]), (k, counts["k"]), (p, counts["p"]), (q, counts["q"]))
+
+    out_start = _changes(out_key)
+    out_end = np.empty_like(out_start)
+    out_end[:-1] = out_start[1:]
+    out_end[-1] = True
+    _, first_index, inverse = np.unique(out_key, return_index=True, return_inverse=True)
+    revisit = out_start & (first_index[inverse] != np.arange(iterations))
+
+    return TiledTraffic(
+        input_load_words=int(in_words[_changes(in_key)].sum()),
+        weight_load_words=int(w_words[_changes(w_key)].sum()),
+        output_load_words=int(out_words[revisit].sum()),
+        output_store_words=int(out_words[out_end].sum()),
+        footprint_words=int((in_words + w_words + out_words).max()),
+        iterations=iterations,
+    )

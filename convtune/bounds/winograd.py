@@ -1,0 +1,174 @@
+"""Winograd F(m×m, r×r) traffic bounds (bounds.md §3), in words; S is an argument, in words.
+
+Applies to stride 1, dilation 1, square r×r kernels (r ≥ 2) and m ∈ {2, 4, 6}; anything else raises
+:class:`~convtune.bounds.result.NotApplicable`. Notation: α = m + r − 1; tiles
+T = N·⌈P/m⌉·⌈Q/m⌉; g = groups, C_g = C/g. Stages (Lavin & Gray): filter transform U = G·g·Gᵀ
+(r² → α² per (k, c)), input transform V = Bᵀ·d·B, α² batched GEMMs M(ξ,ν) = U(ξ,ν)·V(ξ,ν) of size
+(K/g)×C_g times C_g×T per group, output transform Y = Aᵀ·M·A (α² → m²).
+
+- multiplications: α²·K·C_g·T (versus the direct G = ``problem.macs``).
+- CDAG bound [R]: max(|In_used| + |filters| + |Out|, 2α²·K·C_g·T/√S + |Out|), |filters| = K·C_g·r²
+  (raw g) or K·C_g·α² (pre-transformed U). Its reuse term takes the transformed values V, U and the
+  partial sums M as a segment's dominator (ρ = √S/2 per frequency, summed by Hölder), which is
+  COSMA's argument per frequency; it inherits COSMA's conditions for one frequency's GEMM
+  (S < min(T·K/g, T·C_g, K/g·C_g) and C_g ≥ 2√S, see :mod:`convtune.bounds.matmul`) and is omitted when
+  they fail. Whether a fused schedule that transforms on chip can beat it is not proven either way.
+- fused output-stationary floor [R]: a block owns a×b tiles × z output channels, accumulates M
+  (a·b·z·α² words ≤ S) and per input channel loads the raw patch (≥ a·b·m²) and the filter slice
+  (z·α² pre-transformed, z·r² raw). Minimising C_g·K·T·(m²/z + f/(a·b)) subject to a·b·z·α² = S gives
+  2m·α²·K·C_g·T/√S + |Out| (pre-transformed) or 2m·r·α·K·C_g·T/√S + |Out| (raw; balance a·b·m² = z·r²),
+  floored by this dataflow's own compulsory traffic. It is a floor of that dataflow, m× (pre-U) above
+  the CDAG bound.
+- unfused stage-by-stage floor [R]: FT reads K·C_g·r², writes K·C_g·α² (skipped when pre-transformed);
+  IT reads |In_used|, writes α²·C·T; GEMM ≥ :func:`~convtune.bounds.matmul.matmul_lower_bound` of the
+  α²·g products; OT reads α²·K·T, writes |Out|.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from convtune.bounds.matmul import cosma_assumptions, matmul_lower_bound
+from convtune.bounds.result import BoundResult, NotApplicable, check_fast_memory, combine
+from convtune.problem import ConvProblem
+
+SUPPORTED_M = (2, 4, 6)
+
+
+@dataclass(frozen=True, slots=True)
+class WinogradShape:
+    """The tile arithmetic of F(m×m, r×r) on one problem."""
+
+    m: int
+    r: int
+    alpha: int
+    tiles_h: int
+    tiles_w: int
+    tiles: int             # T = N·tiles_h·tiles_w
+    multiplications: int   # α²·K·C_g·T
+    direct_multiplications: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"m": self.m, "r": self.r, "alpha": self.alpha, "tiles_h": self.tiles_h, "tiles_w": self.tiles_w,
+                "tiles": self.tiles, "multiplications": self.multiplications,
+                "direct_multiplications": self.direct_multiplications}
+
+
+def check_winograd(problem: ConvProblem, m: int) -> None:
+    """Raise :class:`NotApplicable` unless F(m×m, r×r) applies to ``problem``."""
+    p = problem
+    if m not in SUPPORTED_M:
+        raise NotApplicable("m", f"m={m} is not supported: allowed {list(SUPPORTED_M)}")
+    for name in ("stride_h", "stride_w", "dil_h", "dil_w"):
+        if getattr(p, name) != 1:
+            raise NotApplicable(name, f"{name}={getattr(p, name)}: Winograd needs stride 1 and dilation 1")
+    if p.R != p.S:
+        raise NotApplicable("S", f"R={p.R}, S={p.S}: F(m×m, r×r) needs a square kernel")
+    if p.R < 2:
+        raise NotApplicable("R", f"R={p.R}: a 1×1 kernel has nothing to transform (it is a matrix multiply)")
+    if p.causal:
+        raise NotApplicable("causal", "causal 1-D problems are not supported by F(m×m, r×r)")
+
+
+def winograd_shape(problem: ConvProblem, m: int) -> WinogradShape:
+    """α, tile counts and multiplication counts of F(m×m, r×r)."""
+    check_winograd(problem, m)
+    p = problem
+    r = p.R
+    alpha = m + r - 1
+    th, tw = -(-p.P // m), -(-p.Q // m)
+    tiles = p.N * th * tw
+    return WinogradShape(m=m, r=r, alpha=alpha, tiles_h=th, tiles_w=tw, tiles=tiles,
+                         multiplications=alpha * alpha * p.K * p.channels_per_group * tiles,
+                         direct_multiplications=p.macs)
+
+
+def _filter_words(problem: ConvProblem, shape: WinogradShape, pretransformed: bool) -> int:
+    side = shape.alpha if pretransformed else shape.r
+    return problem.K * problem.channels_per_group * side * side
+
+
+def winograd_cdag_bound(problem: ConvProblem, fast_memory_words: int, m: int, *,
+                        pretransformed_filters: bool = False) -> BoundResult:
+    """max(|In_used| + |filters| + |Out|, 2α²·K·C_g·T/√S + |Out| when COSMA's per-frequency conditions hold)."""
+    s = check_fast_memory(fast_memory_words)
+    p = problem
+    sh = winograd_shape(p, m)
+    compulsory = p.input_elements_used + _filter_words(p, sh, pretransformed_filters) + p.output_elements
+    reuse = 2.0 * sh.multiplications / math.sqrt(s) + p.output_elements
+    conditions = cosma_assumptions(sh.tiles, p.K // p.groups, p.channels_per_group, s)
+    return combine(f"winograd_f{m}.cdag", {"compulsory": (compulsory, True),
+                                           "reuse": (reuse, all(a.holds for a in conditions))},
+                   word_bytes=p.itemsize_bytes, fast_memory_words=s)
+
+
+def winograd_fused_floor(problem: ConvProblem, fast_memory_words: int, m: int, *,
+                         pretransformed_filters: bool = False) -> BoundResult:
+    """Least traffic of the fused output-stationary dataflow over all tile shapes (module docstring)."""
+    s = check_fast_memory(fast_memory_words)
+    p = problem
+    sh = winograd_shape(p, m)
+    f = sh.alpha if pretransformed_filters else sh.r
+    reuse = 2.0 * m * f * sh.alpha * p.K * p.channels_per_group * sh.tiles / math.sqrt(s) + p.output_elements
+    compulsory = p.input_elements_used + _filter_words(p, sh, pretransformed_filters) + p.output_elements
+    return combine(f"winograd_f{m}.fused", {"compulsory": (compulsory, True), "reuse": (reuse, True)},
+                   word_bytes=p.itemsize_bytes, fast_memory_words=s, kind="dataflow_floor")
+
+
+def winograd_unfused_floor(problem: ConvProblem, fast_memory_words: int, m: int, *,
+                           pretransformed_filters: bool = False) -> BoundResult:
+    """Sum of the stage floors FT + IT + GEMM + OT of the unfused schedule (module docstring)."""
+    s = check_fast_memory(fast_memory_words)
+    p = problem
+    sh = winograd_shape(p, m)
+    a2 = sh.alpha * sh.alpha
+    kc = p.K * p.channels_per_group
+    ft = 0 if pretransformed_filters else kc * (sh.r * sh.r + a2)
+    it = p.input_elements_used + a2 * p.C * sh.tiles
+    gemm = matmul_lower_bound(sh.tiles, p.K // p.groups, p.channels_per_group, s, batch=a2 * p.groups,
+                              word_bytes=p.itemsize_bytes).words
+    ot = a2 * p.K * sh.tiles + p.output_elements
+    total = ft + it + gemm + ot
+    # the per-stage split stays visible next to the total (the total is the binding "term")
+    return BoundResult(name=f"winograd_f{m}.unfused", words=total, word_bytes=p.itemsize_bytes,
+                       terms={"sum_of_stages": total, "filter_transform": ft, "input_transform": it, "gemm": gemm,
+                              "output_transform": ot},
+                       binding_term="sum_of_stages", fast_memory_words=s, kind="dataflow_floor")
+
+
+@dataclass(frozen=True, slots=True)
+class WinogradBounds:
+    """Everything about F(m×m, r×r) on one problem and one S."""
+
+    shape: WinogradShape
+    cdag: BoundResult
+    fused: BoundResult
+    unfused: BoundResult
+    pretransformed_filters: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shape": self.shape.to_dict(), "pretransformed_filters": self.pretransformed_filters,
+                "cdag": self.cdag.to_dict(), "fused": self.fused.to_dict(), "unfused": self.unfused.to_dict()}
+
+
+def winograd_bounds(problem: ConvProblem, fast_memory_words: int, m: int = 2, *,
+                    pretransformed_filters: bool = False) -> WinogradBounds:
+    """The CDAG lower bound and the fused/unfused dataflow floors of F(m×m, r×r).
+
+    Raises:
+        NotApplicable: stride or dilation ≠ 1, non-square or 1×1 kernel, causal, or m ∉ {2, 4, 6}.
+
+    Example:
+        >>> p = ConvProblem.parse("N=1 C=64 H=56 W=56 K=64 R=3 S=3 pad=1")
+        >>> b = winograd_bounds(p, 12288, m=4)
+        >>> b.shape.multiplications < b.shape.direct_multiplications
+        True
+    """
+    kw = {"pretransformed_filters": pretransformed_filters}
+    return WinogradBounds(shape=winograd_shape(problem, m),
+                          cdag=winograd_cdag_bound(problem, fast_memory_words, m, **kw),
+                          fused=winograd_fused_floor(problem, fast_memory_words, m, **kw),
+                          unfused=winograd_unfused_floor(problem, fast_memory_words, m, **kw),
+                          pretransformed_filters=pretransformed_filters)
