@@ -15,6 +15,7 @@ chunks_per_split, the patch pitch template argument): exactly what the launcher 
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,12 +24,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from convtune.bounds import direct_lower_bound
 from convtune.errors import InvalidConfig
-from convtune.kernels.direct.launcher import DirectFwdConfig, DirectFwdPlan, plan, traffic_words
+from convtune.kernels.direct.launcher import (
+    DirectFwdConfig,
+    DirectFwdPlan,
+    plan,
+    total_traffic_words,
+    traffic_words,
+)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 H200 = MachineModel.preset("h200")
+#: S for the lower bound: what one block can hold on chip (shared memory + its share of the registers)
+S_BLOCK = H200.fast_memory_words("block")
 PUBLIC_SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "suites" / "public.json"
 
 
@@ -263,6 +273,10 @@ def _check_plan(pl: DirectFwdPlan) -> None:
     if live == pl.config.splits:  # see test_output_traffic_with_an_empty_split
         assert model["output"] == sim.output + sim.memset, f"output traffic of {p.key()} / {pl.config.key()}"
         assert model == sim.words()
+    # no schedule moves fewer words than the direct-convolution I/O lower bound
+    bound = direct_lower_bound(p, S_BLOCK)
+    assert bound.valid
+    assert sim.input + sim.weight + sim.output + sim.memset >= bound.words, f"{p.key()} / {pl.config.key()}"
 
 
 # ---- tests -------------------------------------------------------------------------------------------------
@@ -295,6 +309,39 @@ CASES = [
 @pytest.mark.parametrize(("problem", "fields"), CASES, ids=[c[0] for c in CASES])
 def test_traffic_words_equals_simulated_copies_examples(problem: str, fields: dict[str, int]) -> None:
     _check_plan(plan(ConvProblem.parse(problem), DirectFwdConfig(**fields), H200))
+
+
+PUBLIC_CONV2D = json.loads(PUBLIC_SUITE.read_text())["conv2d"]
+BOUND_CONFIGS = [
+    DirectFwdConfig(),
+    DirectFwdConfig(tile_h=8, tile_w=8, tile_k=128, chunk_c=8, thread_w=8, thread_k=8, stages=2),
+    DirectFwdConfig(tile_h=16, tile_w=16, tile_k=32, chunk_c=8, thread_w=8, thread_k=8, stages=3, vec=4),
+    DirectFwdConfig(tile_h=4, tile_w=4, tile_k=128, chunk_c=4, thread_w=4, thread_k=8, stages=3, splits=2),
+    DirectFwdConfig(tile_h=16, tile_w=64, tile_k=16, chunk_c=1, thread_h=2, thread_w=8, thread_k=4, vec=4),
+    DirectFwdConfig(tile_h=16, tile_w=16, tile_k=64, chunk_c=3, thread_w=8, thread_k=8, stages=2, vec=4),
+]
+
+
+@pytest.mark.parametrize("spec", PUBLIC_CONV2D, ids=[s["name"] for s in PUBLIC_CONV2D])
+def test_public_suite_traffic_is_above_the_lower_bound(spec: dict[str, object]) -> None:
+    problem = ConvProblem.from_mapping(spec)
+    bound = direct_lower_bound(problem, S_BLOCK)
+    assert bound.valid and bound.words >= problem.compulsory_elements
+    checked = 0
+    for config in BOUND_CONFIGS:
+        try:
+            pl = plan(problem, config, H200)
+        except InvalidConfig:
+            continue
+        checked += 1
+        total = total_traffic_words(pl)
+        assert total >= bound.words, f"{config.key()}: {total} words < bound {bound.words:.0f} ({bound.binding_term})"
+        # per tensor, the kernel moves at least the compulsory words
+        words = traffic_words(pl)
+        assert words["input"] >= problem.input_elements_used
+        assert words["weight"] >= problem.weight_elements
+        assert words["output"] >= problem.output_elements
+    assert checked >= 2
 
 
 def test_pipeline_loads_every_chunk_once() -> None:
