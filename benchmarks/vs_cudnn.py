@@ -219,23 +219,22 @@ def main() -> int:
     precompile(texts, machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]), jobs=args.jobs)
     print(f"precompiled {len(set(texts))} kernels in {time.perf_counter() - t0:.1f} s "
           f"(planning took {t0 - start:.1f} s)", file=sys.stderr)
-    results = []
-    for name, problem, plans, size in work:
-        t1 = time.perf_counter()
-        results.append(bench_problem(name, problem, machine, args, plans, size))
-        r = results[-1]
-        summary = (f"{r['best']['ms']:.4f} ms vs cuDNN {r['cudnn_ms']['fp32']:.4f} ms "
-                   f"-> {r['speedup_vs_cudnn_fp32']:.2f}x") if "best" in r else r.get("error")
-        print(f"{name}: {summary} ({time.perf_counter() - t1:.1f} s)", file=sys.stderr)
     report = {
         "device": machine.name, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "cupy": cp.__version__,
-        "copy_tbps": bandwidth / 1e12, "sgemm_tflops": peak / 1e12, "results": results,
+        "copy_tbps": bandwidth / 1e12, "sgemm_tflops": peak / 1e12, "results": [],
     }
-    (out / "vs_cudnn.json").write_text(json.dumps(report, indent=1))
-    table = markdown(report)
-    (out / "vs_cudnn.md").write_text(table)
-    print(table)
+    for name, problem, plans, size in work:
+        t1 = time.perf_counter()
+        r = bench_problem(name, problem, machine, args, plans, size)
+        report["results"].append(r)
+        # written after every shape: a fault in a later one (it kills the CUDA context) loses nothing
+        (out / "vs_cudnn.json").write_text(json.dumps(report, indent=1))
+        (out / "vs_cudnn.md").write_text(markdown(report))
+        summary = (f"{r['best']['ms']:.4f} ms vs cuDNN {r['cudnn_ms']['fp32']:.4f} ms "
+                   f"-> {r['speedup_vs_cudnn_fp32']:.2f}x") if "best" in r else r.get("error")
+        print(f"{name}: {summary} ({time.perf_counter() - t1:.1f} s)", file=sys.stderr)
+    print(markdown(report))
     return 0
 
 

@@ -136,4 +136,7 @@ def _stream_for(t: Any) -> Any:
     import torch
 
     cp = cupy_module()
-    return cp.cuda.ExternalStream(torch.cuda.current_stream(t.device).cuda_stream, t.device.index)
+    current = torch.cuda.current_stream(t.device)
+    if hasattr(cp.cuda.Stream, "from_external"):  # CuPy >= 14: the CUDA stream protocol
+        return cp.cuda.Stream.from_external(current)
+    return cp.cuda.ExternalStream(current.cuda_stream, t.device.index)

@@ -118,8 +118,7 @@ def test_direct_fwd_matches_float64(problem: ConvProblem, config: DirectFwdConfi
     from convtune.kernels.reference import conv2d_reference_gpu, relative_error
 
     pl = launcher.plan(problem, config, machine)
-    kernel = launcher.compile_plan(pl)
-    assert kernel.resources.local_bytes == 0, f"local memory (spills) in {config.key()}"
+    kernel = launcher.compile_plan(pl)  # spills are a speed matter, checked by the nvcc test, not here
     rng = cp.random.default_rng(zlib.crc32(problem.key().encode()))
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
     w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)

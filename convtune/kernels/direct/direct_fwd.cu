@@ -26,7 +26,8 @@ struct DirectFwdTraits {
   static constexpr int NPG = (TH / PY) * (TW / PX);              // pixel groups (threads along pixels)
   static constexpr int NKG = TK / KX;                            // channel groups
   static constexpr int THREADS = NPG * NKG;
-  static constexpr int IN_STAGE = CB * IH * IWP;                 // floats per stage, input patch
+  // floats per stage, input patch; rounded up to 16 bytes so the weight slice after it stays aligned
+  static constexpr int IN_STAGE = (CB * IH * IWP + 3) / 4 * 4;
   static constexpr int W_STAGE = CB * R * S * TK;                // floats per stage, weight slice
   static constexpr int STAGE = IN_STAGE + W_STAGE;
   static constexpr int WIN = (PX - 1) * SW + (S - 1) * DW + 1;  // register window per input row

@@ -201,7 +201,8 @@ def plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | 
     patch_h = (c.tile_h - 1) * p.stride_h + (p.R - 1) * p.dil_h + 1
     patch_w = (c.tile_w - 1) * p.stride_w + (p.S - 1) * p.dil_w + 1
     pitch = patch_pitch(p, c, patch_w)
-    stage_floats = c.chunk_c * patch_h * pitch + c.chunk_c * p.R * p.S * c.tile_k
+    # the input patch is padded to 16 bytes so the weight slice behind it is float4-aligned (as in the .cu)
+    stage_floats = -(-c.chunk_c * patch_h * pitch // 4) * 4 + c.chunk_c * p.R * p.S * c.tile_k
     smem_bytes = 4 * c.stages * stage_floats
     tiles_p, tiles_q = -(-p.P // c.tile_h), -(-p.Q // c.tile_w)
     if tiles_p * tiles_q > 65535:
