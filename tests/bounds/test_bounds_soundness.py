@@ -1,0 +1,98 @@
+"""Soundness: no tiled schedule that fits in S moves fewer words than a bound computed for S."""
+
+from __future__ import annotations
+
+import math
+
+from bounds_strategies import PROPERTY, problems_and_small_tilings, problems_and_tilings
+from hypothesis import event, given, target
+from hypothesis import strategies as st
+
+from convtune.bounds import (
+    LOOPS,
+    direct_literature_bound,
+    direct_lower_bound,
+    direct_safe_bound,
+    tiled_traffic,
+    window_reuse,
+)
+from convtune.problem import ConvProblem
+
+
+@PROPERTY
+@given(problems_and_tilings())
+def test_safe_and_reported_bounds_below_every_tiling(case):
+    """S = the schedule's own footprint: the tightest S the schedule is legal for (bounds fall as S grows)."""
+    p, tiles, order = case
+    t = tiled_traffic(p, tiles, order)
+    s = t.footprint_words
+    assert direct_safe_bound(p, s).words <= t.total_words
+    assert direct_lower_bound(p, s).words <= t.total_words
+
+
+@PROPERTY
+@given(problems_and_small_tilings(max_c=16, max_k=16, max_taps=3, max_extra=5, max_stride=2))
+def test_literature_form_below_every_tiling_when_valid(case):
+    p, tiles, order = case
+    t = tiled_traffic(p, tiles, order)
+    lit = direct_literature_bound(p, t.footprint_words)
+    event(f"literature valid: {lit.valid}")
+    if lit.valid:
+        assert lit.words <= t.total_words
+
+
+@st.composite
+def reduction_split_schedules(draw) -> tuple[ConvProblem, dict[str, int], str]:
+    """The schedules that break the literature form when the reduction is short: a spatial panel with
+    all (or half, a third of) the input channels, one or a few output channels at a time, K ≫ C."""
+    r = draw(st.sampled_from([1, 1, 2, 3]))
+    c, k = draw(st.integers(2, 32)), draw(st.integers(8, 128))
+    p = ConvProblem(N=1, C=c, H=draw(st.integers(r, 16)), W=draw(st.integers(r, 16)), K=k, R=r, S=r,
+                    pad_h=draw(st.integers(0, r // 2)), pad_w=draw(st.integers(0, r // 2)))
+    tiles = {"n": 1, "k": draw(st.sampled_from([1, 1, 2, 4])), "p": draw(st.integers(1, p.P)),
+             "q": draw(st.integers(1, p.Q)), "c": -(-c // draw(st.sampled_from([1, 1, 2, 3]))), "r": r, "s": r}
+    order = draw(st.one_of(st.sampled_from(["npqkcrs", "npqckrs", "cnpqkrs", "pqcnkrs"]),
+                           st.permutations(LOOPS).map("".join)))
+    return p, tiles, order
+
+
+@PROPERTY
+@given(reduction_split_schedules())
+def test_literature_form_survives_reduction_split_schedules(case):
+    """With bounds.md's L ≥ √(R·S) this property fails within a few dozen examples (checked); with
+    L ≥ 2√(R·S) it holds here and over 20,000 further random examples."""
+    p, tiles, order = case
+    t = tiled_traffic(p, tiles, order)
+    lit = direct_literature_bound(p, t.footprint_words)
+    event(f"literature valid: {lit.valid}")
+    if lit.valid:
+        target(lit.words / t.total_words)
+        assert lit.words <= t.total_words
+
+
+def test_literature_valid_cases_are_exercised():
+    """The literature property above is not vacuous: valid cases exist among such tilings."""
+    p = ConvProblem.parse("N=1 C=16 H=6 W=6 K=12 R=3 S=3 pad=1")
+    t = tiled_traffic(p, {"k": 2, "p": 2, "q": 2, "c": 4}, "nkpqcrs")
+    lit = direct_literature_bound(p, t.footprint_words)
+    assert lit.valid
+    assert lit.words <= t.total_words
+
+
+def test_reduction_condition_of_the_reference_notes_is_not_enough():
+    """bounds.md's L ≥ √(R·S) admits a counterexample; our L ≥ 2√(R·S) rejects it.
+
+    1×1 conv (matrix multiply m=900, n=256, k=32), S = 1024 words: keep a 30-pixel panel of all 32 input
+    channels, stream one output channel at a time (outputs never revisited).
+    """
+    p = ConvProblem.parse("N=1 C=32 H=30 W=30 K=256 R=1 S=1")
+    t = tiled_traffic(p, {"k": 1, "p": 5, "q": 6}, "npqkcrs")
+    s = t.footprint_words
+    assert s <= 1024
+    closed_form = 2 * p.macs / math.sqrt(s) + p.output_elements
+    assert p.reduction_length >= math.sqrt(window_reuse(p) * s)      # the notes' condition holds ...
+    assert s < min(p.input_elements_used, p.weight_elements, p.output_elements)
+    assert t.total_words < 0.8 * closed_form                          # ... yet the schedule beats the form
+    lit = direct_literature_bound(p, s)
+    assert not lit.valid                                              # ours flags it
+    assert direct_lower_bound(p, s).words <= t.total_words
