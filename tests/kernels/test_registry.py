@@ -1,0 +1,41 @@
+"""The kernel registry: every row points at a real source, entry, config class and working callables."""
+
+from __future__ import annotations
+
+import pytest
+
+from convtune.errors import InvalidConfig
+from convtune.kernels.compile import KERNELS_DIR
+from convtune.kernels.registry import REGISTRY, get_spec, specs_for
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+
+@pytest.mark.parametrize("key", list(REGISTRY), ids=lambda k: ".".join(k))
+def test_row_is_complete(key: tuple[str, str]) -> None:
+    spec = REGISTRY[key]
+    assert (spec.family, spec.direction) == key
+    source = KERNELS_DIR / spec.source
+    assert source.is_file(), f"{source} missing"
+    assert spec.config_class.family == spec.family and spec.config_class.direction == spec.direction
+    problem = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
+    assert spec.supports(problem)
+    machine = MachineModel.preset("h200")
+    first = next(iter(spec.enumerate_plans(problem, machine)))
+    again = spec.plan(problem, first.config, machine)
+    assert again.config == first.config
+    assert spec.predict_s(first, machine) > 0
+    assert spec.traffic_words(first) >= problem.compulsory_elements - problem.weight_elements
+
+
+def test_unknown_family_names_the_allowed_ones() -> None:
+    with pytest.raises(InvalidConfig, match=r"direct\.fwd"):
+        get_spec("fft")
+
+
+def test_specs_for_filters_unsupported_problems() -> None:
+    depthwise = ConvProblem.parse("N=1 C=8 H=12 W=12 K=8 R=3 S=3 pad=1 groups=8")
+    assert [s.family for s in specs_for(depthwise)] == []
+    dense = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
+    assert [s.family for s in specs_for(dense, families=["direct"])] == ["direct"]
+    assert specs_for(dense, families=["winograd"]) == []
