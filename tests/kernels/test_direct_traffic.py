@@ -97,8 +97,10 @@ def simulate(pl: DirectFwdPlan, coverage: np.ndarray | None = None) -> Simulated
     IW = (TW - 1) * SW + (S - 1) * DW + 1
     NPG = (TH // PY) * (TW // PX)
     THREADS = NPG * (TK // KX)
-    IN_STAGE = CB * IH * IWP
+    IN_STAGE = (CB * IH * IWP + 3) // 4 * 4   # rounded up to 16 bytes: the weight slice stays aligned
     W_STAGE = CB * R * S * TK
+    STAGE = IN_STAGE + W_STAGE
+    assert pl.smem_bytes == 4 * STAGES * STAGE, "plan's dynamic shared memory differs from the kernel's layout"
     assert c.threads == THREADS
     assert IW + (3 if VEC == 4 else 0) <= IWP
     assert VEC == 1 or IWP % 4 == 0
@@ -125,7 +127,13 @@ def simulate(pl: DirectFwdPlan, coverage: np.ndarray | None = None) -> Simulated
     wrow0 = np.arange(THREADS) // WSEG
     crs = wrow0[:, None] + np.arange(NW)[None, :] * WROW_STEP   # (THREADS, NW)
     w_present = np.ones_like(crs, dtype=bool) if (CB * R * S) % WROW_STEP == 0 else crs < CB * R * S
-    assert (crs[w_present] * TK + 4 * np.broadcast_to(wseg[:, None], crs.shape)[w_present] + 4 <= W_STAGE).all()
+    w_soff = crs * TK + 4 * np.broadcast_to(wseg[:, None], crs.shape)
+    assert (w_soff[w_present] + 4 <= W_STAGE).all()
+    # 16-byte copies need 16-byte aligned shared destinations in every stage slot
+    for slot in range(STAGES):
+        assert ((slot * STAGE + IN_STAGE + w_soff[w_present]) % 4 == 0).all()
+        if VEC == 4:
+            assert ((slot * STAGE + in_soff[present]) % 4 == 0).all()
 
     # epilogue thread mapping
     pg = np.arange(THREADS) % NPG
