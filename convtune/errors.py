@@ -59,3 +59,11 @@ class LaunchError(ConvtuneError, RuntimeError):
 
 class VerificationError(ConvtuneError, RuntimeError):
     """A kernel's output differs from the reference by more than the tolerance."""
+
+
+class NotFound(ConvtuneError, LookupError):
+    """A stored object (problem, device, run, best configuration, ...) does not exist; ``get_*`` raises it."""
+
+
+class StorageError(ConvtuneError, RuntimeError):
+    """A database operation failed (connection, constraint, schema); the driver's error is the cause."""
