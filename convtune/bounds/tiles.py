@@ -16,9 +16,9 @@ z·c_s·R·S weights. Footprint x·y·z + c_s·(patch + z·R·S) ≤ S. Traffic 
 the count of :func:`convtune.bounds.tiled.tiled_traffic` for tiles (1, z, y, x, c_s, R, S) and order
 ``nkpqcrs`` whenever there are at least two channel chunks. Minimising W + In under the footprint
 gives the balance x·y ≈ R·z (R = sliding-window reuse, ``problem.reuse_factor``): per input channel
-the patch (≈ μ²·x·y) and the weight slice (z·R·S) cost the same. We search x, y, z over powers of two
-and the full extents (clamped to Q, P, K), take the least predicted traffic, then the largest c_s
-(a power of two ≤ ``max_chunk``) that still fits.
+the patch (≈ μ²·x·y) and the weight slice (z·R·S) cost the same. We search x, y, z over powers of
+two, even divisors and the full extents (clamped to Q, P, K), take the least
+predicted traffic, then the largest c_s (a power of two ≤ ``max_chunk``) that still fits.
 
 Winograd F(m×m, r×r), fused: a block owns a × b tiles (a along the width) × z output channels,
 accumulates a·b·z·α² transformed partial sums, and per input-channel chunk loads the raw patch
@@ -69,13 +69,14 @@ class Tile:
 
 
 def tile_candidates(extent: int) -> list[int]:
-    """Powers of two below ``extent``, and ``extent`` itself."""
-    out, v = [], 1
+    """Sizes a kernel can use along a loop of ``extent``: powers of two below it, its even divisors (no
+    tail tile), and the extent itself; ascending."""
+    out, v = {extent}, 1
     while v < extent:
-        out.append(v)
+        out.add(v)
         v *= 2
-    out.append(extent)
-    return out
+    out.update(d for d in range(2, extent, 2) if extent % d == 0)
+    return sorted(out)
 
 
 def _channel_sums(problem: ConvProblem, z: int) -> tuple[int, int]:

@@ -9,16 +9,21 @@ T = N·⌈P/m⌉·⌈Q/m⌉; g = groups, C_g = C/g. Stages (Lavin & Gray): filte
 - multiplications: α²·K·C_g·T (versus the direct G = ``problem.macs``).
 - CDAG bound [R]: max(|In_used| + |filters| + |Out|, 2α²·K·C_g·T/√S + |Out|), |filters| = K·C_g·r²
   (raw g) or K·C_g·α² (pre-transformed U). Its reuse term takes the transformed values V, U and the
-  partial sums M as a segment's dominator (ρ = √S/2 per frequency, summed by Hölder), which is
-  COSMA's argument per frequency; it inherits COSMA's conditions for one frequency's GEMM
-  (S < min(T·K/g, T·C_g, K/g·C_g) and C_g ≥ 2√S, see :mod:`convtune.bounds.matmul`) and is omitted when
-  they fail. Whether a fused schedule that transforms on chip can beat it is not proven either way.
+  partial sums M as a segment's dominator (ρ = √S/2 per frequency, summed by Hölder): COSMA's argument
+  per frequency. It is used only when (a) COSMA's conditions hold for one frequency's GEMM
+  (S < min(T·K/g, T·C_g, K/g·C_g) and C_g ≥ 2√S, see :mod:`convtune.bounds.matmul`), and (b) the
+  input transform cannot amplify: m divides P and Q (no tile-rounding waste) and 2·pad ≤ r − 1 (every
+  output has its own real input pixel). Without (b) a fused schedule that transforms on chip undercuts
+  it: N=64, C=K=32, 1×1 images with pad 1 under F(6×6, 3×3) and S = 100 (each tile computes 64
+  transformed values per channel from 1 real pixel): a fused tile moves 6.6e5 words, the term claims
+  8.4e5. That the term is a lower bound even under (a) and (b) is not proven.
 - fused output-stationary floor [R]: a block owns a×b tiles × z output channels, accumulates M
-  (a·b·z·α² words ≤ S) and per input channel loads the raw patch (≥ a·b·m²) and the filter slice
-  (z·α² pre-transformed, z·r² raw). Minimising C_g·K·T·(m²/z + f/(a·b)) subject to a·b·z·α² = S gives
-  2m·α²·K·C_g·T/√S + |Out| (pre-transformed) or 2m·r·α·K·C_g·T/√S + |Out| (raw; balance a·b·m² = z·r²),
-  floored by this dataflow's own compulsory traffic. It is a floor of that dataflow, m× (pre-U) above
-  the CDAG bound.
+  (a·b·z·α² words ≤ S) and per input channel loads its real input patch and the filter slice (z·α²
+  pre-transformed, z·r² raw, f² words per channel pair). Over all blocks the patches cover |In_used| once
+  per z-block of output channels and the filters cost T·K·C_g·f²/(a·b); minimising over a·b·z = S/α² gives
+  2·K·f·α·√(|In_used|·C_g·T/(g·S)) + |Out| (≥ bounds.md's 2m·f·α·K·C_g·T/√S + |Out| when
+  |In_used| ≥ C·T·m², i.e. under (b)), floored by this dataflow's own compulsory traffic. It is a floor
+  of that dataflow (about m× the CDAG bound for pre-transformed filters), not a lower bound.
 - unfused stage-by-stage floor [R]: FT reads K·C_g·r², writes K·C_g·α² (skipped when pre-transformed);
   IT reads |In_used|, writes α²·C·T; GEMM ≥ :func:`~convtune.bounds.matmul.matmul_lower_bound` of the
   α²·g products; OT reads α²·K·T, writes |Out|.
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convtune.bounds.matmul import cosma_assumptions, matmul_lower_bound
-from convtune.bounds.result import BoundResult, NotApplicable, check_fast_memory, combine
+from convtune.bounds.result import Assumption, BoundResult, NotApplicable, check_fast_memory, combine
 from convtune.problem import ConvProblem
 
 SUPPORTED_M = (2, 4, 6)
@@ -98,10 +103,20 @@ def winograd_cdag_bound(problem: ConvProblem, fast_memory_words: int, m: int, *,
     sh = winograd_shape(p, m)
     compulsory = p.input_elements_used + _filter_words(p, sh, pretransformed_filters) + p.output_elements
     reuse = 2.0 * sh.multiplications / math.sqrt(s) + p.output_elements
-    conditions = cosma_assumptions(sh.tiles, p.K // p.groups, p.channels_per_group, s)
+    conditions = cdag_reuse_assumptions(p, sh, s)
     return combine(f"winograd_f{m}.cdag", {"compulsory": (compulsory, True),
                                            "reuse": (reuse, all(a.holds for a in conditions))},
                    word_bytes=p.itemsize_bytes, fast_memory_words=s)
+
+
+def cdag_reuse_assumptions(problem: ConvProblem, shape: WinogradShape,
+                           fast_memory_words: int) -> tuple[Assumption, ...]:
+    """Conditions (a) and (b) of the module docstring for the CDAG reuse term."""
+    p, m, r = problem, shape.m, shape.r
+    return (*cosma_assumptions(shape.tiles, p.K // p.groups, p.channels_per_group, fast_memory_words),
+            Assumption(f"m={m} divides P={p.P} and Q={p.Q} (no tile-rounding waste)", p.P % m == 0 and p.Q % m == 0),
+            Assumption(f"2·pad ({p.pad_h}, {p.pad_w}) <= r−1={r - 1} (no transform amplification)",
+                       2 * max(p.pad_h, p.pad_w) <= r - 1))
 
 
 def winograd_fused_floor(problem: ConvProblem, fast_memory_words: int, m: int, *,
@@ -111,7 +126,8 @@ def winograd_fused_floor(problem: ConvProblem, fast_memory_words: int, m: int, *
     p = problem
     sh = winograd_shape(p, m)
     f = sh.alpha if pretransformed_filters else sh.r
-    reuse = 2.0 * m * f * sh.alpha * p.K * p.channels_per_group * sh.tiles / math.sqrt(s) + p.output_elements
+    cover = p.input_elements_used * p.channels_per_group * sh.tiles / (p.groups * s)
+    reuse = 2.0 * p.K * f * sh.alpha * math.sqrt(cover) + p.output_elements
     compulsory = p.input_elements_used + _filter_words(p, sh, pretransformed_filters) + p.output_elements
     return combine(f"winograd_f{m}.fused", {"compulsory": (compulsory, True), "reuse": (reuse, True)},
                    word_bytes=p.itemsize_bytes, fast_memory_words=s, kind="dataflow_floor")

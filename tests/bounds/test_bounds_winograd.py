@@ -15,7 +15,9 @@ from convtune.bounds import (
     winograd_bounds,
     winograd_cdag_bound,
     winograd_shape,
+    winograd_tile,
 )
+from convtune.bounds.winograd import cdag_reuse_assumptions
 from convtune.problem import ConvProblem
 
 ms = st.sampled_from([2, 4, 6])
@@ -89,6 +91,17 @@ def test_reuse_term_used_when_conditions_hold():
     p = ConvProblem.parse("N=32 C=512 H=28 W=28 K=512 R=3 S=3 pad=1")
     cdag = winograd_cdag_bound(p, 12288, 4)
     assert cdag.binding_term == "reuse"
+
+
+def test_tile_waste_condition_is_needed():
+    """Without 'm divides P and Q' a fused tile beats the CDAG reuse term although COSMA's conditions hold."""
+    p = ConvProblem.parse("N=64 C=32 H=1 W=1 K=32 R=3 S=3 pad=1")
+    cdag = winograd_cdag_bound(p, 100, 6)
+    tile = winograd_tile(p, 100, 6, pretransformed_filters=False)
+    assert tile.footprint_words <= 100
+    assert tile.predicted_words < cdag.omitted_terms["reuse"]
+    assert [a.holds for a in cdag_reuse_assumptions(p, winograd_shape(p, 6), 100)] == [True, True, False, True]
+    assert cdag.binding_term == "compulsory" and tile.predicted_words >= cdag.words
 
 
 @pytest.mark.parametrize(("spec", "m", "field"), [
