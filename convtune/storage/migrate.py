@@ -1,0 +1,178 @@
+"""Run convtune's Alembic migrations from Python: upgrade, downgrade, check, current revision.
+
+Where the migrations are: the source lives in the top-level ``migrations/`` folder; wheels ship it
+as the package ``convtune._migrations`` (pyproject maps the folder there). :func:`migrations_dir`
+tries that package first, then the source checkout beside ``convtune/``. The database URL (or an
+open connection) reaches ``migrations/env.py`` through ``Config.attributes``, never through a file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+from sqlalchemy import URL, Connection, Engine
+
+from convtune.errors import StorageError
+from convtune.storage.models import OPTUNA_TABLES, VERSION_TABLE, Base, UTCDateTime
+from convtune.storage.session import make_engine
+
+_PACKAGE = "convtune._migrations"
+
+
+class SchemaDrift(StorageError):
+    """The database schema differs from the models (``alembic check`` found operations to generate)."""
+
+
+def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    """Alembic ``include_name`` hook: leave Optuna's tables (and its ``alembic_version``) alone.
+
+    Optuna's RDBStorage may share our database; without this, autogenerate would propose to drop
+    its tables. Our own tables are always included, even if a name ever collided.
+    """
+    if type_ == "table" and name is not None:
+        return name in Base.metadata.tables or name not in OPTUNA_TABLES
+    return True
+
+
+def render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[False]:
+    """Alembic ``render_item`` hook: write :class:`UTCDateTime` as ``sa.DateTime(timezone=True)``.
+
+    Revision scripts must not import ``convtune.storage.models`` (they are frozen; the models move on).
+    """
+    if type_ == "type" and isinstance(obj, UTCDateTime):
+        return "sa.DateTime(timezone=True)"
+    return False
+
+
+#: ``context.configure`` options of ``migrations/env.py``.
+CONTEXT_OPTIONS: dict[str, Any] = {
+    "target_metadata": Base.metadata,
+    "version_table": VERSION_TABLE,
+    "include_name": include_name,
+    "render_item": render_item,
+    "render_as_batch": True,  # SQLite cannot ALTER most things; batch mode copies the table
+    "compare_type": True,
+}
+
+
+def migrations_dir() -> Path:
+    """The folder holding ``env.py``, ``script.py.mako`` and ``versions/``.
+
+    Raises:
+        StorageError: neither the installed package nor a source checkout has it.
+    """
+    spec = importlib.util.find_spec(_PACKAGE)
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            if (Path(location) / "env.py").is_file():
+                return Path(location)
+    # a source checkout run without installing: <root>/convtune/storage/migrate.py -> <root>/migrations
+    root = Path(__file__).resolve().parents[2]
+    if (root / "alembic.ini").is_file() and (root / "migrations" / "env.py").is_file():
+        return root / "migrations"
+    raise StorageError(f"convtune's migrations are missing: no package {_PACKAGE} and no {root / 'migrations'}; "
+                       "reinstall convtune")
+
+
+def alembic_config(url: str | URL | None = None, connection: Connection | None = None) -> Config:
+    """An Alembic ``Config`` pointing at :func:`migrations_dir`, with the URL or connection attached."""
+    config = Config(stdout=io.StringIO())  # a library does not print; alembic's log stays available
+    config.set_main_option("script_location", str(migrations_dir()))
+    if url is not None:
+        config.attributes["url"] = url
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+@contextmanager
+def migration_connection(target: str | URL | Engine | None) -> Iterator[Connection]:
+    """A connection to migrate through, committed on success; SQLite foreign keys are off meanwhile."""
+    engine = target if isinstance(target, Engine) else make_engine(target, sqlite_foreign_keys=False)
+    try:
+        with engine.connect() as connection:
+            sqlite = connection.dialect.name == "sqlite"
+            foreign_keys = False
+            if sqlite:
+                # Foreign keys stay off while migrating: batch mode drops and re-creates tables. The
+                # pragma is a no-op inside a transaction, so it is set before the first DML statement.
+                foreign_keys = bool(connection.exec_driver_sql("PRAGMA foreign_keys").scalar())
+                connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            try:
+                yield connection
+                if sqlite:
+                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise StorageError(f"migration left rows with dangling foreign keys: {broken[:5]}")
+                connection.commit()
+            finally:
+                connection.rollback()  # no-op after the commit
+                if foreign_keys:
+                    connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+                    connection.commit()
+    finally:
+        if engine is not target:
+            engine.dispose()
+
+
+def _run(action: str, target: str | URL | Engine | None, *args: Any) -> None:
+    try:
+        with migration_connection(target) as connection:
+            getattr(command, action)(alembic_config(connection=connection), *args)
+    except CommandError as exc:
+        if "New upgrade operations detected" in str(exc):
+            raise SchemaDrift(f"schema differs from the models: {exc}") from exc
+        raise StorageError(f"alembic {action} failed: {exc}") from exc
+
+
+def upgrade(target: str | URL | Engine | None = None, revision: str = "head") -> None:
+    """Bring the database to ``revision`` (default: the latest). Optuna's tables are not touched.
+
+    Args:
+        target: a URL or an engine; ``None`` means :func:`~convtune.storage.session.default_database_url`.
+        revision: an Alembic revision id, ``"head"``, or a relative step like ``"+1"``.
+
+    Example:
+        >>> upgrade("sqlite:////tmp/convtune.db")
+    """
+    _run("upgrade", target, revision)
+
+
+def downgrade(target: str | URL | Engine | None, revision: str) -> None:
+    """Take the database back to ``revision`` (``"base"`` drops every convtune table)."""
+    _run("downgrade", target, revision)
+
+
+def check(target: str | URL | Engine | None = None) -> None:
+    """``alembic check``: the database is at head and its schema matches the models.
+
+    Raises:
+        SchemaDrift: autogenerate would emit operations (models and migrations disagree).
+        StorageError: the database is not at the head revision, or cannot be reached.
+    """
+    _run("check", target)
+
+
+def current_revision(target: str | URL | Engine | None = None) -> str | None:
+    """The revision the database is at, or ``None`` before the first upgrade."""
+    with migration_connection(target) as connection:
+        context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+        return context.get_current_revision()
+
+
+def head_revision() -> str:
+    """The latest revision id of the shipped migrations."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise StorageError("convtune's migrations have no revisions")
+    return head

@@ -1,0 +1,1 @@
+"""convtune's Alembic migrations (installed as the package ``convtune._migrations``)."""
