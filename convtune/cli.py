@@ -180,7 +180,10 @@ def bounds_report(problem: ConvProblem, machine: MachineModel, smem_kib: float |
                             "ratio_to_bound": tiled.words / lb.words})
     else:
         lb = direct_lower_bound(problem, s)
-        tile = direct_tile(problem, s)
+        try:
+            tile = direct_tile(problem, s)
+        except ValueError as exc:
+            raise CliError("--smem-kib", f"S = {s} words is too small for any output tile ({exc})") from None
         report.update(bounds={"direct.literature": direct_literature_bound(problem, s).to_dict(),
                               "direct.safe": direct_safe_bound(problem, s).to_dict()},
                       reported=lb.to_dict(),

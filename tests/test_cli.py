@@ -136,7 +136,7 @@ def test_unknown_machine(capsys):
     assert "h200" in line
 
 
-@pytest.mark.parametrize("kib", ["0", "-4"])
+@pytest.mark.parametrize("kib", ["0", "-4", "0.01"])
 def test_bad_smem(capsys, kib):
     assert_one_line_error(capsys, ["bounds", *VGG, "--smem-kib", kib], "--smem-kib")
 

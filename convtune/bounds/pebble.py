@@ -1,10 +1,11 @@
 """The red-blue pebble X-partition bound for reduction CDAGs (Hong–Kung 1981, COSMA Lemma 3).
 
-Model (bounds.md §1): fast memory of S words (red pebbles), unbounded slow memory; Q = loads +
-stores; no recomputation. Cut any schedule into segments of exactly X − S I/Os (X > S, the last
-segment may be shorter). Each segment's computed vertices have a dominator of at most X vertices
-(S resident + X − S loaded) and a minimum set of at most X (S resident at the end + X − S stored),
-so a segment computes at most V_max(X) vertices and
+Model (bounds.md §1): fast memory of S words (red pebbles; S is an argument: per block, per SM or L2,
+whatever level the caller models), unbounded slow memory; Q = loads + stores; no recomputation.
+Cut any schedule into segments of exactly X − S I/Os (X > S, the last segment may be shorter).
+Each segment's computed vertices have a dominator of at most X vertices (S resident + X − S loaded)
+and a minimum set of at most X (S resident at the end + X − S stored), so a segment computes at most
+V_max(X) vertices and
 
     Q ≥ (X − S) · (|V| / V_max(X) − 1)          for every integer X > S.
 

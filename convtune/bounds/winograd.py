@@ -1,4 +1,7 @@
-"""Winograd F(m×m, r×r) traffic bounds (bounds.md §3), in words; S is an argument, in words.
+"""Winograd F(m×m, r×r) traffic bounds and dataflow floors (bounds.md §3), in words.
+
+S (``fast_memory_words``) is an argument in words: the per-block on-chip budget for L2↔SM traffic, the
+L2 size for DRAM↔L2; the formulas do not care which.
 
 Applies to stride 1, dilation 1, square r×r kernels (r ≥ 2) and m ∈ {2, 4, 6}; anything else raises
 :class:`~convtune.bounds.result.NotApplicable`. Notation: α = m + r − 1; tiles
