@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from convtune.bounds.direct import direct_lower_bound
 from convtune.errors import InvalidConfig
+from convtune.kernels.compile import KERNELS_DIR, expand_includes, source_hash
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.direct import launcher as _direct
 from convtune.kernels.direct import model as _direct_model
@@ -39,11 +41,18 @@ class KernelSpec:
     plan: Callable[[ConvProblem, KernelConfig, MachineModel], Any]
     predict_s: Callable[[Any, MachineModel], float]
     traffic_words: Callable[[Any], int]
+    onchip_words: Callable[[Any], int]                  # fast memory one block holds (smem + accumulators)
+    bound_words: Callable[[ConvProblem, int], float]    # the family's I/O lower bound for fast memory S words
+    grid_size: Callable[[ConvProblem], int]             # size of the raw parameter grid before validity checks
     description: str = ""
 
     @property
     def kind(self) -> str:
         return f"{self.family}.{self.direction}"
+
+    def source_sha256(self) -> str:
+        """Kernel version: SHA-256 of the family's source with its includes expanded."""
+        return source_hash(expand_includes((KERNELS_DIR / self.source).read_text()))
 
 
 def _direct_supports(problem: ConvProblem) -> bool:
@@ -57,6 +66,9 @@ REGISTRY: dict[tuple[str, str], KernelSpec] = {
         enumerate_plans=_direct_space.enumerate_plans, plan=_direct.plan,
         predict_s=lambda pl, machine: _direct_model.predict(pl, machine).time_s,
         traffic_words=_direct.total_traffic_words,
+        onchip_words=_direct.onchip_words,
+        bound_words=lambda problem, s_words: direct_lower_bound(problem, s_words).words,
+        grid_size=_direct_space.grid_size,
         description="output-stationary direct convolution, fp32 NCHW, any stride/padding/dilation, split-C",
     ),
 }

@@ -278,9 +278,9 @@ def _check_plan(pl: DirectFwdPlan) -> None:
     model = traffic_words(pl)
     assert model["input"] == sim.input, f"input traffic of {p.key()} / {pl.config.key()}"
     assert model["weight"] == sim.weight, f"weight traffic of {p.key()} / {pl.config.key()}"
-    if live == pl.config.splits:  # see test_output_traffic_with_an_empty_split
-        assert model["output"] == sim.output + sim.memset, f"output traffic of {p.key()} / {pl.config.key()}"
-        assert model == sim.words()
+    assert live == pl.config.splits, "plan() must reject splits without channels"
+    assert model["output"] == sim.output + sim.memset, f"output traffic of {p.key()} / {pl.config.key()}"
+    assert model == sim.words()
     # no schedule moves fewer words than the direct-convolution I/O lower bound
     bound = direct_lower_bound(p, S_BLOCK)
     assert bound.valid
@@ -377,24 +377,8 @@ def test_simulation_detects_a_wrong_formula() -> None:
     assert p.N * pl.tiles_p * pl.tiles_q * p.C * p.R * p.S * pl.k_tiles * config.tile_k != sim.weight
 
 
-def _empty_split_plan() -> DirectFwdPlan:
-    # C=10, chunk_c=2: 5 chunks; splits=4 -> 2 chunks per split, split 3 starts at chunk 6 and is empty
-    return plan(ConvProblem.parse("N=1 C=10 H=6 W=6 K=8 R=3 S=3 pad=1"),
-                DirectFwdConfig(tile_h=2, tile_w=4, tile_k=16, chunk_c=2, thread_w=1, thread_k=4, splits=4), H200)
-
-
-def test_simulated_output_with_an_empty_split() -> None:
-    pl = _empty_split_plan()
-    sim = simulate(pl)
-    assert sim.empty_split_blocks == pl.k_tiles * pl.tiles_p * pl.tiles_q * pl.problem.N
-    assert nonempty_splits(pl) == 3
-    assert sim.output == 3 * pl.problem.output_elements
-    assert sim.memset == pl.problem.output_elements
-    _check_plan(pl)  # input, weight and coverage agree
-
-
-@pytest.mark.xfail(strict=True, reason="traffic_words counts splits·N·K·P·Q output stores, but a split whose "
-                   "channel range is empty (splits·chunks_per_split > chunks) returns before its epilogue")
-def test_output_traffic_with_an_empty_split() -> None:
-    pl = _empty_split_plan()
-    assert traffic_words(pl)["output"] == simulate(pl).words()["output"]
+def test_plan_rejects_a_split_without_channels() -> None:
+    """5 chunks in 4 splits of 2 would leave split 3 empty (its blocks store nothing): plan() refuses it."""
+    problem = ConvProblem.parse("N=1 C=10 H=6 W=6 K=8 R=3 S=3 pad=1")
+    with pytest.raises(InvalidConfig, match="splits=3"):
+        plan(problem, DirectFwdConfig(tile_h=2, tile_w=4, tile_k=16, chunk_c=2, thread_w=1, thread_k=4, splits=4), H200)

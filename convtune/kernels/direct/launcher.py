@@ -163,9 +163,13 @@ def _patch_pitch(tile_h: int, tile_w: int, tile_k: int, thread_h: int, thread_w:
 
 
 def regs_estimate(problem: ConvProblem, config: DirectFwdConfig) -> int:
-    """Registers per thread: accumulators + window + one weight vector + ~40 for addresses/loop state."""
+    """Registers per thread ≈ accumulators + 3·window + thread_k/2 + 52.
+
+    Fitted (least squares, rounded) to the ptxas counts of 645 uncapped kernels measured on the H200
+    (benchmarks/results/vs_cudnn.json): the compiler keeps several rows' windows and copy addresses live.
+    """
     window = (config.thread_w - 1) * problem.stride_w + (problem.S - 1) * problem.dil_w + 1
-    return config.accumulators + window + config.thread_k + 40
+    return config.accumulators + 3 * window + config.thread_k // 2 + 52
 
 
 def plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | None = None) -> DirectFwdPlan:
@@ -198,6 +202,10 @@ def plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | 
     chunks = -(-p.C // c.chunk_c)
     if c.splits > chunks:
         raise InvalidConfig("splits", f"splits={c.splits} exceeds the {chunks} channel chunks of C={p.C}")
+    per_split = -(-chunks // c.splits)
+    if -(-chunks // per_split) != c.splits:  # e.g. 5 chunks in 4 splits of 2: the last split is empty
+        raise InvalidConfig("splits", f"splits={c.splits} leaves a split without channels ({chunks} chunks of "
+                                      f"chunk_c={c.chunk_c}); use splits={-(-chunks // per_split)}")
     patch_h = (c.tile_h - 1) * p.stride_h + (p.R - 1) * p.dil_h + 1
     patch_w = (c.tile_w - 1) * p.stride_w + (p.S - 1) * p.dil_w + 1
     pitch = patch_pitch(p, c, patch_w)
@@ -259,6 +267,11 @@ def traffic_words(pl: DirectFwdPlan) -> dict[str, int]:
 
 def total_traffic_words(pl: DirectFwdPlan) -> int:
     return sum(traffic_words(pl).values())
+
+
+def onchip_words(pl: DirectFwdPlan) -> int:
+    """Fast memory one block holds: every shared-memory stage plus the accumulator registers."""
+    return pl.smem_bytes // 4 + pl.config.accumulators * pl.config.threads
 
 
 # ---- launching ----------------------------------------------------------------------------------------

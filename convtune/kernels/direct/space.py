@@ -36,6 +36,15 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def grid_size(problem: ConvProblem) -> int:
+    """Size of the raw parameter grid (every combination, before any validity rule)."""
+    chunk_values = set(CHUNK_C) | ({problem.C} if max(CHUNK_C) > problem.C else set())
+    size = len(chunk_values)
+    for values in (TILE_H, TILE_W, TILE_K, THREAD_H, THREAD_W, THREAD_K, STAGES, VEC, SPLITS):
+        size *= len(values)
+    return size
+
+
 def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[DirectFwdPlan]:
     """Every valid (config, plan) of the direct forward kernel for ``problem`` on ``machine``."""
     if problem.groups != 1 or problem.dtype != "float32":
