@@ -1,0 +1,534 @@
+"""Every query convtune makes: the tuner, the worker and the API call these, never SQL of their own.
+
+Conventions:
+    - Every function takes an open :class:`~sqlalchemy.orm.Session` and never commits; the caller's
+      :func:`~convtune.storage.session.session_scope` does.
+    - ``find_*`` returns ``None`` when nothing matches; ``get_*`` raises :class:`~convtune.errors.NotFound`.
+    - ``get_or_create_*`` and :func:`record_measurement` are safe against concurrent workers: they insert
+      with ``ON CONFLICT DO NOTHING`` (SQLite and PostgreSQL) and read back the row that won.
+    - JSON columns get plain JSON: NumPy scalars become Python numbers, and non-finite floats become
+      the strings ``"inf"``, ``"-inf"``, ``"nan"`` (PostgreSQL's ``json`` rejects ``Infinity``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.orm import Session
+
+from convtune.errors import InvalidInput, NotFound, StorageError
+from convtune.kernels.config import KernelConfig
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+from convtune.storage.models import (
+    BACKENDS,
+    MEASUREMENT_STATUSES,
+    OVERALL_SCOPE,
+    PRUNING_STAGES,
+    RUN_STATUSES,
+    Base,
+    BestConfig,
+    Config,
+    Device,
+    KernelVersion,
+    Measurement,
+    Problem,
+    PruningDecision,
+    TuningRun,
+    utcnow,
+)
+
+ModelT = TypeVar("ModelT", bound=Base)
+
+#: Statuses that end a run.
+FINISHED_RUN_STATUSES = ("finished", "failed", "cancelled")
+#: The columns that identify a measurement: measured once per device, kernel version and backend.
+MEASUREMENT_IDENTITY = ("device_id", "problem_id", "kernel_version_id", "config_id", "backend")
+_MEASUREMENT_FIELDS = frozenset(Measurement.__table__.columns.keys()) - {"id", "created_at"}
+_RUN_UPDATABLE = frozenset(TuningRun.__table__.columns.keys()) - {"id", "device_id", "problem_id", "created_at",
+                                                                   "updated_at"}
+# bound parameters per IN (...) list: SQLite allows 32766 per statement, older builds 999
+_CHUNK = 500
+
+PruningInput = tuple[KernelConfig, str, str, Mapping[str, Any]]
+
+
+# ---- helpers --------------------------------------------------------------------------------------------
+def _insert(session: Session, model: type[Base]) -> Any:
+    """The dialect's INSERT construct (it has ``on_conflict_do_nothing`` / ``on_conflict_do_update``)."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    else:
+        raise StorageError(f"database {dialect!r} is not supported: use SQLite or PostgreSQL")
+    return dialect_insert(model)
+
+
+def _choice(field: str, value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise InvalidInput(field, f"{value!r} is not allowed: must be one of {', '.join(allowed)}")
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """NumPy (or other) numbers -> int/float, so that every driver can bind them."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return value
+
+
+def json_safe(value: Any) -> Any:
+    """Standard JSON of ``value``: plain numbers, non-finite floats as ``"inf"``/``"-inf"``/``"nan"``."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    value = _plain(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _get(session: Session, model: type[ModelT], row_id: int) -> ModelT:
+    row = session.get(model, row_id)
+    if row is None:
+        raise NotFound(f"{model.__tablename__}: no row with id={row_id}")
+    return row
+
+
+def _get_or_create(session: Session, model: type[ModelT], identity: dict[str, Any],
+                   values: dict[str, Any]) -> ModelT:
+    query = select(model).filter_by(**identity).order_by(model.id).limit(1)  # type: ignore[attr-defined]
+    row = session.scalars(query).first()
+    if row is None:
+        session.execute(_insert(session, model).values(**identity, **values).on_conflict_do_nothing())
+        row = session.scalars(query).first()
+    if row is None:  # pragma: no cover - the insert or a concurrent one must have left a row
+        raise StorageError(f"{model.__tablename__}: could not insert or find {identity}")
+    return row
+
+
+# ---- devices --------------------------------------------------------------------------------------------
+def get_or_create_device(session: Session, *, name: str, compute_capability: str, sm_count: int,
+                         driver_version: str | None, cuda_version: str | None, copy_bandwidth_bytes_per_s: float,
+                         fp32_peak_flops_per_s: float, ceilings_source: str) -> Device:
+    """The device row of (name, compute capability, driver, CUDA), created with these ceilings if new.
+
+    An existing row keeps its ceilings; see :func:`update_device_ceilings`.
+    """
+    identity = {"name": name, "compute_capability": compute_capability, "driver_version": driver_version,
+                "cuda_version": cuda_version}
+    values = {"sm_count": int(sm_count), "copy_bandwidth_bytes_per_s": float(copy_bandwidth_bytes_per_s),
+              "fp32_peak_flops_per_s": float(fp32_peak_flops_per_s), "ceilings_source": ceilings_source}
+    return _get_or_create(session, Device, identity, values)
+
+
+def get_or_create_machine_device(session: Session, machine: MachineModel, *, driver_version: str | None = None,
+                                 cuda_version: str | None = None) -> Device:
+    """:func:`get_or_create_device` from a :class:`MachineModel` (compute capability ``(9, 0)`` -> ``"9.0"``)."""
+    major, minor = machine.compute_capability
+    return get_or_create_device(
+        session, name=machine.name, compute_capability=f"{major}.{minor}", sm_count=machine.sm_count,
+        driver_version=driver_version, cuda_version=cuda_version,
+        copy_bandwidth_bytes_per_s=machine.copy_bandwidth_bytes_per_s,
+        fp32_peak_flops_per_s=machine.fp32_peak_flops_per_s, ceilings_source=machine.ceilings_source)
+
+
+def update_device_ceilings(session: Session, device_id: int, *, copy_bandwidth_bytes_per_s: float,
+                           fp32_peak_flops_per_s: float, ceilings_source: str) -> Device:
+    """Replace a device's roofline ceilings (e.g. vendor figures by measured ones)."""
+    device = get_device(session, device_id)
+    device.copy_bandwidth_bytes_per_s = float(copy_bandwidth_bytes_per_s)
+    device.fp32_peak_flops_per_s = float(fp32_peak_flops_per_s)
+    device.ceilings_source = ceilings_source
+    session.flush()
+    return device
+
+
+def find_device(session: Session, name: str, *, compute_capability: str | None = None) -> Device | None:
+    """The most recently registered device called ``name`` (optionally of one compute capability)."""
+    query = select(Device).where(Device.name == name)
+    if compute_capability is not None:
+        query = query.where(Device.compute_capability == compute_capability)
+    return session.scalars(query.order_by(Device.id.desc()).limit(1)).first()
+
+
+def get_device(session: Session, device_id: int) -> Device:
+    """The device with this id; raises :class:`NotFound`."""
+    return _get(session, Device, device_id)
+
+
+def list_devices(session: Session) -> list[Device]:
+    """Every device, oldest first."""
+    return list(session.scalars(select(Device).order_by(Device.id)))
+
+
+# ---- problems, kernel versions, configs ------------------------------------------------------------------
+def get_or_create_problem(session: Session, problem: ConvProblem) -> Problem:
+    """The row of ``problem`` (by its canonical key), with its spec, FLOPs and compulsory bytes."""
+    return _get_or_create(session, Problem, {"key": problem.key()},
+                          {"spec": json_safe(problem.to_dict()), "flops": problem.flops,
+                           "compulsory_bytes": problem.compulsory_bytes})
+
+
+def find_problem(session: Session, key: str | ConvProblem) -> Problem | None:
+    """The problem with this canonical key (a :class:`ConvProblem` is turned into its key)."""
+    key = key.key() if isinstance(key, ConvProblem) else key
+    return session.scalars(select(Problem).where(Problem.key == key)).first()
+
+
+def get_problem(session: Session, problem_id: int) -> Problem:
+    """The problem with this id; raises :class:`NotFound`."""
+    return _get(session, Problem, problem_id)
+
+
+def list_problems(session: Session, limit: int = 100, offset: int = 0) -> list[Problem]:
+    """One page of problems, oldest first."""
+    return list(session.scalars(select(Problem).order_by(Problem.id).limit(limit).offset(offset)))
+
+
+def get_or_create_kernel_version(session: Session, family: str, direction: str, sha: str) -> KernelVersion:
+    """The kernel version of (family, direction, SHA-256 of the source)."""
+    return _get_or_create(session, KernelVersion, {"family": family, "direction": direction, "source_sha256": sha},
+                          {})
+
+
+def find_kernel_version(session: Session, family: str, direction: str, sha: str) -> KernelVersion | None:
+    """The kernel version of (family, direction, source hash), if recorded."""
+    return session.scalars(select(KernelVersion).filter_by(family=family, direction=direction,
+                                                           source_sha256=sha)).first()
+
+
+def get_or_create_config(session: Session, config: KernelConfig) -> Config:
+    """The row of ``config`` (by its canonical key)."""
+    return _get_or_create(session, Config, {"key": config.key()},
+                          {"kind": config.kind, "params": json_safe(config.to_dict())})
+
+
+def get_or_create_configs(session: Session, configs: Iterable[KernelConfig]) -> dict[str, int]:
+    """Bulk :func:`get_or_create_config`: ``{config key: config id}`` for every config given.
+
+    Looks the keys up in chunks, inserts the missing ones in one executemany, reads their ids back.
+    """
+    wanted = {config.key(): config for config in configs}
+    ids = _config_ids(session, wanted)
+    missing = [{"key": key, "kind": config.kind, "params": json_safe(config.to_dict()), "created_at": utcnow()}
+               for key, config in wanted.items() if key not in ids]
+    if missing:
+        session.execute(_insert(session, Config).on_conflict_do_nothing(), missing)
+        ids.update(_config_ids(session, [row["key"] for row in missing]))
+    return ids
+
+
+def _config_ids(session: Session, keys: Iterable[str]) -> dict[str, int]:
+    keys = list(keys)
+    found: dict[str, int] = {}
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start:start + _CHUNK]
+        found.update((key, config_id) for key, config_id in
+                     session.execute(select(Config.key, Config.id).where(Config.key.in_(chunk))))
+    return found
+
+
+def find_config(session: Session, key: str | KernelConfig) -> Config | None:
+    """The config with this canonical key (a :class:`KernelConfig` is turned into its key)."""
+    key = key.key() if isinstance(key, KernelConfig) else key
+    return session.scalars(select(Config).where(Config.key == key)).first()
+
+
+def get_config(session: Session, config_id: int) -> Config:
+    """The config with this id; raises :class:`NotFound`."""
+    return _get(session, Config, config_id)
+
+
+# ---- tuning runs -----------------------------------------------------------------------------------------
+def create_run(session: Session, *, device_id: int, problem_id: int, families: str | Sequence[str], backend: str,
+               sampler: str, budget_trials: int | None = None, budget_s: float | None = None,
+               study_name: str | None = None, space_size: int | None = None) -> TuningRun:
+    """Start a tuning run (status ``"running"``); ``families`` is a list or a comma-separated string."""
+    run = TuningRun(device_id=device_id, problem_id=problem_id,
+                    families=families if isinstance(families, str) else ",".join(families),
+                    backend=_choice("backend", backend, BACKENDS), sampler=sampler, budget_trials=budget_trials,
+                    budget_s=_plain(budget_s), study_name=study_name, space_size=_plain(space_size),
+                    status="running", stage_survivors={}, trials_done=0, started_at=utcnow())
+    session.add(run)
+    session.flush()
+    return run
+
+
+def update_run(session: Session, run_id: int, **fields: Any) -> TuningRun:
+    """Set some columns of a run (e.g. ``trials_done``, ``stage_survivors``, ``best_measurement_id``)."""
+    run = get_run(session, run_id)
+    for name, value in fields.items():
+        if name not in _RUN_UPDATABLE:
+            raise InvalidInput(name, f"not an updatable column of tuning_runs: allowed {sorted(_RUN_UPDATABLE)}")
+        if name == "status":
+            _choice("status", value, RUN_STATUSES)
+        elif name == "backend":
+            _choice("backend", value, BACKENDS)
+        setattr(run, name, json_safe(value) if name == "stage_survivors" else _plain(value))
+    session.flush()
+    return run
+
+
+def finish_run(session: Session, run_id: int, status: str = "finished", stop_reason: str | None = None) -> TuningRun:
+    """End a run: ``status`` is ``"finished"``, ``"failed"`` or ``"cancelled"``; stamps ``finished_at``."""
+    _choice("status", status, FINISHED_RUN_STATUSES)
+    return update_run(session, run_id, status=status, stop_reason=stop_reason, finished_at=utcnow())
+
+
+def find_run(session: Session, run_id: int) -> TuningRun | None:
+    """The run with this id, or ``None``."""
+    return session.get(TuningRun, run_id)
+
+
+def get_run(session: Session, run_id: int) -> TuningRun:
+    """The run with this id; raises :class:`NotFound`."""
+    return _get(session, TuningRun, run_id)
+
+
+def list_runs(session: Session, problem_id: int | None = None, *, device_id: int | None = None,
+              status: str | None = None, limit: int = 100, offset: int = 0) -> list[TuningRun]:
+    """Runs, newest first, optionally of one problem, device or status."""
+    query = select(TuningRun)
+    if problem_id is not None:
+        query = query.where(TuningRun.problem_id == problem_id)
+    if device_id is not None:
+        query = query.where(TuningRun.device_id == device_id)
+    if status is not None:
+        query = query.where(TuningRun.status == status)
+    return list(session.scalars(query.order_by(TuningRun.id.desc()).limit(limit).offset(offset)))
+
+
+# ---- measurements ----------------------------------------------------------------------------------------
+def find_measurement(session: Session, *, device_id: int, problem_id: int, kernel_version_id: int, config_id: int,
+                     backend: str) -> Measurement | None:
+    """The measurement of this configuration on this device, kernel version and backend, if any."""
+    return session.scalars(select(Measurement).filter_by(
+        device_id=device_id, problem_id=problem_id, kernel_version_id=kernel_version_id, config_id=config_id,
+        backend=backend)).first()
+
+
+def get_measurement(session: Session, measurement_id: int) -> Measurement:
+    """The measurement with this id; raises :class:`NotFound`."""
+    return _get(session, Measurement, measurement_id)
+
+
+def record_measurement(session: Session, **fields: Any) -> Measurement:
+    """Store one measurement, or return the one already stored under the same identity.
+
+    Args:
+        **fields: columns of ``measurements``; required are ``device_id``, ``problem_id``,
+            ``kernel_version_id``, ``config_id``, ``backend`` and ``status``. ``predicted`` defaults
+            to ``backend == "model"`` and may not say otherwise.
+
+    Returns:
+        The stored row. When (device, problem, kernel version, config, backend) was already measured,
+        that earlier row, unchanged: a configuration is never measured twice. Concurrent workers
+        racing on the same identity both get the winner's row (``ON CONFLICT DO NOTHING``).
+
+    Raises:
+        InvalidInput: an unknown column, a missing identity column, or a bad backend/status.
+    """
+    for name in fields:
+        if name not in _MEASUREMENT_FIELDS:
+            raise InvalidInput(name, f"not a column of measurements: allowed {sorted(_MEASUREMENT_FIELDS)}")
+    for name in (*MEASUREMENT_IDENTITY, "status"):
+        if fields.get(name) is None:
+            raise InvalidInput(name, "is required")
+    backend = _choice("backend", fields["backend"], BACKENDS)
+    _choice("status", fields["status"], MEASUREMENT_STATUSES)
+    predicted = backend == "model"
+    if fields.setdefault("predicted", predicted) != predicted:
+        raise InvalidInput("predicted", f"must be {predicted} for backend {backend!r}: model rows, and only "
+                                        "they, are predictions")
+    values = {name: _plain(value) for name, value in fields.items()}
+    session.execute(_insert(session, Measurement).values(**values).on_conflict_do_nothing(
+        index_elements=list(MEASUREMENT_IDENTITY)))
+    row = find_measurement(session, **{name: values[name] for name in MEASUREMENT_IDENTITY})
+    if row is None:  # pragma: no cover
+        raise StorageError(f"measurements: could not insert or find {values}")
+    return row
+
+
+def measurements_for(session: Session, *, device_id: int, problem_id: int, backend: str | None = None,
+                     run_id: int | None = None, predicted: bool = False) -> list[Measurement]:
+    """Measurements of a problem on a device, oldest first.
+
+    Measured and predicted rows are never mixed: with ``backend`` given, that backend's rows; without,
+    the measured rows (``predicted=False``, the default) or the model's (``predicted=True``).
+    """
+    query = select(Measurement).where(Measurement.device_id == device_id, Measurement.problem_id == problem_id)
+    if backend is not None:
+        query = query.where(Measurement.backend == backend)
+    else:
+        query = query.where(Measurement.predicted == predicted)
+    if run_id is not None:
+        query = query.where(Measurement.tuning_run_id == run_id)
+    return list(session.scalars(query.order_by(Measurement.id)))
+
+
+def best_measurement(session: Session, *, device_id: int, problem_id: int, predicted: bool = False,
+                     family: str | None = None) -> Measurement | None:
+    """The fastest ``ok`` measurement (lowest median) of a problem on a device, optionally of one family."""
+    query = (select(Measurement)
+             .where(Measurement.device_id == device_id, Measurement.problem_id == problem_id,
+                    Measurement.predicted == predicted, Measurement.status == "ok",
+                    Measurement.median_ms.is_not(None))
+             .order_by(Measurement.median_ms, Measurement.id).limit(1))
+    if family is not None:
+        query = query.join(KernelVersion, KernelVersion.id == Measurement.kernel_version_id).where(
+            KernelVersion.family == family)
+    return session.scalars(query).first()
+
+
+# ---- pruning decisions -----------------------------------------------------------------------------------
+def record_pruning_decisions(session: Session, run_id: int, device_id: int, problem_id: int,
+                             decisions: Iterable[PruningInput]) -> int:
+    """Bulk-insert the pruner's verdicts of one run: ``(config, stage, reason, numbers)`` each.
+
+    Configs are get-or-created in bulk; the decisions go in as one executemany, so 100k rows take
+    seconds, not minutes. Returns the number of rows inserted.
+    """
+    decisions = list(decisions)
+    config_ids = get_or_create_configs(session, (config for config, *_ in decisions))
+    now = utcnow()
+    rows = [{"tuning_run_id": run_id, "device_id": device_id, "problem_id": problem_id,
+             "config_id": config_ids[config.key()], "stage": _choice("stage", stage, PRUNING_STAGES),
+             "reason": reason, "numbers": json_safe(numbers), "created_at": now}
+            for config, stage, reason, numbers in decisions]
+    if rows:
+        session.execute(insert(PruningDecision), rows)
+    return len(rows)
+
+
+def find_pruning_decision(session: Session, *, device_id: int, problem_id: int,
+                          config_key: str | KernelConfig) -> PruningDecision | None:
+    """The latest pruning decision about a config for a problem on a device, or ``None``."""
+    key = config_key.key() if isinstance(config_key, KernelConfig) else config_key
+    return session.scalars(
+        select(PruningDecision).join(Config, Config.id == PruningDecision.config_id)
+        .where(PruningDecision.device_id == device_id, PruningDecision.problem_id == problem_id, Config.key == key)
+        .order_by(PruningDecision.id.desc()).limit(1)).first()
+
+
+def pruning_stage_counts(session: Session, run_id: int) -> dict[str, int]:
+    """How many configs of a run each pruning stage decided: ``{"traffic": 812, "kept": 40, ...}``."""
+    rows = session.execute(select(PruningDecision.stage, func.count()).where(PruningDecision.tuning_run_id == run_id)
+                           .group_by(PruningDecision.stage))
+    return {stage: count for stage, count in rows}
+
+
+# ---- best configurations ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BestConfigView:
+    """A best configuration joined with its device, problem and config (what the API answers)."""
+
+    problem_key: str
+    problem_id: int
+    device_name: str
+    device_id: int
+    compute_capability: str
+    scope: str
+    config_key: str
+    config_kind: str
+    params: dict[str, Any]
+    time_ms: float
+    floor_ms: float
+    efficiency: float
+    provisional: bool
+    measurement_id: int | None
+    tuning_run_id: int | None
+    updated_at: datetime
+
+
+_BEST_UPDATABLE = ("config_id", "measurement_id", "time_ms", "floor_ms", "efficiency", "provisional", "tuning_run_id",
+                   "updated_at")
+
+
+def upsert_best_config(session: Session, *, device_id: int, problem_id: int, scope: str, config_id: int,
+                       measurement_id: int | None, time_ms: float, floor_ms: float, efficiency: float,
+                       provisional: bool, tuning_run_id: int | None) -> BestConfig:
+    """Insert or replace the best configuration of (device, problem, scope) in one statement.
+
+    ``scope`` is a family name or ``"*"`` (overall). The row is replaced unconditionally: the caller
+    decides what is better (e.g. a measured result over a provisional, model-predicted one).
+    """
+    if not scope:
+        raise InvalidInput("scope", "must be a family name or '*'")
+    now = utcnow()
+    stmt = _insert(session, BestConfig).values(
+        device_id=device_id, problem_id=problem_id, scope=scope, config_id=config_id, measurement_id=measurement_id,
+        time_ms=_plain(time_ms), floor_ms=_plain(floor_ms), efficiency=_plain(efficiency),
+        provisional=bool(provisional), tuning_run_id=tuning_run_id, created_at=now, updated_at=now)
+    stmt = stmt.on_conflict_do_update(index_elements=["device_id", "problem_id", "scope"],
+                                      set_={name: stmt.excluded[name] for name in _BEST_UPDATABLE})
+    session.execute(stmt)
+    return session.scalars(
+        select(BestConfig).filter_by(device_id=device_id, problem_id=problem_id, scope=scope)
+        .execution_options(populate_existing=True)).one()
+
+
+def _best_query(problem_key: str, device_name: str | None, scope: str | None) -> Any:
+    query = (select(BestConfig, Problem, Device, Config)
+             .join(Problem, Problem.id == BestConfig.problem_id)
+             .join(Device, Device.id == BestConfig.device_id)
+             .join(Config, Config.id == BestConfig.config_id)
+             .where(Problem.key == problem_key))
+    if device_name is not None:
+        query = query.where(Device.name == device_name)
+    if scope is not None:
+        query = query.where(BestConfig.scope == scope)
+    # measured before provisional, then fastest
+    return query.order_by(BestConfig.provisional, BestConfig.time_ms, BestConfig.id)
+
+
+def _view(best: BestConfig, problem: Problem, device: Device, config: Config) -> BestConfigView:
+    return BestConfigView(
+        problem_key=problem.key, problem_id=problem.id, device_name=device.name, device_id=device.id,
+        compute_capability=device.compute_capability, scope=best.scope, config_key=config.key,
+        config_kind=config.kind, params=dict(config.params), time_ms=best.time_ms, floor_ms=best.floor_ms,
+        efficiency=best.efficiency, provisional=best.provisional, measurement_id=best.measurement_id,
+        tuning_run_id=best.tuning_run_id, updated_at=best.updated_at)
+
+
+def find_best_config(session: Session, *, problem_key: str | ConvProblem, device_name: str | None = None,
+                     scope: str = OVERALL_SCOPE) -> BestConfigView | None:
+    """The best configuration of a problem (on devices called ``device_name``, or on any device).
+
+    Among several matching rows (several devices, driver versions), a measured one beats a
+    provisional one, then the lowest time wins.
+    """
+    key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
+    row = session.execute(_best_query(key, device_name, scope).limit(1)).first()
+    return None if row is None else _view(*row)
+
+
+def get_best_config(session: Session, *, problem_key: str | ConvProblem, device_name: str | None = None,
+                    scope: str = OVERALL_SCOPE) -> BestConfigView:
+    """:func:`find_best_config`, raising :class:`NotFound` when nothing is known yet."""
+    view = find_best_config(session, problem_key=problem_key, device_name=device_name, scope=scope)
+    if view is None:
+        where = f" on {device_name!r}" if device_name is not None else ""
+        key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
+        raise NotFound(f"no best configuration (scope {scope!r}) for problem {key!r}{where}")
+    return view
+
+
+def list_best_configs(session: Session, *, problem_key: str | ConvProblem,
+                      device_name: str | None = None) -> list[BestConfigView]:
+    """Every scope's best configuration of a problem (measured first, then fastest)."""
+    key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
+    return [_view(*row) for row in session.execute(_best_query(key, device_name, None))]

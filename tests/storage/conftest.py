@@ -1,0 +1,93 @@
+"""Storage fixtures: a fresh database per test, brought to head by Alembic (never ``create_all``).
+
+``database_url`` is a new SQLite file, or, for the ``postgres`` parameter, a new schema in the
+database named by ``CONVTUNE_TEST_POSTGRES_URL`` (dropped with everything in it afterwards; the
+database itself and its other schemas are left alone).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import URL, Engine, make_url, text
+from sqlalchemy.orm import Session
+from storage_samples import PROBLEM, SHA, add_device
+
+from convtune.storage import make_engine, repository, session_scope, upgrade
+from convtune.storage.models import Device, KernelVersion, Problem
+
+POSTGRES_URL_ENV = "CONVTUNE_TEST_POSTGRES_URL"
+
+BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+
+
+def sqlite_url(path: os.PathLike[str] | str) -> str:
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def sqlite_database_url(tmp_path: os.PathLike[str]) -> str:
+    """An empty SQLite file (not migrated)."""
+    return sqlite_url(f"{tmp_path}/convtune.db")
+
+
+@pytest.fixture
+def postgres_database_url() -> Iterator[URL]:
+    """A fresh, empty PostgreSQL schema; the URL puts it first on the search path."""
+    base = make_url(os.environ[POSTGRES_URL_ENV])
+    schema = f"convtune_test_{uuid.uuid4().hex[:12]}"
+    admin = make_engine(base)
+    try:
+        with admin.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+        yield base.update_query_dict({"options": f"-csearch_path={schema}"})
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def empty_database_url(request: pytest.FixtureRequest) -> str | URL:
+    """An empty database of each backend (SQLite always, PostgreSQL where configured)."""
+    name = "sqlite_database_url" if request.param == "sqlite" else "postgres_database_url"
+    return request.getfixturevalue(name)
+
+
+@pytest.fixture
+def database_url(empty_database_url: str | URL) -> str | URL:
+    """A database of each backend at the head revision."""
+    upgrade(empty_database_url)
+    return empty_database_url
+
+
+@pytest.fixture
+def engine(database_url: str | URL) -> Iterator[Engine]:
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def session(engine: Engine) -> Iterator[Session]:
+    """One session for a whole test, committed at the end (the way the tuner holds one per step)."""
+    with session_scope(engine) as session:
+        yield session
+
+
+@pytest.fixture
+def device(session: Session) -> Device:
+    return add_device(session)
+
+
+@pytest.fixture
+def problem(session: Session) -> Problem:
+    return repository.get_or_create_problem(session, PROBLEM)
+
+
+@pytest.fixture
+def kernel_version(session: Session) -> KernelVersion:
+    return repository.get_or_create_kernel_version(session, "direct", "fwd", SHA)
