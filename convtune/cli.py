@@ -1,4 +1,5 @@
-"""``convtune`` command line: one argparse sub-command per job (``bounds`` now; ``tune``, ``best`` later).
+"""``convtune`` command line: one argparse sub-command per job (``bounds`` here; ``tune``, ``best``,
+``history``, ``why``, ``db`` in :mod:`convtune.cli_tuning`).
 
 Add a sub-command with an ``add_<name>_parser(subparsers)`` function that registers its arguments and
 ``set_defaults(func=cmd_<name>)``; ``cmd_<name>(args) -> int`` does the work. Import heavy modules
@@ -28,6 +29,7 @@ from convtune.bounds import (
     window_reuse,
     winograd_bounds,
 )
+from convtune.cli_tuning import add_tuning_parsers
 from convtune.errors import ConvtuneError
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -50,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "I/O lower bounds.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_bounds_parser(sub)
+    add_tuning_parsers(sub)
     return parser
 
 

@@ -1,0 +1,59 @@
+"""Turn measurement JSON written on the GPU host into a replay table for the CPU tests.
+
+Inputs are ``vs_cudnn.json`` (every candidate of each shape) or ``space_sample.json`` (the sampled
+direct space, see ``benchmarks/space_sample.py``). The numbers are copied, never edited.
+
+    python benchmarks/make_replay.py benchmarks/results/vs_cudnn.json -o tests/data/replay_h200_vs_cudnn.json.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from convtune.kernels.registry import get_spec
+from convtune.machine import MachineModel
+from convtune.tuner.benchmark import DeviceInfo, ReplayTable
+
+FIELDS = ("status", "median_ms", "p10_ms", "p90_ms", "min_ms", "reps", "rel_error", "num_regs", "local_bytes",
+          "smem_bytes", "error")
+
+
+def table_from_report(report: dict, source: str) -> ReplayTable:
+    machine = MachineModel.preset("h200").with_ceilings(report["copy_tbps"] * 1e12, report["sgemm_tflops"] * 1e12,
+                                                          f"measured in the run of {source}")
+    device = DeviceInfo(report["device"], report.get("compute_capability", "9.0"), machine.sm_count,
+                        report.get("driver_version"), report.get("cuda_version"), machine)
+    sha = report.get("kernel_sha256") or {"direct.fwd": get_spec("direct").source_sha256()}
+    table = ReplayTable(device, sha, {}, f"{source} ({report['date']})")
+    for result in report["results"]:
+        rows = table.problems.setdefault(result["problem"], {})
+        for cand in result["candidates"]:
+            row = {k: cand[k] for k in FIELDS if k in cand and cand[k] is not None}
+            if "sets" in cand:
+                row["rotation_sets"] = cand["sets"]
+            rows[cand["config"]] = row
+    return table
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("reports", nargs="+", type=Path)
+    ap.add_argument("-o", "--out", type=Path, required=True)
+    args = ap.parse_args()
+    table = None
+    for path in args.reports:
+        part = table_from_report(json.loads(path.read_text()), path.name)
+        if table is None:
+            table = part
+        else:
+            table.merge(part)
+            table.source += f"; {part.source}"
+    assert table is not None
+    table.save(args.out)
+    print(f"{args.out}: {sum(len(v) for v in table.problems.values())} rows, {len(table.problems)} problems")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""CupyBenchmarker: compile, verify against the float64 reference, and time on the current GPU.
+
+Protocol (shared/DESIGN.md): fresh normal inputs per problem (never zeros); the output is poisoned with
+NaN before the one verification launch; relative error ‖y − ref‖/‖ref‖ ≤ the family's tolerance; then
+:func:`convtune.kernels.timing.time_launches` over rotating buffer sets (> 2× L2). A CUDA fault raises
+:class:`ContextLost`: the context is unusable afterwards, so the worker process running this exits.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from convtune.errors import CompileError, ConvtuneError
+from convtune.kernels.compile import cupy_module
+from convtune.kernels.registry import KernelSpec, get_spec
+from convtune.kernels.timing import rotation_sets, time_launches
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+from convtune.tuner.benchmark import OK, DeviceInfo, TrialResult
+
+TOLERANCE = {"direct": 1e-5}
+
+
+class ContextLost(ConvtuneError, RuntimeError):
+    """A kernel faulted; the CUDA context of this process can no longer be used."""
+
+
+def measure_ceilings(device_id: int = 0) -> tuple[float, float]:
+    """(copy bytes/s counting read + write, SGEMM fp32 flop/s) measured on the device now."""
+    cp = cupy_module()
+    with cp.cuda.Device(device_id):
+        src = cp.empty(256 << 20, dtype=cp.float32)  # 1 GiB
+        dst = cp.empty_like(src)
+        copy = time_launches(lambda _i: cp.copyto(dst, src), warmup=2, reps=10)
+        n = 8192
+        a = cp.random.standard_normal((n, n), dtype=cp.float32)
+        b = cp.random.standard_normal((n, n), dtype=cp.float32)
+        gemm = time_launches(lambda _i: cp.matmul(a, b), warmup=2, reps=5)
+        return 2 * src.nbytes / (copy.median_ms * 1e-3), 2 * n**3 / (gemm.median_ms * 1e-3)
+
+
+class CupyBenchmarker:
+    backend = "gpu"
+
+    def __init__(self, device_id: int = 0, reps: int = 20, measure_device_ceilings: bool = True) -> None:
+        cp = cupy_module()
+        self.cp = cp
+        self.device_id = device_id
+        cp.cuda.Device(device_id).use()
+        machine = MachineModel.from_device(device_id)
+        if measure_device_ceilings:
+            bandwidth, peak = measure_ceilings(device_id)
+            machine = machine.with_ceilings(bandwidth, peak, "measured by convtune on this device")
+        self.machine = machine
+        self.reps = reps
+        self._inputs: dict[str, dict[str, Any]] = {}
+
+    def device(self) -> DeviceInfo:
+        rt = self.cp.cuda.runtime
+        return DeviceInfo(self.machine.name, "{}.{}".format(*self.machine.compute_capability), self.machine.sm_count,
+                          _version(rt.driverGetVersion()), _version(rt.runtimeGetVersion()), self.machine)
+
+    def kernel_version(self, spec: KernelSpec) -> str:
+        return spec.source_sha256()
+
+    def available(self, problem: ConvProblem) -> set[str] | None:
+        return None
+
+    def _buffers(self, problem: ConvProblem) -> dict[str, Any]:
+        key = problem.key()
+        if key not in self._inputs:
+            from convtune.kernels.direct.launcher import pack_weights
+            from convtune.kernels.reference import conv2d_reference_gpu
+
+            self._inputs.clear()  # one problem at a time keeps memory bounded
+            cp = self.cp
+            rng = cp.random.default_rng()
+            sets = rotation_sets(4 * (problem.input_elements + problem.output_elements), self.machine.l2_bytes)
+            xs = [rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
+                  for _ in range(sets)]
+            w = rng.standard_normal((problem.K, problem.C // problem.groups, problem.R, problem.S), dtype=cp.float32)
+            ys = [cp.empty((problem.N, problem.K, problem.P, problem.Q), dtype=cp.float32) for _ in range(sets)]
+            ref = conv2d_reference_gpu(xs[0], w, stride=(problem.stride_h, problem.stride_w),
+                                       padding=(problem.pad_h, problem.pad_w), dilation=(problem.dil_h, problem.dil_w))
+            self._inputs[key] = {"xs": xs, "w": w, "wpk": pack_weights(w), "ys": ys, "ref": ref, "sets": sets}
+        return self._inputs[key]
+
+    def _launcher(self, plan: Any) -> Any:
+        if plan.config.family != "direct":
+            raise NotImplementedError(f"no GPU launcher for family {plan.config.family}")
+        from convtune.kernels.direct import launcher
+
+        return launcher
+
+    def measure(self, problem: ConvProblem, plan: Any) -> TrialResult:
+        from convtune.kernels.reference import relative_error
+
+        cp = self.cp
+        launcher = self._launcher(plan)
+        try:
+            kernel = launcher.compile_plan(plan)
+        except CompileError as exc:
+            return TrialResult("compile_error", error=str(exc)[-2000:], smem_bytes=plan.smem_bytes)
+        res = kernel.resources
+        common = {"num_regs": res.num_regs, "local_bytes": res.local_bytes, "smem_bytes": plan.smem_bytes,
+                  "compile_s": kernel.compile_s}
+        buf = self._buffers(problem)
+        try:
+            buf["ys"][0].fill(cp.nan)
+            launcher.launch(plan, kernel, buf["xs"][0], buf["wpk"], buf["ys"][0])
+            cp.cuda.get_current_stream().synchronize()
+            err = relative_error(buf["ys"][0], buf["ref"])
+            tolerance = TOLERANCE.get(plan.config.family, 1e-5)
+            if not err <= tolerance:
+                return TrialResult("wrong", rel_error=err, error=f"relative error {err:.3e} > {tolerance:g}", **common)
+            timing = time_launches(lambda i: launcher.launch(plan, kernel, buf["xs"][i], buf["wpk"], buf["ys"][i]),
+                                   sets=buf["sets"], warmup=3, reps=self.reps)
+        except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError, ConvtuneError) as exc:
+            raise ContextLost(f"{plan.config.key()}: {exc}") from exc
+        return TrialResult(OK, timing.median_ms, timing.p10_ms, timing.p90_ms, timing.min_ms, timing.reps,
+                           timing.sets, err, **common)
+
+    def retime(self, problem: ConvProblem, plans: list[Any], rounds: int = 5) -> list[TrialResult]:
+        """Interleave the plans (A B C A B C ...) so drift hits all alike; median of per-round medians."""
+        buf = self._buffers(problem)
+        kernels = [self._launcher(pl).compile_plan(pl) for pl in plans]
+        samples: list[list[float]] = [[] for _ in plans]
+        for _ in range(rounds):
+            for i, (pl, kernel) in enumerate(zip(plans, kernels, strict=True)):
+                launcher = self._launcher(pl)
+                t = time_launches(lambda j, pl=pl, k=kernel, la=launcher: la.launch(pl, k, buf["xs"][j], buf["wpk"],
+                                                                                   buf["ys"][j]),
+                                  sets=buf["sets"], warmup=1, reps=10)
+                samples[i].append(t.median_ms)
+        return [TrialResult(OK, statistics.median(s), min(s), max(s), min(s), 10 * rounds, buf["sets"])
+                for s in samples]
+
+    def close(self) -> None:
+        self._inputs.clear()
+
+
+def _version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def plan_for(problem: ConvProblem, config_key: str, machine: MachineModel) -> Any:
+    """Rebuild a plan from a config key (used by the worker process)."""
+    from convtune.kernels.config import parse_config_key
+
+    config = parse_config_key(config_key)
+    return get_spec(config.family, config.direction).plan(problem, config, machine)

@@ -1,0 +1,138 @@
+"""Lower-bound pruning: from every valid configuration to a ranked list worth measuring.
+
+Stages, each dropped configuration keeping its reason and numbers:
+
+1. ``infeasible`` — the family's ``plan()`` rejects it (threads, shared memory, registers, grid) or no
+   block fits on an SM. These are counted by reason here; ``convtune why`` re-derives the exact
+   message for any one configuration (``plan()`` is deterministic), so they are not stored row by row.
+2. ``traffic`` — the configuration's modelled global-memory traffic exceeds the I/O lower bound for
+   its *own* on-chip memory (S = its shared memory + accumulators) by more than
+   ``traffic_ratio_max``: it uses its fast memory so badly that no dataflow of that size would move as
+   much. (On the H200 the measured winners of the public suite sit at 1.5–10.6× that bound; see
+   ``docs`` in the README.)
+3. ``predicted_time`` — the analytic model's time exceeds ``predicted_factor`` × the best prediction.
+
+Survivors are ranked by predicted time (ties by config key, so the order is reproducible).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from convtune.kernels.config import KernelConfig
+from convtune.kernels.registry import KernelSpec
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+
+@dataclass(frozen=True, slots=True)
+class PruneSettings:
+    traffic_ratio_max: float = 16.0
+    predicted_factor: float = 1.5
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One valid configuration with the numbers pruning and ranking use."""
+
+    spec: KernelSpec
+    plan: Any
+    predicted_s: float
+    traffic_words: int
+    bound_words: float
+
+    @property
+    def config(self) -> KernelConfig:
+        return self.plan.config
+
+    @property
+    def key(self) -> str:
+        return self.plan.config.key()
+
+    @property
+    def traffic_ratio(self) -> float:
+        return self.traffic_words / self.bound_words if self.bound_words > 0 else float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    candidate: Candidate
+    stage: str            # "traffic" | "predicted_time" | "kept"
+    reason: str
+    numbers: dict[str, float]
+
+
+@dataclass
+class PruneResult:
+    survivors: list[Candidate]                       # ranked, fastest predicted first
+    decisions: list[Decision]
+    grid_size: int                                   # every parameter combination of the families
+    stage_counts: dict[str, int] = field(default_factory=dict)   # survivors after each stage
+    infeasible_reasons: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    def summary(self) -> str:
+        stages = " -> ".join(f"{k} {v}" for k, v in self.stage_counts.items())
+        return f"grid {self.grid_size} -> {stages} ({self.elapsed_s:.1f} s)"
+
+
+def build_candidates(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec]) -> list[Candidate]:
+    """Every valid configuration of ``specs`` with its prediction, traffic and own-memory bound."""
+    out = []
+    bound_cache: dict[tuple[str, int], float] = {}
+    for spec in specs:
+        for pl in spec.enumerate_plans(problem, machine):
+            s_words = spec.onchip_words(pl)
+            key = (spec.kind, s_words)
+            if key not in bound_cache:
+                bound_cache[key] = spec.bound_words(problem, s_words)
+            out.append(Candidate(spec, pl, spec.predict_s(pl, machine), spec.traffic_words(pl), bound_cache[key]))
+    return out
+
+
+def prune(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
+          settings: PruneSettings | None = None) -> PruneResult:
+    """Run the pruning stages of the module docstring over ``specs``' configurations."""
+    settings = settings or PruneSettings()
+    start = time.perf_counter()
+    grid = sum(spec.grid_size(problem) for spec in specs)
+    candidates = build_candidates(problem, machine, specs)
+    feasible = [c for c in candidates if c.predicted_s != float("inf")]
+    infeasible = Counter({"rejected by plan()": grid - len(candidates)})
+    if len(feasible) < len(candidates):
+        infeasible["no block fits on an SM"] = len(candidates) - len(feasible)
+    decisions: list[Decision] = []
+    after_traffic = []
+    for c in feasible:
+        if c.traffic_ratio > settings.traffic_ratio_max:
+            decisions.append(Decision(c, "traffic", f"modelled traffic is {c.traffic_ratio:.1f}x the I/O lower bound "
+                                      f"for its own on-chip memory (limit {settings.traffic_ratio_max:g}x)",
+                                      _numbers(c)))
+        else:
+            after_traffic.append(c)
+    best_s = min((c.predicted_s for c in after_traffic), default=float("inf"))
+    survivors = []
+    for c in after_traffic:
+        numbers = _numbers(c) | {"best_predicted_s": best_s}
+        if c.predicted_s > settings.predicted_factor * best_s:
+            decisions.append(Decision(c, "predicted_time", f"predicted {c.predicted_s * 1e3:.4f} ms is "
+                                      f"{c.predicted_s / best_s:.2f}x the best prediction "
+                                      f"(limit {settings.predicted_factor:g}x)", numbers))
+        else:
+            survivors.append(c)
+    survivors.sort(key=lambda c: (c.predicted_s, c.key))
+    for rank, c in enumerate(survivors):
+        decisions.append(Decision(c, "kept", f"kept, rank {rank + 1} of {len(survivors)} by predicted time",
+                                  _numbers(c) | {"best_predicted_s": best_s, "rank": rank + 1}))
+    return PruneResult(
+        survivors=survivors, decisions=decisions, grid_size=grid,
+        stage_counts={"feasible": len(feasible), "traffic": len(after_traffic), "predicted_time": len(survivors)},
+        infeasible_reasons=dict(infeasible), elapsed_s=time.perf_counter() - start)
+
+
+def _numbers(c: Candidate) -> dict[str, float]:
+    return {"traffic_words": c.traffic_words, "bound_words": c.bound_words, "traffic_ratio": c.traffic_ratio,
+            "predicted_s": c.predicted_s}

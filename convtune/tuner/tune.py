@@ -1,0 +1,299 @@
+"""The tuning loop: prune, warm-start, search with Optuna, store every trial, choose and store the best.
+
+Order of work for ``tune(problem, benchmarker, engine)``:
+
+1. the device, problem and kernel versions get their rows; if this (device, problem, families,
+   backend) already has a finished run and ``force`` is false, the stored best is returned and
+   nothing is measured;
+2. :func:`~convtune.tuner.prune.prune` runs; its decisions are stored with the run;
+3. the study (Optuna, same database) is opened or resumed; the best-predicted survivors are enqueued;
+4. each trial maps the sampler's suggestion to an unevaluated survivor; a configuration measured
+   before on this device and kernel version is answered from the database, anything else is measured
+   by the benchmarker and committed at once (a crash later loses nothing);
+5. the loop stops at the trial budget, the time budget, ``patience`` trials without improvement, an
+   exhausted space, or when the best time is within ``epsilon`` of the bound's floor time;
+6. the best three are re-timed interleaved; among those within ``TIE_TOLERANCE`` of the fastest the
+   smallest config key wins (so repeated tuning gives the same answer); best rows (per family and
+   overall, scope "*") are upserted with floor time and efficiency.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from sqlalchemy.engine import Engine
+
+from convtune.kernels.registry import KernelSpec, specs_for
+from convtune.problem import ConvProblem
+from convtune.storage import repository as repo
+from convtune.storage.session import session_scope
+from convtune.tuner.analysis import efficiency, floor_time_s
+from convtune.tuner.benchmark import Benchmarker, TrialResult
+from convtune.tuner.prune import Candidate, PruneSettings, prune
+from convtune.tuner.study import ConfigSpace, make_sampler, open_study, study_name
+
+TIE_TOLERANCE = 0.02
+FINALISTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    trials: int
+    budget_trials: int
+    elapsed_s: float
+    best_ms: float | None
+    best_config: str | None
+    efficiency: float | None
+    last_config: str
+    last_status: str
+    reused: bool
+
+
+@dataclass
+class TuneResult:
+    problem: ConvProblem
+    device_name: str
+    backend: str
+    run_id: int
+    best_config: str | None
+    time_ms: float | None
+    floor_ms: float
+    efficiency: float | None
+    trials: int = 0
+    measured: int = 0
+    reused: int = 0
+    failed: int = 0
+    stop_reason: str = ""
+    predicted: bool = False
+    resumed_from_db: bool = False
+    prune_summary: str = ""
+    elapsed_s: float = 0.0
+    statuses: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def tflops(self) -> float | None:
+        return self.problem.flops / (self.time_ms * 1e-3) / 1e12 if self.time_ms else None
+
+    @property
+    def gbps(self) -> float | None:
+        return self.problem.compulsory_bytes / (self.time_ms * 1e-3) / 1e9 if self.time_ms else None
+
+
+@dataclass
+class _Rows:
+    device_id: int
+    problem_id: int
+    kernel_version_ids: dict[str, int]
+    config_ids: dict[str, int] = field(default_factory=dict)
+
+
+def _result_fields(result: TrialResult) -> dict[str, Any]:
+    d = result.to_dict()
+    d.pop("predicted", None)
+    return d
+
+
+def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, families: list[str] | None = None,
+         budget_trials: int = 200, budget_s: float = 300.0, patience: int = 60, epsilon: float = 0.05,
+         sampler: str = "tpe", seed: int | None = 0, warm_start: int = 16, settings: PruneSettings | None = None,
+         force: bool = False, progress: Callable[[Progress], None] | None = None) -> TuneResult:
+    """Tune ``problem`` on ``benchmarker``'s device; every trial is stored through ``engine``."""
+    start = time.perf_counter()
+    device = benchmarker.device()
+    machine = device.machine
+    specs = specs_for(problem, families)
+    if not specs:
+        raise ValueError(f"no kernel family can run {problem.key()} (families={families})")
+    family_names = [s.family for s in specs]
+    backend = benchmarker.backend
+    name = study_name(device.name, problem.key(), family_names, backend)
+    floors = {s.family: floor_time_s(problem, machine, s) for s in specs}
+    overall_floor_s = min(floors.values())
+
+    with session_scope(engine) as session:
+        dev = repo.get_or_create_device(
+            session, name=device.name, compute_capability=device.compute_capability, sm_count=device.sm_count,
+            driver_version=device.driver_version, cuda_version=device.cuda_version,
+            copy_bandwidth_bytes_per_s=machine.copy_bandwidth_bytes_per_s,
+            fp32_peak_flops_per_s=machine.fp32_peak_flops_per_s, ceilings_source=machine.ceilings_source)
+        prob = repo.get_or_create_problem(session, problem)
+        rows = _Rows(dev.id, prob.id, {s.kind: repo.get_or_create_kernel_version(
+            session, s.family, s.direction, benchmarker.kernel_version(s)).id for s in specs})
+        if not force:
+            done = [r for r in repo.list_runs(session, prob.id, device_id=dev.id)
+                    if r.status == "finished" and r.backend == backend and r.families == ",".join(family_names)]
+            if done:
+                return _stored_result(session, problem, device.name, backend, done[0], overall_floor_s, start)
+
+    pruned = prune(problem, machine, specs, settings)
+    survivors = pruned.survivors
+    available = benchmarker.available(problem)
+    if available is not None:  # a replay table answers only what was measured
+        survivors = [c for c in survivors if c.key in available]
+    with session_scope(engine) as session:
+        run = repo.create_run(session, device_id=rows.device_id, problem_id=rows.problem_id, families=family_names,
+                              backend=backend, sampler=sampler, budget_trials=budget_trials, budget_s=budget_s,
+                              study_name=name, space_size=pruned.grid_size)
+        run_id = run.id
+        repo.update_run(session, run_id, pruning_s=pruned.elapsed_s,
+                        stage_survivors=pruned.stage_counts | {"replayable": len(survivors)})
+        repo.record_pruning_decisions(session, run_id, rows.device_id, rows.problem_id,
+                                      [(d.candidate.config, d.stage, d.reason, d.numbers) for d in pruned.decisions])
+    result = TuneResult(problem, device.name, backend, run_id, None, None, overall_floor_s * 1e3, None,
+                        prune_summary=pruned.summary())
+    try:
+        _search(problem, benchmarker, engine, rows, result, survivors, name, sampler, seed, warm_start,
+                budget_trials, budget_s, patience, epsilon, overall_floor_s, start, progress)
+        _finalize(problem, benchmarker, engine, rows, result, survivors, specs, floors)
+    except BaseException as exc:
+        with session_scope(engine) as session:
+            repo.update_run(session, run_id, trials_done=result.trials)
+            repo.finish_run(session, run_id, "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
+                            f"{type(exc).__name__}: {exc}"[:500])
+        raise
+    result.elapsed_s = time.perf_counter() - start
+    return result
+
+
+def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows: _Rows, result: TuneResult,
+            survivors: list[Candidate], name: str, sampler: str, seed: int | None, warm_start: int,
+            budget_trials: int, budget_s: float, patience: int, epsilon: float, floor_s: float, start: float,
+            progress: Callable[[Progress], None] | None) -> None:
+    if not survivors:
+        result.stop_reason = "no configuration survived pruning"
+        return
+    space = ConfigSpace(survivors)
+    storage_url = engine.url.render_as_string(hide_password=False)
+    study = open_study(storage_url, name, make_sampler(sampler, seed))
+    evaluated: set[str] = {t.user_attrs["config"] for t in study.trials if "config" in t.user_attrs}
+    for cand in survivors[:warm_start]:
+        if cand.key not in evaluated:
+            study.enqueue_trial(space.params_of(cand), skip_if_exists=True)
+    by_key = {c.key: c for c in survivors}
+    best_ms = math.inf
+    since_best = 0
+    while True:
+        elapsed = time.perf_counter() - start
+        stop = _stop_reason(result.trials, budget_trials, elapsed, budget_s, since_best, patience, best_ms, floor_s,
+                            epsilon)
+        if stop:
+            result.stop_reason = stop
+            return
+        trial = study.ask()
+        cand = space.nearest(space.suggest(trial), evaluated)
+        if cand is None:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            result.stop_reason = "every surviving configuration was evaluated"
+            return
+        trial.set_user_attr("config", cand.key)
+        evaluated.add(cand.key)
+        outcome, reused = _evaluate(problem, benchmarker, engine, rows, result.run_id, by_key[cand.key])
+        result.trials += 1
+        result.statuses[outcome.status] = result.statuses.get(outcome.status, 0) + 1
+        result.reused += reused
+        result.measured += not reused
+        if outcome.ok:
+            study.tell(trial, outcome.median_ms)
+            if outcome.median_ms < best_ms * (1 - 1e-9):
+                best_ms, since_best = outcome.median_ms, 0
+                result.best_config, result.time_ms = cand.key, outcome.median_ms
+                result.predicted = outcome.predicted
+            else:
+                since_best += 1
+        else:
+            result.failed += 1
+            since_best += 1
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        if progress is not None:
+            eff = floor_s / (best_ms * 1e-3) if math.isfinite(best_ms) else None
+            progress(Progress(result.trials, budget_trials, time.perf_counter() - start,
+                              best_ms if math.isfinite(best_ms) else None, result.best_config, eff, cand.key,
+                              outcome.status, reused))
+        if result.trials % 10 == 0:
+            with session_scope(engine) as session:
+                repo.update_run(session, result.run_id, trials_done=result.trials)
+
+
+def _stop_reason(trials: int, budget_trials: int, elapsed: float, budget_s: float, since_best: int, patience: int,
+                 best_ms: float, floor_s: float, epsilon: float) -> str:
+    if trials >= budget_trials:
+        return f"trial budget ({budget_trials}) reached"
+    if elapsed >= budget_s:
+        return f"time budget ({budget_s:g} s) reached"
+    if since_best >= patience:
+        return f"no improvement in {patience} trials"
+    if math.isfinite(best_ms) and best_ms * 1e-3 <= floor_s * (1 + epsilon):
+        return f"best time within {epsilon:.0%} of the bound's floor time"
+    return ""
+
+
+def _evaluate(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows: _Rows, run_id: int,
+              cand: Candidate) -> tuple[TrialResult, bool]:
+    """Answer from the database when this config was measured before on this device and kernel version."""
+    kv_id = rows.kernel_version_ids[cand.spec.kind]
+    with session_scope(engine) as session:
+        config_id = rows.config_ids.get(cand.key) or repo.get_or_create_config(session, cand.config).id
+        rows.config_ids[cand.key] = config_id
+        found = repo.find_measurement(session, device_id=rows.device_id, problem_id=rows.problem_id,
+                                      kernel_version_id=kv_id, config_id=config_id, backend=benchmarker.backend)
+        if found is not None:
+            return TrialResult.from_dict({c: getattr(found, c) for c in TrialResult.__dataclass_fields__}), True
+    outcome = benchmarker.measure(problem, cand.plan)
+    with session_scope(engine) as session:
+        repo.record_measurement(session, device_id=rows.device_id, problem_id=rows.problem_id,
+                                kernel_version_id=kv_id, config_id=config_id, tuning_run_id=run_id,
+                                backend=benchmarker.backend, **_result_fields(outcome))
+    return outcome, False
+
+
+def _finalize(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows: _Rows, result: TuneResult,
+              survivors: list[Candidate], specs: list[KernelSpec], floors: dict[str, float]) -> None:
+    with session_scope(engine) as session:
+        kv_ids = set(rows.kernel_version_ids.values())
+        measured = [m for m in repo.measurements_for(session, device_id=rows.device_id, problem_id=rows.problem_id,
+                                                     backend=benchmarker.backend)
+                    if m.status == "ok" and m.median_ms is not None and m.kernel_version_id in kv_ids]
+        keys = {m.id: repo.get_config(session, m.config_id).key for m in measured}
+        ranked = sorted(measured, key=lambda m: (m.median_ms, keys[m.id]))
+        candidates = {c.key: c for c in survivors}
+        finalists = [m for m in ranked if keys[m.id] in candidates][:FINALISTS]
+        if not finalists:
+            repo.update_run(session, result.run_id, trials_done=result.trials)
+            repo.finish_run(session, result.run_id, "finished", result.stop_reason or "no configuration verified")
+            return
+    plans = [candidates[keys[m.id]].plan for m in finalists]
+    if benchmarker.backend == "gpu" and len(plans) > 1:
+        times = [r.median_ms for r in benchmarker.retime(problem, plans)]
+    else:
+        times = [m.median_ms for m in finalists]
+    fastest = min(times)
+    tied = [(keys[m.id], t, m) for m, t in zip(finalists, times, strict=True) if t <= fastest * (1 + TIE_TOLERANCE)]
+    best_key, best_time, best_row = min(tied, key=lambda x: x[0])
+    best_family = candidates[best_key].spec.family
+    result.best_config, result.time_ms = best_key, best_time
+    result.floor_ms = floors[best_family] * 1e3
+    result.efficiency = efficiency(floors[best_family], best_time * 1e-3)
+    with session_scope(engine) as session:
+        config_id = repo.get_or_create_config(session, candidates[best_key].config).id
+        for scope, floor_s in ((best_family, floors[best_family]), ("*", min(floors.values()))):
+            repo.upsert_best_config(session, device_id=rows.device_id, problem_id=rows.problem_id, scope=scope,
+                                    config_id=config_id, measurement_id=best_row.id, time_ms=best_time,
+                                    floor_ms=floor_s * 1e3, efficiency=efficiency(floor_s, best_time * 1e-3),
+                                    provisional=best_row.predicted, tuning_run_id=result.run_id)
+        repo.update_run(session, result.run_id, trials_done=result.trials, best_measurement_id=best_row.id)
+        repo.finish_run(session, result.run_id, "finished", result.stop_reason)
+
+
+def _stored_result(session: Any, problem: ConvProblem, device_name: str, backend: str, run: Any, floor_s: float,
+                   start: float) -> TuneResult:
+    best = repo.find_best_config(session, problem_key=problem.key(), device_name=device_name)
+    return TuneResult(problem, device_name, backend, run.id, best.config_key if best else None,
+                      best.time_ms if best else None, best.floor_ms if best else floor_s * 1e3,
+                      best.efficiency if best else None, trials=0, stop_reason="already tuned (stored result)",
+                      predicted=bool(best.provisional) if best else False, resumed_from_db=True,
+                      elapsed_s=time.perf_counter() - start)
