@@ -1,15 +1,36 @@
 #!/usr/bin/env bash
-# One device call: GPU tests of the kernels, then the benchmark vs cuDNN; logs and tables under $OUT.
-#   run from the repository root on the GPU host:  bash benchmarks/gpu_check.sh [vs_cudnn args...]
+# GPU-host steps, batched into one device call; logs and tables under $OUT (default benchmarks/results).
+#   bash benchmarks/gpu_check.sh STEP...     steps: tests vs_cudnn sample tune
+#     tests     pytest -m gpu: kernels vs float64, operator API, the tuner on the GPU
+#     vs_cudnn  benchmarks/vs_cudnn.py (best of the model's top configs vs cuDNN, same run)
+#     sample    benchmarks/space_sample.py (uniform sample of the unpruned direct space on 3 shapes)
+#     tune      `convtune tune` on every public conv2d shape (budget $TUNE_BUDGET_S s each) + cuDNN
+# Python packages missing on the host (optuna, sqlalchemy, ...) come as wheels in .whl/
+# (../shared/tools/device-wheels); they are installed first when present.
 set -uo pipefail
 OUT=${OUT:-benchmarks/results}
 mkdir -p "$OUT"
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || exit 1
+    export PYTHONPATH=/tmp/site
+fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export CONVTUNE_CUBIN_DIR=${CONVTUNE_CUBIN_DIR:-/tmp/convtune-cubins}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/nvidia_smi.txt"
-python3 -c 'import cupy, torch; print("cupy", cupy.__version__, "torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
-echo "== pytest -m gpu (kernels)"
-python3 -m pytest -m gpu -q -p no:cacheprovider --maxfail=25 -W default tests/kernels tests/test_machine.py \
-    2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
-echo "== vs_cudnn"
-python3 benchmarks/vs_cudnn.py --out "$OUT" "$@" 2>&1 | tee "$OUT/vs_cudnn.log" | tail -40
+for step in "$@"; do
+    echo "== $step ($(date -u +%H:%M:%S))"
+    case $step in
+    tests)
+        python3 -m pytest -m gpu -q -p no:cacheprovider --maxfail=25 -W default \
+            tests/kernels tests/test_machine.py tests/tuner/test_tuner_gpu.py 2>&1 | tee "$OUT/gpu_tests.txt" | tail -15 ;;
+    vs_cudnn)
+        python3 benchmarks/vs_cudnn.py --out "$OUT" ${VS_CUDNN_ARGS:-} 2>&1 | tee "$OUT/vs_cudnn.log" | tail -30 ;;
+    sample)
+        python3 benchmarks/space_sample.py --out "$OUT" ${SAMPLE_ARGS:-} 2>&1 | tee "$OUT/space_sample.log" | tail -8 ;;
+    tune)
+        python3 benchmarks/tune_suite.py --out "$OUT" --budget-s "${TUNE_BUDGET_S:-60}" ${TUNE_ARGS:-} 2>&1 \
+            | tee "$OUT/tune_suite.log" | tail -25 ;;
+    *) echo "unknown step $step"; exit 2 ;;
+    esac
+done

@@ -31,8 +31,10 @@ def table_from_report(report: dict, source: str) -> ReplayTable:
         rows = table.problems.setdefault(result["problem"], {})
         for cand in result["candidates"]:
             row = {k: cand[k] for k in FIELDS if k in cand and cand[k] is not None}
-            if "sets" in cand:
-                row["rotation_sets"] = cand["sets"]
+            if "sets" in cand or "rotation_sets" in cand:
+                row["rotation_sets"] = cand.get("rotation_sets", cand.get("sets"))
+            if cand.get("nvcc_s") is not None:  # space_sample.json: the config's own nvcc seconds
+                row["compile_s"] = cand["nvcc_s"]
             rows[cand["config"]] = row
     return table
 

@@ -101,6 +101,8 @@ class Benchmarker(Protocol):
         """Time ``plans`` again, interleaved, for the final choice."""
         ...
 
+    # optional: ``prefetch(problem, plans) -> dict[str, float]`` compiles ahead (GPU benchmarkers)
+
     def close(self) -> None: ...
 
 

@@ -8,7 +8,9 @@ NaN before the one verification launch; relative error ‖y − ref‖/‖ref‖
 
 from __future__ import annotations
 
+import os
 import statistics
+from pathlib import Path
 from typing import Any
 
 from convtune.errors import CompileError, ConvtuneError
@@ -48,6 +50,8 @@ class CupyBenchmarker:
         self.cp = cp
         self.device_id = device_id
         cp.cuda.Device(device_id).use()
+        # parallel nvcc pre-compilation (prefetch) fills this cubin cache; load_kernel reads it
+        os.environ.setdefault("CONVTUNE_CUBIN_DIR", str(Path.home() / ".cache" / "convtune" / "cubins"))
         machine = MachineModel.from_device(device_id)
         if measure_device_ceilings:
             bandwidth, peak = measure_ceilings(device_id)
@@ -66,6 +70,24 @@ class CupyBenchmarker:
 
     def available(self, problem: ConvProblem) -> set[str] | None:
         return None
+
+    def prefetch(self, problem: ConvProblem, plans: list[Any]) -> dict[str, float]:
+        """Compile ``plans`` with nvcc in parallel into the cubin cache (no-op without nvcc).
+
+        Returns nvcc seconds per config key (0.0 for ones already cached).
+        """
+        from convtune.kernels.compile import CompileError, nvcc_available, precompile, source_hash
+
+        if not nvcc_available():
+            return {}
+        texts = {pl.config.key(): pl.source() for pl in plans}
+        done = precompile(list(texts.values()), self.machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]),
+                          jobs=os.cpu_count() or 8)
+        out = {}
+        for key, text in texts.items():
+            r = done[source_hash(text)]
+            out[key] = 0.0 if isinstance(r, CompileError) else r.compile_s
+        return out
 
     def _buffers(self, problem: ConvProblem) -> dict[str, Any]:
         key = problem.key()

@@ -39,6 +39,7 @@ from convtune.tuner.study import ConfigSpace, make_sampler, open_study, study_na
 
 TIE_TOLERANCE = 0.02
 FINALISTS = 3
+PREFETCH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +169,9 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
         result.stop_reason = "no configuration survived pruning"
         return
     space = ConfigSpace(survivors)
+    prefetch = getattr(benchmarker, "prefetch", None)
+    if prefetch is not None:  # compile the likely first trials in parallel (GPU backend; others ignore it)
+        prefetch(problem, [c.plan for c in survivors[:max(PREFETCH, warm_start)]])
     storage_url = engine.url.render_as_string(hide_password=False)
     study = open_study(storage_url, name, make_sampler(sampler, seed))
     evaluated: set[str] = {t.user_attrs["config"] for t in study.trials if "config" in t.user_attrs}

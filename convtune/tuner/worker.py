@@ -55,6 +55,10 @@ def _child_main(conn: Connection, factory: str, kwargs: dict[str, Any]) -> None:
                 problem = ConvProblem(**payload["problem"])
                 plans = [plan_for(problem, key, machine) for key in payload["configs"]]
                 result = [r.to_dict() for r in bench.retime(problem, plans, payload["rounds"])]
+            elif cmd == "prefetch":
+                problem = ConvProblem(**payload["problem"])
+                plans = [plan_for(problem, key, machine) for key in payload["configs"]]
+                result = bench.prefetch(problem, plans) if hasattr(bench, "prefetch") else {}
             elif cmd == "available":
                 found = bench.available(ConvProblem(**payload["problem"]))
                 result = sorted(found) if found is not None else None
@@ -104,7 +108,11 @@ class SubprocessBenchmarker:
         if not parent.poll(self.start_timeout_s):
             self._kill()
             raise WorkerDied(f"trial worker did not start within {self.start_timeout_s:g} s")
-        kind, payload = parent.recv()
+        try:
+            kind, payload = parent.recv()
+        except (EOFError, OSError):
+            self._kill()
+            raise WorkerDied("trial worker exited while starting") from None
         if kind != "ready":
             self._kill()
             raise WorkerDied(f"trial worker failed to start: {payload}")
@@ -161,6 +169,14 @@ class SubprocessBenchmarker:
             return TrialResult("timeout", error=str(exc))
         except WorkerDied as exc:
             return TrialResult("crashed", error=str(exc))
+
+    def prefetch(self, problem: ConvProblem, plans: list[Any]) -> dict[str, float]:
+        """Ask the child to compile ``plans`` ahead (parallel nvcc); nvcc seconds per config key."""
+        try:
+            return self._call("prefetch", {"problem": problem.to_dict(), "configs": [p.config.key() for p in plans]},
+                              timeout_s=max(self.timeout_s, 30.0 * (1 + len(plans) // 8)))
+        except (TimeoutError, WorkerDied):
+            return {}
 
     def retime(self, problem: ConvProblem, plans: list[Any], rounds: int = 5) -> list[TrialResult]:
         rows = self._call("retime", {"problem": problem.to_dict(), "configs": [p.config.key() for p in plans],

@@ -1,0 +1,95 @@
+"""Measure a uniform sample of the whole (unpruned) direct configuration space on the GPU host.
+
+The shapes must share their filter geometry (R, S, strides, dilations), so one compiled kernel serves
+a configuration on every shape. The sample is drawn uniformly (seeded) from the configurations valid
+for all the shapes; all are compiled with nvcc in parallel (their nvcc seconds recorded), then each
+is verified and timed on each shape by the tuner's own benchmarker in a restartable subprocess.
+Output (same layout as vs_cudnn.json, so make_replay.py turns it into a replay table):
+
+    python benchmarks/space_sample.py --out benchmarks/results --configs 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+from convtune.kernels.compile import CompileError, precompile, source_hash
+from convtune.kernels.direct.space import enumerate_plans
+from convtune.kernels.registry import get_spec
+from convtune.problem import ConvProblem
+from convtune.tuner.worker import SubprocessBenchmarker
+
+DEFAULT_SHAPES = ("vgg16_conv4_2_b1", "vgg16_conv5_2_b1", "resnet50_3x3_256_b32")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", default="benchmarks/suites/public.json")
+    ap.add_argument("--shapes", nargs="*", default=list(DEFAULT_SHAPES))
+    ap.add_argument("--configs", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=20261129)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--out", default="benchmarks/results")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("CONVTUNE_CUBIN_DIR", "/tmp/convtune-cubins")
+    entries = {e["name"]: e for e in json.loads(Path(args.suite).read_text())["conv2d"]}
+    problems = {name: ConvProblem.from_mapping(entries[name]) for name in args.shapes}
+    geometry = {(p.R, p.S, p.stride_h, p.stride_w, p.dil_h, p.dil_w) for p in problems.values()}
+    if len(geometry) != 1:
+        raise SystemExit(f"shapes must share their filter geometry, got {geometry}")
+
+    bench = SubprocessBenchmarker(factory_kwargs={"reps": args.reps}, timeout_s=60)
+    machine = bench.device().machine
+    t0 = time.perf_counter()
+    plans = {name: {pl.config.key(): pl for pl in enumerate_plans(p, machine)} for name, p in problems.items()}
+    common = sorted(set.intersection(*(set(v) for v in plans.values())))
+    sample = sorted(random.Random(args.seed).sample(common, min(args.configs, len(common))))
+    print(f"space sizes {[len(v) for v in plans.values()]}, common {len(common)}, sample {len(sample)} "
+          f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+
+    first = next(iter(plans.values()))
+    texts = {key: first[key].source() for key in sample}
+    assert all(plans[n][k].source() == texts[k] for n in plans for k in sample[:50]), "kernels differ by shape"
+    t1 = time.perf_counter()
+    compiled = precompile(list(texts.values()), machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]),
+                          jobs=os.cpu_count() or 8)
+    nvcc_s = {k: (None if isinstance(compiled[source_hash(t)], CompileError) else compiled[source_hash(t)].compile_s)
+              for k, t in texts.items()}
+    print(f"compiled {len(texts)} kernels in {time.perf_counter() - t1:.1f} s", file=sys.stderr)
+
+    report = {"device": machine.name, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+              "copy_tbps": machine.copy_bandwidth_bytes_per_s / 1e12,
+              "sgemm_tflops": machine.fp32_peak_flops_per_s / 1e12,
+              "driver_version": bench.device().driver_version, "cuda_version": bench.device().cuda_version,
+              "kernel_sha256": {"direct.fwd": get_spec("direct").source_sha256()},
+              "sample": {"seed": args.seed, "configs": len(sample), "common_space": len(common),
+                         "space_sizes": {n: len(v) for n, v in plans.items()}, "reps": args.reps},
+              "results": []}
+    for name, problem in problems.items():
+        t2 = time.perf_counter()
+        rows = []
+        for key in sample:
+            r = bench.measure(problem, plans[name][key]).to_dict()
+            r["config"] = key
+            r["nvcc_s"] = nvcc_s[key]
+            rows.append(r)
+        report["results"].append({"name": name, "problem": problem.key(), "candidates": rows})
+        (out / "space_sample.json").write_text(json.dumps(report, indent=0))
+        ok = [r["median_ms"] for r in rows if r["status"] == "ok"]
+        print(f"{name}: {len(ok)}/{len(rows)} ok, best {min(ok):.4f} ms, median {sorted(ok)[len(ok) // 2]:.4f} ms "
+              f"({time.perf_counter() - t2:.1f} s)", file=sys.stderr)
+    bench.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
