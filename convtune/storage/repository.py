@@ -91,14 +91,17 @@ def _plain(value: Any) -> Any:
 
 def json_safe(value: Any) -> Any:
     """Standard JSON of ``value``: plain numbers, non-finite floats as ``"inf"``/``"-inf"``/``"nan"``."""
+    kind = type(value)
+    if kind is int or kind is str or kind is bool or value is None:  # fast path: bulk inserts call this a lot
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
     if isinstance(value, Mapping):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
-    value = _plain(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
+    plain = _plain(value)
+    return value if plain is value else json_safe(plain)
 
 
 def _get(session: Session, model: type[ModelT], row_id: int) -> ModelT:
@@ -220,15 +223,30 @@ def get_or_create_config(session: Session, config: KernelConfig) -> Config:
 def get_or_create_configs(session: Session, configs: Iterable[KernelConfig]) -> dict[str, int]:
     """Bulk :func:`get_or_create_config`: ``{config key: config id}`` for every config given.
 
-    Looks the keys up in chunks, inserts the missing ones in one executemany, reads their ids back.
+    Looks the keys up in chunks, inserts the missing ones with ``INSERT ... ON CONFLICT DO NOTHING
+    RETURNING`` in batches, and reads back the ids of any that a concurrent worker inserted first.
     """
-    wanted = {config.key(): config for config in configs}
+    return _get_or_create_configs(session, {config.key(): config for config in configs})
+
+
+def _get_or_create_configs(session: Session, wanted: Mapping[str, KernelConfig]) -> dict[str, int]:
     ids = _config_ids(session, wanted)
-    missing = [{"key": key, "kind": config.kind, "params": json_safe(config.to_dict()), "created_at": utcnow()}
+    now = utcnow()
+    missing = [{"key": key, "kind": config.kind, "params": json_safe(config.to_dict()), "created_at": now}
                for key, config in wanted.items() if key not in ids]
-    if missing:
-        session.execute(_insert(session, Config).on_conflict_do_nothing(), missing)
-        ids.update(_config_ids(session, [row["key"] for row in missing]))
+    if not missing:
+        return ids
+    table = Config.__table__
+    stmt = _insert(session, table).on_conflict_do_nothing()
+    if session.get_bind().dialect.insert_executemany_returning:
+        # RETURNING makes SQLAlchemy batch the rows into multi-row INSERTs ("insertmanyvalues");
+        # without it psycopg2 would send one INSERT ... ON CONFLICT per row
+        ids.update((key, config_id) for key, config_id in
+                   session.execute(stmt.returning(table.c.key, table.c.id), missing))
+    else:  # pragma: no cover - SQLite older than 3.35
+        session.execute(stmt, missing)
+    # rows a concurrent worker inserted first are not returned: read their ids
+    ids.update(_config_ids(session, [row["key"] for row in missing if row["key"] not in ids]))
     return ids
 
 
@@ -403,12 +421,13 @@ def record_pruning_decisions(session: Session, run_id: int, device_id: int, prob
     seconds, not minutes. Returns the number of rows inserted.
     """
     decisions = list(decisions)
-    config_ids = get_or_create_configs(session, (config for config, *_ in decisions))
+    keys = [config.key() for config, *_ in decisions]
+    config_ids = _get_or_create_configs(session, dict(zip(keys, (config for config, *_ in decisions), strict=True)))
     now = utcnow()
-    rows = [{"tuning_run_id": run_id, "device_id": device_id, "problem_id": problem_id,
-             "config_id": config_ids[config.key()], "stage": _choice("stage", stage, PRUNING_STAGES),
+    rows = [{"tuning_run_id": run_id, "device_id": device_id, "problem_id": problem_id, "config_id": config_ids[key],
+             "stage": stage if stage in PRUNING_STAGES else _choice("stage", stage, PRUNING_STAGES),
              "reason": reason, "numbers": json_safe(numbers), "created_at": now}
-            for config, stage, reason, numbers in decisions]
+            for key, (_, stage, reason, numbers) in zip(keys, decisions, strict=True)]
     if rows:
         session.execute(insert(PruningDecision), rows)
     return len(rows)
