@@ -60,16 +60,18 @@ PruningInput = tuple[KernelConfig, str, str, Mapping[str, Any]]
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
-def _insert(session: Session, model: type[Base]) -> Any:
-    """The dialect's INSERT construct (it has ``on_conflict_do_nothing`` / ``on_conflict_do_update``)."""
+def _insert(session: Session, target: Any) -> Any:
+    """The dialect's INSERT of a model or table (it has ``on_conflict_do_nothing`` / ``on_conflict_do_update``)."""
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:
-        raise StorageError(f"database {dialect!r} is not supported: use SQLite or PostgreSQL")
-    return dialect_insert(model)
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(target)
+    if dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(target)
+    raise StorageError(f"database {dialect!r} is not supported: use SQLite or PostgreSQL")
 
 
 def _choice(field: str, value: str, allowed: Sequence[str]) -> str:
