@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import URL, Engine, make_url, text
-from tuner_samples import PROBLEM, REPLAY_PATH
+from tuner_samples import PROBLEM, REPLAY_PATH, new_sqlite_url
 
 from convtune.kernels.registry import specs_for
 from convtune.storage import make_engine, upgrade
@@ -49,14 +49,6 @@ def replayable(pruned: PruneResult, replay_table: ReplayTable) -> list[Candidate
     """The survivors the replay table can answer, in rank order (the tuner's search space)."""
     rows = replay_table.problems[PROBLEM.key()]
     return [c for c in pruned.survivors if c.key in rows]
-
-
-def new_sqlite_url(directory: Path) -> str:
-    """A new SQLite file in ``directory`` brought to head."""
-    directory.mkdir(parents=True, exist_ok=True)
-    url = f"sqlite:///{directory / 'convtune.db'}"
-    upgrade(url)
-    return url
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from __future__ import annotations
 import optuna
 import pytest
 from sqlalchemy import Engine
-from tuner_samples import PROBLEM, config_keys, run_measurements, run_row
+from tuner_samples import PROBLEM, config_keys, new_sqlite_url, run_measurements, run_row
 
+from convtune.storage import make_engine, session_scope
 from convtune.storage import repository as repo
-from convtune.storage import session_scope
 from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
 from convtune.tuner.prune import Candidate, PruneResult
 from convtune.tuner.tune import TIE_TOLERANCE, Progress, tune
@@ -157,10 +157,6 @@ def test_configs_measured_before_are_answered_from_the_database(sqlite_engine: E
 
 
 def test_the_same_seed_picks_the_same_best_on_fresh_databases(tmp_path, replay_table: ReplayTable) -> None:
-    from conftest import new_sqlite_url
-
-    from convtune.storage import make_engine
-
     results, sequences = [], []
     for name in ("a", "b"):
         engine = make_engine(new_sqlite_url(tmp_path / name))

@@ -9,7 +9,7 @@ from sqlalchemy import Engine, select
 
 from convtune.problem import ConvProblem
 from convtune.storage import repository as repo
-from convtune.storage import session_scope
+from convtune.storage import session_scope, upgrade
 from convtune.storage.models import Measurement, TuningRun
 
 REPLAY_PATH = Path(__file__).resolve().parents[1] / "data" / "replay_h200_vs_cudnn.json.gz"
@@ -20,6 +20,14 @@ PROBLEM = ConvProblem.parse("N=32 C=512 H=7 W=7 K=512 R=3 S=3 stride=1 pad=1")
 TINY = ConvProblem.parse("N=1 C=8 H=8 W=8 K=8 R=3 S=3 pad=1")
 #: A larger one (~0.2 s) with many ties in predicted time.
 SMALL = ConvProblem.parse("N=2 C=32 H=16 W=16 K=32 R=3 S=3 stride=2 pad=1")
+
+
+def new_sqlite_url(directory: Path) -> str:
+    """A new SQLite file in ``directory`` brought to head."""
+    directory.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite:///{directory / 'convtune.db'}"
+    upgrade(url)
+    return url
 
 
 def run_row(engine: Engine, run_id: int) -> TuningRun:
