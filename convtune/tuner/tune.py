@@ -39,7 +39,7 @@ from convtune.tuner.study import ConfigSpace, make_sampler, open_study, study_na
 
 TIE_TOLERANCE = 0.02
 FINALISTS = 3
-PREFETCH = 32
+PREFETCH = 96
 
 
 @dataclass(frozen=True, slots=True)
