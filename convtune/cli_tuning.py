@@ -107,6 +107,20 @@ def _benchmarker(args: argparse.Namespace) -> Any:
     return SubprocessBenchmarker()
 
 
+def _families(problem: ConvProblem, text: str | None) -> list[str] | None:
+    """``--families`` checked against the registry and the problem (InvalidConfig names the option)."""
+    from convtune.kernels.registry import REGISTRY, specs_for
+
+    known = sorted({family for family, _ in REGISTRY})
+    families = [f.strip() for f in text.split(",") if f.strip()] if text else None
+    for family in families or []:
+        if family not in known:
+            raise InvalidConfig("--families", f"{family!r} is not a kernel family: allowed {', '.join(known)}")
+    if not specs_for(problem, families):
+        raise InvalidConfig("--families", f"no family among {families or known} can run {problem.key()}")
+    return families
+
+
 class _ProgressBar:
     """One status line on a terminal (rewritten in place), else a line every 10 trials."""
 
@@ -137,9 +151,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             raise InvalidConfig(f"--{name.replace('_', '-')}", f"{getattr(args, name)} must be >= 1")
     if not args.budget_s > 0:
         raise InvalidConfig("--budget-s", f"{args.budget_s:g} must be > 0")
-    families = args.families.split(",") if args.families else None
+    families = _families(problem, args.families)
+    bench = _benchmarker(args)  # before the database: bad --backend/--replay input creates nothing
     engine = _engine(args.db)
-    bench = _benchmarker(args)
     bar = _ProgressBar()
     try:
         result = tune(problem, bench, engine, families=families, budget_trials=args.budget_trials,

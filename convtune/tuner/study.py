@@ -30,8 +30,11 @@ def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
     raise ValueError(f"sampler={name!r}: allowed {', '.join(SAMPLERS)}")
 
 
-def study_name(device_name: str, problem_key: str, families: list[str], backend: str) -> str:
-    return f"convtune|{device_name}|{problem_key}|{','.join(sorted(families))}|{backend}"
+def study_name(device_name: str, problem_key: str, families: list[str], backend: str,
+               kernel_versions: list[str] | None = None) -> str:
+    """One study per (device, problem, families, backend, kernel versions)."""
+    versions = f"|{','.join(kernel_versions)}" if kernel_versions else ""
+    return f"convtune|{device_name}|{problem_key}|{','.join(sorted(families))}|{backend}{versions}"
 
 
 def open_study(storage_url: str | None, name: str, sampler: optuna.samplers.BaseSampler) -> optuna.Study:

@@ -112,7 +112,10 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
         raise ValueError(f"no kernel family can run {problem.key()} (families={families})")
     family_names = [s.family for s in specs]
     backend = benchmarker.backend
-    name = study_name(device.name, problem.key(), family_names, backend)
+    kernel_versions = {s.kind: benchmarker.kernel_version(s) for s in specs}
+    # a new kernel version starts a new study: trials of the old one say nothing about the new code
+    name = study_name(device.name, problem.key(), family_names, backend,
+                      [kernel_versions[s.kind][:12] for s in specs])
     floors = {s.family: floor_time_s(problem, machine, s) for s in specs}
     overall_floor_s = min(floors.values())
 
@@ -124,10 +127,11 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
             fp32_peak_flops_per_s=machine.fp32_peak_flops_per_s, ceilings_source=machine.ceilings_source)
         prob = repo.get_or_create_problem(session, problem)
         rows = _Rows(dev.id, prob.id, {s.kind: repo.get_or_create_kernel_version(
-            session, s.family, s.direction, benchmarker.kernel_version(s)).id for s in specs})
+            session, s.family, s.direction, kernel_versions[s.kind]).id for s in specs})
         if not force:
             done = [r for r in repo.list_runs(session, prob.id, device_id=dev.id)
-                    if r.status == "finished" and r.backend == backend and r.families == ",".join(family_names)]
+                    if r.status == "finished" and r.backend == backend and r.families == ",".join(family_names)
+                    and r.study_name == name and r.best_measurement_id is not None]
             if done:
                 return _stored_result(session, problem, device.name, backend, done[0], overall_floor_s, start)
 
@@ -149,7 +153,7 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
                         prune_summary=pruned.summary())
     try:
         _search(problem, benchmarker, engine, rows, result, survivors, name, sampler, seed, warm_start,
-                budget_trials, budget_s, patience, epsilon, overall_floor_s, start, progress)
+                budget_trials, budget_s, patience, epsilon, overall_floor_s, start, progress, available)
         _finalize(problem, benchmarker, engine, rows, result, survivors, specs, floors)
     except BaseException as exc:
         with session_scope(engine) as session:
@@ -164,9 +168,10 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
 def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows: _Rows, result: TuneResult,
             survivors: list[Candidate], name: str, sampler: str, seed: int | None, warm_start: int,
             budget_trials: int, budget_s: float, patience: int, epsilon: float, floor_s: float, start: float,
-            progress: Callable[[Progress], None] | None) -> None:
+            progress: Callable[[Progress], None] | None, available: set[str] | None = None) -> None:
     if not survivors:
-        result.stop_reason = "no configuration survived pruning"
+        result.stop_reason = ("no configuration survived pruning" if available is None else
+                              "none of the surviving configurations is in the replay table")
         return
     space = ConfigSpace(survivors)
     prefetch = getattr(benchmarker, "prefetch", None)
@@ -194,9 +199,14 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             result.stop_reason = "every surviving configuration was evaluated"
             return
-        trial.set_user_attr("config", cand.key)
         evaluated.add(cand.key)
-        outcome, reused = _evaluate(problem, benchmarker, engine, rows, result.run_id, by_key[cand.key])
+        try:
+            outcome, reused = _evaluate(problem, benchmarker, engine, rows, result.run_id, by_key[cand.key])
+        except BaseException:
+            # interrupted mid-trial: close the trial without its config, so a later run measures it
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            raise
+        trial.set_user_attr("config", cand.key)  # only once its outcome is stored
         result.trials += 1
         result.statuses[outcome.status] = result.statuses.get(outcome.status, 0) + 1
         result.reused += reused
@@ -285,6 +295,10 @@ def _finalize(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, ro
     with session_scope(engine) as session:
         config_id = repo.get_or_create_config(session, candidates[best_key].config).id
         for scope, floor_s in ((best_family, floors[best_family]), ("*", min(floors.values()))):
+            current = repo.find_best_config(session, problem_key=problem.key(), device_name=result.device_name,
+                                            scope=scope)
+            if best_row.predicted and current is not None and not current.provisional:
+                continue  # a model prediction never replaces a measured best
             repo.upsert_best_config(session, device_id=rows.device_id, problem_id=rows.problem_id, scope=scope,
                                     config_id=config_id, measurement_id=best_row.id, time_ms=best_time,
                                     floor_ms=floor_s * 1e3, efficiency=efficiency(floor_s, best_time * 1e-3),

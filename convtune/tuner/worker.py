@@ -136,15 +136,18 @@ class SubprocessBenchmarker:
     def _call(self, cmd: str, payload: Any, timeout_s: float | None = None) -> Any:
         self._ensure()
         assert self._conn is not None
+        limit = timeout_s or self.timeout_s
         try:
             self._conn.send((cmd, payload))
-            if not self._conn.poll(timeout_s or self.timeout_s):
-                self._kill()
-                raise TimeoutError(f"{cmd} did not finish within {timeout_s or self.timeout_s:g} s")
-            kind, result = self._conn.recv()
+            answered = self._conn.poll(limit)
+            if answered:
+                kind, result = self._conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError) as exc:
             self._kill()
             raise WorkerDied(f"trial worker died during {cmd}: {type(exc).__name__}") from exc
+        if not answered:  # outside the try: TimeoutError is an OSError and must not read as a death
+            self._kill()
+            raise TimeoutError(f"{cmd} did not finish within {limit:g} s")
         if kind == "exception":
             raise RuntimeError(f"trial worker raised: {result}")
         return result

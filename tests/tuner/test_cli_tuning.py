@@ -218,8 +218,6 @@ def test_bad_input_exits_2_with_one_line_naming_the_field(argv, field: str, tmp_
     assert err.startswith(f"convtune: error: {field}: "), err
 
 
-@pytest.mark.xfail(strict=True, reason="cmd_tune turns tune()'s ValueError for an unknown family into "
-                   "InvalidConfig('problem', ...): the error names 'problem', not '--families'")
 def test_an_unknown_family_is_named_as_the_bad_field(fresh_db: str) -> None:
     rc, out, err = _run(["tune", *TOKENS, "--backend", "model", "--families", "nope", "--db", fresh_db])
     assert rc == 2 and out == "" and len(err.splitlines()) == 1

@@ -45,9 +45,6 @@ def test_an_exception_closes_the_run_and_keeps_the_finished_trials(sqlite_engine
     assert config_keys(sqlite_engine, run_measurements(sqlite_engine, run_id)) == [c.key for c in replayable[:2]]
 
 
-@pytest.mark.xfail(strict=True, reason="tune() re-raises without telling Optuna: the interrupted trial stays "
-                   "RUNNING with its config in user_attrs, so every later tune counts that config as evaluated "
-                   "and never measures it")
 def test_the_interrupted_trial_is_not_left_running_and_is_measured_later(sqlite_engine: Engine, replay_table: Any,
                                                                          replayable: list[Candidate]) -> None:
     with pytest.raises(RuntimeError):

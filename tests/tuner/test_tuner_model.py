@@ -54,8 +54,6 @@ def test_a_model_tune_stores_predictions_apart_from_measurements(sqlite_engine: 
         assert best is not None and best.provisional
 
 
-@pytest.mark.xfail(strict=True, reason="tune._finalize upserts best_configs unconditionally: a model dry run "
-                   "replaces a measured best (same device row) with a provisional, model-predicted one")
 def test_a_model_dry_run_never_replaces_a_measured_best(sqlite_engine: Engine, replay: ReplayBenchmarker) -> None:
     measured = tune(PROBLEM, replay, sqlite_engine, budget_trials=5, warm_start=5)
     dry = tune(PROBLEM, ModelBenchmarker(H200), sqlite_engine, budget_trials=5, warm_start=5)

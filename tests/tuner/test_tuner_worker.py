@@ -25,9 +25,6 @@ from convtune.tuner.worker import SubprocessBenchmarker, WorkerDied
 
 FACTORY = "convtune.tuner.faults:FaultyReplayBenchmarker"
 TIMEOUT_S = 2.0
-HANG_BUG = ("worker.py _call: the TimeoutError raised for a hang is an OSError, so the except clause meant for "
-            "a dead pipe catches it and the trial is reported 'crashed' instead of 'timeout'")
-
 
 def _worker(crash_on: list[str] = (), hang_on: list[str] = ()) -> SubprocessBenchmarker:  # type: ignore[assignment]
     return SubprocessBenchmarker(FACTORY, {"table_path": str(REPLAY_PATH), "crash_on": list(crash_on),
@@ -70,7 +67,6 @@ def test_a_crash_costs_one_trial_and_the_worker_restarts(faulty: SubprocessBench
     assert faulty.measure(PROBLEM, replayable[0].plan).ok and faulty.restarts == 2
 
 
-@pytest.mark.xfail(strict=True, reason=HANG_BUG)
 def test_a_hang_times_out_and_the_worker_restarts(faulty: SubprocessBenchmarker, replayable: list[Candidate]) -> None:
     start = time.perf_counter()
     hung = faulty.measure(PROBLEM, replayable[2].plan)
@@ -146,7 +142,6 @@ def test_tune_survives_worker_crashes(sqlite_engine: Engine, replay_table: Repla
     _check_tune_with_faults(sqlite_engine, replay_table, replayable, crash, [])
 
 
-@pytest.mark.xfail(strict=True, reason=HANG_BUG)
 def test_tune_survives_crashes_and_a_hang(sqlite_engine: Engine, replay_table: ReplayTable,
                                           replayable: list[Candidate]) -> None:
     """Warm-start configs 2 and 5 kill the worker, config 3 hangs: stored as crashed, crashed, timeout."""
