@@ -32,6 +32,7 @@ def add_tuning_parsers(sub: Any) -> None:
     p.add_argument("--sampler", choices=("tpe", "random"), default="tpe")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warm-start", type=int, default=16, help="best-predicted configs enqueued first")
+    p.add_argument("--target-ms", type=float, default=None, help="stop once a config this fast is found")
     p.add_argument("--force", action="store_true", help="tune again even if a finished run is stored")
     p.add_argument("--no-baseline", action="store_true", help="skip timing cuDNN through torch (gpu backend)")
     _db_arg(p)
@@ -158,7 +159,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     try:
         result = tune(problem, bench, engine, families=families, budget_trials=args.budget_trials,
                       budget_s=args.budget_s, patience=args.patience, epsilon=args.epsilon, sampler=args.sampler,
-                      seed=args.seed, warm_start=args.warm_start, force=args.force, progress=bar)
+                      seed=args.seed, warm_start=args.warm_start, force=args.force, progress=bar,
+                      stop_at_ms=args.target_ms)
     except ValueError as exc:
         raise InvalidConfig("problem", str(exc)) from None
     finally:

@@ -102,8 +102,12 @@ def _result_fields(result: TrialResult) -> dict[str, Any]:
 def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, families: list[str] | None = None,
          budget_trials: int = 200, budget_s: float = 300.0, patience: int = 60, epsilon: float = 0.05,
          sampler: str = "tpe", seed: int | None = 0, warm_start: int = 16, settings: PruneSettings | None = None,
-         force: bool = False, progress: Callable[[Progress], None] | None = None) -> TuneResult:
-    """Tune ``problem`` on ``benchmarker``'s device; every trial is stored through ``engine``."""
+         force: bool = False, progress: Callable[[Progress], None] | None = None,
+         stop_at_ms: float | None = None) -> TuneResult:
+    """Tune ``problem`` on ``benchmarker``'s device; every trial is stored through ``engine``.
+
+    ``stop_at_ms`` ends the search as soon as a configuration at or below that time is found.
+    """
     start = time.perf_counter()
     device = benchmarker.device()
     machine = device.machine
@@ -153,7 +157,7 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
                         prune_summary=pruned.summary())
     try:
         _search(problem, benchmarker, engine, rows, result, survivors, name, sampler, seed, warm_start,
-                budget_trials, budget_s, patience, epsilon, overall_floor_s, start, progress, available)
+                budget_trials, budget_s, patience, epsilon, overall_floor_s, start, progress, available, stop_at_ms)
         _finalize(problem, benchmarker, engine, rows, result, survivors, specs, floors)
     except BaseException as exc:
         with session_scope(engine) as session:
@@ -168,7 +172,8 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
 def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows: _Rows, result: TuneResult,
             survivors: list[Candidate], name: str, sampler: str, seed: int | None, warm_start: int,
             budget_trials: int, budget_s: float, patience: int, epsilon: float, floor_s: float, start: float,
-            progress: Callable[[Progress], None] | None, available: set[str] | None = None) -> None:
+            progress: Callable[[Progress], None] | None, available: set[str] | None = None,
+            stop_at_ms: float | None = None) -> None:
     if not survivors:
         result.stop_reason = ("no configuration survived pruning" if available is None else
                               "none of the surviving configurations is in the replay table")
@@ -190,6 +195,8 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
         elapsed = time.perf_counter() - start
         stop = _stop_reason(result.trials, budget_trials, elapsed, budget_s, since_best, patience, best_ms, floor_s,
                             epsilon)
+        if not stop and stop_at_ms is not None and best_ms <= stop_at_ms:
+            stop = f"target time {stop_at_ms:g} ms reached"
         if stop:
             result.stop_reason = stop
             return
