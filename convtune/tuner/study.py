@@ -24,7 +24,8 @@ SAMPLERS = ("tpe", "random")
 
 def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=10, multivariate=True)
+        # constant_liar: trials asked in one batch (compiled together) avoid proposing the same region
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=10, multivariate=True, constant_liar=True)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     raise ValueError(f"sampler={name!r}: allowed {', '.join(SAMPLERS)}")

@@ -39,7 +39,7 @@ from convtune.tuner.study import ConfigSpace, make_sampler, open_study, study_na
 
 TIE_TOLERANCE = 0.02
 FINALISTS = 3
-PREFETCH = 96
+BATCH = 16  # trials asked and compiled together when the benchmarker can pre-compile (GPU)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +179,10 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
                               "none of the surviving configurations is in the replay table")
         return
     space = ConfigSpace(survivors)
+    # GPU benchmarkers compile ahead in parallel: ask a batch of trials, compile them all at once, then
+    # measure one by one (TPE's constant liar keeps a batch diverse). Others take one trial at a time.
     prefetch = getattr(benchmarker, "prefetch", None)
-    if prefetch is not None:  # compile the likely first trials in parallel (GPU backend; others ignore it)
-        prefetch(problem, [c.plan for c in survivors[:max(PREFETCH, warm_start)]])
+    batch_size = max(BATCH, warm_start) if prefetch is not None else 1
     storage_url = engine.url.render_as_string(hide_password=False)
     study = open_study(storage_url, name, make_sampler(sampler, seed))
     evaluated: set[str] = {t.user_attrs["config"] for t in study.trials if "config" in t.user_attrs}
@@ -191,27 +192,36 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
     by_key = {c.key: c for c in survivors}
     best_ms = math.inf
     since_best = 0
+    pending: list[tuple[optuna.Trial, Candidate]] = []
+
+    def close_pending() -> None:  # asked but never evaluated: no config attribute, so a later run may try them
+        for trial, _ in pending:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        pending.clear()
+
     while True:
         elapsed = time.perf_counter() - start
         stop = _stop_reason(result.trials, budget_trials, elapsed, budget_s, since_best, patience, best_ms, floor_s,
                             epsilon)
         if not stop and stop_at_ms is not None and best_ms <= stop_at_ms:
             stop = f"target time {stop_at_ms:g} ms reached"
+        if not stop and not pending:
+            pending = _ask_batch(study, space, evaluated, min(batch_size, budget_trials - result.trials))
+            if not pending:
+                stop = "every surviving configuration was evaluated"
+            elif prefetch is not None:
+                prefetch(problem, [c.plan for _, c in pending])
         if stop:
+            close_pending()
             result.stop_reason = stop
             return
-        trial = study.ask()
-        cand = space.nearest(space.suggest(trial), evaluated)
-        if cand is None:
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            result.stop_reason = "every surviving configuration was evaluated"
-            return
-        evaluated.add(cand.key)
+        trial, cand = pending.pop(0)
         try:
             outcome, reused = _evaluate(problem, benchmarker, engine, rows, result.run_id, by_key[cand.key])
         except BaseException:
-            # interrupted mid-trial: close the trial without its config, so a later run measures it
+            # interrupted mid-trial: close the trials without their config, so a later run measures them
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            close_pending()
             raise
         trial.set_user_attr("config", cand.key)  # only once its outcome is stored
         result.trials += 1
@@ -238,6 +248,21 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
         if result.trials % 10 == 0:
             with session_scope(engine) as session:
                 repo.update_run(session, result.run_id, trials_done=result.trials)
+
+
+def _ask_batch(study: optuna.Study, space: ConfigSpace, evaluated: set[str],
+               size: int) -> list[tuple[optuna.Trial, Candidate]]:
+    """Ask up to ``size`` trials, each mapped to a distinct unevaluated survivor."""
+    batch = []
+    for _ in range(size):
+        trial = study.ask()
+        cand = space.nearest(space.suggest(trial), evaluated)
+        if cand is None:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            break
+        evaluated.add(cand.key)
+        batch.append((trial, cand))
+    return batch
 
 
 def _stop_reason(trials: int, budget_trials: int, elapsed: float, budget_s: float, since_best: int, patience: int,
