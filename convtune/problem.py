@@ -37,22 +37,24 @@ def _window_range(extent: int, out: int, offset: int, stride: int) -> tuple[int,
     return lo, hi
 
 
-def _used_positions(extent: int, out: int, taps: int, stride: int, pad: int, dil: int) -> int:
-    """Count the input positions i ∈ [0, extent) that some window reads along one axis.
+def used_positions(extent: int, out_lo: int, out_hi: int, tap_lo: int, tap_hi: int, stride: int, pad: int,
+                   dil: int) -> int:
+    """|{o·stride − pad + t·dil : out_lo ≤ o < out_hi, tap_lo ≤ t < tap_hi} ∩ [0, extent)|, exactly.
 
-    Window o ∈ [0, out) with tap t ∈ [0, taps) reads i = o·stride − pad + t·dil (``pad`` is the
-    leading padding). Positions in the padding, or skipped because stride > window, are not counted.
-    Exact in O(taps·log taps): the taps whose offsets agree mod stride read one lattice, where each
-    tap covers an interval of lattice points; the intervals are merged.
+    Taps whose offsets agree mod ``stride`` read one lattice, where each tap covers an interval of
+    lattice points (clipped to the real input); the intervals of each lattice are merged.
+    O(taps·log taps), independent of the output range.
     """
     by_residue: dict[int, list[tuple[int, int]]] = {}
-    for t in range(taps):
+    for t in range(tap_lo, tap_hi):
         offset = t * dil - pad
-        lo, hi = _window_range(extent, out, offset, stride)
+        # windows o in [out_lo, out_hi) with 0 <= offset + o·stride < extent
+        lo = max(out_lo, -(offset // stride) if offset < 0 else 0)
+        hi = min(out_hi - 1, (extent - 1 - offset) // stride) if extent - 1 - offset >= 0 else -1
         if lo > hi:
             continue
         residue = offset % stride
-        base = (offset - residue) // stride  # lattice index of window o = 0
+        base = (offset - residue) // stride
         by_residue.setdefault(residue, []).append((base + lo, base + hi))
     used = 0
     for intervals in by_residue.values():
@@ -66,6 +68,11 @@ def _used_positions(extent: int, out: int, taps: int, stride: int, pad: int, dil
                 cur_hi = max(cur_hi, hi)
         used += cur_hi - cur_lo + 1
     return used
+
+
+def _used_positions(extent: int, out: int, taps: int, stride: int, pad: int, dil: int) -> int:
+    """Input positions of [0, extent) some window reads along one axis (padding, stride-skipped excluded)."""
+    return used_positions(extent, 0, out, 0, taps, stride, pad, dil)
 
 
 def _valid_taps(extent: int, out: int, taps: int, stride: int, pad: int, dil: int) -> int:

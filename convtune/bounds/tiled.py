@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from convtune.problem import ConvProblem
+from convtune.problem import ConvProblem, used_positions
 
 LOOPS = ("n", "k", "p", "q", "c", "r", "s")
 #: Largest number of tile iterations :func:`tiled_traffic` enumerates.
@@ -65,39 +65,6 @@ def _clipped(extent: int, tile: int) -> np.ndarray:
     """Sizes of the ⌈extent/tile⌉ tiles of one loop, the last one clipped."""
     starts = np.arange(0, extent, tile)
     return np.minimum(tile, extent - starts).astype(np.int64)
-
-
-def used_positions(extent: int, out_lo: int, out_hi: int, tap_lo: int, tap_hi: int, stride: int, pad: int,
-                   dil: int) -> int:
-    """|{o·stride − pad + t·dil : out_lo ≤ o < out_hi, tap_lo ≤ t < tap_hi} ∩ [0, extent)|, exactly.
-
-    Taps whose offsets agree mod ``stride`` read one lattice, where each tap covers an interval of
-    lattice points (clipped to the real input); the intervals of each lattice are merged.
-    O(taps·log taps), independent of the output range.
-    """
-    by_residue: dict[int, list[tuple[int, int]]] = {}
-    for t in range(tap_lo, tap_hi):
-        offset = t * dil - pad
-        # windows o in [out_lo, out_hi) with 0 <= offset + o·stride < extent
-        lo = max(out_lo, -(offset // stride) if offset < 0 else 0)
-        hi = min(out_hi - 1, (extent - 1 - offset) // stride) if extent - 1 - offset >= 0 else -1
-        if lo > hi:
-            continue
-        residue = offset % stride
-        base = (offset - residue) // stride
-        by_residue.setdefault(residue, []).append((base + lo, base + hi))
-    used = 0
-    for intervals in by_residue.values():
-        intervals.sort()
-        cur_lo, cur_hi = intervals[0]
-        for lo, hi in intervals[1:]:
-            if lo > cur_hi + 1:
-                used += cur_hi - cur_lo + 1
-                cur_lo, cur_hi = lo, hi
-            else:
-                cur_hi = max(cur_hi, hi)
-        used += cur_hi - cur_lo + 1
-    return used
 
 
 def input_positions_per_tile(extent: int, out: int, taps: int, out_tile: int, tap_tile: int, stride: int, pad: int,

@@ -8,18 +8,16 @@ database itself and its other schemas are left alone).
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import URL, Engine, make_url, text
+from pg_schema import fresh_schema
+from sqlalchemy import URL, Engine
 from sqlalchemy.orm import Session
 from storage_samples import PROBLEM, SHA, add_device
 
 from convtune.storage import make_engine, repository, session_scope, upgrade
 from convtune.storage.models import Device, KernelVersion, Problem
-
-POSTGRES_URL_ENV = "CONVTUNE_TEST_POSTGRES_URL"
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 
@@ -37,17 +35,8 @@ def sqlite_database_url(tmp_path: os.PathLike[str]) -> str:
 @pytest.fixture
 def postgres_database_url() -> Iterator[URL]:
     """A fresh, empty PostgreSQL schema; the URL puts it first on the search path."""
-    base = make_url(os.environ[POSTGRES_URL_ENV])
-    schema = f"convtune_test_{uuid.uuid4().hex[:12]}"
-    admin = make_engine(base)
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-        yield base.update_query_dict({"options": f"-csearch_path={schema}"})
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
+    with fresh_schema("convtune_test") as url:
+        yield url
 
 
 @pytest.fixture(params=BACKENDS)

@@ -8,14 +8,12 @@ itself is left alone.
 
 from __future__ import annotations
 
-import gc
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import URL, Engine, make_url, text
+from pg_schema import fresh_schema
+from sqlalchemy import URL, Engine
 from tuner_samples import PROBLEM, REPLAY_PATH, new_sqlite_url
 
 from convtune.kernels.registry import specs_for
@@ -23,7 +21,6 @@ from convtune.storage import make_engine, upgrade
 from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
 from convtune.tuner.prune import Candidate, PruneResult, prune
 
-POSTGRES_URL_ENV = "CONVTUNE_TEST_POSTGRES_URL"
 DB_BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 
 
@@ -59,21 +56,9 @@ def sqlite_url(tmp_path: Path) -> str:
 @pytest.fixture
 def postgres_url() -> Iterator[URL]:
     """A fresh PostgreSQL schema at head; dropped (with Optuna's tables in it) afterwards."""
-    base = make_url(os.environ[POSTGRES_URL_ENV])
-    schema = f"convtune_tuner_test_{uuid.uuid4().hex[:12]}"
-    admin = make_engine(base)
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-        url = base.update_query_dict({"options": f"-csearch_path={schema}"})
+    with fresh_schema("convtune_tuner_test") as url:
         upgrade(url)
         yield url
-    finally:
-        gc.collect()  # Optuna storages (and their pools) of the test go away first
-        with admin.begin() as connection:
-            connection.execute(text("SET LOCAL lock_timeout = '20s'"))
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture(params=DB_BACKENDS)
