@@ -1,0 +1,1 @@
+"""One router per resource; :func:`convtune.api.main.create_app` includes each module's ``router``."""

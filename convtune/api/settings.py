@@ -1,0 +1,73 @@
+"""Settings of the service (pydantic-settings): every field can be set by ``CONVTUNE_<FIELD>`` in the environment.
+
+Example::
+
+    CONVTUNE_DATABASE_URL=postgresql+psycopg2://tuner@db/convtune CONVTUNE_REQUIRE_KEY_FOR_READS=true convtune serve
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from convtune.storage.session import default_database_url
+
+Backend = Literal["gpu", "replay", "model"]
+
+
+def server_timezone() -> str:
+    """The IANA name of this machine's time zone: ``$TZ``, else ``/etc/timezone``, else the
+    ``/etc/localtime`` link, else ``"UTC"``."""
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    with contextlib.suppress(OSError):
+        candidates.append(Path("/etc/timezone").read_text(encoding="utf-8").strip())
+    with contextlib.suppress(OSError):
+        target = str(Path("/etc/localtime").resolve())
+        if "zoneinfo/" in target:
+            candidates.append(target.split("zoneinfo/", 1)[1])
+    for name in candidates:
+        if name and _is_zone(name):
+            return name
+    return "UTC"
+
+
+def _is_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+class Settings(BaseSettings):
+    """What ``create_app`` and ``convtune serve`` run with (field names are those of docs/service.md)."""
+
+    model_config = SettingsConfigDict(env_prefix="CONVTUNE_", extra="ignore")
+
+    database_url: str = Field(default_factory=default_database_url,
+                              description="SQLAlchemy URL; default $CONVTUNE_DATABASE_URL, else a per-user SQLite "
+                                          "file")
+    require_key_for_reads: bool = Field(False, description="GET endpoints need a key too")
+    max_request_bytes: int = Field(65536, ge=1024, description="larger request bodies are refused with 413")
+    default_budget_trials: int = Field(200, ge=1)
+    default_budget_s: float = Field(300.0, gt=0)
+    timezone: str = Field(default_factory=server_timezone,
+                          description="IANA time zone batch windows are read in (the server's)")
+    backend: Backend = Field("gpu", description="backend of the jobs the API queues; 'model' for demos without a GPU")
+    worker_in_process: bool = Field(False, description="run one worker thread inside the API process")
+    default_device: str = Field("h200", description="machine preset of provisional, model-predicted configs")
+    max_wait_s: float = Field(600.0, gt=0, description="upper bound of POST /v1/tune?wait=SECONDS")
+    replay_path: str | None = Field(None, description="timing table of the in-process worker with backend 'replay'")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        if not _is_zone(value):
+            raise ValueError(f"{value!r} is not an IANA time zone (e.g. 'Europe/Berlin', 'UTC')")
+        return value
