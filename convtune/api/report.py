@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -474,7 +474,7 @@ def build_report(session: Session, problem_id: int, device_id: int | None = None
     if not rows:
         rows = repo.measurements_for(session, device_id=device.id, problem_id=problem_row.id, predicted=True)
         predicted = bool(rows)
-    config_keys = _config_keys(session, {m.config_id for m in rows})
+    config_keys = config_keys_by_id(session, {m.config_id for m in rows})
     trials = [Trial(m.status, m.median_ms if m.status == "ok" else None, config_keys.get(m.config_id, ""),
                     m.tuning_run_id) for m in rows]
     best = next((v for v in repo.list_best_configs(session, problem_key=problem_row.key)
@@ -490,14 +490,13 @@ def build_report(session: Session, problem_id: int, device_id: int | None = None
                       predicted=predicted if best is None else best.provisional)
 
 
-def _config_keys(session: Session, config_ids: set[int]) -> dict[int, str]:
+def config_keys_by_id(session: Session, config_ids: Iterable[int]) -> dict[int, str]:
+    """``{config id: config key}`` of these ids, in chunks (one query per 500 ids)."""
     from sqlalchemy import select
 
     from convtune.storage.models import Config
 
-    if not config_ids:
-        return {}
-    ids = sorted(config_ids)
+    ids = sorted(set(config_ids))
     found: dict[int, str] = {}
     for start in range(0, len(ids), 500):
         found.update(session.execute(select(Config.id, Config.key).where(Config.id.in_(ids[start:start + 500]))).all())
