@@ -5,7 +5,7 @@
   every problem, each linked to its page.
 * ``GET /problems/{id}`` — the problem's shape and size, its best configurations per device and scope,
   its jobs, the report plot (convergence and roofline, inline SVG), the pruning summary of each run,
-  and the trial history (every measurement, oldest first, ``?page=N``, 50 a page; ``?device=ID``
+  and the trial history (every measurement, oldest first, ``?page=N``, ``?per_page=`` 50; ``?device=ID``
   picks the device when several tuned it).
 
 Every string from the database goes through :func:`html.escape`. The router has no prefix; the app
@@ -356,7 +356,8 @@ def _queue_summary(session: Session) -> str:
 @router.get("/problems/{problem_id}", response_class=HTMLResponse, summary="One problem: best configs, report, trials")
 def problem_page(problem_id: int, session: SessionDep, _: ReadKeyDep,
                  page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
-                 device: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None) -> HTMLResponse:
+                 device: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+                 per_page: Annotated[int, Query(ge=5, le=500)] = PAGE_SIZE) -> HTMLResponse:
     try:
         problem = repo.get_problem(session, problem_id)
     except NotFound:
@@ -410,7 +411,7 @@ def problem_page(problem_id: int, session: SessionDep, _: ReadKeyDep,
     if dev is None:
         parts.append('<p class="muted" id="trials">no trials yet</p>')
     else:
-        parts.append(_trials(session, problem, conv, dev, lookup.floor_ms(problem, dev), page))
+        parts.append(_trials(session, problem, dev, lookup.floor_ms(problem, dev), page, per_page))
     return _page(problem.key, "\n".join(parts))
 
 
@@ -457,18 +458,18 @@ def _pruning(lookup: _Lookup, runs: Sequence[TuningRun]) -> str:
                    "decisions stored", "pruning", "started", "finished"], rows, table_id="runs")
 
 
-def _trials(session: Session, problem: Problem, conv: ConvProblem, device: Device, floor_ms: float | None,
-            page: int) -> str:
+def _trials(session: Session, problem: Problem, device: Device, floor_ms: float | None, page: int,
+            per_page: int = PAGE_SIZE) -> str:
     rows: list[Measurement] = repo.measurements_for(session, device_id=device.id, problem_id=problem.id)
     predicted = False
     if not rows:
         rows = repo.measurements_for(session, device_id=device.id, problem_id=problem.id, predicted=True)
         predicted = bool(rows)
     total = len(rows)
-    pages = max(1, math.ceil(total / PAGE_SIZE))
+    pages = max(1, math.ceil(total / per_page))
     page = min(page, pages)
-    start = (page - 1) * PAGE_SIZE
-    shown = rows[start:start + PAGE_SIZE]
+    start = (page - 1) * per_page
+    shown = rows[start:start + per_page]
     keys = config_keys_by_id(session, {m.config_id for m in shown})
     ok_times = [m.median_ms for m in rows if m.status == "ok" and m.median_ms]
     fastest = min(ok_times) if ok_times else None
@@ -477,7 +478,7 @@ def _trials(session: Session, problem: Problem, conv: ConvProblem, device: Devic
            f"{' (model predictions, not measurements)' if predicted else ''}, oldest first; "
            f"{sum(m.status != 'ok' for m in rows)} failed; efficiency = floor "
            f"{h(f'{floor_ms:.4g} ms') if floor_ms else '–'} / time.</p>"]
-    nav = _pager(problem.id, device.id, page, pages)
+    nav = _pager(problem.id, device.id, page, pages, per_page)
     out.append(nav)
     body = []
     running_best = math.inf
@@ -511,9 +512,10 @@ def _trials(session: Session, problem: Problem, conv: ConvProblem, device: Devic
     return "\n".join(out)
 
 
-def _pager(problem_id: int, device_id: int, page: int, pages: int) -> str:
+def _pager(problem_id: int, device_id: int, page: int, pages: int, per_page: int) -> str:
     def link(p: int, text: str, rel: str) -> str:
-        href = f"/problems/{int(problem_id)}?device={int(device_id)}&amp;page={p}#trials"
+        size = f"&amp;per_page={int(per_page)}" if per_page != PAGE_SIZE else ""
+        href = f"/problems/{int(problem_id)}?device={int(device_id)}&amp;page={p}{size}#trials"
         return f'<a rel="{rel}" href="{href}">{text}</a>'
 
     parts = [link(page - 1, "« previous", "prev") if page > 1 else '<span class="muted">« previous</span>',
