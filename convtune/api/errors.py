@@ -91,8 +91,14 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorOut, "description": descriptions[code]} for code in codes}
 
 
+def _clean(text: str) -> str:
+    """Text that encodes as UTF-8: user input (a lone surrogate in a field name) must not break the answer."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _json(status: int, detail: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"detail": " ".join(detail.split()), "field": field}, status_code=status, headers=headers)
+    return JSONResponse({"detail": _clean(" ".join(detail.split())), "field": None if field is None else _clean(field)},
+                        status_code=status, headers=headers)
 
 
 def _loc_field(loc: Sequence[Any]) -> str:
@@ -134,7 +140,7 @@ async def _convtune_error(request: Request, exc: ConvtuneError) -> JSONResponse:
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-    return _json(exc.status_code, detail, None, getattr(exc, "headers", None))
+    return _json(exc.status_code, detail, "body" if exc.status_code == 413 else None, getattr(exc, "headers", None))
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -20,6 +20,10 @@ Backend = Literal["gpu", "replay", "model"]
 JobStatus = Literal["queued", "running", "finished", "failed", "cancelled"]
 BatchStatus = Literal["queued", "running", "finished", "cancelled"]
 WINDOW_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$"
+#: printable ASCII only: device names are compared in SQL (PostgreSQL rejects NUL in strings)
+PRINTABLE = r"^[ -~]+$"
+#: no control characters (NUL included) in free text stored in the database
+NO_CONTROL = r"^[^\x00-\x1f\x7f]+$"
 MAX_BUDGET_TRIALS = 100_000
 MAX_BUDGET_S = 7 * 86_400.0
 MAX_BATCH_PROBLEMS = 1_000
@@ -77,7 +81,7 @@ class TuneRequest(BaseModel):
 
     problem: ProblemSpec
     dtype: Dtype | None = Field(None, description="element type; overrides the problem's (default float32)")
-    device: str | None = Field(None, min_length=1, max_length=64,
+    device: str | None = Field(None, min_length=1, max_length=64, pattern=PRINTABLE,
                                description="a machine preset (h200, h100, a100, v100, p100) or a stored device "
                                            "name; default: any device, predictions for the server's default")
 
@@ -86,9 +90,8 @@ class _JobOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dtype: Dtype | None = None
-    device: str | None = Field(None, min_length=1, max_length=64)
     backend: Backend | None = Field(None, description="default: the server's backend")
-    families: list[Annotated[str, Field(min_length=1, max_length=32)]] | None = Field(
+    families: list[Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9_]+$")]] | None = Field(
         None, min_length=1, max_length=8, description="kernel families to search (default: all that apply)")
     budget_trials: int | None = Field(None, ge=1, le=MAX_BUDGET_TRIALS)
     budget_s: float | None = Field(None, gt=0, le=MAX_BUDGET_S)
@@ -113,6 +116,9 @@ class JobCreate(_JobOptions):
     ]})
 
     problem: ProblemSpec
+    device: str | None = Field(None, min_length=1, max_length=64, pattern=PRINTABLE,
+                               description="run on devices of this name only (a preset or a stored device name); "
+                                           "default: any device")
 
 
 class BatchCreate(_JobOptions):
@@ -124,11 +130,21 @@ class BatchCreate(_JobOptions):
     ]})
 
     problems: list[ProblemSpec] | None = Field(None, min_length=1, max_length=MAX_BATCH_PROBLEMS)
-    preset: str | None = Field(None, min_length=1, max_length=64, examples=["resnet18"],
+    preset: str | None = Field(None, min_length=1, max_length=64, pattern=PRINTABLE, examples=["resnet18"],
                                description="resnet18, resnet50, vgg16, mobilenet_v2, convnext_tiny or s4convd")
     batch_size: int | None = Field(None, ge=1, le=4096,
                                    description="batch size N of a preset's layers (default 1; s4convd: B=16384)")
-    name: str | None = Field(None, min_length=1, max_length=128)
+    name: str | None = Field(None, min_length=1, max_length=128, pattern=NO_CONTROL)
+
+    @field_validator("name")
+    @classmethod
+    def _utf8(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("is not valid Unicode text (a lone surrogate)") from None
+        return value
 
 
 # ---- responses -------------------------------------------------------------------------------------------

@@ -1,0 +1,86 @@
+"""The app factory: ``create_app(settings)`` -> a FastAPI app with every router, error handler and limit.
+
+The lifespan opens the database (engine + ``upgrade`` to head) and, with ``worker_in_process``, runs one
+worker thread that claims and tunes the queued jobs; both stop with the app. Example::
+
+    app = create_app(Settings(database_url="sqlite:////tmp/convtune.db", backend="model"))
+    uvicorn.run(app, host="127.0.0.1", port=8000)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import convtune
+from convtune.api.deps import get_settings, open_database
+from convtune.api.errors import BodyLimitMiddleware, install_error_handlers
+from convtune.api.pages import router as pages_router
+from convtune.api.routes import batches, configs, health, jobs, problems, tune
+from convtune.api.settings import Settings
+from convtune.storage.migrate import head_revision
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """Auto-tuning of GPU convolution kernels driven by I/O lower bounds.
+
+POST a convolution to `/v1/tune` for its best configuration: measured (200), or predicted by the analytic
+model while a tuning job measures (202). Browse problems, trials and jobs under `/v1`; queue batches
+(e.g. every layer of a network, overnight) at `/v1/batches`.
+
+Writes (POST, DELETE) need an API key (`convtune keys create NAME`) in `X-API-Key` or as a bearer token.
+Errors are JSON `{"detail": ..., "field": ...}`.
+"""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app for ``settings`` (default: :func:`~convtune.api.deps.get_settings`, the environment)."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = open_database(app)
+        app.state.revision = head_revision()
+        worker = start_in_process_worker(app) if settings.worker_in_process else None
+        try:
+            yield
+        finally:
+            if worker is not None:
+                worker.stop()
+            engine.dispose()
+            app.state.engine = None
+
+    app = FastAPI(title="convtune", version=convtune.__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.engine = None
+    app.state.revision = None
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    for module in (tune, configs, problems, jobs, batches, health):
+        app.include_router(module.router)
+    app.include_router(pages_router)
+    return app
+
+
+class InProcessWorker:
+    """A worker thread inside the API process (``worker_in_process``); see :mod:`convtune.api.worker`."""
+
+    def __init__(self, app: FastAPI) -> None:
+        from convtune.api.worker import Worker  # the worker imports the tuner (Optuna) and perhaps CuPy
+
+        settings: Settings = app.state.settings
+        self.worker = Worker.for_settings(settings, engine=app.state.engine)
+        self.thread = self.worker.start_thread()
+
+    def stop(self) -> None:
+        self.worker.stop()
+        self.thread.join(timeout=60)
+        if self.thread.is_alive():
+            log.warning("the in-process worker did not stop within 60 s")
+
+
+def start_in_process_worker(app: FastAPI) -> InProcessWorker:
+    return InProcessWorker(app)

@@ -1,0 +1,97 @@
+"""GET /v1/problems, /v1/problems/{id}, /v1/problems/{id}/trials, /v1/problems/{id}/report.svg."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Response
+
+from convtune.api import history
+from convtune.api.deps import ReadKeyDep, SessionDep, SettingsDep
+from convtune.api.errors import ResourceNotFound, error_responses
+from convtune.api.params import Limit, Offset, OptionalId, ProblemId
+from convtune.api.report import report_svg
+from convtune.api.schemas import (
+    ConfigOut,
+    MeasurementOut,
+    ProblemDetail,
+    ProblemOut,
+    PruningDecisionOut,
+    TrialsPage,
+)
+from convtune.api.tuning import default_machine
+from convtune.api.views import best_out, job_out, problem_of, problem_out, problem_ref, rates, run_out
+from convtune.errors import NotFound
+from convtune.storage import repository as repo
+
+router = APIRouter(prefix="/v1/problems", tags=["problems"])
+
+Stage = Literal["infeasible", "traffic", "predicted_time", "kept"]
+
+
+def _problem(session: Any, problem_id: int) -> Any:
+    try:
+        return repo.get_problem(session, problem_id)
+    except NotFound:
+        raise ResourceNotFound(f"no problem {problem_id}", "problem_id") from None
+
+
+@router.get("", response_model=list[ProblemOut], summary="Problems, oldest first",
+            responses=error_responses(401, 422, 503))
+def list_problems(session: SessionDep, _: ReadKeyDep, limit: Limit = 100, offset: Offset = 0) -> list[ProblemOut]:
+    return [problem_out(row) for row in repo.list_problems(session, limit=limit, offset=offset)]
+
+
+@router.get("/{problem_id}", response_model=ProblemDetail, summary="A problem: best configs, runs, jobs, counts",
+            responses=error_responses(401, 404, 422, 503))
+def get_problem(problem_id: ProblemId, session: SessionDep, settings: SettingsDep, _: ReadKeyDep) -> ProblemDetail:
+    row = _problem(session, problem_id)
+    devices = {d.id: d.name for d in repo.list_devices(session)}
+    machine = default_machine(settings)
+    problems = {row.id: row}
+    return ProblemDetail(
+        **problem_out(row).model_dump(),
+        best_configs=[best_out(view) for view in repo.list_best_configs(session, problem_key=row.key)],
+        runs=[run_out(run, devices.get(run.device_id, "?")) for run in repo.list_runs(session, row.id)],
+        jobs=[job_out(session, job, machine, problems=problems)
+              for job in repo.list_jobs(session, problem_id=row.id, limit=100)],
+        measurements=history.count_measurements(session, row.id),
+        pruning_decisions=history.count_pruning_decisions(session, row.id))
+
+
+@router.get("/{problem_id}/trials", response_model=TrialsPage,
+            summary="A page of the problem's history: measurements and pruning decisions, oldest first",
+            responses=error_responses(401, 404, 422, 503))
+def trials(problem_id: ProblemId, session: SessionDep, _: ReadKeyDep, limit: Limit = 100, offset: Offset = 0,
+           stage: Annotated[Stage | None, Query(description="pruning decisions of this stage only")] = None
+           ) -> TrialsPage:
+    """The same ``limit``/``offset`` page both lists; ``total_*`` say how many there are."""
+    row = _problem(session, problem_id)
+    conv = problem_of(row.key)
+    measurements = []
+    for m, device, config in history.list_measurements(session, row.id, limit=limit, offset=offset):
+        tflops, gbps = rates(conv, m.median_ms if m.status == "ok" else None)
+        measurements.append(MeasurementOut(
+            id=m.id, device=device, run_id=m.tuning_run_id, backend=m.backend, predicted=m.predicted, status=m.status,
+            config=ConfigOut(key=config.key, kind=config.kind, params=dict(config.params)), median_ms=m.median_ms,
+            p10_ms=m.p10_ms, p90_ms=m.p90_ms, min_ms=m.min_ms, tflops=tflops, gbps=gbps, rel_error=m.rel_error,
+            num_regs=m.num_regs, smem_bytes=m.smem_bytes, local_bytes=m.local_bytes, compile_s=m.compile_s,
+            error=m.error, created_at=m.created_at))
+    decisions = [PruningDecisionOut(id=d.id, run_id=d.tuning_run_id, device=device, config_key=key, stage=d.stage,
+                                    reason=d.reason, numbers=dict(d.numbers or {}), created_at=d.created_at)
+                 for d, device, key in history.list_pruning_decisions(session, row.id, limit=limit, offset=offset,
+                                                                      stage=stage)]
+    return TrialsPage(problem=problem_ref(row), limit=limit, offset=offset,
+                      total_measurements=history.count_measurements(session, row.id),
+                      total_pruning_decisions=history.count_pruning_decisions(session, row.id, stage=stage),
+                      measurements=measurements, pruning_decisions=decisions)
+
+
+@router.get("/{problem_id}/report.svg", response_class=Response, summary="Convergence and roofline plot (SVG)",
+            responses={200: {"content": {"image/svg+xml": {}}, "description": "the report plot"},
+                       **error_responses(401, 404, 422, 503)})
+def report(problem_id: ProblemId, session: SessionDep, _: ReadKeyDep,
+           device_id: Annotated[OptionalId, Query(description="the device (default: the one with most "
+                                                              "measurements)")] = None) -> Response:
+    row = _problem(session, problem_id)
+    return Response(report_svg(session, row.id, device_id), media_type="image/svg+xml")
