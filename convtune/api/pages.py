@@ -303,16 +303,19 @@ def index(session: SessionDep, _: ReadKeyDep) -> HTMLResponse:
             if view.scope == OVERALL_SCOPE:
                 by_device.setdefault((view.device_name, view.compute_capability), []).append(view)
                 tuned.add(p.id)
-    parts.append("<h2>Best configurations per device</h2>")
+    parts.append('<h2>Best configurations per device</h2><section id="best-configs">')
     if not by_device:
-        parts.append('<p class="muted" id="best-configs">nothing tuned yet</p>')
-    for (device_name, cc), views in sorted(by_device.items()):
+        parts.append('<p class="muted">nothing tuned yet</p>')
+    # devices with measured results first, then by name
+    ordered = sorted(by_device.items(), key=lambda item: (all(v.provisional for v in item[1]), item[0]))
+    for n, ((device_name, cc), views) in enumerate(ordered, start=1):
         effs = [v.efficiency for v in views if not v.provisional]
         mean = f" · mean efficiency {sum(effs) / len(effs):.1%} over {len(effs)} measured" if effs else ""
         parts.append(f'<h3 class="device">{h(device_name)} <span class="muted small">sm {h(cc)} · '
                      f"{len(views)} problems{h(mean)}</span></h3>")
         rows = _best_rows(views, flops, show_problem=True, show_device=False, compulsory=compulsory)
-        parts.append(_table(["problem", *_BEST_HEADERS], rows, table_id="best-configs"))
+        parts.append(_table(["problem", *_BEST_HEADERS], rows, table_id=f"best-{n}"))
+    parts.append("</section>")
 
     parts.append("<h2>Problems</h2>")
     rows = []

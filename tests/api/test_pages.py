@@ -33,16 +33,17 @@ NASTY = "<script>alert('x')</script>"
 
 
 class FlakyReplay(ReplayBenchmarker):
-    """Every fifth trial comes back as a wrong result, with an error text that needs escaping."""
+    """Every fifth trial comes back as a wrong result, with the error text given."""
 
-    def __init__(self) -> None:
+    def __init__(self, error: str) -> None:
         super().__init__(REPLAY)
         self.calls = 0
+        self.error = error
 
     def measure(self, problem: ConvProblem, plan: object) -> TrialResult:
         self.calls += 1
         if self.calls % 5 == 3:
-            return TrialResult("wrong", rel_error=0.5, error=f"mismatch {NASTY} & more")
+            return TrialResult("wrong", rel_error=0.5, error=self.error)
         return super().measure(problem, plan)
 
 
@@ -61,24 +62,26 @@ class Filled:
     jobs: dict[str, int]
 
 
-def fill_database(directory: Path) -> Filled:
-    """A replay tune of TUNED (with failures), an untuned problem, a provisional best on a second device with
-    a name that needs escaping, and jobs in several states where the jobs table exists."""
+def fill_database(directory: Path, *, escape_probes: bool = True) -> Filled:
+    """A replay tune of TUNED (with failures), an untuned problem, a provisional best on a second device, and
+    jobs in several states where the jobs table exists. With ``escape_probes``, the second device's name and
+    the failures' error text carry HTML that the pages must escape."""
     directory.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{directory / 'convtune.db'}"
     upgrade(url)
     engine = make_engine(url)
     try:
-        result = tune(TUNED, FlakyReplay(), engine, budget_trials=TRIALS, seed=0, patience=1000)
+        error = f"mismatch {NASTY} & more" if escape_probes else "rel. error 0.5 > 1e-05"
+        result = tune(TUNED, FlakyReplay(error), engine, budget_trials=TRIALS, seed=0, patience=1000)
         with session_scope(engine) as session:
             problem = repo.find_problem(session, TUNED)
             assert problem is not None
             best = repo.get_best_config(session, problem_key=TUNED)
             untuned = repo.get_or_create_problem(session, UNTUNED)
             other = repo.get_or_create_device(
-                session, name=f"Other GPU {NASTY}", compute_capability="8.0", sm_count=108, driver_version=None,
-                cuda_version=None, copy_bandwidth_bytes_per_s=2.0e12, fp32_peak_flops_per_s=19.5e12,
-                ceilings_source="vendor")
+                session, name=f"Other GPU {NASTY}" if escape_probes else "NVIDIA A100", compute_capability="8.0",
+                sm_count=108, driver_version=None, cuda_version=None, copy_bandwidth_bytes_per_s=2.0e12,
+                fp32_peak_flops_per_s=19.5e12, ceilings_source="vendor")
             config = repo.find_config(session, best.config_key)
             assert config is not None
             repo.upsert_best_config(session, device_id=other.id, problem_id=problem.id, scope="*",
@@ -186,7 +189,9 @@ def test_index(client: TestClient, filled: Filled) -> None:
     assert "NVIDIA H200" in html and f"{filled.best_efficiency:.1%}" in html
     assert pages.h(filled.best_config) in html
     assert "provisional (model)" in html and "33.3%" in html
-    assert len(_rows(html, "best-configs")) >= 1
+    # one table per device, the measured device first
+    assert len(_rows(html, "best-1")) == 1 and len(_rows(html, "best-2")) == 1
+    assert "measured" in _rows(html, "best-1")[0] and "provisional" in _rows(html, "best-2")[0]
     # runs, problems, links
     runs = _rows(html, "runs")
     assert len(runs) == 1 and f"#{filled.run_id}" in runs[0] and f"{TRIALS} / {TRIALS}" in runs[0]
