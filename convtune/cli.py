@@ -29,6 +29,7 @@ from convtune.bounds import (
     window_reuse,
     winograd_bounds,
 )
+from convtune.cli_service import add_service_parsers
 from convtune.cli_tuning import add_tuning_parsers
 from convtune.errors import ConvtuneError
 from convtune.machine import MachineModel
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_bounds_parser(sub)
     add_tuning_parsers(sub)
+    add_service_parsers(sub)
     return parser
 
 
