@@ -115,6 +115,10 @@ def _loc_field(loc: Sequence[Any]) -> str:
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     errors = exc.errors()
     first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+    if first.get("type") == "json_invalid":  # loc is ("body", position)
+        position = list(first.get("loc", ()))[1:]
+        error = (first.get("ctx") or {}).get("error", "")
+        return _json(422, f"body: not valid JSON{f' at position {position[0]}' if position else ''}: {error}", "body")
     field = _loc_field(first.get("loc", ()))
     message = str(first.get("msg", "invalid"))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
