@@ -8,11 +8,14 @@ Usage::
     upgrade(engine)                   # bring the schema to head (Optuna's tables are left alone)
     with session_scope(engine) as session:
         problem = repository.get_or_create_problem(session, ConvProblem.parse("N=1 C=64 H=56 W=56 K=64 R=3 S=3"))
+
+The service's queries (API keys, jobs, batches) live in :mod:`convtune.storage.jobs` and are re-exported
+by ``repository``.
 """
 
 from __future__ import annotations
 
-from convtune.storage import repository
+from convtune.storage import jobs, repository
 from convtune.storage.migrate import SchemaDrift, check, current_revision, downgrade, head_revision, upgrade
 from convtune.storage.session import (
     ConstraintViolation,
@@ -30,6 +33,7 @@ __all__ = [
     "default_database_url",
     "downgrade",
     "head_revision",
+    "jobs",
     "make_engine",
     "make_session_factory",
     "repository",

@@ -269,3 +269,103 @@ class BestConfig(_Timestamps, Base):
     efficiency: Mapped[float] = mapped_column(Float)  # floor_ms / time_ms
     provisional: Mapped[bool] = mapped_column(Boolean)  # model-predicted, not measured
     tuning_run_id: Mapped[int | None] = mapped_column(ForeignKey("tuning_runs.id", ondelete="SET NULL"))
+
+
+# ---- the service: API keys, batches, jobs (docs/service.md) ------------------------------------------------
+JOB_STATUSES = ("queued", "running", "finished", "failed", "cancelled")
+BATCH_STATUSES = ("queued", "running", "finished", "cancelled")
+
+
+def _schedule_checks() -> tuple[CheckConstraint, ...]:
+    # a window has both ends or none; budgets are positive
+    return (CheckConstraint("(window_start IS NULL) = (window_end IS NULL)", name="window_both_ends"),
+            CheckConstraint("budget_trials >= 0", name="budget_trials"),
+            CheckConstraint("budget_s > 0", name="budget_s"))
+
+
+class ApiKey(_CreatedAt, Base):
+    """A client of the API. Only the SHA-256 of the secret is stored; ``prefix`` identifies it on screen."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (CheckConstraint("max_queued_jobs >= 0", name="max_queued_jobs"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256 hex of the secret
+    prefix: Mapped[str] = mapped_column(String(8))  # the secret's first 8 characters
+    max_queued_jobs: Mapped[int] = mapped_column(Integer, default=100)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), sort_order=101)
+
+
+class Batch(_CreatedAt, Base):
+    """Many jobs submitted together (one per problem), sharing a budget, a start time and a daily window.
+
+    ``status`` is derived from the jobs (:func:`convtune.storage.jobs.batch_status`) and kept up to date
+    by every job transition.
+    """
+
+    __tablename__ = "batches"
+    __table_args__ = (
+        CheckConstraint(_in("status", BATCH_STATUSES), name="status"),
+        CheckConstraint(_in("backend", BACKENDS), name="backend"),
+        *_schedule_checks(),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(255))
+    preset: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    not_before: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    window_start: Mapped[str | None] = mapped_column(String(5))  # "22:00"
+    window_end: Mapped[str | None] = mapped_column(String(5))  # "06:00" (may wrap midnight)
+    timezone: Mapped[str] = mapped_column(String(64))  # IANA name, e.g. "Europe/Berlin"
+    backend: Mapped[str] = mapped_column(String(16))
+    families: Mapped[str | None] = mapped_column(String(255))  # comma-separated; NULL: all that apply
+    budget_trials: Mapped[int] = mapped_column(Integer)
+    budget_s: Mapped[float] = mapped_column(Float)
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"))
+
+
+class Job(_Timestamps, Base):
+    """One request to tune one problem: queued, claimed by a worker (heartbeats), then ended once.
+
+    ``worker_id``/``claimed_at``/``heartbeat_at`` describe the current claim; a running job whose
+    heartbeat is older than the claimer's ``stale_after_s`` is claimed again (``attempts`` counts claims).
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint(_in("status", JOB_STATUSES), name="status"),
+        CheckConstraint(_in("backend", BACKENDS), name="backend"),
+        *_schedule_checks(),
+        # a window's times are read in a named time zone
+        CheckConstraint("window_start IS NULL OR timezone IS NOT NULL", name="window_timezone"),
+        CheckConstraint("status != 'running' OR worker_id IS NOT NULL", name="running_has_worker"),
+        Index("ix_jobs_status_created_at", "status", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"), index=True)
+    device_name: Mapped[str | None] = mapped_column(String(128))  # NULL: any device
+    backend: Mapped[str] = mapped_column(String(16))
+    families: Mapped[str | None] = mapped_column(String(255))  # comma-separated; NULL: all that apply
+    budget_trials: Mapped[int] = mapped_column(Integer)
+    budget_s: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    batch_id: Mapped[int | None] = mapped_column(ForeignKey("batches.id"), index=True)
+    not_before: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    window_start: Mapped[str | None] = mapped_column(String(5))
+    window_end: Mapped[str | None] = mapped_column(String(5))
+    timezone: Mapped[str | None] = mapped_column(String(64))
+    worker_id: Mapped[str | None] = mapped_column(String(128))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    tuning_run_id: Mapped[int | None] = mapped_column(ForeignKey("tuning_runs.id", ondelete="SET NULL"))
+    trials_done: Mapped[int] = mapped_column(Integer, default=0)
+    best_time_ms: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"))

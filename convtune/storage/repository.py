@@ -553,3 +553,42 @@ def list_best_configs(session: Session, *, problem_key: str | ConvProblem,
     """Every scope's best configuration of a problem (measured first, then fastest)."""
     key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
     return [_view(*row) for row in session.execute(_best_query(key, device_name, None))]
+
+
+# ---- the service: API keys, jobs, batches (convtune/storage/jobs.py) ---------------------------------------
+# Defined in their own module (this one holds the tuner's queries) and re-exported, so that callers find
+# every query here: ``repository.create_job(...)``. At the end of the module: jobs.py imports this one.
+from convtune.storage.jobs import ACTIVE_JOB_STATUSES as ACTIVE_JOB_STATUSES  # noqa: E402
+from convtune.storage.jobs import FINAL_JOB_STATUSES as FINAL_JOB_STATUSES  # noqa: E402
+from convtune.storage.jobs import batch_jobs as batch_jobs  # noqa: E402
+from convtune.storage.jobs import batch_status as batch_status  # noqa: E402
+from convtune.storage.jobs import cancel_batch as cancel_batch  # noqa: E402
+from convtune.storage.jobs import check_timezone as check_timezone  # noqa: E402
+from convtune.storage.jobs import claim_job as claim_job  # noqa: E402
+from convtune.storage.jobs import count_active_jobs as count_active_jobs  # noqa: E402
+from convtune.storage.jobs import create_api_key as create_api_key  # noqa: E402
+from convtune.storage.jobs import create_batch as create_batch  # noqa: E402
+from convtune.storage.jobs import create_job as create_job  # noqa: E402
+from convtune.storage.jobs import find_active_job as find_active_job  # noqa: E402
+from convtune.storage.jobs import find_api_key as find_api_key  # noqa: E402
+from convtune.storage.jobs import find_api_key_by_name as find_api_key_by_name  # noqa: E402
+from convtune.storage.jobs import find_batch as find_batch  # noqa: E402
+from convtune.storage.jobs import find_current_run as find_current_run  # noqa: E402
+from convtune.storage.jobs import find_job as find_job  # noqa: E402
+from convtune.storage.jobs import finish_job as finish_job  # noqa: E402
+from convtune.storage.jobs import get_api_key as get_api_key  # noqa: E402
+from convtune.storage.jobs import get_batch as get_batch  # noqa: E402
+from convtune.storage.jobs import get_job as get_job  # noqa: E402
+from convtune.storage.jobs import hash_secret as hash_secret  # noqa: E402
+from convtune.storage.jobs import heartbeat as heartbeat  # noqa: E402
+from convtune.storage.jobs import in_window as in_window  # noqa: E402
+from convtune.storage.jobs import is_eligible as is_eligible  # noqa: E402
+from convtune.storage.jobs import job_counts as job_counts  # noqa: E402
+from convtune.storage.jobs import list_api_keys as list_api_keys  # noqa: E402
+from convtune.storage.jobs import list_batches as list_batches  # noqa: E402
+from convtune.storage.jobs import list_jobs as list_jobs  # noqa: E402
+from convtune.storage.jobs import parse_window as parse_window  # noqa: E402
+from convtune.storage.jobs import queue_stats as queue_stats  # noqa: E402
+from convtune.storage.jobs import release_job as release_job  # noqa: E402
+from convtune.storage.jobs import request_cancel as request_cancel  # noqa: E402
+from convtune.storage.jobs import revoke_api_key as revoke_api_key  # noqa: E402
