@@ -130,17 +130,3 @@ def unsupported_reason(problem: ConvProblem) -> str | None:
     except InvalidConfig as exc:
         return exc.detail
     return None
-
-
-def parse_window(text: str | None) -> tuple[str, str] | None:
-    """``"22:00-06:00"`` -> ``("22:00", "06:00")`` (the schema has checked the format).
-
-    Raises:
-        InvalidConfig: start equals end (an empty window).
-    """
-    if text is None:
-        return None
-    start, _, end = text.partition("-")
-    if start == end:
-        raise InvalidConfig("window", f"{text!r} is empty: start and end must differ (e.g. 22:00-06:00)")
-    return start, end

@@ -130,6 +130,9 @@ class BatchCreate(_JobOptions):
     ]})
 
     problems: list[ProblemSpec] | None = Field(None, min_length=1, max_length=MAX_BATCH_PROBLEMS)
+    device: str | None = Field(None, min_length=1, max_length=64, pattern=PRINTABLE,
+                               description="run every job on devices of this name only (a preset or a stored "
+                                           "device name); default: any device")
     preset: str | None = Field(None, min_length=1, max_length=64, pattern=PRINTABLE, examples=["resnet18"],
                                description="resnet18, resnet50, vgg16, mobilenet_v2, convnext_tiny or s4convd")
     batch_size: int | None = Field(None, ge=1, le=4096,

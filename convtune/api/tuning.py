@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from convtune.api.errors import Conflict, QueueLimit, ResourceNotFound
-from convtune.api.inputs import check_families, parse_window, resolve_device, to_problem, unsupported_reason
+from convtune.api.inputs import check_families, resolve_device, to_problem, unsupported_reason
 from convtune.api.presets import preset_problems
 from convtune.api.provisional import predict
 from convtune.api.schemas import BatchCreate, BatchOut, JobCreate, JobOut, SkippedProblem, TuneRequest, TuneResponse
@@ -25,8 +25,7 @@ from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.storage import repository as repo
 
-FINAL_JOB_STATUSES = ("finished", "failed", "cancelled")
-ACTIVE_JOB_STATUSES = ("queued", "running")
+FINAL_JOB_STATUSES = repo.FINAL_JOB_STATUSES
 
 
 @dataclass
@@ -122,13 +121,12 @@ def create_job(session: Session, settings: Settings, api_key: Any, body: JobCrea
     problem = to_problem(body.problem, body.dtype)
     device = resolve_device(session, body.device, settings.default_device)
     families = check_families(problem, body.families)
-    window = parse_window(body.window)
     enforce_queue_limit(session, api_key, 1)
     job = repo.create_job(
         session, problem=problem, backend=body.backend or settings.backend, families=families,
         budget_trials=body.budget_trials or settings.default_budget_trials,
         budget_s=body.budget_s or settings.default_budget_s, device_name=device.name, api_key_id=api_key.id,
-        not_before=body.not_before, window=window, timezone=settings.timezone)
+        not_before=body.not_before, window=body.window, timezone=settings.timezone)
     return job_out(session, job, device.machine)
 
 
@@ -180,6 +178,7 @@ def batch_problems(body: BatchCreate) -> list[ConvProblem]:
 def create_batch(session: Session, settings: Settings, api_key: Any, body: BatchCreate) -> BatchOut:
     """One job per problem that some kernel family can run; the others are listed as ``skipped``."""
     problems = batch_problems(body)
+    device = resolve_device(session, body.device, settings.default_device)
     families = body.families
     runnable: list[ConvProblem] = []
     skipped: list[SkippedProblem] = []
@@ -201,15 +200,13 @@ def create_batch(session: Session, settings: Settings, api_key: Any, body: Batch
     if not runnable:
         raise InvalidConfig("problems" if body.problems is not None else "preset",
                             f"no kernel family can run any of the {len(problems)} problems: {skipped[0].reason}")
-    window = parse_window(body.window)
     enforce_queue_limit(session, api_key, len(runnable))
     batch = repo.create_batch(
-        session, problems=runnable, preset=body.preset, name=body.name, not_before=body.not_before, window=window,
+        session, problems=runnable, preset=body.preset, name=body.name, not_before=body.not_before, window=body.window,
         timezone=settings.timezone, backend=body.backend or settings.backend, families=families,
         budget_trials=body.budget_trials or settings.default_budget_trials,
-        budget_s=body.budget_s or settings.default_budget_s, api_key_id=api_key.id)
-    jobs = repo.list_jobs(session, batch_id=batch.id, limit=len(runnable) + 1)
-    return batch_out(session, batch, jobs, default_machine(settings), skipped)
+        budget_s=body.budget_s or settings.default_budget_s, api_key_id=api_key.id, device_name=device.name)
+    return batch_out(session, batch, repo.batch_jobs(session, batch.id), device.machine, skipped)
 
 
 def get_batch(session: Session, settings: Settings, batch_id: int) -> BatchOut:
@@ -217,11 +214,10 @@ def get_batch(session: Session, settings: Settings, batch_id: int) -> BatchOut:
         batch = repo.get_batch(session, batch_id)
     except NotFound:
         raise ResourceNotFound(f"no batch {batch_id}", "batch_id") from None
-    jobs = repo.list_jobs(session, batch_id=batch.id, limit=100_000)
-    return batch_out(session, batch, jobs, default_machine(settings))
+    return batch_out(session, batch, repo.batch_jobs(session, batch.id), default_machine(settings))
 
 
 def list_batches(session: Session, settings: Settings, *, limit: int, offset: int) -> list[BatchOut]:
     machine = default_machine(settings)
-    return [batch_out(session, batch, repo.list_jobs(session, batch_id=batch.id, limit=100_000), machine)
+    return [batch_out(session, batch, repo.batch_jobs(session, batch.id), machine)
             for batch in repo.list_batches(session, limit=limit, offset=offset)]

@@ -41,32 +41,20 @@ def metrics(session: SessionDep, clock: ClockDep) -> PlainTextResponse:
 
 def render_metrics(stats: dict[str, Any]) -> str:
     """The text exposition of :func:`~convtune.storage.repository.queue_stats`' figures."""
-    by_status = dict.fromkeys(JOB_STATUSES, 0) | {str(k): int(v) for k, v in _jobs_by_status(stats).items()}
-    depth = int(stats.get("queue_depth", by_status.get("queued", 0)))
-    recent = float(_first(stats, "measurements_last_60s", "measurements_60s", "recent_measurements", default=0))
-    lines = [
-        "# HELP convtune_queue_depth Jobs waiting to be claimed (queued).",
-        "# TYPE convtune_queue_depth gauge",
-        f"convtune_queue_depth {depth}",
-        "# HELP convtune_jobs Jobs by status.",
-        "# TYPE convtune_jobs gauge",
-        *(f'convtune_jobs{{status="{status}"}} {count}' for status, count in sorted(by_status.items())),
-        "# HELP convtune_trials_per_second Measurements stored per second over the last minute.",
-        "# TYPE convtune_trials_per_second gauge",
-        f"convtune_trials_per_second {recent / RATE_WINDOW_S:.6g}",
-        "# HELP convtune_measurements_last_minute Measurements stored in the last 60 seconds.",
-        "# TYPE convtune_measurements_last_minute gauge",
-        f"convtune_measurements_last_minute {int(recent)}",
+    by_status = dict.fromkeys(JOB_STATUSES, 0) | {str(k): int(v) for k, v in stats["jobs_by_status"].items()}
+    recent = int(stats["measurements_last_60s"])
+    gauges = [
+        ("convtune_queue_depth", "Jobs waiting to be claimed (queued).", [("", stats["queue_depth"])]),
+        ("convtune_queue_eligible", "Queued jobs a worker could start now (past not_before, inside their window).",
+         [("", stats.get("eligible_now", 0))]),
+        ("convtune_jobs", "Jobs by status.", [(f'{{status="{s}"}}', n) for s, n in sorted(by_status.items())]),
+        ("convtune_active_workers", "Workers with a live heartbeat.", [("", stats.get("active_workers", 0))]),
+        ("convtune_trials_per_second", "Measurements stored per second over the last minute.",
+         [("", f"{recent / RATE_WINDOW_S:.6g}")]),
+        ("convtune_measurements_last_minute", "Measurements stored in the last 60 seconds.", [("", recent)]),
     ]
+    lines = []
+    for name, help_text, samples in gauges:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+        lines += [f"{name}{labels} {value}" for labels, value in samples]
     return "\n".join(lines) + "\n"
-
-
-def _jobs_by_status(stats: dict[str, Any]) -> dict[str, Any]:
-    found = _first(stats, "jobs_by_status", "by_status", "jobs", default=None)
-    if isinstance(found, dict):
-        return found
-    return {k: v for k, v in stats.items() if k in JOB_STATUSES}
-
-
-def _first(stats: dict[str, Any], *names: str, default: Any) -> Any:
-    return next((stats[n] for n in names if n in stats), default)

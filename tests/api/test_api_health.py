@@ -1,0 +1,88 @@
+"""GET /healthz and GET /metrics (Prometheus text), the OpenAPI document, JSON errors for unknown routes."""
+
+from __future__ import annotations
+
+import re
+
+from api_samples import TINY, TINY2, ApiEnv, key_body
+
+from convtune.api.deps import get_clock
+from convtune.api.routes.health import render_metrics
+from convtune.storage.migrate import head_revision
+
+SAMPLE = re.compile(r'^(?P<name>[a-z_]+)(\{(?P<labels>[^}]*)\})? (?P<value>[-+0-9.eE]+|NaN)$')
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """``{'name{labels}': value}`` of a text exposition; every line must be a comment or a sample."""
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("# HELP ") or line.startswith("# TYPE "):
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"not a Prometheus sample line: {line!r}"
+        name = m["name"] + (f"{{{m['labels']}}}" if m["labels"] else "")
+        samples[name] = float(m["value"])
+    return samples
+
+
+def test_healthz_reports_the_database_at_head(env: ApiEnv) -> None:
+    r = env.client.get("/healthz")
+    assert r.status_code == 200
+    assert r.json() == {"status": "ok", "database": "ok", "revision": head_revision(), "backend": "model",
+                        "worker_in_process": False, "version": r.json()["version"]}
+
+
+def test_metrics_count_jobs_by_status_and_queue_depth(env: ApiEnv, clock) -> None:
+    env.app.dependency_overrides[get_clock] = lambda: clock
+    for problem in (TINY, TINY2):
+        assert env.client.post("/v1/jobs", json=key_body(problem), headers=env.headers).status_code == 202
+    job = env.client.get("/v1/jobs").json()[0]
+    assert env.client.delete(f"/v1/jobs/{job['id']}", headers=env.headers).status_code == 200
+    r = env.client.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    m = parse_metrics(r.text)
+    assert m["convtune_queue_depth"] == 1
+    assert m['convtune_jobs{status="queued"}'] == 1
+    assert m['convtune_jobs{status="cancelled"}'] == 1
+    assert m['convtune_jobs{status="running"}'] == 0
+    assert m["convtune_trials_per_second"] == 0
+
+
+def test_metrics_rate_is_measurements_per_second_over_a_minute() -> None:
+    text = render_metrics({"jobs_by_status": {"queued": 3, "running": 1}, "queue_depth": 3,
+                           "measurements_last_60s": 30})
+    m = parse_metrics(text)
+    assert m["convtune_trials_per_second"] == 0.5
+    assert m["convtune_measurements_last_minute"] == 30
+    assert m['convtune_jobs{status="finished"}'] == 0
+    assert text.endswith("\n")
+
+
+def test_openapi_lists_every_endpoint_with_examples(env: ApiEnv) -> None:
+    schema = env.client.get("/openapi.json").json()
+    paths = schema["paths"]
+    for path, method in [("/v1/tune", "post"), ("/v1/configs/best", "get"), ("/v1/problems", "get"),
+                         ("/v1/problems/{problem_id}", "get"), ("/v1/problems/{problem_id}/trials", "get"),
+                         ("/v1/problems/{problem_id}/report.svg", "get"), ("/v1/jobs", "post"), ("/v1/jobs", "get"),
+                         ("/v1/jobs/{job_id}", "get"), ("/v1/jobs/{job_id}", "delete"), ("/v1/batches", "post"),
+                         ("/v1/batches/{batch_id}", "get"), ("/healthz", "get"), ("/metrics", "get")]:
+        assert method in paths[path], (path, method)
+    components = schema["components"]["schemas"]
+    assert components["TuneRequest"]["examples"]
+    assert components["BatchCreate"]["examples"]
+    assert components["TuneRequest"]["properties"]["problem"]["examples"]
+    # writes declare the key, reads (open by default) do not
+    assert paths["/v1/tune"]["post"]["security"]
+    assert "security" not in paths["/v1/jobs"]["get"]
+    assert {"202", "401", "413", "422", "429"} <= set(paths["/v1/tune"]["post"]["responses"])
+
+
+def test_unknown_routes_and_methods_answer_json(env: ApiEnv) -> None:
+    r = env.client.get("/v1/nothing")
+    assert r.status_code == 404
+    assert r.json() == {"detail": "Not Found", "field": None}
+    r = env.client.put("/v1/jobs", json={})
+    assert r.status_code == 405
+    assert r.json()["detail"] == "Method Not Allowed"
