@@ -25,7 +25,7 @@ from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.storage import repository as repo
 
-FINAL_JOB_STATUSES = repo.FINAL_JOB_STATUSES
+FINAL_JOB_STATUSES = ("finished", "failed", "cancelled")
 
 
 @dataclass
