@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from html import escape
 from typing import Annotated, Any
 
@@ -338,20 +338,23 @@ def _all_problems(session: Session, page: int = 500) -> list[Problem]:
 
 
 def _queue_summary(session: Session) -> str:
+    """One line of queue figures (``repository.queue_stats``), or ``""`` before the jobs table exists."""
     queue_stats = getattr(repo, "queue_stats", None)
     if queue_stats is None:
         return ""
-    from datetime import UTC
-
     try:
         stats = queue_stats(session, now=datetime.now(UTC))
     except (ConvtuneError, TypeError):
         return ""
     parts = []
+    by_status = stats.get("jobs_by_status")
+    if isinstance(by_status, dict):
+        parts.append("jobs: " + (", ".join(f"{k} {v}" for k, v in by_status.items() if v) or "none"))
     for name, value in stats.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k} {v}" for k, v in value.items()) or "none"
-        parts.append(f"{name.replace('_', ' ')}: {value}")
+        if name == "jobs_by_status":
+            continue
+        text = f"{value:.2f}" if isinstance(value, float) else str(value)
+        parts.append(f"{name.replace('_', ' ').replace(' per s', '/s')}: {text}")
     return h(" · ".join(parts))
 
 

@@ -97,24 +97,30 @@ def fill_database(directory: Path, *, escape_probes: bool = True) -> Filled:
 
 
 def _make_jobs(session: object, run_id: int) -> dict[str, int]:
-    """Queued, running and finished jobs (``{status: job id}``), or nothing before the jobs table exists."""
-    create_job = getattr(repo, "create_job", None)
-    if create_job is None:
+    """A finished, a running and a queued job (``{status: job id}``), moved along by the repository as a worker
+    would; nothing before the jobs table exists."""
+    if not hasattr(repo, "create_job"):
         return {}
     from datetime import UTC, datetime
 
+    now = datetime.now(UTC)
     jobs = {}
-    for status, problem in (("queued", UNTUNED), ("running", TUNED), ("finished", TUNED)):
-        job = create_job(session, problem=problem, backend="replay", budget_trials=100, budget_s=300.0,
-                         device_name="NVIDIA H200")
-        if status != "queued":
-            job.status = status
-            job.trials_done = 40 if status == "running" else 100
-            job.best_time_ms = 0.3
-            job.tuning_run_id = run_id
-            job.started_at = datetime.now(UTC)
+    for status, problem in (("finished", TUNED), ("running", TUNED), ("queued", UNTUNED)):
+        job = repo.create_job(session, problem=problem, backend="replay", budget_trials=100,  # type: ignore[arg-type]
+                              budget_s=300.0, device_name="NVIDIA H200")
         jobs[status] = job.id
-    session.flush()  # type: ignore[attr-defined]
+        if status == "queued":
+            continue
+        worker = f"worker-{status}"
+        claimed = repo.claim_job(session, worker_id=worker, now=now, backends=("replay",),  # type: ignore[arg-type]
+                                 device_name="NVIDIA H200")
+        assert claimed is not None and claimed.id == job.id
+        if status == "running":
+            assert repo.heartbeat(session, job.id, worker_id=worker, now=now, trials_done=40,  # type: ignore[arg-type]
+                                  best_time_ms=0.3, tuning_run_id=run_id)
+        else:
+            assert repo.finish_job(session, job.id, worker_id=worker, status="finished",  # type: ignore[arg-type]
+                                   trials_done=100, best_time_ms=0.3, tuning_run_id=run_id)
     return jobs
 
 

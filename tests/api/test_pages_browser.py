@@ -1,7 +1,8 @@
 """The history pages in a real browser: uvicorn serves the app on a free loopback port over a SQLite database
-filled by a replay tune (and jobs where the jobs table exists); headless Debian Chromium, driven by Selenium
-through Debian's chromedriver, opens ``/``, clicks through to a problem page, checks what is visible there
-and saves ``docs/screenshot_problem.png``.
+filled by a replay tune and jobs in several states; headless Debian Chromium, driven by Selenium through
+Debian's chromedriver, opens ``/``, clicks through to a problem page, checks what is visible there and takes
+a screenshot of it. ``CONVTUNE_UPDATE_SCREENSHOT=1`` writes that screenshot to ``docs/screenshot_problem.png``
+(committed); otherwise it goes to the test's temporary folder, so a test run leaves the work tree clean.
 
 Skipped, saying why, where Chromium, its driver or Selenium is missing (CI installs Debian's ``chromium`` and
 ``chromium-driver``; the browser is never downloaded).
@@ -9,6 +10,7 @@ Skipped, saying why, where Chromium, its driver or Selenium is missing (CI insta
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import tempfile
@@ -107,7 +109,7 @@ def _visible_text(browser: Any, css: str) -> str:
     return str(element.text)
 
 
-def test_pages_in_chromium(server: str, browser: Any, filled: Filled) -> None:
+def test_pages_in_chromium(server: str, browser: Any, filled: Filled, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -147,10 +149,11 @@ def test_pages_in_chromium(server: str, browser: Any, filled: Filled) -> None:
     assert browser.find_elements(By.CSS_SELECTOR, "#failed-trials path.failed")
     assert "kept" in _visible_text(browser, "#runs")
 
-    # the screenshot for docs/: the same page, a short trial page so it fits
+    # the screenshot: the same page with a short page of trials, so that it fits
     browser.get(f"{server}/problems/{filled.problem_id}?per_page=8")
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(1400, min(int(height) + 20, 4000))
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    assert browser.save_screenshot(str(SCREENSHOT))
-    assert SCREENSHOT.stat().st_size > 20_000
+    target = SCREENSHOT if os.environ.get("CONVTUNE_UPDATE_SCREENSHOT") == "1" else tmp_path / SCREENSHOT.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(target))
+    assert target.stat().st_size > 20_000 and target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

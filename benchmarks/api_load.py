@@ -1,0 +1,408 @@
+"""Lookup latency of the API under a bounded loopback load: ``POST /v1/tune`` for a shape that is tuned.
+
+1. A SQLite database in a temporary folder is brought to head and one shape is tuned by replaying the H200
+   timings (``tests/data/replay_h200_vs_cudnn.json.gz``); an API key is created.
+2. The server runs as it would in production: one uvicorn process (``convtune.api.main:create_app``,
+   ``--factory``) on a free loopback port, access log off.
+3. This process drives ``POST /v1/tune`` for the tuned shape at a fixed rate (default 200 requests/s for
+   20 s after a 3 s warm-up) over keep-alive HTTP/1.1 connections, **open loop**: request *i* is due at
+   ``t0 + i / rate`` whether or not earlier answers have come back (a connection is borrowed from the idle
+   pool, or a new one is opened), and its latency is measured from that due time to the end of the answer.
+   A slow server therefore shows up as latency and is not hidden by the client waiting (no coordinated
+   omission). The client's own lateness (send time - due time) is reported apart.
+4. Reported: achieved requests/s, p50/p90/p99/p99.9/max latency, errors (any status but 200, or a failed
+   connection), the server's CPU time per request, and an unloaded baseline (one connection, closed loop).
+   Written to ``benchmarks/results/api_load.md`` and ``.json``. Target: p99 < 20 ms at 200 requests/s.
+
+``--profile`` samples the server with py-spy during a second, identical load run (``pip install py-spy``) and
+adds the functions that dominate its time to the report.
+
+    python benchmarks/api_load.py                      # 200 req/s for 20 s
+    python benchmarks/api_load.py --rate 400 --duration 10 --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import datetime as dt
+import gc
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+REPLAY = ROOT / "tests" / "data" / "replay_h200_vs_cudnn.json.gz"
+RESULTS = ROOT / "benchmarks" / "results"
+DEFAULT_SHAPE = "N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1"
+TARGET_P99_MS = 20.0
+
+
+# ---- set-up: a tuned database, a key, the server -----------------------------------------------------------
+def prepare_database(directory: Path, shape: str) -> tuple[str, str, dict[str, Any]]:
+    """(database URL, API key secret, the stored best) after a replay tune of ``shape``."""
+    from convtune.problem import ConvProblem
+    from convtune.storage import make_engine, session_scope, upgrade
+    from convtune.storage import repository as repo
+    from convtune.tuner.benchmark import ReplayBenchmarker
+    from convtune.tuner.tune import tune
+
+    url = f"sqlite:///{directory / 'convtune.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        problem = ConvProblem.parse(shape)
+        result = tune(problem, ReplayBenchmarker(REPLAY), engine, budget_trials=60, seed=0)
+        with session_scope(engine) as session:
+            _, secret = repo.create_api_key(session, "api-load")
+            best = repo.get_best_config(session, problem_key=problem)
+        return url, secret, {"problem": problem.key(), "config": best.config_key, "time_ms": best.time_ms,
+                             "efficiency": best.efficiency, "trials": result.trials}
+    finally:
+        engine.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, CONVTUNE_DATABASE_URL=url, CONVTUNE_BACKEND="replay", CONVTUNE_WORKER_IN_PROCESS="false")
+    cmd = [sys.executable, "-m", "uvicorn", "convtune.api.main:create_app", "--factory", "--host", "127.0.0.1",
+           "--port", str(port), "--no-access-log", "--log-level", "warning"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode}): {log.read_text()[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the server did not start within 30 s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc), all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---- a minimal keep-alive HTTP/1.1 client ------------------------------------------------------------------
+class Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer)
+
+    async def request(self, data: bytes) -> tuple[int, bytes]:
+        self.writer.write(data)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+        if "content-length" in headers:
+            body = await self.reader.readexactly(int(headers["content-length"]))
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            body = b""
+            while True:
+                size = int((await self.reader.readuntil(b"\r\n")).strip(), 16)
+                body += await self.reader.readexactly(size + 2)
+                if size == 0:
+                    break
+        else:
+            body = b""
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return status, body
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def http_request(port: int, path: str, body: bytes, key: str) -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"X-API-Key: {key}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+@dataclass
+class Sample:
+    due: float
+    sent: float
+    done: float
+    status: int
+
+
+async def open_loop(port: int, data: bytes, rate: float, total_s: float) -> tuple[list[Sample], int]:
+    """Send ``rate * total_s`` requests, request i due at t0 + i / rate; (samples, connections opened)."""
+    loop = asyncio.get_running_loop()
+    idle: list[Connection] = [await Connection.open(port) for _ in range(8)]
+    opened = len(idle)
+    count = int(rate * total_s)
+    samples: list[Sample | None] = [None] * count
+
+    async def one(i: int, due: float) -> None:
+        nonlocal opened
+        sent = loop.time()
+        conn: Connection | None = None
+        try:
+            if idle:
+                conn = idle.pop()
+            else:
+                conn = await Connection.open(port)
+                opened += 1
+            status, _ = await conn.request(data)
+            if not conn.writer.is_closing():
+                idle.append(conn)
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            status = -1
+            if conn is not None:
+                conn.close()
+        samples[i] = Sample(due, sent, loop.time(), status)
+
+    tasks = []
+    t0 = loop.time() + 0.2
+    for i in range(count):
+        due = t0 + i / rate
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(i, due)))
+    await asyncio.gather(*tasks)
+    for conn in idle:
+        conn.close()
+    return [s for s in samples if s is not None], opened
+
+
+async def closed_loop(port: int, data: bytes, count: int) -> list[float]:
+    """One connection, one request at a time: the unloaded service time (ms)."""
+    conn = await Connection.open(port)
+    out = []
+    for _ in range(count):
+        start = time.perf_counter()
+        status, _ = await conn.request(data)
+        out.append((time.perf_counter() - start) * 1e3)
+        if status != 200:
+            raise RuntimeError(f"unloaded request answered {status}")
+    conn.close()
+    return out
+
+
+# ---- statistics ---------------------------------------------------------------------------------------------
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) by the nearest-rank method."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(-(-q * len(ordered) // 1)) - 1))]
+
+
+@dataclass
+class LoadResult:
+    rate_target: float
+    duration_s: float
+    warmup_s: float
+    sent: int
+    completed: int
+    achieved_rps: float
+    errors: int
+    statuses: dict[str, int]
+    latency_ms: dict[str, float]
+    service_ms: dict[str, float]
+    client_lag_ms: dict[str, float]
+    connections: int
+    server_cpu_s: float
+    server_cpu_ms_per_request: float
+    server_cpu_share: float
+    unloaded_ms: dict[str, float] = field(default_factory=dict)
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    return {"p50": pct(values, 0.50), "p90": pct(values, 0.90), "p99": pct(values, 0.99),
+            "p99.9": pct(values, 0.999), "max": max(values) if values else float("nan"),
+            "mean": statistics.fmean(values) if values else float("nan")}
+
+
+def run_load(port: int, data: bytes, rate: float, duration: float, warmup: float, server_pid: int) -> LoadResult:
+    gc.collect()
+    gc.freeze()
+    cpu0, wall0 = cpu_seconds(server_pid), time.monotonic()
+    samples, opened = asyncio.run(open_loop(port, data, rate, warmup + duration))
+    cpu = cpu_seconds(server_pid) - cpu0
+    wall = time.monotonic() - wall0
+    gc.unfreeze()
+    first = samples[0].due if samples else 0.0
+    measured = [s for s in samples if s.due >= first + warmup]
+    ok = [s for s in measured if s.status == 200]
+    span = (max(s.done for s in measured) - min(s.due for s in measured)) if measured else float("nan")
+    statuses = collections.Counter(str(s.status) for s in measured)
+    return LoadResult(
+        rate_target=rate, duration_s=duration, warmup_s=warmup, sent=len(measured), completed=len(ok),
+        achieved_rps=len(ok) / span if span else 0.0, errors=len(measured) - len(ok), statuses=dict(statuses),
+        latency_ms=summarize([(s.done - s.due) * 1e3 for s in measured]),
+        service_ms=summarize([(s.done - s.sent) * 1e3 for s in measured]),
+        client_lag_ms=summarize([(s.sent - s.due) * 1e3 for s in measured]), connections=opened,
+        server_cpu_s=cpu, server_cpu_ms_per_request=cpu / len(samples) * 1e3 if samples else float("nan"),
+        server_cpu_share=cpu / wall)
+
+
+# ---- profile ------------------------------------------------------------------------------------------------
+def profile_load(port: int, data: bytes, rate: float, duration: float, pid: int, out: Path) -> list[tuple[str, float]]:
+    """Sample the server with py-spy during a load run; the functions with the largest inclusive share."""
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(py_spy).exists():
+        raise SystemExit("--profile needs py-spy: pip install py-spy")
+    raw = out.with_suffix(".txt")
+    spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--duration", str(int(duration) + 1), "--rate",
+                            "200", "--format", "raw", "--output", str(raw), "--nonblocking"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    asyncio.run(open_loop(port, data, rate, duration))
+    spy.wait(60)
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        frames = stack.split(";")
+        if any("select" in f and ("selectors" in f or "epoll" in f) for f in frames[-2:]):
+            continue  # the event loop waiting for input: idle, not work
+        total += n
+        for frame in set(frames):
+            inclusive[frame] += n
+    return [(frame, n / total) for frame, n in inclusive.most_common(60)] if total else []
+
+
+# ---- report -------------------------------------------------------------------------------------------------
+def versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "cpus": str(os.cpu_count())}
+    for name in ("fastapi", "starlette", "uvicorn", "pydantic", "sqlalchemy", "uvloop", "httptools"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def markdown(result: LoadResult, best: dict[str, Any], env: dict[str, str], command: str,
+             profile: list[tuple[str, float]] | None) -> str:
+    lat, svc, lag = result.latency_ms, result.service_ms, result.client_lag_ms
+    verdict = "met" if lat["p99"] < TARGET_P99_MS and result.errors == 0 else "missed"
+    lines = [
+        "# API load: `POST /v1/tune` for a tuned shape",
+        "",
+        f"`{command}` — {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {env['cpus']} CPUs, Python {env['python']}, "
+        f"FastAPI {env['fastapi']}, Starlette {env['starlette']}, uvicorn {env['uvicorn']} (uvloop "
+        f"{env['uvloop']}, httptools {env['httptools']}), SQLAlchemy {env['sqlalchemy']}, SQLite.",
+        "",
+        f"One uvicorn process on loopback; the shape `{best['problem']}` tuned by replay ({best['trials']} trials, "
+        f"best {best['time_ms']:.4g} ms, efficiency {best['efficiency']:.1%}). Open-loop load from a separate "
+        f"process: request *i* due at t0 + i/rate on keep-alive connections (a new one when none is idle), "
+        f"latency from the due time to the end of the answer; the first {result.warmup_s:g} s are warm-up and "
+        "not counted.",
+        "",
+        "| target req/s | duration | requests | achieved req/s | errors | p50 ms | p90 ms | p99 ms | p99.9 ms "
+        "| max ms | target p99 < 20 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| {result.rate_target:g} | {result.duration_s:g} s | {result.sent} | {result.achieved_rps:.1f} | "
+        f"{result.errors} | {lat['p50']:.2f} | {lat['p90']:.2f} | {lat['p99']:.2f} | {lat['p99.9']:.2f} | "
+        f"{lat['max']:.2f} | **{verdict}** |",
+        "",
+        f"- statuses: {', '.join(f'{k}: {v}' for k, v in sorted(result.statuses.items()))}; "
+        f"{result.connections} connections opened",
+        f"- service time (send to answer): p50 {svc['p50']:.2f} ms, p99 {svc['p99']:.2f} ms; client lateness "
+        f"(send - due): p99 {lag['p99']:.2f} ms, max {lag['max']:.2f} ms",
+        f"- server CPU: {result.server_cpu_ms_per_request:.2f} ms per request, {result.server_cpu_share:.0%} of "
+        "one core during the run",
+    ]
+    if result.unloaded_ms:
+        u = result.unloaded_ms
+        lines.append(f"- unloaded (one connection, closed loop): p50 {u['p50']:.2f} ms, p99 {u['p99']:.2f} ms, "
+                     f"max {u['max']:.2f} ms")
+    if profile:
+        lines += ["", "## Where the server's time goes (py-spy, inclusive share of busy samples)", "",
+                  "| share | function |", "|---|---|"]
+        lines += [f"| {share:.0%} | `{frame}` |" for frame, share in profile if share >= 0.03][:40]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=200.0, help="requests per second (default 200)")
+    parser.add_argument("--duration", type=float, default=20.0, help="measured seconds (default 20)")
+    parser.add_argument("--warmup", type=float, default=3.0, help="seconds of load before measuring (default 3)")
+    parser.add_argument("--shape", default=DEFAULT_SHAPE, help=f"the tuned shape (default {DEFAULT_SHAPE!r})")
+    parser.add_argument("--unloaded", type=int, default=300, help="closed-loop requests for the baseline")
+    parser.add_argument("--profile", action="store_true", help="also sample the server with py-spy")
+    parser.add_argument("--out", type=Path, default=RESULTS / "api_load", help="output path without suffix")
+    args = parser.parse_args(argv)
+
+    command = "python benchmarks/api_load.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    with tempfile.TemporaryDirectory(prefix="convtune-load-") as tmp:
+        url, key, best = prepare_database(Path(tmp), args.shape)
+        port = free_port()
+        server = start_server(url, port, Path(tmp) / "server.log")
+        try:
+            data = http_request(port, "/v1/tune", json.dumps({"problem": {"key": best["problem"]}}).encode(), key)
+            first = asyncio.run(_one(port, data))
+            if first[0] != 200:
+                raise SystemExit(f"POST /v1/tune answered {first[0]}: {first[1][:500]!r}")
+            answer = json.loads(first[1])
+            print(f"POST /v1/tune -> 200: {json.dumps(answer)[:300]}")
+            unloaded = summarize(asyncio.run(closed_loop(port, data, args.unloaded))) if args.unloaded else {}
+            result = run_load(port, data, args.rate, args.duration, args.warmup, server.pid)
+            result.unloaded_ms = unloaded
+            profile = (profile_load(port, data, args.rate, min(args.duration, 10.0), server.pid,
+                                    Path(tmp) / "profile")
+                       if args.profile else None)
+        finally:
+            server.terminate()
+            try:
+                server.wait(15)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        env = versions()
+        text = markdown(result, best, env, command, profile)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_suffix(".md").write_text(text)
+        args.out.with_suffix(".json").write_text(json.dumps(
+            {"command": command, "environment": env, "best": best, "result": asdict(result),
+             "target_p99_ms": TARGET_P99_MS, "profile": profile}, indent=1) + "\n")
+        print(text)
+        return 0 if result.latency_ms["p99"] < TARGET_P99_MS and result.errors == 0 else 1
+
+
+async def _one(port: int, data: bytes) -> tuple[int, bytes]:
+    conn = await Connection.open(port)
+    try:
+        return await conn.request(data)
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
