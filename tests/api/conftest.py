@@ -3,6 +3,8 @@ built by ``create_app`` on it, a TestClient that runs the lifespan, an API key, 
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,4 +58,36 @@ def clock() -> Clock:
 def env(sqlite_url: str) -> Iterator[ApiEnv]:
     """The app on a fresh SQLite database (model backend, UTC), a client, and a key with the default limit."""
     with make_env(sqlite_url) as e:
+        yield e
+
+
+@pytest.fixture(scope="session")
+def tuned_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file at head with TUNED tuned by replaying the H200 table (made once, copied per test)."""
+    from api_samples import REPLAY, TUNED
+
+    from convtune.storage import make_engine
+    from convtune.tuner.benchmark import ReplayBenchmarker
+    from convtune.tuner.tune import tune
+
+    path = tmp_path_factory.mktemp("tuned") / "convtune.db"
+    url = f"sqlite:///{path}"
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        tune(TUNED, ReplayBenchmarker(REPLAY), engine, budget_trials=43, seed=0, patience=1000)
+    finally:
+        engine.dispose()
+    return path
+
+
+@pytest.fixture
+def tuned_env(tuned_template: Path, tmp_path: Path) -> Iterator[ApiEnv]:
+    """:func:`env` on a copy of the tuned database (server backend gpu: only measured results answer)."""
+    path = tmp_path / "tuned.db"
+    # the backup API, not a file copy: committed pages may still sit in the template's WAL file
+    with contextlib.closing(sqlite3.connect(tuned_template)) as source, \
+            contextlib.closing(sqlite3.connect(path)) as dest:
+        source.backup(dest)
+    with make_env(f"sqlite:///{path}", backend="gpu") as e:
         yield e
