@@ -31,6 +31,7 @@ from convtune.bounds import (
 )
 from convtune.cli_service import add_service_parsers
 from convtune.cli_tuning import add_tuning_parsers
+from convtune.cli_worker import add_worker_parser
 from convtune.errors import ConvtuneError
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bounds_parser(sub)
     add_tuning_parsers(sub)
     add_service_parsers(sub)
+    add_worker_parser(sub)
     return parser
 
 

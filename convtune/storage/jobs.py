@@ -489,13 +489,19 @@ def finish_job(session: Session, job_id: int, *, worker_id: str, status: str, er
     return True
 
 
-def release_job(session: Session, job_id: int, *, worker_id: str) -> bool:
+def release_job(session: Session, job_id: int, *, worker_id: str, trials_done: int | None = None,
+                tuning_run_id: int | None = None) -> bool:
     """Give a running job back to the queue (graceful shutdown): ``queued``, ``worker_id`` cleared, so
-    the next worker continues it at once. A job with ``cancel_requested`` is ended ``cancelled`` instead.
-    Returns ``False`` (nothing changed) when the job is not running under ``worker_id``."""
+    the next worker continues it at once (``trials_done`` so far count against its budget). A job with
+    ``cancel_requested`` is ended ``cancelled`` instead. Returns ``False`` (nothing changed) when the job
+    is not running under ``worker_id``."""
     job = _locked(session, job_id)
     if job is None or job.status != "running" or job.worker_id != worker_id:
         return False
+    if trials_done is not None:
+        job.trials_done = trials_done
+    if tuning_run_id is not None:
+        job.tuning_run_id = tuning_run_id
     if job.cancel_requested:
         job.status, job.finished_at = "cancelled", utcnow()
     else:
