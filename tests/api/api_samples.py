@@ -15,12 +15,10 @@ from sqlalchemy import URL, Engine
 
 from convtune.api.main import create_app
 from convtune.api.settings import Settings
-from convtune.machine import MachineModel
+from convtune.api.worker import Worker, benchmarker_factory
 from convtune.problem import ConvProblem
 from convtune.storage import make_engine, session_scope
 from convtune.storage import repository as repo
-from convtune.tuner.benchmark import ModelBenchmarker
-from convtune.tuner.tune import tune
 
 REPLAY = Path(__file__).resolve().parents[1] / "data" / "replay_h200_vs_cudnn.json.gz"
 #: In the replay table: 43 of its pruning survivors are (pruning ~0.5 s).
@@ -73,27 +71,14 @@ def key_body(problem: ConvProblem) -> dict[str, Any]:
     return {"problem": {"key": problem.key()}}
 
 
-def run_worker_once(env: ApiEnv, now: datetime | None = None) -> int | None:
-    """One claim-tune-finish cycle of a worker on ``env``'s database and backend; the job's id, or ``None``
-    when nothing was eligible at ``now`` (default: the real time)."""
-    now = now or datetime.now(UTC)
-    worker = _worker_class()
-    if worker is not None:
-        return worker(env)(now)
-    with session_scope(env.engine) as session:
-        job = repo.claim_job(session, worker_id="test-worker", now=now, backends=(env.settings.backend,))
-        if job is None:
-            return None
-        job_id, problem_id, families = job.id, job.problem_id, job.families
-        budget_trials, budget_s = job.budget_trials, job.budget_s
-        key = repo.get_problem(session, problem_id).key
-    result = tune(ConvProblem.parse(key), ModelBenchmarker(MachineModel.preset("h200")), env.engine,
-                  families=families.split(",") if families else None, budget_trials=budget_trials, budget_s=budget_s)
-    with session_scope(env.engine) as session:
-        repo.finish_job(session, job_id, worker_id="test-worker", status="finished", tuning_run_id=result.run_id,
-                        trials_done=result.trials, best_time_ms=result.time_ms)
-    return job_id
-
-
-def _worker_class() -> Any:
-    return None
+def run_worker_once(env: ApiEnv, now: datetime | None = None, *, replay_delay_s: float = 0.0, **options: Any) -> bool:
+    """One claim-tune-finish cycle of a worker (``convtune.api.worker.Worker``) of ``env``'s backend on its
+    database, at ``now`` (default: the real time); whether a job was claimed."""
+    clock = (lambda: now) if now is not None else (lambda: datetime.now(UTC))
+    factory = benchmarker_factory(replay=REPLAY, replay_delay_s=replay_delay_s)
+    worker = Worker(env.engine, factory, backends=(env.settings.backend,), clock=clock, worker_id="test-worker",
+                    **options)
+    try:
+        return worker.run_once()
+    finally:
+        worker.close()
