@@ -44,8 +44,8 @@ def add_worker_parser(sub: Any) -> None:
     p.add_argument("--backend", action="append", choices=BACKENDS, default=None,
                    help="jobs of this backend (repeatable; default gpu)")
     p.add_argument("--replay", metavar="FILE", help="timing table for --backend replay (.json or .json.gz)")
-    p.add_argument("--replay-delay-s", type=float, default=0.0, metavar="S",
-                   help="seconds each replayed answer takes (tests: jobs long enough to interrupt)")
+    p.add_argument("--trial-delay-s", "--replay-delay-s", dest="trial_delay_s", type=float, default=0.0, metavar="S",
+                   help="seconds each replay or model answer takes (tests: jobs long enough to interrupt)")
     p.add_argument("--machine", default="h200", help="machine preset for --backend model (default h200)")
     p.add_argument("--device-name", default=None,
                    help="take jobs for this device name (default: the name the device reports)")
@@ -95,8 +95,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.heartbeat_s >= args.stale_after_s:
         raise InvalidConfig("--heartbeat-s", f"{args.heartbeat_s:g} must be below --stale-after-s "
                                              f"({args.stale_after_s:g})")
-    if args.replay_delay_s < 0:
-        raise InvalidConfig("--replay-delay-s", f"{args.replay_delay_s:g} must be >= 0")
+    if args.trial_delay_s < 0:
+        raise InvalidConfig("--trial-delay-s", f"{args.trial_delay_s:g} must be >= 0")
     if args.gpu is not None:
         if args.gpu < 0:
             raise InvalidConfig("--gpu", f"{args.gpu} must be a device index >= 0")
@@ -104,7 +104,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the schema check on start is not news
-    factory = benchmarker_factory(replay=args.replay, replay_delay_s=args.replay_delay_s, machine=args.machine)
+    factory = benchmarker_factory(replay=args.replay, machine=args.machine, trial_delay_s=args.trial_delay_s)
     worker = Worker(_engine(args.db), factory, worker_id=args.worker_id, backends=backends,
                     device_name=args.device_name, poll_s=args.poll_s, heartbeat_s=args.heartbeat_s,
                     stale_after_s=args.stale_after_s)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 
 from convtune.errors import ConvtuneError, InvalidConfig, StorageError
+from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.storage import repository as repo
 from convtune.storage.session import session_scope
@@ -79,43 +80,64 @@ class JobCancelled(Exception):
 
 
 # ---- benchmarkers ------------------------------------------------------------------------------------------
-class DelayedReplayBenchmarker(ReplayBenchmarker):
-    """A replay benchmarker that takes ``delay_s`` per answer, like a (very fast) GPU: long enough jobs for
-    tests to stop or kill workers mid-job."""
+class _Delayed:
+    """Mixin: each answer takes ``delay_s`` first, like a (very fast) GPU, so that tests can stop or kill
+    workers mid-job."""
+
+    delay_s: float = 0.0
+
+    def measure(self, problem: ConvProblem, plan: Any) -> TrialResult:
+        time.sleep(self.delay_s)
+        return super().measure(problem, plan)  # type: ignore[misc, no-any-return]
+
+
+class DelayedReplayBenchmarker(_Delayed, ReplayBenchmarker):
+    """:class:`ReplayBenchmarker` taking ``delay_s`` per answer."""
 
     def __init__(self, table: ReplayTable | str | Path, delay_s: float) -> None:
         super().__init__(table)
         self.delay_s = delay_s
 
-    def measure(self, problem: ConvProblem, plan: Any) -> TrialResult:
-        time.sleep(self.delay_s)
-        return super().measure(problem, plan)
+
+class DelayedModelBenchmarker(_Delayed, ModelBenchmarker):
+    """:class:`ModelBenchmarker` taking ``delay_s`` per answer."""
+
+    def __init__(self, machine: MachineModel, delay_s: float) -> None:
+        super().__init__(machine)
+        self.delay_s = delay_s
 
 
-def benchmarker_factory(*, replay: str | Path | None = None, replay_delay_s: float = 0.0, machine: str = "h200",
-                        gpu_timeout_s: float = 120.0) -> BenchmarkerFactory:
-    """The usual factory: ``gpu`` trials in a restartable child process, ``replay`` from a timing table
-    (each answer delayed by ``replay_delay_s``, to let tests interrupt jobs mid-way), ``model`` from the
-    analytic model of the ``machine`` preset.
+def benchmarker_factory(*, replay: str | Path | None = None, machine: str = "h200", trial_delay_s: float = 0.0,
+                        replay_delay_s: float | None = None, gpu_timeout_s: float = 120.0) -> BenchmarkerFactory:
+    """The usual factory: ``gpu`` trials in a restartable child process, ``replay`` from a timing table,
+    ``model`` from the analytic model of the ``machine`` preset. ``trial_delay_s`` (alias
+    ``replay_delay_s``) slows each replay or model answer down (tests: jobs long enough to interrupt); the
+    GPU takes the time it takes.
 
     Raises (when called):
-        InvalidConfig: ``replay`` is missing or unreadable for the replay backend (field ``--replay``).
+        InvalidConfig: ``replay`` is missing or unreadable for the replay backend (field ``--replay``), or
+            ``machine`` is not a preset (field ``--machine``).
     """
+    if replay_delay_s is not None:
+        trial_delay_s = replay_delay_s
+
     def make(backend: str) -> Benchmarker:
         if backend == "replay":
             if replay is None:
                 raise InvalidConfig("--replay", "required with --backend replay (a timing table .json[.gz])")
             try:
-                table = ReplayBenchmarker(replay).table
+                table = ReplayTable.load(replay)
             except (OSError, ValueError) as exc:
                 raise InvalidConfig("--replay", f"cannot read {replay}: {exc}") from None
-            return DelayedReplayBenchmarker(table, replay_delay_s) if replay_delay_s > 0 else ReplayBenchmarker(table)
+            return DelayedReplayBenchmarker(table, trial_delay_s) if trial_delay_s > 0 else ReplayBenchmarker(table)
         if backend == "model":
-            from convtune.machine import MachineModel
-
-            return ModelBenchmarker(MachineModel.preset(machine))
+            try:
+                preset = MachineModel.preset(machine)
+            except ConvtuneError as exc:
+                raise InvalidConfig("--machine", str(exc)) from None
+            return DelayedModelBenchmarker(preset, trial_delay_s) if trial_delay_s > 0 else ModelBenchmarker(preset)
         if backend == "gpu":
-            from convtune.tuner.worker import SubprocessBenchmarker
+            from convtune.tuner.worker import SubprocessBenchmarker  # spawns the trial process (CUDA) on use
 
             return SubprocessBenchmarker(timeout_s=gpu_timeout_s)
         raise InvalidConfig("--backend", f"{backend!r} is not a backend: allowed gpu, replay, model")
