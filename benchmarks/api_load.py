@@ -98,6 +98,13 @@ def start_server(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     raise RuntimeError("the server did not start within 30 s")
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent busy since boot (Linux /proc/stat: everything but idle and iowait)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process (Linux /proc), all its threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -240,6 +247,8 @@ class LoadResult:
     server_cpu_s: float
     server_cpu_ms_per_request: float
     server_cpu_share: float
+    client_cpu_share: float
+    background_cpu_share: float
     unloaded_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -252,10 +261,12 @@ def summarize(values: list[float]) -> dict[str, float]:
 def run_load(port: int, data: bytes, rate: float, duration: float, warmup: float, server_pid: int) -> LoadResult:
     gc.collect()
     gc.freeze()
-    cpu0, wall0 = cpu_seconds(server_pid), time.monotonic()
+    cpu0, wall0, busy0, own0 = cpu_seconds(server_pid), time.monotonic(), machine_busy_seconds(), _own_cpu()
     samples, opened = asyncio.run(open_loop(port, data, rate, warmup + duration))
     cpu = cpu_seconds(server_pid) - cpu0
     wall = time.monotonic() - wall0
+    own = _own_cpu() - own0
+    background = machine_busy_seconds() - busy0 - cpu - own
     gc.unfreeze()
     first = samples[0].due if samples else 0.0
     measured = [s for s in samples if s.due >= first + warmup]
@@ -269,7 +280,12 @@ def run_load(port: int, data: bytes, rate: float, duration: float, warmup: float
         service_ms=summarize([(s.done - s.sent) * 1e3 for s in measured]),
         client_lag_ms=summarize([(s.sent - s.due) * 1e3 for s in measured]), connections=opened,
         server_cpu_s=cpu, server_cpu_ms_per_request=cpu / len(samples) * 1e3 if samples else float("nan"),
-        server_cpu_share=cpu / wall)
+        server_cpu_share=cpu / wall, client_cpu_share=own / wall, background_cpu_share=max(0.0, background) / wall)
+
+
+def _own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 # ---- profile ------------------------------------------------------------------------------------------------
@@ -369,14 +385,14 @@ def markdown(results: list[LoadResult], best: dict[str, Any], env: dict[str, str
         f"each run are warm-up and not counted; {len(results)} runs in a row on the same server.",
         "",
         "| run | target req/s | duration | requests | achieved req/s | errors | p50 ms | p90 ms | p99 ms "
-        "| p99.9 ms | max ms | p99 < 20 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| p99.9 ms | max ms | p99 < 20 ms | other processes' CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(results, start=1):
         lat = r.latency_ms
         lines.append(f"| {i} | {r.rate_target:g} | {r.duration_s:g} s | {r.sent} | {r.achieved_rps:.1f} | "
                      f"{r.errors} | {lat['p50']:.2f} | {lat['p90']:.2f} | {lat['p99']:.2f} | {lat['p99.9']:.2f} | "
-                     f"{lat['max']:.2f} | {'met' if _met(r) else '**missed**'} |")
+                     f"{lat['max']:.2f} | {'met' if _met(r) else '**missed**'} | {r.background_cpu_share:.0%} |")
     statuses: collections.Counter[str] = collections.Counter()
     for r in results:
         statuses.update(r.statuses)
@@ -392,6 +408,10 @@ def markdown(results: list[LoadResult], best: dict[str, Any], env: dict[str, str
         + "; ".join(f"p99 {x['p99']:.2f} / max {x['max']:.2f} ms" for x in lag),
         f"- server CPU: {cpu:.2f} ms per request ({', '.join(f'{r.server_cpu_share:.0%}' for r in results)} of "
         f"one core during the runs): one process saturates near {1e3 / cpu:.0f} req/s",
+        "- client CPU (this process): " + ", ".join(f"{r.client_cpu_share:.0%}" for r in results)
+        + " of one core; **other processes on the machine** during each run: "
+        + ", ".join(f"{r.background_cpu_share:.0%}" for r in results)
+        + f" of one core (of {os.cpu_count()}): a run that competed with other work shows it here",
     ]
     if first.unloaded_ms:
         u = first.unloaded_ms
@@ -440,8 +460,10 @@ def main(argv: list[str] | None = None) -> int:
             for run in range(1, args.runs + 1):
                 results.append(run_load(port, data, args.rate, args.duration, args.warmup, server.pid))
                 results[-1].unloaded_ms = unloaded
-                print(f"run {run}: p50 {results[-1].latency_ms['p50']:.2f} ms, p99 {results[-1].latency_ms['p99']:.2f} "
-                      f"ms, {results[-1].achieved_rps:.1f} req/s, {results[-1].errors} errors", flush=True)
+                r = results[-1]
+                print(f"run {run}: p50 {r.latency_ms['p50']:.2f} ms, p99 {r.latency_ms['p99']:.2f} ms, "
+                      f"{r.achieved_rps:.1f} req/s, {r.errors} errors, other processes "
+                      f"{r.background_cpu_share:.0%} of a core", flush=True)
             profile = (profile_load(port, data, args.rate, min(args.duration, 10.0), server.pid,
                                     Path(tmp) / "profile")
                        if args.profile else None)
