@@ -1,6 +1,6 @@
 """History pages: server-side HTML, no JavaScript, no external resources.
 
-* ``GET /`` — jobs and their progress (when the jobs table exists), the latest tuning runs, the best
+* ``GET /`` — queue figures, the latest jobs and their progress, the latest tuning runs, the best
   configuration of every tuned problem per device with its efficiency against the bound's floor, and
   every problem, each linked to its page.
 * ``GET /problems/{id}`` — the problem's shape and size, its best configurations per device and scope,
@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from html import escape
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
@@ -37,7 +37,7 @@ from convtune.api.report import (
 from convtune.errors import ConvtuneError, NotFound
 from convtune.problem import ConvProblem
 from convtune.storage import repository as repo
-from convtune.storage.models import OVERALL_SCOPE, Device, Measurement, Problem, TuningRun
+from convtune.storage.models import OVERALL_SCOPE, Device, Job, Measurement, Problem, TuningRun
 from convtune.storage.repository import BestConfigView
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
@@ -143,19 +143,6 @@ def _tflops(flops: float, time_ms: float | None) -> float | None:
     return flops / (time_ms * 1e-3) / 1e12 if time_ms else None
 
 
-# ---- optional storage of jobs (the jobs table may not exist yet) -------------------------------------------
-def _jobs(session: Session, **filters: Any) -> list[Any] | None:
-    """Jobs through ``repository.list_jobs`` (newest first), or ``None`` where the jobs table does not exist."""
-    list_jobs = getattr(repo, "list_jobs", None)
-    if list_jobs is None:
-        return None
-    try:
-        jobs = list(list_jobs(session, **filters))
-    except ConvtuneError:
-        return None
-    return sorted(jobs, key=lambda j: j.id, reverse=True)
-
-
 class _Lookup:
     """Per-request caches of rows the tables refer to by id."""
 
@@ -196,34 +183,34 @@ class _Lookup:
 
 
 # ---- sections -------------------------------------------------------------------------------------------
-def _jobs_section(lookup: _Lookup, jobs: list[Any], *, show_problem: bool = True) -> str:
+def _jobs_section(lookup: _Lookup, jobs: Sequence[Job], *, show_problem: bool = True) -> str:
     headers = ["job", *(["problem"] if show_problem else []), "device", "backend", "status", "progress",
                "best so far", "efficiency", "batch", "created", "updated"]
     rows = []
     for job in jobs:
         problem = lookup.problem(job.problem_id)
         device = lookup.device_by_name(job.device_name)
-        run = repo.find_run(lookup.session, job.tuning_run_id) if getattr(job, "tuning_run_id", None) else None
+        run = repo.find_run(lookup.session, job.tuning_run_id) if job.tuning_run_id is not None else None
         if device is None and run is not None:
             device = lookup.devices.get(run.device_id)
         floor = lookup.floor_ms(problem, device) if problem is not None else None
-        best = getattr(job, "best_time_ms", None)
+        best = job.best_time_ms
         eff = floor / best if floor and best else None
-        budget = getattr(job, "budget_trials", None) or 0
-        done = getattr(job, "trials_done", 0) or 0
+        budget = job.budget_trials or 0
+        done = job.trials_done or 0
         progress = _bar(done / budget if budget else None, f"{done} / {budget} trials")
-        if getattr(job, "cancel_requested", False) and job.status == "running":
+        if job.cancel_requested and job.status == "running":
             progress += " " + _badge("cancelling", "cancelled")
         status = _badge(job.status)
-        if getattr(job, "error", None):
+        if job.error:
             status += f' <span class="small muted" title="{h(job.error)}">{h(str(job.error)[:60])}</span>'
         cells = [_td(f"#{int(job.id)}")]
         if show_problem:
             cells.append(_td(_problem_link(job.problem_id, problem.key) if problem is not None else h(job.problem_id)))
         cells += [_td(h(job.device_name or "any")), _td(h(job.backend)), _td(status), _td(progress),
                   _td(h(f"{best:.4g} ms") if best else "–", "num"), _td(_eff(eff)),
-                  _td(h(job.batch_id) if getattr(job, "batch_id", None) else "–"),
-                  _td(_when(getattr(job, "created_at", None))), _td(_when(getattr(job, "updated_at", None)))]
+                  _td(h(job.batch_id) if job.batch_id is not None else "–"),
+                  _td(_when(job.created_at)), _td(_when(job.updated_at))]
         rows.append(_tr(*cells, cls=f"job job-{h(job.status)}"))
     return _table(headers, rows, table_id="jobs", empty="no jobs yet")
 
@@ -284,10 +271,8 @@ def index(session: SessionDep, _: ReadKeyDep) -> HTMLResponse:
     if stats:
         parts.append(f'<p class="muted small" id="queue-stats">{stats}</p>')
 
-    jobs = _jobs(session, limit=RECENT)
-    if jobs is not None:
-        parts.append("<h2>Jobs</h2>")
-        parts.append(_jobs_section(lookup, jobs))
+    parts.append("<h2>Jobs</h2>")
+    parts.append(_jobs_section(lookup, repo.list_jobs(session, limit=RECENT)))
     parts.append("<h2>Latest tuning runs</h2>")
     parts.append(_runs_table(lookup, repo.list_runs(session, limit=RECENT)))
 
@@ -338,14 +323,8 @@ def _all_problems(session: Session, page: int = 500) -> list[Problem]:
 
 
 def _queue_summary(session: Session) -> str:
-    """One line of queue figures (``repository.queue_stats``), or ``""`` before the jobs table exists."""
-    queue_stats = getattr(repo, "queue_stats", None)
-    if queue_stats is None:
-        return ""
-    try:
-        stats = queue_stats(session, now=datetime.now(UTC))
-    except (ConvtuneError, TypeError):
-        return ""
+    """One line of queue figures (``repository.queue_stats``)."""
+    stats = repo.queue_stats(session, now=datetime.now(UTC))
     parts = []
     by_status = stats.get("jobs_by_status")
     if isinstance(by_status, dict):
@@ -388,8 +367,8 @@ def problem_page(problem_id: int, session: SessionDep, _: ReadKeyDep,
                       compulsory={problem.id: float(problem.compulsory_bytes)})
     parts.append(_table(["device", *_BEST_HEADERS], rows, table_id="best-configs", empty="not tuned yet"))
 
-    jobs = _jobs(session, problem_id=problem.id)
-    if jobs is not None:
+    jobs = repo.list_jobs(session, problem_id=problem.id, limit=RECENT)
+    if jobs:
         parts.append("<h2>Jobs</h2>")
         parts.append(_jobs_section(lookup, jobs, show_problem=False))
 

@@ -8,14 +8,17 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
 
 from convtune.api import pages
+from convtune.api.main import create_app
 from convtune.api.settings import Settings
 from convtune.problem import ConvProblem
 from convtune.storage import make_engine, session_scope, upgrade
@@ -96,45 +99,33 @@ def fill_database(directory: Path, *, escape_probes: bool = True) -> Filled:
         engine.dispose()
 
 
-def _make_jobs(session: object, run_id: int) -> dict[str, int]:
+def _make_jobs(session: Session, run_id: int) -> dict[str, int]:
     """A finished, a running and a queued job (``{status: job id}``), moved along by the repository as a worker
-    would; nothing before the jobs table exists."""
-    if not hasattr(repo, "create_job"):
-        return {}
-    from datetime import UTC, datetime
-
+    would."""
     now = datetime.now(UTC)
     jobs = {}
     for status, problem in (("finished", TUNED), ("running", TUNED), ("queued", UNTUNED)):
-        job = repo.create_job(session, problem=problem, backend="replay", budget_trials=100,  # type: ignore[arg-type]
+        job = repo.create_job(session, problem=problem, backend="replay", budget_trials=100,
                               budget_s=300.0, device_name="NVIDIA H200")
         jobs[status] = job.id
         if status == "queued":
             continue
         worker = f"worker-{status}"
-        claimed = repo.claim_job(session, worker_id=worker, now=now, backends=("replay",),  # type: ignore[arg-type]
+        claimed = repo.claim_job(session, worker_id=worker, now=now, backends=("replay",),
                                  device_name="NVIDIA H200")
         assert claimed is not None and claimed.id == job.id
         if status == "running":
-            assert repo.heartbeat(session, job.id, worker_id=worker, now=now, trials_done=40,  # type: ignore[arg-type]
+            assert repo.heartbeat(session, job.id, worker_id=worker, now=now, trials_done=40,
                                   best_time_ms=0.3, tuning_run_id=run_id)
         else:
-            assert repo.finish_job(session, job.id, worker_id=worker, status="finished",  # type: ignore[arg-type]
+            assert repo.finish_job(session, job.id, worker_id=worker, status="finished",
                                    trials_done=100, best_time_ms=0.3, tuning_run_id=run_id)
     return jobs
 
 
 def make_app(url: str) -> FastAPI:
-    """The service's app (``create_app``), or the pages alone where ``create_app`` does not exist yet."""
-    settings = Settings(database_url=url, worker_in_process=False)
-    try:
-        from convtune.api.main import create_app
-    except ImportError:
-        app = FastAPI()
-        app.state.settings = settings
-        app.include_router(pages.router)
-        return app
-    return create_app(settings)
+    """The service's app on ``url`` (no in-process worker)."""
+    return create_app(Settings(database_url=url, worker_in_process=False))
 
 
 @pytest.fixture(scope="module")
@@ -210,8 +201,6 @@ def test_index(client: TestClient, filled: Filled) -> None:
 
 
 def test_index_jobs(client: TestClient, filled: Filled) -> None:
-    if not filled.jobs:
-        pytest.skip("the jobs table does not exist yet (repository.create_job)")
     html = client.get("/").text
     jobs = _rows(html, "jobs")
     assert len(jobs) == 3

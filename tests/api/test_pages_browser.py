@@ -122,9 +122,8 @@ def test_pages_in_chromium(server: str, browser: Any, filled: Filled, tmp_path: 
     assert f"{filled.best_efficiency:.1%}" in best and "measured" in best
     assert "NVIDIA H200" in _visible_text(browser, "main")
     assert f"#{filled.run_id}" in _visible_text(browser, "#runs")
-    if filled.jobs:
-        jobs = _visible_text(browser, "#jobs")
-        assert "running" in jobs and "queued" in jobs and "40 / 100 trials" in jobs
+    jobs = _visible_text(browser, "#jobs")
+    assert "running" in jobs and "queued" in jobs and "40 / 100 trials" in jobs and "100 / 100 trials" in jobs
     # no external resources: everything the page loaded came from the server
     resources = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert all(str(r).startswith(server) for r in resources), resources
