@@ -105,6 +105,18 @@ def machine_busy_seconds() -> float:
     return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_for_quiet(limit_s: float, threshold: float = 0.25, window_s: float = 3.0) -> float:
+    """Wait (up to ``limit_s``) until the machine's other work stays under ``threshold`` of one core for
+    ``window_s``; the seconds waited. The machine may be shared: a run next to a test suite measures that."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        busy0 = machine_busy_seconds()
+        time.sleep(window_s)
+        if (machine_busy_seconds() - busy0) / window_s < threshold:
+            break
+    return time.monotonic() - start
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process (Linux /proc), all its threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -438,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of load before measuring (default 3)")
     parser.add_argument("--shape", default=DEFAULT_SHAPE, help=f"the tuned shape (default {DEFAULT_SHAPE!r})")
     parser.add_argument("--runs", type=int, default=3, help="load runs in a row on the same server (default 3)")
+    parser.add_argument("--quiet-wait", type=float, default=300.0,
+                        help="before each run, wait up to this many seconds for the rest of the machine to be idle "
+                             "(< 25%% of a core for 3 s; default 300)")
     parser.add_argument("--unloaded", type=int, default=300, help="closed-loop requests for the baseline")
     parser.add_argument("--profile", action="store_true", help="also sample the server with py-spy")
     parser.add_argument("--out", type=Path, default=RESULTS / "api_load", help="output path without suffix")
@@ -458,12 +473,17 @@ def main(argv: list[str] | None = None) -> int:
             unloaded = summarize(asyncio.run(closed_loop(port, data, args.unloaded))) if args.unloaded else {}
             results = []
             for run in range(1, args.runs + 1):
+                waited = wait_for_quiet(args.quiet_wait) if args.quiet_wait > 0 else 0.0
+                if waited > 5:
+                    print(f"run {run}: waited {waited:.0f} s for other work on the machine to stop", flush=True)
                 results.append(run_load(port, data, args.rate, args.duration, args.warmup, server.pid))
                 results[-1].unloaded_ms = unloaded
                 r = results[-1]
                 print(f"run {run}: p50 {r.latency_ms['p50']:.2f} ms, p99 {r.latency_ms['p99']:.2f} ms, "
                       f"{r.achieved_rps:.1f} req/s, {r.errors} errors, other processes "
                       f"{r.background_cpu_share:.0%} of a core", flush=True)
+            if args.profile and args.quiet_wait > 0:
+                wait_for_quiet(args.quiet_wait)
             profile = (profile_load(port, data, args.rate, min(args.duration, 10.0), server.pid,
                                     Path(tmp) / "profile")
                        if args.profile else None)
