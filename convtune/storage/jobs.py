@@ -374,10 +374,11 @@ def claim_job(session: Session, *, worker_id: str, now: datetime, backends: Sequ
 
     Candidates, oldest ``created_at`` first: queued jobs, and running jobs whose heartbeat is older than
     ``stale_after_s`` (their worker died), of one of ``backends`` and for ``device_name`` or any device.
-    Eligible: ``now >= not_before`` and ``now`` inside the job's window. A job of the same problem and
-    backend that another worker is running (live heartbeat) is left for later: both would continue the
-    same Optuna study. A stale job with ``cancel_requested`` is ended ``cancelled`` instead of claimed;
-    one already claimed ``max_attempts`` times is ended ``failed``.
+    Eligible: ``now >= not_before`` and ``now`` inside the job's window. A job whose problem (with the same
+    backend and families) has another job running, live or stale, is left for later: both would continue
+    the same Optuna study, and a stale one is claimed again first (it is older). A stale job with
+    ``cancel_requested`` is ended ``cancelled`` instead of claimed; one already claimed ``max_attempts``
+    times is ended ``failed``.
 
     PostgreSQL: each candidate is locked with ``SELECT ... FOR UPDATE SKIP LOCKED`` and re-checked, so
     concurrent workers never claim the same job. SQLite: one worker (the transaction serialises writers).
@@ -388,9 +389,11 @@ def claim_job(session: Session, *, worker_id: str, now: datetime, backends: Sequ
     _require_now(now)
     backends = [_choice("backends", b, BACKENDS) for b in backends]
     stale_before = now - timedelta(seconds=stale_after_s)
-    busy = {(p, b, f) for p, b, f in session.execute(
-        select(Job.problem_id, Job.backend, Job.families)
-        .where(Job.status == "running", Job.heartbeat_at >= stale_before))}
+    # running jobs, live or stale (a stale one is claimed again before any younger job of its problem)
+    busy: dict[tuple[int, str, str | None], set[int]] = {}
+    for job_id, *key in session.execute(select(Job.id, Job.problem_id, Job.backend, Job.families)
+                                        .where(Job.status == "running")):
+        busy.setdefault((key[0], key[1], key[2]), set()).add(job_id)
     claimable = or_(Job.status == "queued", (Job.status == "running") & (Job.heartbeat_at < stale_before))
     device = Job.device_name.is_(None) if device_name is None else or_(Job.device_name.is_(None),
                                                                         Job.device_name == device_name)
@@ -403,7 +406,7 @@ def claim_job(session: Session, *, worker_id: str, now: datetime, backends: Sequ
     while True:
         page = session.execute(query.limit(_CLAIM_PAGE).offset(offset)).all()
         for row in page:
-            if (row.problem_id, row.backend, row.families) in busy:
+            if busy.get((row.problem_id, row.backend, row.families), set()) - {row.id}:
                 continue
             if not _eligible(None, row.window_start, row.window_end, row.timezone, now):  # not_before: in SQL
                 continue

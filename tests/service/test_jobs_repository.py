@@ -142,6 +142,15 @@ def test_claim_leaves_a_problem_another_worker_is_tuning(engine: Engine) -> None
     assert claim(engine, "w3") == same
 
 
+def test_a_stale_job_is_claimed_again_before_a_younger_job_of_its_problem(engine: Engine) -> None:
+    first = add_job(engine, TINY[0])
+    same = add_job(engine, TINY[0], budget_trials=9)
+    assert claim(engine, "dead", now=T0) == first
+    assert claim(engine, "w2", now=at(minutes=5)) == first
+    assert claim(engine, "w3", now=at(minutes=5)) is None
+    assert job(engine, same).status == "queued"
+
+
 def test_a_stale_running_job_is_claimed_again(engine: Engine) -> None:
     job_id = add_job(engine)
     assert claim(engine, "w1", now=T0) == job_id
