@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from convtune.errors import (
@@ -84,7 +85,7 @@ class ResourceNotFound(ApiError):
 
 #: Documented error answers, for the OpenAPI ``responses`` of each route.
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    descriptions = {400: "Bad request", 401: "Missing, unknown or revoked API key", 404: "Not found",
+    descriptions = {400: "The body cannot be read (e.g. not UTF-8)", 401: "Missing, unknown or revoked API key", 404: "Not found",
                     409: "Conflicts with the resource's state", 413: "Request body too large",
                     422: "Invalid input; `field` names it", 429: "The key's queue limit is reached",
                     503: "Database unavailable"}
@@ -144,7 +145,25 @@ async def _convtune_error(request: Request, exc: ConvtuneError) -> JSONResponse:
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-    return _json(exc.status_code, detail, "body" if exc.status_code == 413 else None, getattr(exc, "headers", None))
+    headers = dict(getattr(exc, "headers", None) or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed_methods(request, headers.get("Allow", ""))
+    return _json(exc.status_code, detail, "body" if exc.status_code == 413 else None, headers or None)
+
+
+def _allowed_methods(request: Request, allow: str) -> str:
+    """Every method served at this path. Starlette's 405 names only the methods of the first route that
+    matched the path; GET and POST /v1/jobs are two routes. The OpenAPI paths hold them all."""
+    methods = {m.strip().upper() for m in allow.split(",") if m.strip()}
+    for path, operations in request.app.openapi().get("paths", {}).items():
+        if compile_path(path)[0].match(request.url.path):
+            methods |= {m.upper() for m in operations if m.lower() in _HTTP_METHODS}
+    if "GET" in methods:
+        methods.add("HEAD")
+    return ", ".join(sorted(methods))
+
+
+_HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

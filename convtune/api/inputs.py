@@ -51,8 +51,18 @@ def to_problem(spec: Mapping[str, Any], dtype: str | None = None, *, prefix: str
 
 
 def _parse(spec: Mapping[str, Any]) -> tuple[ConvProblem, bool]:
-    if "name" in spec and not isinstance(spec["name"], str):
-        raise InvalidProblem("name", "must be a string")
+    for name in ("name", "dtype", "layout"):  # ConvProblem compares them with dict keys: unhashable JSON breaks it
+        if name in spec and not isinstance(spec[name], str):
+            raise InvalidProblem(name, f"{spec[name]!r} must be a string")
+    try:
+        return _parse_checked(spec)
+    except InvalidProblem:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:  # a JSON type ConvProblem does not expect
+        raise InvalidProblem("problem", f"cannot be read: {exc}") from None
+
+
+def _parse_checked(spec: Mapping[str, Any]) -> tuple[ConvProblem, bool]:
     if "key" in spec:
         extra = sorted(k for k in spec if k != "key")
         if extra:

@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1/batches", tags=["batches"])
 
 @router.post("", response_model=BatchOut, status_code=status.HTTP_202_ACCEPTED,
              summary="Queue one job per problem (or per layer of a preset network)",
-             responses=error_responses(401, 413, 422, 429, 503))
+             responses=error_responses(400, 401, 413, 422, 429, 503))
 def create_batch(body: BatchCreate, session: SessionDep, settings: SettingsDep, key: WriteKeyDep) -> BatchOut:
     """Problems no kernel family can run yet are listed under ``skipped`` and get no job. With ``window``
     (e.g. ``22:00-06:00``, server time zone, may wrap midnight) jobs start only inside it."""

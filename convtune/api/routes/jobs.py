@@ -16,7 +16,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 @router.post("", response_model=JobOut, status_code=status.HTTP_202_ACCEPTED, summary="Queue a tuning job",
-             responses=error_responses(401, 413, 422, 429, 503))
+             responses=error_responses(400, 401, 413, 422, 429, 503))
 def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, key: WriteKeyDep) -> JobOut:
     """Always queues a new job (POST /v1/tune joins an active one instead). With ``window`` the job runs
     only between those times of day (server time zone); with ``not_before`` not before that time."""

@@ -24,7 +24,7 @@ WaitQuery = Annotated[float, Query(ge=0, le=600, description="seconds to wait fo
     "/tune", response_model=TuneResponse, summary="Best configuration of a convolution (tunes unseen shapes)",
     responses={202: {"model": TuneResponse, "description": "Nothing measured yet: the model's provisional config "
                                                            "and the queued (or joined) tuning job"},
-               **error_responses(401, 413, 422, 429, 503)})
+               **error_responses(400, 401, 413, 422, 429, 503)})
 async def tune(body: TuneRequest, response: Response, session: SessionDep, settings: SettingsDep, key: WriteKeyDep,
                wait: WaitQuery = 0) -> TuneResponse:
     """200 with the best measured configuration (time, TFLOP/s, GB/s, floor time, efficiency, the run that
