@@ -85,7 +85,8 @@ class ResourceNotFound(ApiError):
 
 #: Documented error answers, for the OpenAPI ``responses`` of each route.
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    descriptions = {400: "The body cannot be read (e.g. not UTF-8)", 401: "Missing, unknown or revoked API key", 404: "Not found",
+    descriptions = {400: "The body cannot be read (e.g. not UTF-8)", 401: "Missing, unknown or revoked API key",
+                    404: "Not found",
                     409: "Conflicts with the resource's state", 413: "Request body too large",
                     422: "Invalid input; `field` names it", 429: "The key's queue limit is reached",
                     503: "Database unavailable"}

@@ -14,6 +14,7 @@ first use.
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from convtune.storage import repository as repo
 
 MAX_EXAMPLES = 50
 _DIR = Path(tempfile.mkdtemp(prefix="convtune-schema-"))
+atexit.register(shutil.rmtree, _DIR, True)  # also when the test is deselected
 APP = create_app(settings_for(f"sqlite:///{_DIR / 'convtune.db'}", max_wait_s=0.2))
 #: 413 refuses a body over ``max_request_bytes`` before it is parsed: as valid a refusal of schema-violating
 #: input (e.g. more batch problems than ``maxItems``) as 422. See the module docstring for positive data.
@@ -52,7 +54,6 @@ def key_headers() -> Iterator[dict[str, str]]:
         yield {"X-API-Key": secret}
     finally:
         engine.dispose()
-        shutil.rmtree(_DIR, ignore_errors=True)
 
 
 @schema.parametrize()
