@@ -145,6 +145,30 @@ def benchmarker_factory(*, replay: str | Path | None = None, machine: str = "h20
     return make
 
 
+def prepare_optuna_schema(engine: Engine, attempts: int = 5) -> None:
+    """Let Optuna create its tables (and its ``alembic_version``) in our database once, before tuning.
+
+    Optuna creates them on first use without a lock: workers starting together on a fresh PostgreSQL
+    database race (``UniqueViolation`` on ``alembic_version``). Whoever loses retries and finds the
+    tables made.
+    """
+    import optuna
+
+    url = engine.url.render_as_string(hide_password=False)
+    # the engine options of convtune.tuner.study.open_study: SQLite waits for the writer's lock
+    options = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    for attempt in range(attempts):
+        try:
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=options)
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+        else:
+            storage.engine.dispose()
+            return
+
+
 def default_worker_id() -> str:
     """``host:pid:random``: unique per worker process and readable in the jobs table."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -223,6 +247,7 @@ class Worker:
         self.tune_options = dict(tune_options or {})
         self.jobs_run = 0
         self._benchmarkers: dict[str, Benchmarker] = {}
+        self._optuna_ready = False
         self._stop = threading.Event()
 
     @classmethod
@@ -260,6 +285,9 @@ class Worker:
                 self._benchmarkers[backend] = self.benchmarker_factory(backend)
         if self.device_name is None:
             self.device_name = self._benchmarkers[self.backends[0]].device().name
+        if not self._optuna_ready:
+            prepare_optuna_schema(self.engine)
+            self._optuna_ready = True
 
     def close(self) -> None:
         """Close the benchmarkers (a GPU worker's child process ends)."""
