@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request, Security
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -38,7 +39,9 @@ def get_settings() -> Settings:
     return Settings()
 
 
-def app_settings(request: Request) -> Settings:
+# Dependencies without I/O are ``async def``: FastAPI runs a plain ``def`` dependency in its thread pool, one
+# thread hand-off per dependency per request, which is most of a stored-answer request's overhead.
+async def app_settings(request: Request) -> Settings:
     """The settings the app was created with."""
     settings: Settings = request.app.state.settings
     return settings
@@ -63,8 +66,10 @@ def open_database(app: FastAPI) -> Engine:
     return engine
 
 
-def get_engine(request: Request) -> Engine:
-    return open_database(request.app)
+async def get_engine(request: Request) -> Engine:
+    """The app's engine (opened by the lifespan; opened here on first use where no lifespan ran)."""
+    engine: Engine | None = getattr(request.app.state, "engine", None)
+    return engine if engine is not None else await run_in_threadpool(open_database, request.app)
 
 
 EngineDep = Annotated[Engine, Depends(get_engine)]
@@ -82,7 +87,7 @@ def get_session(engine: EngineDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
-def get_clock() -> Callable[[], datetime]:
+async def get_clock() -> Callable[[], datetime]:
     """The time source (timezone-aware UTC); overridden in tests to inject time."""
     return lambda: datetime.now(UTC)
 

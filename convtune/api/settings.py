@@ -65,6 +65,15 @@ class Settings(BaseSettings):
     max_wait_s: float = Field(600.0, gt=0, description="upper bound of POST /v1/tune?wait=SECONDS")
     replay_path: str | None = Field(None, description="timing table of the in-process worker with backend 'replay'")
 
+    @field_validator("default_device")
+    @classmethod
+    def _known_preset(cls, value: str) -> str:
+        from convtune.machine import PRESETS
+
+        if value.lower() not in PRESETS:
+            raise ValueError(f"{value!r} is not a machine preset: allowed {', '.join(sorted(PRESETS))}")
+        return value.lower()
+
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
