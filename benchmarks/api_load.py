@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -457,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="also sample the server with py-spy")
     parser.add_argument("--out", type=Path, default=RESULTS / "api_load", help="output path without suffix")
     args = parser.parse_args(argv)
+    # a terminated benchmark still stops its server (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     command = "python benchmarks/api_load.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
     with tempfile.TemporaryDirectory(prefix="convtune-load-") as tmp:
