@@ -357,11 +357,11 @@ class Worker:
 
         state = _JobState(claim)
         bench = self._benchmarkers[claim.backend]
-        beats = threading.Event()
-        thread = threading.Thread(target=self._beat_loop, args=(state, beats), daemon=True,
-                                  name=f"convtune-heartbeat-{claim.job_id}")
         device_name = bench.device().name
         since = datetime.now(UTC) - timedelta(seconds=1)  # the run tune() opens starts after this
+        beats = threading.Event()
+        thread = threading.Thread(target=self._beat_loop, args=(state, beats, since, device_name), daemon=True,
+                                  name=f"convtune-heartbeat-{claim.job_id}")
         thread.start()
         try:
             problem = ConvProblem(**claim.problem)
@@ -414,10 +414,13 @@ class Worker:
         except StorageError as exc:
             log.warning("job=%d: could not look up its tuning run: %s", state.claim.job_id, exc)
 
-    def _beat_loop(self, state: _JobState, done: threading.Event) -> None:
-        """Heartbeats through phases without trials (pruning, compiling, re-timing)."""
+    def _beat_loop(self, state: _JobState, done: threading.Event, since: datetime, device_name: str) -> None:
+        """Heartbeats through phases without trials (pruning, compiling, re-timing); the run's id is sent as
+        soon as tune() has opened it, so a worker that dies before its first trial leaves no run unnamed."""
         while not done.wait(self.heartbeat_s / 2):
             if time.monotonic() - state.last_beat >= self.heartbeat_s:
+                if state.run_id is None:
+                    self._find_run(state, since, device_name)
                 self._beat(state)
 
     def _beat(self, state: _JobState) -> None:

@@ -15,7 +15,8 @@ Only the worker holding the claim (``worker_id``) may heartbeat, finish or relea
 again from a dead worker answers the old one ``False``, so no job is ended twice.
 
 Times: every ``now`` is injected (timezone-aware); a window ``("22:00", "06:00")`` is read on the wall
-clock of the job's IANA time zone and may wrap midnight.
+clock of the job's IANA time zone and may wrap midnight. A window gates starting (and claiming again); a
+job running when its window closes runs on to its budget.
 """
 
 from __future__ import annotations

@@ -215,17 +215,19 @@ def test_a_job_whose_tuning_raises_fails_with_the_error(engine: Engine) -> None:
 
 def test_heartbeats_continue_through_a_long_trial(engine: Engine) -> None:
     job_id = add_job(engine, budget_trials=2)
-    seen: list[datetime | None] = []
+    seen: list[Any] = []
 
     def slow(n: int) -> None:
         if n == 1:
             claimed = job(engine, job_id).claimed_at
             time.sleep(0.6)
-            seen.extend([claimed, job(engine, job_id).heartbeat_at])
+            row = job(engine, job_id)
+            seen.extend([claimed, row.heartbeat_at, row.tuning_run_id])
 
     assert make_worker(engine, HookedModel(slow), heartbeat_s=0.1).run_once()
-    claimed, beat = seen
+    claimed, beat, run_id = seen
     assert claimed is not None and beat is not None and beat > claimed  # beats without any trial ending
+    assert run_id == runs(engine)[0].id  # the run is named before its first trial: a death leaves no orphan
 
 
 def test_job_cancelled_carries_its_reason() -> None:
