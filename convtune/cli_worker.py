@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Any
 
-from convtune.errors import InvalidConfig
+from convtune.errors import ConvtuneError, InvalidConfig
 
 BACKENDS = ("gpu", "replay", "model")
 
@@ -119,7 +119,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         worker.open()  # before the loop: a missing GPU or replay table is a one-line error, exit 2
-    except InvalidConfig:
+    except ConvtuneError:
         raise
     except Exception as exc:
         raise InvalidConfig("--backend", f"cannot start measuring ({', '.join(backends)}): "

@@ -137,7 +137,7 @@ def benchmarker_factory(*, replay: str | Path | None = None, machine: str = "h20
                 raise InvalidConfig("--machine", str(exc)) from None
             return DelayedModelBenchmarker(preset, trial_delay_s) if trial_delay_s > 0 else ModelBenchmarker(preset)
         if backend == "gpu":
-            from convtune.tuner.worker import SubprocessBenchmarker  # spawns the trial process (CUDA) on use
+            from convtune.tuner.worker import SubprocessBenchmarker  # starts the trial process (CUDA lives there)
 
             return SubprocessBenchmarker(timeout_s=gpu_timeout_s)
         raise InvalidConfig("--backend", f"{backend!r} is not a backend: allowed gpu, replay, model")
@@ -160,9 +160,9 @@ def prepare_optuna_schema(engine: Engine, attempts: int = 5) -> None:
     for attempt in range(attempts):
         try:
             storage = optuna.storages.RDBStorage(url, engine_kwargs=options)
-        except Exception:
+        except Exception as exc:
             if attempt == attempts - 1:
-                raise
+                raise StorageError(f"cannot create Optuna's tables: {type(exc).__name__}: {exc}") from exc
             time.sleep(0.2 * (attempt + 1))
         else:
             storage.engine.dispose()
@@ -304,12 +304,12 @@ class Worker:
         if stop is not None:
             self._stop = stop
         try:
-            self.open()
-        except ConvtuneError:
-            log.exception("worker %s cannot start", self.worker_id)
-            raise
-        log.info("worker %s: backends %s, device %s", self.worker_id, ",".join(self.backends), self.device_name)
-        try:
+            try:
+                self.open()
+            except Exception:
+                log.exception("worker %s cannot start", self.worker_id)
+                raise
+            log.info("worker %s: backends %s, device %s", self.worker_id, ",".join(self.backends), self.device_name)
             while not self._stop.is_set():
                 try:
                     ran = self.run_once()
