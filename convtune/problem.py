@@ -112,6 +112,9 @@ class ConvProblem:
                      "pad_h", "pad_w"):
             _check_int(name, getattr(self, name), minimum=0 if name.startswith("pad") else 1)
             object.__setattr__(self, name, int(getattr(self, name)))  # numpy integers -> int
+        for name in ("dtype", "layout"):
+            if not isinstance(getattr(self, name), str):
+                raise InvalidProblem(name, f"{getattr(self, name)!r} must be a string")
         if self.dtype not in ITEMSIZE_BYTES:
             raise InvalidProblem("dtype", f"{self.dtype!r} is not supported: allowed {sorted(ITEMSIZE_BYTES)}")
         if self.layout not in LAYOUTS:

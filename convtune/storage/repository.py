@@ -592,3 +592,40 @@ from convtune.storage.jobs import queue_stats as queue_stats  # noqa: E402
 from convtune.storage.jobs import release_job as release_job  # noqa: E402
 from convtune.storage.jobs import request_cancel as request_cancel  # noqa: E402
 from convtune.storage.jobs import revoke_api_key as revoke_api_key  # noqa: E402
+
+
+# ---- paged history of a problem across devices (GET /v1/problems/{id}, /trials, the pages) ---------------
+def count_problem_measurements(session: Session, problem_id: int) -> int:
+    """Measurements of a problem on every device and backend."""
+    return int(session.scalar(select(func.count()).select_from(Measurement)
+                              .where(Measurement.problem_id == problem_id)) or 0)
+
+
+def count_problem_pruning_decisions(session: Session, problem_id: int, *, stage: str | None = None) -> int:
+    """Pruning decisions about a problem on every device (of one stage when given)."""
+    query = select(func.count()).select_from(PruningDecision).where(PruningDecision.problem_id == problem_id)
+    if stage is not None:
+        query = query.where(PruningDecision.stage == stage)
+    return int(session.scalar(query) or 0)
+
+
+def page_problem_measurements(session: Session, problem_id: int, *, limit: int,
+                              offset: int) -> list[tuple[Any, str, Any]]:
+    """(measurement, device name, config) of a problem, oldest first."""
+    rows = session.execute(
+        select(Measurement, Device.name, Config)
+        .join(Device, Device.id == Measurement.device_id).join(Config, Config.id == Measurement.config_id)
+        .where(Measurement.problem_id == problem_id).order_by(Measurement.id).limit(limit).offset(offset))
+    return [(m, name, c) for m, name, c in rows]
+
+
+def page_problem_pruning_decisions(session: Session, problem_id: int, *, limit: int, offset: int,
+                           stage: str | None = None) -> list[tuple[Any, str, str]]:
+    """(decision, device name, config key) of a problem, oldest first."""
+    query = (select(PruningDecision, Device.name, Config.key)
+             .join(Device, Device.id == PruningDecision.device_id).join(Config, Config.id == PruningDecision.config_id)
+             .where(PruningDecision.problem_id == problem_id))
+    if stage is not None:
+        query = query.where(PruningDecision.stage == stage)
+    rows = session.execute(query.order_by(PruningDecision.id).limit(limit).offset(offset))
+    return [(d, name, key) for d, name, key in rows]

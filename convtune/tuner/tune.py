@@ -163,7 +163,7 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
         with session_scope(engine) as session:
             repo.update_run(session, run_id, trials_done=result.trials)
             repo.finish_run(session, run_id, "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
-                            f"{type(exc).__name__}: {exc}"[:500])
+                            f"{type(exc).__name__}: {exc}"[:255])
         raise
     result.elapsed_s = time.perf_counter() - start
     return result

@@ -6,7 +6,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
 
-from convtune.api import history
 from convtune.api.deps import ReadKeyDep, SessionDep, SettingsDep
 from convtune.api.errors import ResourceNotFound, error_responses
 from convtune.api.params import Limit, Offset, OptionalId, ProblemId
@@ -55,8 +54,8 @@ def get_problem(problem_id: ProblemId, session: SessionDep, settings: SettingsDe
         runs=[run_out(run, devices.get(run.device_id, "?")) for run in repo.list_runs(session, row.id)],
         jobs=[job_out(session, job, machine, problems=problems)
               for job in repo.list_jobs(session, problem_id=row.id, limit=100)],
-        measurements=history.count_measurements(session, row.id),
-        pruning_decisions=history.count_pruning_decisions(session, row.id))
+        measurements=repo.count_problem_measurements(session, row.id),
+        pruning_decisions=repo.count_problem_pruning_decisions(session, row.id))
 
 
 @router.get("/{problem_id}/trials", response_model=TrialsPage,
@@ -69,7 +68,7 @@ def trials(problem_id: ProblemId, session: SessionDep, _: ReadKeyDep, limit: Lim
     row = _problem(session, problem_id)
     conv = problem_of(row.key)
     measurements = []
-    for m, device, config in history.list_measurements(session, row.id, limit=limit, offset=offset):
+    for m, device, config in repo.page_problem_measurements(session, row.id, limit=limit, offset=offset):
         tflops, gbps = rates(conv, m.median_ms if m.status == "ok" else None)
         measurements.append(MeasurementOut(
             id=m.id, device=device, run_id=m.tuning_run_id, backend=m.backend, predicted=m.predicted, status=m.status,
@@ -79,11 +78,11 @@ def trials(problem_id: ProblemId, session: SessionDep, _: ReadKeyDep, limit: Lim
             error=m.error, created_at=m.created_at))
     decisions = [PruningDecisionOut(id=d.id, run_id=d.tuning_run_id, device=device, config_key=key, stage=d.stage,
                                     reason=d.reason, numbers=dict(d.numbers or {}), created_at=d.created_at)
-                 for d, device, key in history.list_pruning_decisions(session, row.id, limit=limit, offset=offset,
+                 for d, device, key in repo.page_problem_pruning_decisions(session, row.id, limit=limit, offset=offset,
                                                                       stage=stage)]
     return TrialsPage(problem=problem_ref(row), limit=limit, offset=offset,
-                      total_measurements=history.count_measurements(session, row.id),
-                      total_pruning_decisions=history.count_pruning_decisions(session, row.id, stage=stage),
+                      total_measurements=repo.count_problem_measurements(session, row.id),
+                      total_pruning_decisions=repo.count_problem_pruning_decisions(session, row.id, stage=stage),
                       measurements=measurements, pruning_decisions=decisions)
 
 
