@@ -284,3 +284,14 @@ def test_not_found_and_bad_parameters(client: TestClient, filled: Filled) -> Non
     for params in ({"page": 0}, {"page": "x"}, {"device": -1}, {"per_page": 1}, {"per_page": 10_000}):
         assert client.get(f"/problems/{filled.problem_id}", params=params).status_code == 422
     assert client.get("/problems/abc").status_code == 422
+
+
+def test_report_svg_link(client: TestClient, filled: Filled) -> None:
+    """The page links the API's report.svg of the device shown; it is the same plot, as an SVG document."""
+    html = client.get(f"/problems/{filled.problem_id}").text
+    link = re.search(r'href="(/v1/problems/\d+/report\.svg\?device_id=\d+)"', html)
+    assert link is not None
+    response = client.get(link.group(1).replace("&amp;", "&"))
+    assert response.status_code == 200 and response.headers["content-type"].startswith("image/svg+xml")
+    root = ET.fromstring(response.text)
+    assert {"best-so-far", "failed-trials", "best-point", "floor-point"} <= {e.get("id") for e in root.iter()}
