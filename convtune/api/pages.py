@@ -30,7 +30,6 @@ from convtune.api.report import (
     GREEN,
     RED,
     build_report,
-    config_keys_by_id,
     floor_and_bound,
     render_report_svg,
 )
@@ -455,7 +454,7 @@ def _trials(session: Session, problem: Problem, device: Device, floor_ms: float 
     page = min(page, pages)
     start = (page - 1) * per_page
     shown = rows[start:start + per_page]
-    keys = config_keys_by_id(session, {m.config_id for m in shown})
+    keys = repo.config_keys_by_id(session, {m.config_id for m in shown})
     ok_times = [m.median_ms for m in rows if m.status == "ok" and m.median_ms]
     fastest = min(ok_times) if ok_times else None
     flops = float(problem.flops)  # the API's TFLOP/s: dense FLOPs (padding taps included)

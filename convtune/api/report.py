@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -474,7 +474,7 @@ def build_report(session: Session, problem_id: int, device_id: int | None = None
     if not rows:
         rows = repo.measurements_for(session, device_id=device.id, problem_id=problem_row.id, predicted=True)
         predicted = bool(rows)
-    config_keys = config_keys_by_id(session, {m.config_id for m in rows})
+    config_keys = repo.config_keys_by_id(session, {m.config_id for m in rows})
     trials = [Trial(m.status, m.median_ms if m.status == "ok" else None, config_keys.get(m.config_id, ""),
                     m.tuning_run_id) for m in rows]
     best = next((v for v in repo.list_best_configs(session, problem_key=problem_row.key)
@@ -488,19 +488,6 @@ def build_report(session: Session, problem_id: int, device_id: int | None = None
                       fp32_peak_flops_per_s=device.fp32_peak_flops_per_s, trials=trials, floor_ms=floor_ms,
                       bound_bytes=bound_bytes, best_ms=best.time_ms if best is not None else None,
                       predicted=predicted if best is None else best.provisional)
-
-
-def config_keys_by_id(session: Session, config_ids: Iterable[int]) -> dict[int, str]:
-    """``{config id: config key}`` of these ids, in chunks (one query per 500 ids)."""
-    from sqlalchemy import select
-
-    from convtune.storage.models import Config
-
-    ids = sorted(set(config_ids))
-    found: dict[int, str] = {}
-    for start in range(0, len(ids), 500):
-        found.update(session.execute(select(Config.id, Config.key).where(Config.id.in_(ids[start:start + 500]))).all())
-    return found
 
 
 def report_svg(session: Session, problem_id: int, device_id: int | None = None) -> str:

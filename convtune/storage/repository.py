@@ -629,3 +629,12 @@ def page_problem_pruning_decisions(session: Session, problem_id: int, *, limit: 
         query = query.where(PruningDecision.stage == stage)
     rows = session.execute(query.order_by(PruningDecision.id).limit(limit).offset(offset))
     return [(d, name, key) for d, name, key in rows]
+
+
+def config_keys_by_id(session: Session, config_ids: Iterable[int]) -> dict[int, str]:
+    """``{config id: config key}`` of these ids, in chunks (one query per 500 ids)."""
+    ids = sorted(set(config_ids))
+    found: dict[int, str] = {}
+    for start in range(0, len(ids), 500):
+        found.update(session.execute(select(Config.id, Config.key).where(Config.id.in_(ids[start:start + 500]))).all())
+    return found
