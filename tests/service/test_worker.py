@@ -155,10 +155,16 @@ def test_a_job_claimed_by_another_worker_is_left_to_it(engine: Engine) -> None:
 
     def taken_over(n: int) -> None:
         if n == 3:  # another worker believes w1 dead and claims the job
-            with session_scope(engine) as session:
-                taken = repo.claim_job(session, worker_id="w2", now=datetime.now(UTC) + timedelta(hours=1),
-                                       backends=("model",), device_name="NVIDIA H200")
-                assert taken is not None and taken.id == job_id
+            # on PostgreSQL, SKIP LOCKED passes over the row while w1's heartbeat thread holds it: retry
+            for _ in range(100):
+                with session_scope(engine) as session:
+                    taken = repo.claim_job(session, worker_id="w2", now=datetime.now(UTC) + timedelta(hours=1),
+                                           backends=("model",), device_name="NVIDIA H200")
+                    taken_id = taken.id if taken is not None else None
+                if taken_id is not None:
+                    break
+                time.sleep(0.05)
+            assert taken_id == job_id
 
     assert make_worker(engine, HookedModel(taken_over)).run_once()
     row = job(engine, job_id)
