@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -37,3 +40,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "postgres" in item.keywords:
                 item.add_marker(skip_pg)
+
+
+# ---- databases at head, shared by the tuner, service and API tests (tests/storage has its own) ----------
+DB_BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A new SQLite file brought to head by Alembic."""
+    from convtune.storage import upgrade
+
+    url = f"sqlite:///{tmp_path / 'convtune.db'}"
+    upgrade(url)
+    return url
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[Any]:
+    """A new PostgreSQL schema at head, first on the search path (Optuna's tables land in it too)."""
+    from pg_schema import fresh_schema
+
+    from convtune.storage import upgrade
+
+    with fresh_schema("convtune_test") as url:
+        upgrade(url)
+        yield url
+
+
+@pytest.fixture(params=DB_BACKENDS)
+def db_url(request: pytest.FixtureRequest) -> Any:
+    """A database at head of each backend (SQLite always, PostgreSQL where configured)."""
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+
+
+@pytest.fixture
+def engine(db_url: Any) -> Iterator[Any]:
+    from convtune.storage import make_engine
+
+    engine = make_engine(db_url)
+    yield engine
+    engine.dispose()

@@ -1,4 +1,4 @@
-"""API fixtures: a fresh SQLite database at head per test (PostgreSQL where a test asks for ``pg_url``), the app
+"""API fixtures: a fresh SQLite database at head per test (PostgreSQL where a test asks for ``postgres_url``), the app
 built by ``create_app`` on it, a TestClient that runs the lifespan, an API key, and an injectable clock."""
 
 from __future__ import annotations
@@ -11,32 +11,8 @@ from pathlib import Path
 
 import pytest
 from api_samples import ApiEnv, make_env
-from pg_schema import fresh_schema
-from sqlalchemy import URL
 
 from convtune.storage import upgrade
-
-DB_BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'convtune.db'}"
-    upgrade(url)
-    return url
-
-
-@pytest.fixture
-def pg_url() -> Iterator[URL]:
-    with fresh_schema("convtune_api_test") as url:
-        upgrade(url)
-        yield url
-
-
-@pytest.fixture(params=DB_BACKENDS)
-def db_url(request: pytest.FixtureRequest) -> str | URL:
-    """A database at head of each backend (SQLite always, PostgreSQL where configured)."""
-    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
 
 
 class Clock:

@@ -227,9 +227,9 @@ def test_release_requeues_and_keeps_progress_unless_cancel_was_asked(engine: Eng
 
 
 @pytest.mark.postgres
-def test_concurrent_claims_skip_locked_rows_on_postgresql(postgres_db_url: URL) -> None:
+def test_concurrent_claims_skip_locked_rows_on_postgresql(postgres_url: URL) -> None:
     """A claim holding its row lock (not committed yet) does not block a second worker: it takes the next job."""
-    engine = make_engine(postgres_db_url)
+    engine = make_engine(postgres_url)
     try:
         first, second = add_job(engine, TINY[0]), add_job(engine, TINY[1])
         with session_scope(engine) as holding:

@@ -307,8 +307,8 @@ def test_convtune_worker_runs_the_queue_and_exits_when_idle(db_url: str | URL, e
     pytest.param(["--backend", "model", "--machine", "abacus"], "--machine", id="machine"),
     pytest.param(["--backend", "model", "--gpu", "-1"], "--gpu", id="negative-device-index"),
 ])
-def test_convtune_worker_refuses_bad_input_in_one_line(sqlite_db_url: str, args: list[str], field: str) -> None:
-    done = subprocess.run(worker_command(sqlite_db_url, *args, "--exit-when-idle"), cwd=ROOT, capture_output=True,
+def test_convtune_worker_refuses_bad_input_in_one_line(sqlite_url: str, args: list[str], field: str) -> None:
+    done = subprocess.run(worker_command(sqlite_url, *args, "--exit-when-idle"), cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.startswith(f"convtune: error: {field}:") and done.stderr.count("\n") == 1, done.stderr

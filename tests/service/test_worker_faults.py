@@ -110,9 +110,9 @@ def tagged_trials(url: str | URL) -> dict[str, list[str]]:
 
 
 @pytest.mark.postgres
-def test_three_workers_one_killed_one_stopped_every_job_finishes_exactly_once(postgres_db_url: URL,
+def test_three_workers_one_killed_one_stopped_every_job_finishes_exactly_once(postgres_url: URL,
                                                                               tmp_path: Path) -> None:
-    url = postgres_db_url
+    url = postgres_url
     engine = make_engine(url)
     try:
         first_replay = add_job(engine, REPLAY_PROBLEM, backend="replay", budget_trials=REPLAY_BUDGET)
@@ -200,13 +200,13 @@ def test_three_workers_one_killed_one_stopped_every_job_finishes_exactly_once(po
         engine.dispose()
 
 
-def test_sigterm_mid_job_releases_it_and_the_next_worker_continues(sqlite_db_url: str, tmp_path: Path) -> None:
-    engine = make_engine(sqlite_db_url)
+def test_sigterm_mid_job_releases_it_and_the_next_worker_continues(sqlite_url: str, tmp_path: Path) -> None:
+    engine = make_engine(sqlite_url)
     budget = 30
     try:
         job_id = add_job(engine, ConvProblem(N=1, C=8, H=8, W=8, K=8, R=3, S=3, pad_h=1, pad_w=1),
                          budget_trials=budget)
-        first = WorkerProcess("first", sqlite_db_url, tmp_path)
+        first = WorkerProcess("first", sqlite_url, tmp_path)
         try:
             row = wait_for("trials", lambda: next((j for j in jobs(engine) if j.trials_done >= 2), None), 60, 0.01)
             first.signal(signal.SIGTERM)
@@ -220,11 +220,11 @@ def test_sigterm_mid_job_releases_it_and_the_next_worker_continues(sqlite_db_url
         assert (row.status, row.worker_id, row.attempts) == ("queued", None, 1) and 2 <= row.trials_done < budget
         done_before = row.trials_done
 
-        second = WorkerProcess("second", sqlite_db_url, tmp_path, "--exit-when-idle")
+        second = WorkerProcess("second", sqlite_url, tmp_path, "--exit-when-idle")
         assert second.wait(120) == 0, second.text()
         row = jobs(engine)[0]
         assert (row.status, row.worker_id, row.attempts, row.trials_done) == ("finished", "second", 2, budget)
-        [configs] = tagged_trials(sqlite_db_url).values()
+        [configs] = tagged_trials(sqlite_url).values()
         assert len(configs) == len(set(configs)) == budget  # no trial lost at the stop, none repeated
         assert f"trials={budget}" in second.text() and done_before < budget
     finally:

@@ -9,19 +9,15 @@ itself is left alone.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from pg_schema import fresh_schema
-from sqlalchemy import URL, Engine
-from tuner_samples import PROBLEM, REPLAY_PATH, new_sqlite_url
+from sqlalchemy import Engine
+from tuner_samples import PROBLEM, REPLAY_PATH
 
 from convtune.kernels.registry import specs_for
-from convtune.storage import make_engine, upgrade
+from convtune.storage import make_engine
 from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
 from convtune.tuner.prune import Candidate, PruneResult, prune
-
-DB_BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 
 
 @pytest.fixture(scope="session")
@@ -48,30 +44,6 @@ def replayable(pruned: PruneResult, replay_table: ReplayTable) -> list[Candidate
     return [c for c in pruned.survivors if c.key in rows]
 
 
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    return new_sqlite_url(tmp_path / "db")
-
-
-@pytest.fixture
-def postgres_url() -> Iterator[URL]:
-    """A fresh PostgreSQL schema at head; dropped (with Optuna's tables in it) afterwards."""
-    with fresh_schema("convtune_tuner_test") as url:
-        upgrade(url)
-        yield url
-
-
-@pytest.fixture(params=DB_BACKENDS)
-def db_url(request: pytest.FixtureRequest) -> str | URL:
-    """A database at head of each backend (SQLite always, PostgreSQL where configured)."""
-    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
-
-
-@pytest.fixture
-def engine(db_url: str | URL) -> Iterator[Engine]:
-    engine = make_engine(db_url)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture
