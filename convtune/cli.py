@@ -119,15 +119,24 @@ def _machine(name: str) -> MachineModel:
         raise CliError("--machine", str(exc)) from None
 
 
-def load_suite(path: str) -> list[tuple[str, str, ConvProblem]]:
-    """(family, name, problem) for every entry of a suite file; one-line :class:`CliError` on bad input."""
+def read_json(path: str, field: str) -> Any:
+    """The parsed JSON of a file; one-line :class:`CliError` naming ``field`` when unreadable."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            return json.load(fh)
     except OSError as exc:
-        raise CliError("--suite", f"cannot read {path!r}: {exc.strerror or exc}") from None
+        raise CliError(field, f"cannot read {path!r}: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CliError("--suite", f"{path!r} is not valid JSON: {exc}") from None
+        raise CliError(field, f"{path!r} is not valid JSON: {exc}") from None
+
+
+def load_suite(path: str) -> list[tuple[str, str, ConvProblem]]:
+    """(family, name, problem) for every entry of a suite file; one-line :class:`CliError` on bad input."""
+    return suite_entries(read_json(path, "--suite"), path)
+
+
+def suite_entries(data: Any, path: str) -> list[tuple[str, str, ConvProblem]]:
+    """(family, name, problem) for every entry of a parsed suite file."""
     if not isinstance(data, dict):
         raise CliError("--suite", f"{path!r}: expected a JSON object with lists under {', '.join(SUITE_FAMILIES)}")
     entries: list[tuple[str, str, ConvProblem]] = []

@@ -311,20 +311,14 @@ def batch_body(args: argparse.Namespace) -> dict[str, Any]:
 def load_problems(path: str) -> list[ConvProblem]:
     """The problems of a suite file (``benchmarks/suites/public.json`` format) or of a JSON list of problem
     keys / field objects."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise InvalidInput("FILE", f"cannot read {path!r}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInput("FILE", f"{path!r} is not valid JSON: {exc}") from None
-    if isinstance(data, dict):
-        from convtune.cli import CliError, load_suite
+    from convtune.cli import CliError, read_json, suite_entries
 
-        try:
-            return [problem for _, _, problem in load_suite(path)]
-        except CliError as exc:
-            raise InvalidInput("FILE", str(exc)) from None
+    try:
+        data = read_json(path, "FILE")
+        if isinstance(data, dict):
+            return [problem for _, _, problem in suite_entries(data, path)]
+    except CliError as exc:
+        raise InvalidInput("FILE", str(exc).removeprefix("FILE: ")) from None
     if not isinstance(data, list) or not data:
         raise InvalidInput("FILE", f"{path!r}: expected a suite object or a non-empty list of problems")
     problems = []
