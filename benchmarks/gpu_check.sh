@@ -5,6 +5,8 @@
 #     vs_cudnn  benchmarks/vs_cudnn.py (best of the model's top configs vs cuDNN, same run)
 #     sample    benchmarks/space_sample.py (uniform sample of the unpruned direct space on 3 shapes)
 #     tune      `convtune tune` on every public conv2d shape (budget $TUNE_BUDGET_S s each) + cuDNN
+#     retime    benchmarks/retime.py: the tuned and brute-force configs of $OUT/tune_suite.json, interleaved
+#     batch     benchmarks/serve_batch.py: `convtune serve` + POST /v1/batches {"preset": $BATCH_PRESET}
 # Python packages missing on the host (optuna, sqlalchemy, ...) come as wheels in .whl/
 # (../shared/tools/device-wheels); they are installed first when present.
 set -uo pipefail
@@ -31,6 +33,12 @@ for step in "$@"; do
     tune)
         python3 benchmarks/tune_suite.py --out "$OUT" --budget-s "${TUNE_BUDGET_S:-60}" ${TUNE_ARGS:-} 2>&1 \
             | tee "$OUT/tune_suite.log" | tail -25 ;;
+    retime)
+        python3 benchmarks/retime.py --pairs-from "$OUT/tune_suite.json" --out "$OUT" 2>&1 \
+            | tee "$OUT/retime.log" | tail -15 ;;
+    batch)
+        python3 benchmarks/serve_batch.py --preset "${BATCH_PRESET:-resnet18}" --budget-s "${BATCH_BUDGET_S:-25}" \
+            --out "$OUT/batch_${BATCH_PRESET:-resnet18}" 2>&1 | tee "$OUT/serve_batch.log" | tail -20 ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
 done
