@@ -45,6 +45,7 @@ def main() -> int:
     ap.add_argument("--reference-dir", default="benchmarks/results", help="where vs_cudnn.json etc. are")
     ap.add_argument("--budget-s", type=float, default=60.0)
     ap.add_argument("--budget-trials", type=int, default=200)
+    ap.add_argument("--patience", type=int, default=60, help="stop after this many trials without improvement")
     ap.add_argument("--db", default="sqlite:////tmp/convtune-tune-suite.db")
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
@@ -56,7 +57,8 @@ def main() -> int:
     for entry in entries:
         problem = ConvProblem.from_mapping(entry)
         argv = ["tune", *problem.key().split(), "--backend", "gpu", "--json", "--db", args.db,
-                "--budget-s", str(args.budget_s), "--budget-trials", str(args.budget_trials)]
+                "--budget-s", str(args.budget_s), "--budget-trials", str(args.budget_trials),
+                "--patience", str(args.patience)]
         buf = io.StringIO()
         t0 = time.perf_counter()
         with contextlib.redirect_stdout(buf):
@@ -76,7 +78,8 @@ def main() -> int:
               f" {summary['trials']} trials, {wall:.0f} s, stop: {summary['stop_reason']}", file=sys.stderr)
         (out / "tune_suite.json").write_text(json.dumps(rows, indent=1))
     lines = [f"# `convtune tune` on the public conv2d suite — {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC", "",
-             f"Budget {args.budget_s:g} s per shape (wall includes pruning, worker start and cuDNN timing). "
+             f"Budget {args.budget_s:g} s / {args.budget_trials} trials per shape, patience {args.patience} "
+             "trials (wall includes pruning, worker start and cuDNN timing). "
              "Brute force = the best measured of the committed exhaustive runs (vs_cudnn.json: the model's "
              "top configs; space_sample.json: a uniform sample of the whole space). ratio = tuned / brute force "
              "(≤ 1.03 is within 3%).", "",
