@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
                                   stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(300):
+            if server.poll() is not None:
+                raise RuntimeError(f"the server exited with status {server.returncode} (see serve.log)")
             try:
                 if http("GET", f"{base}/healthz", timeout_s=2)[0] == 200:
                     break
