@@ -38,7 +38,7 @@ for step in "$@"; do
             | tee "$OUT/retime.log" | tail -15 ;;
     batch)
         python3 benchmarks/serve_batch.py --preset "${BATCH_PRESET:-resnet18}" --budget-s "${BATCH_BUDGET_S:-25}" \
-            --out "$OUT/batch_${BATCH_PRESET:-resnet18}" 2>&1 | tee "$OUT/serve_batch.log" | tail -20 ;;
+            --out "$OUT/batch_${BATCH_PRESET:-resnet18}" --db /tmp/convtune-service.db 2>&1 | tee "$OUT/serve_batch.log" | tail -20 ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
 done

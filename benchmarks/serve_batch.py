@@ -65,12 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--timeout-s", type=float, default=540.0, help="give up waiting for the batch after this")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--db", type=Path, default=None,
+                    help="SQLite file of the server (default: service.db under --out)")
     args = ap.parse_args(argv)
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    db_path = out / "service.db"
-    for stale in out.glob("service.db*"):
+    db_path = args.db or out / "service.db"
+    for stale in db_path.parent.glob(db_path.name + "*"):
         stale.unlink()
     env = dict(os.environ, CONVTUNE_DATABASE_URL=f"sqlite:///{db_path}")
     cli = [sys.executable, "-c", "import sys; from convtune.cli import main; sys.exit(main())"]
@@ -124,7 +126,23 @@ def main(argv: list[str] | None = None) -> int:
             server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             server.kill()
+    pack(out)
     return 0
+
+
+def pack(out: Path) -> None:
+    """Few files for the trip back from a GPU host: the pages, the per-problem JSON, the metrics and the
+    server log in one tarball (the loose copies are removed)."""
+    import shutil
+    import tarfile
+
+    names = ("problems", "problems.json", "batch_created.json", "metrics.txt", "serve.log")
+    loose = [out / name for name in names if (out / name).exists()]
+    with tarfile.open(out / "browsable.tar.gz", "w:gz") as tar:
+        for path in loose:
+            tar.add(path, arcname=path.name)
+    for path in loose:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def save_browsable(base: str, batch: dict[str, Any], out: Path) -> None:
