@@ -11,7 +11,8 @@ Order of work for ``tune(problem, benchmarker, engine)``:
    before on this device and kernel version is answered from the database, anything else is measured
    by the benchmarker and committed at once (a crash later loses nothing);
 5. the loop stops at the trial budget, the time budget, ``patience`` trials without improvement, an
-   exhausted space, or when the best time is within ``epsilon`` of the bound's floor time;
+   exhausted space, or when the best time is within ``epsilon`` of the bound's floor time; the time
+   budget is checked between compiled batches and never before the first batch is measured;
 6. the best three are re-timed interleaved; among those within ``TIE_TOLERANCE`` of the fastest the
    smallest config key wins (so repeated tuning gives the same answer); best rows (per family and
    overall, scope "*") are upserted with floor time and efficiency.
@@ -203,6 +204,10 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
         elapsed = time.perf_counter() - start
         stop = _stop_reason(result.trials, budget_trials, elapsed, budget_s, since_best, patience, best_ms, floor_s,
                             epsilon)
+        if stop.startswith("time budget") and (pending or result.trials == 0):
+            # a batch already compiled is measured (milliseconds per config, after seconds of nvcc), and the
+            # first batch always is: a job must not end with nothing measured because start-up ate its budget
+            stop = ""
         if not stop and stop_at_ms is not None and best_ms <= stop_at_ms:
             stop = f"target time {stop_at_ms:g} ms reached"
         if not stop and not pending:

@@ -11,7 +11,7 @@ from convtune.storage import repository as repo
 from convtune.storage import session_scope
 from convtune.tuner.benchmark import ReplayBenchmarker
 from convtune.tuner.prune import Candidate
-from convtune.tuner.tune import _stop_reason, tune
+from convtune.tuner.tune import BATCH, _stop_reason, tune
 
 
 def _finished_with(engine: Engine, run_id: int, reason: str, trials: int) -> None:
@@ -26,16 +26,39 @@ def test_trial_budget(sqlite_engine: Engine, replay: ReplayBenchmarker) -> None:
     _finished_with(sqlite_engine, result.run_id, result.stop_reason, 3)
 
 
-def test_time_budget(sqlite_engine: Engine, replay: ReplayBenchmarker) -> None:
-    """Pruning alone outlasts a tiny budget: nothing is measured, the run still finishes cleanly."""
+def test_time_budget_measures_the_first_trial(sqlite_engine: Engine, replay: ReplayBenchmarker) -> None:
+    """Pruning alone outlasts a tiny budget; the first trial is measured all the same (a job never ends
+    with nothing measured because start-up ate its budget), then the budget stops the run cleanly."""
     result = tune(PROBLEM, replay, sqlite_engine, budget_s=1e-6)
-    assert result.trials == 0 and replay.measured == []
+    assert result.trials == 1 and len(replay.measured) == 1
     assert result.stop_reason == "time budget (1e-06 s) reached"
-    assert result.best_config is None and result.time_ms is None and result.floor_ms > 0
-    _finished_with(sqlite_engine, result.run_id, result.stop_reason, 0)
+    assert result.best_config is not None and result.time_ms > 0 and result.floor_ms > 0
+    _finished_with(sqlite_engine, result.run_id, result.stop_reason, 1)
     with session_scope(sqlite_engine) as session:
-        assert repo.find_best_config(session, problem_key=PROBLEM) is None
+        assert repo.find_best_config(session, problem_key=PROBLEM) is not None
         assert repo.pruning_stage_counts(session, result.run_id)["kept"] > 0  # decisions are stored all the same
+
+
+class _Prefetching(ReplayBenchmarker):
+    """A replay benchmarker that pretends to pre-compile (as the GPU one does): the loop asks batches."""
+
+    def __init__(self, replay: ReplayBenchmarker) -> None:
+        self.__dict__.update(replay.__dict__)
+        self.prefetched: list[int] = []
+
+    def prefetch(self, problem: object, plans: list[object]) -> None:
+        self.prefetched.append(len(plans))
+
+
+def test_time_budget_measures_a_compiled_batch_whole(sqlite_engine: Engine, replay: ReplayBenchmarker) -> None:
+    """With a pre-compiling benchmarker the budget is checked between batches: the first batch (warm
+    start) is measured whole, and nothing more is asked."""
+    bench = _Prefetching(replay)
+    result = tune(PROBLEM, bench, sqlite_engine, budget_s=1e-6, warm_start=4)
+    assert bench.prefetched == [BATCH]
+    assert result.trials == BATCH == len(bench.measured)
+    assert result.stop_reason == "time budget (1e-06 s) reached"
+    _finished_with(sqlite_engine, result.run_id, result.stop_reason, BATCH)
 
 
 def test_patience(sqlite_engine: Engine, replay: ReplayBenchmarker) -> None:
