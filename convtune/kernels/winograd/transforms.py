@@ -1,0 +1,162 @@
+"""Winograd F(m, r) transform matrices (Cook–Toom, exact fractions), their CUDA code, a float64 model.
+
+1-D correlation of α = m + r − 1 inputs d with r taps g gives m outputs y_i = Σ_k g_k·d_{i+k}; Winograd
+computes it as ``y = Aᵀ · [(G·g) ⊙ (Bᵀ·d)]`` with α multiplications instead of m·r. 2-D (nested):
+``Y = Aᵀ · [(G g Gᵀ) ⊙ (Bᵀ d B)] · A`` per m×m output tile.
+
+Construction (transposition of Toom–Cook polynomial multiplication): evaluate at α − 1 finite points
+a_j and at infinity; with E_n[j, k] = a_j^k (infinity row: 1 at k = n − 1), Lagrange interpolation C
+(columns: the coefficients of L_j(x) = Π_{l≠j}(x − a_l)/f_j, f_j = Π_{l≠j}(a_j − a_l); the infinity
+column: those of Π_l(x − a_l)), linear convolution is ``w = C·[(E_r g) ⊙ (E_m v)]`` and its transpose is
+correlation: ``Aᵀ = E_mᵀ``, ``G = diag(1/f)·E_r``, ``Bᵀ = diag(f)·Cᵀ`` (the 1/f_j moved into G, so Bᵀ is
+integer; Lavin & Gray's convention). Points: F(2,3) uses (0, 1, −1) (Lavin & Gray), F(4,3) uses
+(0, −1, 1, ½, −2), which Barabasz et al. (arXiv 1803.10986) found about twice as accurate in fp32 as
+Lavin's (0, 1, −1, 2, −2).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import cache
+
+import numpy as np
+
+#: the evaluation points per output tile size m (r = 3)
+POINTS: dict[int, tuple[Fraction, ...]] = {
+    2: (Fraction(0), Fraction(1), Fraction(-1)),
+    4: (Fraction(0), Fraction(-1), Fraction(1), Fraction(1, 2), Fraction(-2)),
+}
+
+Matrix = tuple[tuple[Fraction, ...], ...]
+
+
+def _poly_from_roots(roots: list[Fraction]) -> list[Fraction]:
+    """Coefficients (ascending powers) of Π (x − root)."""
+    coeffs = [Fraction(1)]
+    for root in roots:
+        shifted = [Fraction(0), *coeffs]              # x · p(x)
+        coeffs = [s - root * c for s, c in zip(shifted, [*coeffs, Fraction(0)], strict=True)]
+    return coeffs
+
+
+@cache
+def cook_toom(m: int, r: int = 3) -> tuple[Matrix, Matrix, Matrix]:
+    """(Aᵀ (m×α), G (α×r), Bᵀ (α×α)) as exact fractions for F(m, r); see the module docstring."""
+    if m not in POINTS or r != 3:
+        raise ValueError(f"F({m},{r}) is not provided: m in {sorted(POINTS)}, r = 3")
+    points = list(POINTS[m])
+    alpha = m + r - 1
+    if len(points) != alpha - 1:
+        raise ValueError(f"F({m},{r}) needs {alpha - 1} finite points, got {len(points)}")
+
+    def evaluation(n: int) -> list[list[Fraction]]:
+        rows = [[a ** k for k in range(n)] for a in points]
+        rows.append([Fraction(1 if k == n - 1 else 0) for k in range(n)])   # the point at infinity
+        return rows
+
+    f = [Fraction(1)] * alpha
+    bt: list[list[Fraction]] = []
+    for j, a in enumerate(points):
+        others = [b for i, b in enumerate(points) if i != j]
+        for b in others:
+            f[j] *= a - b
+        bt.append([*_poly_from_roots(others), Fraction(0)])      # f_j·L_j(x): degree α − 2
+    bt.append(_poly_from_roots(points))                          # Π (x − a_l): degree α − 1
+    em, er = evaluation(m), evaluation(r)
+    at = tuple(tuple(em[j][i] for j in range(alpha)) for i in range(m))
+    g = tuple(tuple(er[j][k] / f[j] for k in range(r)) for j in range(alpha))
+    return at, g, tuple(tuple(row) for row in bt)
+
+
+@cache
+def matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Aᵀ, G, Bᵀ) as float64 arrays."""
+    return tuple(np.array([[float(v) for v in row] for row in mat]) for mat in cook_toom(m, r))  # type: ignore
+
+
+# ---- CUDA code ------------------------------------------------------------------------------------------
+def _literal(v: Fraction) -> str:
+    if v.denominator == 1:
+        return f"{v.numerator}.0f"
+    return f"({v.numerator}.0f / {v.denominator}.0f)"   # folded by the compiler to the nearest float
+
+
+def _combination(row: tuple[Fraction, ...], term: str) -> str:
+    """C text of Σ row[k]·term(k), skipping zeros and writing ±1 as adds and subtracts."""
+    parts: list[str] = []
+    for k, v in enumerate(row):
+        if v == 0:
+            continue
+        x = term.format(k=k)
+        sign = "-" if v < 0 else "+"
+        mag = abs(v)
+        text = x if mag == 1 else f"{_literal(mag)} * {x}"
+        parts.append(f"{sign} {text}" if parts or sign == "-" else text)
+    return " ".join(parts) if parts else "0.0f"
+
+
+def transform_code(name: str, left: Matrix, n_in: int) -> str:
+    """A device function ``name(in[n_in][n_in], out[rows][rows])``: out = left · in · leftᵀ, unrolled.
+
+    The two 1-D passes are written out (no multiplications by 0 or ±1 remain), so the cost is the
+    transform's own adds; the compiler cannot drop ``x·0`` itself under IEEE rules.
+    """
+    rows = len(left)
+    lines = [f"__device__ __forceinline__ void {name}(const float (&in)[{n_in}][{n_in}], "
+             f"float (&out)[{rows}][{rows}]) {{", f"  float t[{rows}][{n_in}];"]
+    for i in range(rows):
+        for j in range(n_in):
+            lines.append(f"  t[{i}][{j}] = {_combination(left[i], 'in[{k}][' + str(j) + ']')};")
+    for i in range(rows):
+        for j in range(rows):
+            lines.append(f"  out[{i}][{j}] = {_combination(left[j], 't[' + str(i) + '][{k}]')};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@cache
+def device_code(m: int) -> str:
+    """The input transform ``wino_input_transform`` (V = Bᵀ d B) and the output transform
+    ``wino_output_transform`` (Y = Aᵀ M A) of F(m, 3) as CUDA device functions."""
+    at, _, bt = cook_toom(m)
+    alpha = m + 2
+    return (f"// F({m}x{m},3x3), points {', '.join(str(p) for p in POINTS[m])} (generated by transforms.py)\n"
+            + transform_code("wino_input_transform", bt, alpha)
+            + transform_code("wino_output_transform", at, alpha))
+
+
+# ---- float64 model of the dataflow ---------------------------------------------------------------------
+def filter_transform(w: np.ndarray, m: int) -> np.ndarray:
+    """w (K, C, 3, 3) -> U (α², C, K), float64: U[ξ·α+ν, c, k] = (G g_kc Gᵀ)[ξ, ν]."""
+    _, g, _ = matrices(m)
+    u = np.einsum("ar,kcrs,bs->abck", g, np.asarray(w, dtype=np.float64), g)
+    alpha = m + 2
+    return u.reshape(alpha * alpha, w.shape[1], w.shape[0])
+
+
+def winograd_conv2d_numpy(x: np.ndarray, w: np.ndarray, m: int, pad_h: int, pad_w: int) -> np.ndarray:
+    """Stride-1 3×3 convolution by F(m×m, 3×3) tiles in float64, the fused kernel's dataflow:
+    x (N, C, H, W), w (K, C, 3, 3) -> y (N, K, P, Q), P = H + 2·pad_h − 2, Q = W + 2·pad_w − 2.
+
+    Each m×m output tile reads the α×α input window at (tp·m − pad_h, tq·m − pad_w), zero outside the
+    image; tiles overhanging P or Q are computed and cropped.
+    """
+    at, _, bt = matrices(m)
+    alpha = m + 2
+    n, c, h, wd = x.shape
+    k = w.shape[0]
+    p, q = h + 2 * pad_h - 2, wd + 2 * pad_w - 2
+    tp, tq = -(-p // m), -(-q // m)
+    padded = np.zeros((n, c, tp * m + 2, tq * m + 2))
+    src = np.asarray(x, dtype=np.float64)
+    hh, ww = min(h, tp * m + 2 - pad_h), min(wd, tq * m + 2 - pad_w)
+    padded[:, :, pad_h:pad_h + hh, pad_w:pad_w + ww] = src[:, :, :hh, :ww]
+    # windows[n, c, i, j, a, b] = padded[n, c, i·m + a, j·m + b]
+    idx_h = (np.arange(tp) * m)[:, None] + np.arange(alpha)[None, :]
+    idx_w = (np.arange(tq) * m)[:, None] + np.arange(alpha)[None, :]
+    windows = padded[:, :, idx_h[:, None, :, None], idx_w[None, :, None, :]]
+    v = np.einsum("xa,ncijab,yb->xyncij", bt, windows, bt).reshape(alpha * alpha, n, c, tp, tq)
+    u = filter_transform(w, m)
+    mm = np.einsum("fck,fncij->fnkij", u, v).reshape(alpha, alpha, n, k, tp, tq)
+    y = np.einsum("ia,abnkst,jb->nksitj", at, mm, at).reshape(n, k, tp * m, tq * m)
+    return y[:, :, :p, :q]
