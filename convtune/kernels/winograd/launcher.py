@@ -179,11 +179,20 @@ def plan(problem: ConvProblem, config: WinogradFwdConfig, machine: MachineModel 
     if regs > MAX_REGS:
         raise InvalidConfig("thread_k", f"~{regs} registers per thread (accumulators α²·TN·TK = {c.accumulators}) "
                                         f"exceed {MAX_REGS}")
-    if machine is not None and smem_bytes > machine.smem_per_block_bytes:
-        raise InvalidConfig("chunk_c", f"{smem_bytes} B of shared memory exceed the "
-                                       f"{machine.smem_per_block_bytes} B per block of {machine.name}")
+    if machine is not None:
+        if smem_bytes > machine.smem_per_block_bytes:
+            raise InvalidConfig("chunk_c", f"{smem_bytes} B of shared memory exceed the "
+                                           f"{machine.smem_per_block_bytes} B per block of {machine.name}")
+        if c.threads * round_regs(regs) > machine.regs_per_sm:
+            raise InvalidConfig("threads", f"{c.threads} threads × ~{round_regs(regs)} registers exceed the "
+                                           f"{machine.regs_per_sm} registers of an SM")
     return WinogradFwdPlan(p, c, tiles_p, tiles_q, tiles, cp_, kp, c.tile_n * c.chunk_c // c.threads, smem_bytes,
                            regs)
+
+
+def round_regs(regs: int) -> int:
+    """Registers are allocated per thread in units of 8."""
+    return -(-regs // 8) * 8
 
 
 def _span_inside(start: int, length: int, extent: int) -> int:
