@@ -178,8 +178,12 @@ def cupy_module() -> Any:
     return cupy
 
 
-def load_kernel(text: str, entry: str) -> LoadedKernel:
-    """Compile (or fetch from cache) ``entry`` of self-contained CUDA ``text`` for the current device.
+DEFAULT_DYNAMIC_SMEM_BYTES = 48 * 1024  # what a launch may use without opting in
+
+
+def load_kernel(text: str, entry: str, dynamic_smem_bytes: int = 0) -> LoadedKernel:
+    """Compile (or fetch from cache) ``entry`` of self-contained CUDA ``text`` for the current device;
+    a kernel launched with more than 48 KiB of dynamic shared memory is opted in to ``dynamic_smem_bytes``.
 
     Raises:
         CompileError: NVRTC rejected the source (log in the message).
@@ -192,7 +196,7 @@ def load_kernel(text: str, entry: str) -> LoadedKernel:
     with _lock:
         hit = _loaded.get(key)
     if hit is not None:
-        return hit
+        return _allow_dynamic_smem(hit, dynamic_smem_bytes)
     start = time.perf_counter()
     cubin_dir = os.environ.get("CONVTUNE_CUBIN_DIR")
     arch = "sm_{}{}".format(*cp.cuda.Device().compute_capability)
@@ -211,4 +215,10 @@ def load_kernel(text: str, entry: str) -> LoadedKernel:
     loaded = LoadedKernel(function, entry, digest, resources, time.perf_counter() - start)
     with _lock:
         _loaded[key] = loaded
-    return loaded
+    return _allow_dynamic_smem(loaded, dynamic_smem_bytes)
+
+
+def _allow_dynamic_smem(kernel: LoadedKernel, dynamic_smem_bytes: int) -> LoadedKernel:
+    if dynamic_smem_bytes > DEFAULT_DYNAMIC_SMEM_BYTES:
+        kernel.function.max_dynamic_shared_size_bytes = dynamic_smem_bytes
+    return kernel

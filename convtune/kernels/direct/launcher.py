@@ -27,6 +27,7 @@ from typing import Any
 from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels.compile import LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.config import KernelConfig
+from convtune.kernels.launch_geometry import round_regs, span_inside
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -234,20 +235,11 @@ def plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | 
                          tiles_p, tiles_q, -(-p.K // c.tile_k), -(-chunks // c.splits), smem_bytes, regs, min_blocks)
 
 
-def round_regs(regs: int) -> int:
-    """Registers are allocated per thread in units of 8."""
-    return -(-regs // 8) * 8
-
-
 # ---- analytic traffic ---------------------------------------------------------------------------------
-def _span_inside(start: int, length: int, extent: int) -> int:
-    return max(0, min(start + length, extent) - max(start, 0))
-
-
 def traffic_words(pl: DirectFwdPlan) -> dict[str, int]:
     """Words loaded/stored by the kernel per the formula in the module docstring."""
     p, c = pl.problem, pl.config
-    rows = sum(_span_inside(tp * c.tile_h * p.stride_h - p.pad_h, pl.patch_h, p.H) for tp in range(pl.tiles_p))
+    rows = sum(span_inside(tp * c.tile_h * p.stride_h - p.pad_h, pl.patch_h, p.H) for tp in range(pl.tiles_p))
     cols = 0
     for tq in range(pl.tiles_q):
         iw0 = tq * c.tile_w * p.stride_w - p.pad_w
@@ -255,7 +247,7 @@ def traffic_words(pl: DirectFwdPlan) -> dict[str, int]:
             base = (iw0 // 4) * 4
             cols += 4 * sum(1 for j in range(pl.patch_pitch // 4) if 0 <= base + 4 * j < p.W)
         else:
-            cols += _span_inside(iw0, pl.patch_w, p.W)
+            cols += span_inside(iw0, pl.patch_w, p.W)
     k_words = sum(min(c.tile_k, pl.kp - kt * c.tile_k) for kt in range(pl.k_tiles))
     out = p.output_elements
     return {
@@ -276,10 +268,7 @@ def onchip_words(pl: DirectFwdPlan) -> int:
 
 # ---- launching ----------------------------------------------------------------------------------------
 def compile_plan(pl: DirectFwdPlan) -> LoadedKernel:
-    kernel = load_kernel(pl.source(), ENTRY)
-    if pl.smem_bytes > 48 * 1024:
-        kernel.function.max_dynamic_shared_size_bytes = pl.smem_bytes
-    return kernel
+    return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
 
 
 @cache

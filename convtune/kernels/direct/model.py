@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from convtune.kernels.direct.launcher import DirectFwdPlan, round_regs, total_traffic_words
+from convtune.kernels.direct.launcher import DirectFwdPlan, total_traffic_words
+from convtune.kernels.launch_geometry import round_regs
 from convtune.machine import MachineModel
 
 L2_OVER_DRAM_BANDWIDTH = 2.5

@@ -26,6 +26,7 @@ from typing import Any
 from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels.compile import LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.config import KernelConfig
+from convtune.kernels.launch_geometry import round_regs, span_inside
 from convtune.kernels.winograd.transforms import POINTS, device_code, matrices
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -118,11 +119,6 @@ def _family_source(m: int) -> str:
     return device_code(m) + expand_includes((KERNELS_DIR / SOURCE).read_text())
 
 
-def family_source_all() -> str:
-    """The text whose hash is the kernel version: the .cu with includes plus every m's transforms."""
-    return "".join(device_code(m) for m in sorted(POINTS)) + _family_source(min(POINTS))
-
-
 def regs_estimate(config: WinogradFwdConfig) -> int:
     """Registers per thread ≈ accumulators + live input windows (stages = 2) + TK + TN + 40 for
     addresses and loop state. An estimate until ptxas counts measured on the GPU replace it."""
@@ -190,20 +186,11 @@ def plan(problem: ConvProblem, config: WinogradFwdConfig, machine: MachineModel 
                            regs)
 
 
-def round_regs(regs: int) -> int:
-    """Registers are allocated per thread in units of 8."""
-    return -(-regs // 8) * 8
-
-
-def _span_inside(start: int, length: int, extent: int) -> int:
-    return max(0, min(start + length, extent) - max(start, 0))
-
-
 def traffic_words(pl: WinogradFwdPlan) -> dict[str, int]:
     """Words loaded/stored by the kernel per the formula in the module docstring."""
     p, c = pl.problem, pl.config
-    rows = sum(_span_inside(tp * c.m - p.pad_h, c.alpha, p.H) for tp in range(pl.tiles_p))
-    cols = sum(_span_inside(tq * c.m - p.pad_w, c.alpha, p.W) for tq in range(pl.tiles_q))
+    rows = sum(span_inside(tp * c.m - p.pad_h, c.alpha, p.H) for tp in range(pl.tiles_p))
+    cols = sum(span_inside(tq * c.m - p.pad_w, c.alpha, p.W) for tq in range(pl.tiles_q))
     return {
         "input": (pl.kp // c.tile_k) * p.N * p.C * rows * cols,
         "filter": pl.grid[0] * c.alpha ** 2 * pl.cp * pl.kp,
@@ -222,10 +209,7 @@ def onchip_words(pl: WinogradFwdPlan) -> int:
 
 # ---- launching ----------------------------------------------------------------------------------------
 def compile_plan(pl: WinogradFwdPlan) -> LoadedKernel:
-    kernel = load_kernel(pl.source(), ENTRY)
-    if pl.smem_bytes > 48 * 1024:
-        kernel.function.max_dynamic_shared_size_bytes = pl.smem_bytes
-    return kernel
+    return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
 
 
 def transform_filters(w: Any, m: int, cp_: int, kp: int, out: Any | None = None) -> Any:
