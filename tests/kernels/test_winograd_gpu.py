@@ -9,9 +9,7 @@ rounding): relative error ≤ 1e-4 for m = 2, ≤ 1e-3 for m = 4.
 
 from __future__ import annotations
 
-import os
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,29 +76,10 @@ def _cases() -> list:
 CASES = _cases()
 
 
-@pytest.fixture(scope="module")
-def machine():
-    from convtune.kernels.ops import device_machine
-
-    return device_machine(0)
-
-
 @pytest.fixture(scope="module", autouse=True)
-def precompiled(machine, tmp_path_factory):
+def precompiled(machine, cubin_cache) -> None:
     """Compile every distinct kernel of this module with nvcc in parallel before the first test."""
-    from convtune.kernels.compile import nvcc_available, precompile
-
-    if not nvcc_available():
-        yield
-        return
-    out = Path(os.environ.get("CONVTUNE_CUBIN_DIR") or tmp_path_factory.mktemp("cubins"))
-    texts = sorted({plan(p.values[0], p.values[1], machine).source() for p in CASES})
-    precompile(texts, machine.arch, out, jobs=os.cpu_count() or 4)
-    old = os.environ.get("CONVTUNE_CUBIN_DIR")
-    os.environ["CONVTUNE_CUBIN_DIR"] = str(out)
-    yield
-    if old is None:
-        os.environ.pop("CONVTUNE_CUBIN_DIR", None)
+    cubin_cache(plan(p.values[0], p.values[1], machine).source() for p in CASES)
 
 
 @pytest.mark.parametrize("m", sorted(CONFIGS))
