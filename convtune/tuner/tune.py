@@ -202,12 +202,10 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
 
     while True:
         elapsed = time.perf_counter() - start
+        # a batch already compiled is measured (milliseconds per config, after seconds of nvcc), and the
+        # first batch always is: a job must not end with nothing measured because start-up ate its budget
         stop = _stop_reason(result.trials, budget_trials, elapsed, budget_s, since_best, patience, best_ms, floor_s,
-                            epsilon)
-        if stop.startswith("time budget") and (pending or result.trials == 0):
-            # a batch already compiled is measured (milliseconds per config, after seconds of nvcc), and the
-            # first batch always is: a job must not end with nothing measured because start-up ate its budget
-            stop = ""
+                            epsilon, time_may_stop=not pending and result.trials > 0)
         if not stop and stop_at_ms is not None and best_ms <= stop_at_ms:
             stop = f"target time {stop_at_ms:g} ms reached"
         if not stop and not pending:
@@ -271,10 +269,10 @@ def _ask_batch(study: optuna.Study, space: ConfigSpace, evaluated: set[str],
 
 
 def _stop_reason(trials: int, budget_trials: int, elapsed: float, budget_s: float, since_best: int, patience: int,
-                 best_ms: float, floor_s: float, epsilon: float) -> str:
+                 best_ms: float, floor_s: float, epsilon: float, *, time_may_stop: bool = True) -> str:
     if trials >= budget_trials:
         return f"trial budget ({budget_trials}) reached"
-    if elapsed >= budget_s:
+    if time_may_stop and elapsed >= budget_s:
         return f"time budget ({budget_s:g} s) reached"
     if since_best >= patience:
         return f"no improvement in {patience} trials"
