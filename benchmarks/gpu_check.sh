@@ -6,6 +6,7 @@
 #     sample    benchmarks/space_sample.py (uniform sample of the unpruned direct space on 3 shapes)
 #     tune      `convtune tune` on every public conv2d shape (budget $TUNE_BUDGET_S s each) + cuDNN
 #     retime    benchmarks/retime.py: the tuned and brute-force configs of $OUT/tune_suite.json, interleaved
+#     wsweep    benchmarks/winograd_sweep.py: sampled fused-Winograd configs per 3×3 stride-1 shape vs cuDNN
 #     batch     benchmarks/serve_batch.py: `convtune serve` + POST /v1/batches {"preset": $BATCH_PRESET}
 # Python packages missing on the host (optuna, sqlalchemy, ...) come as wheels in .whl/
 # (../shared/tools/device-wheels); they are installed first when present.
@@ -36,6 +37,8 @@ for step in "$@"; do
     retime)
         python3 benchmarks/retime.py --pairs-from "$OUT/tune_suite.json" --out "$OUT" 2>&1 \
             | tee "$OUT/retime.log" | tail -15 ;;
+    wsweep)
+        python3 benchmarks/winograd_sweep.py --out "$OUT" ${WSWEEP_ARGS:-} 2>&1 | tee "$OUT/winograd_sweep.log" | tail -14 ;;
     batch)
         python3 benchmarks/serve_batch.py --preset "${BATCH_PRESET:-resnet18}" --budget-s "${BATCH_BUDGET_S:-25}" \
             --out "$OUT/batch_${BATCH_PRESET:-resnet18}" --db /tmp/convtune-service.db 2>&1 | tee "$OUT/serve_batch.log" | tail -20 ;;

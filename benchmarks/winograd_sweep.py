@@ -1,0 +1,153 @@
+"""Winograd F(m×m,3×3) configurations vs cuDNN on the GPU, per 3×3 stride-1 conv2d entry of a suite file.
+
+For each shape: a seeded uniform sample of ``--per-shape`` valid fused-Winograd configurations (both m),
+pre-compiled with nvcc in parallel (a cubin depends on the config only, so shapes share them). Each is
+verified once against the float64 GPU reference (output poisoned with NaN first; tolerance 1e-4 for
+m = 2, 1e-3 for m = 4) and timed with the shared protocol (rotating buffer sets > 2× L2, median of
+CUDA-event timings). cuDNN fp32 (``allow_tf32=False``, ``cudnn.benchmark=True``) is timed in the same
+run on the same inputs.
+
+Writes ``winograd_sweep.json`` (every candidate measured) and ``winograd_sweep.md`` under ``--out``.
+
+    python benchmarks/winograd_sweep.py --out benchmarks/results --per-shape 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import cupy as cp
+
+from convtune.cli import load_suite
+from convtune.errors import CompileError, LaunchError
+from convtune.kernels.compile import precompile
+from convtune.kernels.ops import device_machine
+from convtune.kernels.reference import conv2d_reference_gpu, relative_error
+from convtune.kernels.timing import rotation_sets, time_launches
+from convtune.kernels.winograd import launcher
+from convtune.kernels.winograd.space import enumerate_plans
+from convtune.problem import ConvProblem
+
+TOLERANCE = {2: 1e-4, 4: 1e-3}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vs_cudnn import time_cudnn  # noqa: E402
+
+
+def suite_problems(path: str, only: list[str] | None) -> list[tuple[str, ConvProblem]]:
+    """(name, problem) of every conv2d entry the Winograd family can run."""
+    return [(name, p) for family, name, p in load_suite(path)
+            if family == "conv2d" and (not only or name in only) and launcher.applies(p) is None]
+
+
+def sample_plans(problem: ConvProblem, machine, k: int, seed: int) -> tuple[list, int]:
+    plans = list(enumerate_plans(problem, machine))
+    rng = random.Random(seed)
+    return (plans if len(plans) <= k else rng.sample(plans, k)), len(plans)
+
+
+def bench_shape(name: str, problem: ConvProblem, plans: list, machine, reps: int) -> dict:
+    rng = cp.random.default_rng(11)
+    p = problem
+    sets = rotation_sets(4 * (p.input_elements + p.output_elements), machine.l2_bytes)
+    xs = [rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32) for _ in range(sets)]
+    ys = [cp.empty((p.N, p.K, p.P, p.Q), dtype=cp.float32) for _ in range(sets)]
+    w = rng.standard_normal((p.K, p.C, 3, 3), dtype=cp.float32)
+    ref = conv2d_reference_gpu(xs[0], w, padding=(p.pad_h, p.pad_w))
+    u_cache: dict[tuple[int, int, int], object] = {}
+    rows = []
+    for pl in plans:
+        c = pl.config
+        row = {"config": c.key(), "m": c.m, "smem_bytes": pl.smem_bytes, "blocks": pl.blocks,
+               "threads": c.threads, "regs_estimate": pl.regs_estimate}
+        try:
+            kernel = launcher.compile_plan(pl)
+        except CompileError as exc:
+            row.update(status="compile_error", error=str(exc)[:300])
+            rows.append(row)
+            continue
+        row.update(regs=kernel.resources.num_regs, local_bytes=kernel.resources.local_bytes)
+        key = (c.m, pl.cp, pl.kp)
+        if key not in u_cache:
+            u_cache[key] = launcher.transform_filters(w, c.m, pl.cp, pl.kp)
+        u = u_cache[key]
+        try:
+            ys[0].fill(cp.nan)
+            launcher.launch(pl, kernel, xs[0], u, ys[0])
+            cp.cuda.get_current_stream().synchronize()
+        except (LaunchError, cp.cuda.driver.CUDADriverError) as exc:
+            row.update(status="launch_error", error=str(exc)[:300])
+            rows.append(row)
+            continue
+        err = relative_error(ys[0], ref)
+        row["rel_error"] = err
+        if not err <= TOLERANCE[c.m]:
+            row["status"] = "wrong"
+            rows.append(row)
+            continue
+        t = time_launches(lambda i, pl=pl, kernel=kernel, u=u: launcher.launch(pl, kernel, xs[i], u, ys[i]),
+                          sets=sets, warmup=2, reps=reps)
+        row.update(status="ok", **t.to_dict())
+        rows.append(row)
+    cudnn_ms = time_cudnn(xs, w, p, "fp32")
+    ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["median_ms"])
+    best = ok[0] if ok else None
+    return {"name": name, "problem": p.key(), "sampled": len(plans), "verified": len(ok),
+            "cudnn_fp32_ms": cudnn_ms, "best": best,
+            "speedup_vs_cudnn_fp32": cudnn_ms / best["median_ms"] if best else None, "candidates": rows}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", default="benchmarks/suites/public.json")
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--per-shape", type=int, default=120)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=3)
+    args = ap.parse_args()
+    machine = device_machine(0)
+    shapes = suite_problems(args.suite, args.only)
+    sampled = {}
+    for name, p in shapes:
+        sampled[name] = sample_plans(p, machine, args.per_shape, args.seed)
+    t0 = time.time()
+    texts = sorted({pl.source() for plans, _ in sampled.values() for pl in plans})
+    if os.environ.get("CONVTUNE_CUBIN_DIR"):
+        results = precompile(texts, machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]), jobs=os.cpu_count() or 8)
+        failed = sum(isinstance(r, CompileError) for r in results.values())
+        print(f"nvcc: {len(texts)} sources in {time.time() - t0:.1f} s ({failed} failed)", flush=True)
+    report = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+              "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "results": []}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["| shape | space | verified | best config | ms | cuDNN fp32 ms | speedup | best m=2 ms | best m=4 ms |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, p in shapes:
+        plans, space = sampled[name]
+        t1 = time.time()
+        r = bench_shape(name, p, plans, machine, args.reps)
+        r["space_size"] = space
+        report["results"].append(r)
+        by_m = {m: min((c["median_ms"] for c in r["candidates"] if c["status"] == "ok" and c["m"] == m),
+                       default=float("nan")) for m in (2, 4)}
+        b = r["best"]
+        line = (f"| {name} | {space} | {r['verified']}/{r['sampled']} | `{b['config'] if b else '-'}` |"
+                f" {b['median_ms'] if b else float('nan'):.4f} | {r['cudnn_fp32_ms']:.4f} |"
+                f" {r['speedup_vs_cudnn_fp32'] or float('nan'):.2f} | {by_m[2]:.4f} | {by_m[4]:.4f} |")
+        lines.append(line)
+        print(line, f"({time.time() - t1:.0f} s)", flush=True)
+        (out / "winograd_sweep.json").write_text(json.dumps(report, indent=1))
+    (out / "winograd_sweep.md").write_text(f"# Fused Winograd sweep — {report['device']}, {report['date']}\n\n"
+                                           + "\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
