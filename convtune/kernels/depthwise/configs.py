@@ -1,0 +1,206 @@
+"""Tuning points of the depthwise kernels: one frozen config class per (variant, path).
+
+1-D causal depthwise (layout (B, C, L), taps (C, K)), five variants, each its own kernel and family
+``depthwise1d_<variant>`` with directions ``fwd``, ``dgrad`` and ``wgrad``:
+
+=========  ==============================================================================================
+naive      one thread per output, batch-fastest thread order (strided loads), every tap from global memory
+coalesced  one thread per output, time-fastest order (contiguous loads), every tap from global memory
+shared     a block stages ``rows`` batch rows of one channel × a ``tile_l`` tile (+ halo) and w[c] in
+           shared memory
+warp       a warp owns whole rows in a private shared-memory slice; ``outputs_per_lane`` × 32 outputs
+           per chunk; wgrad: lanes own taps, warps of a block sum ``rows`` batch rows of one channel
+fast       persistent blocks of ``rows`` × ``lanes_per_row`` threads, each thread ``tile_l`` outputs in
+           registers (register blocking along L), cp.async staging (``vec`` = 4: 16-byte copies),
+           ``stages`` = 2: the next item is copied while this one is computed
+=========  ==============================================================================================
+
+Weight-gradient configs add ``mode``: :data:`MODE_DETERMINISTIC` (1: per-slice partials, then a
+reduction kernel that sums them in a fixed order, bitwise repeatable) or :data:`MODE_ATOMIC` (2: atomic
+adds into a zeroed dw).
+
+2-D depthwise forward (NCHW): family ``depthwise2d_tiled``, see :class:`Dw2dTiledFwdConfig`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from convtune.kernels.config import KernelConfig
+
+MODE_DETERMINISTIC = 1
+MODE_ATOMIC = 2
+MODES = {MODE_DETERMINISTIC: "deterministic", MODE_ATOMIC: "atomic"}
+
+VARIANTS_1D = ("naive", "coalesced", "shared", "warp", "fast")
+PATHS = ("fwd", "dgrad", "wgrad")
+
+
+# ---- naive / coalesced ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _ThreadPerOutput(KernelConfig):
+    threads: int = 256     # threads per block (multiple of 32, ≤ 1024)
+
+
+@dataclass(frozen=True, slots=True)
+class NaiveFwdConfig(_ThreadPerOutput):
+    family = "depthwise1d_naive"
+    direction = "fwd"
+
+
+@dataclass(frozen=True, slots=True)
+class NaiveDgradConfig(_ThreadPerOutput):
+    family = "depthwise1d_naive"
+    direction = "dgrad"
+
+
+@dataclass(frozen=True, slots=True)
+class NaiveWgradConfig(_ThreadPerOutput):
+    family = "depthwise1d_naive"
+    direction = "wgrad"
+
+    mode: int = MODE_DETERMINISTIC
+
+
+@dataclass(frozen=True, slots=True)
+class CoalescedFwdConfig(_ThreadPerOutput):
+    family = "depthwise1d_coalesced"
+    direction = "fwd"
+
+
+@dataclass(frozen=True, slots=True)
+class CoalescedDgradConfig(_ThreadPerOutput):
+    family = "depthwise1d_coalesced"
+    direction = "dgrad"
+
+
+@dataclass(frozen=True, slots=True)
+class CoalescedWgradConfig(_ThreadPerOutput):
+    family = "depthwise1d_coalesced"
+    direction = "wgrad"
+
+    mode: int = MODE_DETERMINISTIC
+
+
+# ---- shared-memory cache-blocked ------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Shared(KernelConfig):
+    rows: int = 8          # RB: batch rows of one channel per block
+    tile_l: int = 64       # T: outputs along L per block
+    threads: int = 128
+
+
+@dataclass(frozen=True, slots=True)
+class SharedFwdConfig(_Shared):
+    family = "depthwise1d_shared"
+    direction = "fwd"
+
+
+@dataclass(frozen=True, slots=True)
+class SharedDgradConfig(_Shared):
+    family = "depthwise1d_shared"
+    direction = "dgrad"
+
+
+@dataclass(frozen=True, slots=True)
+class SharedWgradConfig(_Shared):
+    family = "depthwise1d_shared"
+    direction = "wgrad"
+
+    mode: int = MODE_DETERMINISTIC
+
+
+# ---- warp-tiled -----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Warp(KernelConfig):
+    warps: int = 4             # warps per block
+    outputs_per_lane: int = 2  # V: a chunk is 32·V outputs
+
+
+@dataclass(frozen=True, slots=True)
+class WarpFwdConfig(_Warp):
+    family = "depthwise1d_warp"
+    direction = "fwd"
+
+
+@dataclass(frozen=True, slots=True)
+class WarpDgradConfig(_Warp):
+    family = "depthwise1d_warp"
+    direction = "dgrad"
+
+
+@dataclass(frozen=True, slots=True)
+class WarpWgradConfig(_Warp):
+    family = "depthwise1d_warp"
+    direction = "wgrad"
+
+    rows: int = 64             # RB: batch rows of one channel per block (summed on chip)
+    mode: int = MODE_DETERMINISTIC
+
+
+# ---- fast -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Fast(KernelConfig):
+    rows: int = 128            # RB: rows (b, c) per work item
+    tile_l: int = 48           # TL: outputs per thread, in registers (multiple of 4)
+    lanes_per_row: int = 1     # TPR: threads per row (power of two ≤ 32); a segment is TPR·TL outputs
+    stages: int = 2            # 1, or 2 (copy item k+1 while computing item k)
+    vec: int = 4               # global copy width in floats: 4 (16-byte; needs L % 4 == 0) or 1
+    blocks_per_sm: int = 4     # __launch_bounds__ minimum, and the persistent grid = SMs × blocks_per_sm
+
+    @property
+    def threads(self) -> int:
+        return self.rows * self.lanes_per_row
+
+
+@dataclass(frozen=True, slots=True)
+class FastFwdConfig(_Fast):
+    family = "depthwise1d_fast"
+    direction = "fwd"
+
+
+@dataclass(frozen=True, slots=True)
+class FastDgradConfig(_Fast):
+    family = "depthwise1d_fast"
+    direction = "dgrad"
+
+
+@dataclass(frozen=True, slots=True)
+class FastWgradConfig(_Fast):
+    family = "depthwise1d_fast"
+    direction = "wgrad"
+
+    mode: int = MODE_DETERMINISTIC
+
+
+CONFIG_CLASSES_1D: dict[tuple[str, str], type[KernelConfig]] = {
+    ("naive", "fwd"): NaiveFwdConfig, ("naive", "dgrad"): NaiveDgradConfig, ("naive", "wgrad"): NaiveWgradConfig,
+    ("coalesced", "fwd"): CoalescedFwdConfig, ("coalesced", "dgrad"): CoalescedDgradConfig,
+    ("coalesced", "wgrad"): CoalescedWgradConfig,
+    ("shared", "fwd"): SharedFwdConfig, ("shared", "dgrad"): SharedDgradConfig, ("shared", "wgrad"): SharedWgradConfig,
+    ("warp", "fwd"): WarpFwdConfig, ("warp", "dgrad"): WarpDgradConfig, ("warp", "wgrad"): WarpWgradConfig,
+    ("fast", "fwd"): FastFwdConfig, ("fast", "dgrad"): FastDgradConfig, ("fast", "wgrad"): FastWgradConfig,
+}
+
+
+def variant_of(config: KernelConfig) -> str:
+    """``"naive"`` … ``"fast"`` from a 1-D config's family ``depthwise1d_<variant>``."""
+    return config.family.removeprefix("depthwise1d_")
+
+
+# ---- 2-D ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Dw2dTiledFwdConfig(KernelConfig):
+    """2-D depthwise forward: a block = ``planes`` (n, c) planes × a tile_h × tile_w output tile."""
+
+    family = "depthwise2d_tiled"
+    direction = "fwd"
+
+    tile_h: int = 8
+    tile_w: int = 32
+    outputs_per_thread: int = 4   # VW: consecutive outputs along W per thread (register sliding window)
+    planes: int = 1               # PB: planes per block (small images: several per block)
+
+    @property
+    def threads(self) -> int:
+        return self.planes * self.tile_h * (self.tile_w // self.outputs_per_thread)

@@ -1,0 +1,123 @@
+"""Configuration spaces of the depthwise kernels for one problem and machine.
+
+:func:`enumerate_plans` yields every valid plan of one 1-D (variant, path): the raw grid of parameter
+values below, less what :func:`~convtune.kernels.depthwise.plan1d.plan` rejects (resource limits of the
+machine, shapes the variant cannot take) and tiles far larger than the sequence (a tile ≥ 2·L or a
+chunk of 32·V ≥ 2·L only idles threads). :func:`enumerate_plans_2d` does the same for the 2-D kernel.
+Weight-gradient spaces include both modes; callers that need bitwise-repeatable results keep
+``mode == MODE_DETERMINISTIC``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+
+from convtune.errors import InvalidConfig
+from convtune.kernels.config import KernelConfig
+from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, MODES, PATHS, VARIANTS_1D, Dw2dTiledFwdConfig
+from convtune.kernels.depthwise.plan1d import Depthwise1dPlan, plan
+from convtune.kernels.depthwise.plan2d import Dw2dPlan, applies
+from convtune.kernels.depthwise.plan2d import plan as plan_2d
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+THREADS = (64, 128, 256, 512)
+SHARED_ROWS = (1, 2, 4, 8, 16, 32)
+SHARED_TILE = (16, 32, 64, 128, 256)
+SHARED_THREADS = (64, 128, 256)
+WARPS = (1, 2, 4, 8)
+OUTPUTS_PER_LANE = (1, 2, 4, 8)
+WARP_WGRAD_ROWS = (8, 32, 128, 512)
+FAST_ROWS = (32, 64, 128, 256)
+FAST_TILE = (4, 8, 12, 16, 24, 32, 48, 64)
+FAST_LANES = (1, 2, 4, 8, 16, 32)
+FAST_STAGES = (1, 2)
+FAST_VEC = (1, 4)
+FAST_BLOCKS_PER_SM = (1, 2, 3, 4, 6, 8)
+TILE_2D = ((4, 8), (8, 8), (4, 16), (8, 16), (8, 32), (16, 32), (4, 32), (16, 16))
+VW_2D = (1, 2, 4, 8)
+PLANES_2D = (1, 2, 4, 8)
+
+
+def _with_extent(values: tuple[int, ...], extent: int, multiple: int = 1) -> list[int]:
+    """``values`` up to ``extent``, plus ``extent`` rounded up to ``multiple`` when it is smaller than the largest
+    (a tile exactly as long as the sequence)."""
+    top = -(-extent // multiple) * multiple
+    out = {v for v in values if v <= top}
+    if top < max(values):
+        out.add(top)
+    return sorted(out or {min(values)})
+
+
+def _raw_configs(problem: ConvProblem, variant: str, path: str) -> Iterator[KernelConfig]:
+    cls: Callable[..., KernelConfig] = CONFIG_CLASSES_1D[(variant, path)]
+    p = problem
+    modes = sorted(MODES) if path == "wgrad" else [None]
+
+    def extra(mode: int | None) -> dict[str, int]:
+        return {} if mode is None else {"mode": mode}
+
+    if variant in ("naive", "coalesced"):
+        for threads, mode in itertools.product(THREADS, modes):
+            yield cls(threads=threads, **extra(mode))
+    elif variant == "shared":
+        rows = _with_extent(SHARED_ROWS, p.N)
+        for rb, t, threads, mode in itertools.product(rows, _with_extent(SHARED_TILE, p.W), SHARED_THREADS, modes):
+            yield cls(rows=rb, tile_l=t, threads=threads, **extra(mode))
+    elif variant == "warp":
+        for warps, v, mode in itertools.product(WARPS, OUTPUTS_PER_LANE, modes):
+            if v > 1 and 32 * v >= 2 * p.W:
+                continue
+            if path == "wgrad":
+                for rb in _with_extent(WARP_WGRAD_ROWS, p.N):
+                    yield cls(warps=warps, outputs_per_lane=v, rows=rb, **extra(mode))
+            else:
+                yield cls(warps=warps, outputs_per_lane=v)
+    else:
+        for rb, tl, tpr, stages, vec, bps, mode in itertools.product(
+                FAST_ROWS, _with_extent(FAST_TILE, p.W, 4), FAST_LANES, FAST_STAGES, FAST_VEC, FAST_BLOCKS_PER_SM,
+                modes):
+            if vec == 4 and p.W % 4:
+                continue
+            yield cls(rows=rb, tile_l=tl, lanes_per_row=tpr, stages=stages, vec=vec, blocks_per_sm=bps,
+                      **extra(mode))
+
+
+def enumerate_plans(problem: ConvProblem, machine: MachineModel, variant: str,
+                    path: str) -> Iterator[Depthwise1dPlan]:
+    """Every valid plan of the 1-D ``variant`` (naive … fast) and ``path`` (fwd, dgrad, wgrad)."""
+    if variant not in VARIANTS_1D:
+        raise InvalidConfig("variant", f"{variant!r}: allowed {', '.join(VARIANTS_1D)}")
+    if path not in PATHS:
+        raise InvalidConfig("path", f"{path!r}: allowed {', '.join(PATHS)}")
+    if not problem.causal or problem.dtype != "float32" or problem.dil_w != 1:
+        return
+    for config in _raw_configs(problem, variant, path):
+        try:
+            yield plan(problem, config, machine)
+        except InvalidConfig:
+            continue
+
+
+def plans_enumerator(variant: str, path: str) -> Callable[[ConvProblem, MachineModel], Iterator[Depthwise1dPlan]]:
+    """``enumerate_plans`` bound to one (variant, path): the shape the registry's rows take."""
+    return lambda problem, machine: enumerate_plans(problem, machine, variant, path)
+
+
+def grid_size(problem: ConvProblem, variant: str, path: str) -> int:
+    """Size of the raw parameter grid of one (variant, path) before any validity rule."""
+    return sum(1 for _ in _raw_configs(problem, variant, path))
+
+
+def enumerate_plans_2d(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dPlan]:
+    """Every valid plan of the 2-D tiled forward kernel."""
+    if applies(problem) is not None:
+        return
+    for (th, tw), vw, pb in itertools.product(TILE_2D, VW_2D, PLANES_2D):
+        if tw % vw or (pb > 1 and 2 * th * tw < problem.P * problem.Q):  # several planes: small images only
+            continue
+        try:
+            yield plan_2d(problem, Dw2dTiledFwdConfig(th, tw, vw, pb), machine)
+        except InvalidConfig:
+            continue

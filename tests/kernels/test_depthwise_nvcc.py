@@ -1,0 +1,159 @@
+"""Compile every depthwise kernel with ``nvcc -arch=sm_90 -Xptxas -v`` at representative configs (no GPU needed).
+
+Every 1-D variant × path (× both weight-gradient modes) at the S4ConvD paper shape, the suite's long
+shapes and odd small shapes (K > L, L = 7, C = 3, B = 1, L % 4 ≠ 0), the reduction kernel, and the 2-D
+forward kernel at the public suite's depthwise2d shapes plus stride-2 and 5×5/1×7 corners. Entries are
+renamed and batched per family source into a few CUDA texts compiled in parallel; ptxas must report no
+spills and no stack frame, registers within the ``__launch_bounds__`` cap, no static shared memory (the
+reduction's 2 KiB excepted), and the plans' dynamic shared memory must fit the H200's per-block limit.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from convtune.kernels.compile import KernelResources, expand_includes, nvcc_available, nvcc_compile
+from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, MODE_ATOMIC, Dw2dTiledFwdConfig
+from convtune.kernels.depthwise.plan1d import REDUCE_ENTRY, REDUCE_SOURCE, REDUCE_WARPS, SOURCES, plan
+from convtune.kernels.depthwise.plan2d import SOURCE as SOURCE_2D
+from convtune.kernels.depthwise.plan2d import plan as plan_2d
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH: the compile checks need the "
+                                "CUDA toolkit (no GPU needed)")
+
+H200 = MachineModel.preset("h200")
+H200_SMEM_LIMIT = 232_448
+PUBLIC_SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "suites" / "public.json"
+SUITE = json.loads(PUBLIC_SUITE.read_text())
+
+PAPER = ConvProblem.depthwise1d(16384, 128, 48, 48)
+MAMBA = ConvProblem.depthwise1d(64, 768, 1024, 4)
+LONG = ConvProblem.depthwise1d(32, 256, 4096, 7)
+ODD = ConvProblem.depthwise1d(1, 3, 7, 9)       # K > L, L % 4 ≠ 0, B = 1, C = 3
+ODD2 = ConvProblem.depthwise1d(5, 3, 50, 5)     # L % 4 ≠ 0 with several segments
+
+# per variant: (problem, fields) pairs; wgrad adds both modes
+FIELDS: dict[str, list[tuple[ConvProblem, dict[str, int]]]] = {
+    "naive": [(PAPER, {"threads": 256}), (ODD, {"threads": 64})],
+    "coalesced": [(PAPER, {"threads": 256}), (ODD, {"threads": 128})],
+    "shared": [(PAPER, {"rows": 8, "tile_l": 48, "threads": 128}), (MAMBA, {"rows": 4, "tile_l": 256, "threads": 256}),
+               (ODD, {"rows": 1, "tile_l": 7, "threads": 64})],
+    "warp": [(PAPER, {"warps": 4, "outputs_per_lane": 2}), (MAMBA, {"warps": 8, "outputs_per_lane": 8}),
+             (ODD, {"warps": 1, "outputs_per_lane": 1})],
+    "fast": [(PAPER, {"rows": 128, "tile_l": 48, "lanes_per_row": 1, "stages": 2, "vec": 4, "blocks_per_sm": 2}),
+             (PAPER, {"rows": 64, "tile_l": 48, "lanes_per_row": 1, "stages": 1, "vec": 4, "blocks_per_sm": 4}),
+             (PAPER, {"rows": 32, "tile_l": 24, "lanes_per_row": 2, "stages": 2, "vec": 4, "blocks_per_sm": 4}),
+             (MAMBA, {"rows": 4, "tile_l": 16, "lanes_per_row": 32, "stages": 2, "vec": 4, "blocks_per_sm": 4}),
+             (LONG, {"rows": 8, "tile_l": 32, "lanes_per_row": 16, "stages": 2, "vec": 4, "blocks_per_sm": 3}),
+             (ODD, {"rows": 32, "tile_l": 8, "lanes_per_row": 1, "stages": 1, "vec": 1, "blocks_per_sm": 4}),
+             (ODD2, {"rows": 32, "tile_l": 12, "lanes_per_row": 2, "stages": 2, "vec": 1, "blocks_per_sm": 4})],
+}
+WARP_WGRAD_ROWS = {PAPER: 64, MAMBA: 16, ODD: 1}
+
+DW2D = [(s["name"], ConvProblem.from_mapping(s)) for s in SUITE["depthwise2d"]] + [
+    ("mobilenet_s2", ConvProblem.parse("N=8 C=96 H=112 W=112 K=96 R=3 S=3 stride=2 pad=1 groups=96")),
+    ("dw5x5_s2_odd", ConvProblem.parse("N=3 C=7 H=17 W=19 K=7 R=5 S=5 stride=2 pad=2 groups=7")),
+    ("dw1x7", ConvProblem.parse("N=2 C=16 H=9 W=33 K=16 R=1 S=7 pad_h=0 pad_w=3 groups=16")),
+]
+DW2D_CONFIGS = [Dw2dTiledFwdConfig(8, 32, 4, 1), Dw2dTiledFwdConfig(8, 8, 2, 4), Dw2dTiledFwdConfig(16, 32, 8, 1)]
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    source: str
+    entry: str
+    wrapper: str
+    threads: int
+    min_blocks: int
+    smem_bytes: int
+
+
+def _entries_1d() -> list[Entry]:
+    out: list[Entry] = []
+    for (variant, path), cls in CONFIG_CLASSES_1D.items():
+        for i, (problem, fields) in enumerate(FIELDS[variant]):
+            for mode in ((1, MODE_ATOMIC) if path == "wgrad" else (None,)):
+                extra = dict(fields)
+                if mode is not None:
+                    extra["mode"] = mode
+                if variant == "warp" and path == "wgrad":
+                    extra["rows"] = WARP_WGRAD_ROWS[problem]
+                pl = plan(problem, cls(**extra), H200)
+                name = f"dw1d_{variant}_{path}_{i}" + (f"_m{mode}" if mode else "")
+                out.append(Entry(name, SOURCES[variant], name, pl.wrapper(name), pl.threads, pl.min_blocks,
+                                 pl.smem_bytes))
+    return out
+
+
+def _entries_2d() -> list[Entry]:
+    out = []
+    for name, problem in DW2D:
+        for i, config in enumerate(DW2D_CONFIGS):
+            pl = plan_2d(problem, config, H200)
+            entry = f"dw2d_{name}_{i}"
+            out.append(Entry(entry, SOURCE_2D, entry, pl.wrapper(entry), pl.threads, 1, pl.smem_bytes))
+    return out
+
+
+ENTRIES = _entries_1d() + _entries_2d()
+
+
+def _compile(source: str, entries: list[Entry]) -> dict[str, KernelResources]:
+    text = expand_includes(f'#include "{source}"\n') + "".join(e.wrapper for e in entries)
+    return nvcc_compile(text, "sm_90").resources
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, KernelResources | None]:
+    groups: dict[str, list[Entry]] = {}
+    for e in ENTRIES:
+        groups.setdefault(e.source, []).append(e)
+    # the fast kernels dominate compile time: split them in chunks of 8 so the compiles run side by side
+    jobs: list[tuple[str, list[Entry]]] = []
+    for source, entries in groups.items():
+        for k in range(0, len(entries), 8):
+            jobs.append((source, entries[k:k + 8]))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda job: _compile(*job), jobs))
+    resources: dict[str, KernelResources | None] = {}
+    for (_, entries), res in zip(jobs, results, strict=True):
+        for e in entries:
+            resources[e.id] = res.get(e.entry)
+    reduce_text = expand_includes(f'#include "{REDUCE_SOURCE}"\n') + plan(PAPER, CONFIG_CLASSES_1D[
+        ("fast", "wgrad")](blocks_per_sm=2), H200).reduce_source().split("}  // namespace convtune")[-1]
+    resources[REDUCE_ENTRY] = nvcc_compile(reduce_text, "sm_90").resources.get(REDUCE_ENTRY)
+    return resources
+
+
+def test_every_variant_and_path_is_represented() -> None:
+    ids = [e.id for e in ENTRIES]
+    assert len(set(ids)) == len(ids)
+    for variant, path in CONFIG_CLASSES_1D:
+        assert any(i.startswith(f"dw1d_{variant}_{path}_") for i in ids)
+    assert sum(i.startswith("dw2d_") for i in ids) == len(DW2D) * len(DW2D_CONFIGS)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_compiles_without_spills(compiled: dict[str, KernelResources | None], entry: Entry) -> None:
+    res = compiled[entry.id]
+    assert res is not None, f"ptxas reported nothing for {entry.entry}"
+    assert not res.spills, (f"{entry.id}: {res.local_bytes} B stack frame, {res.spill_store_bytes} B spill stores, "
+                            f"{res.spill_load_bytes} B spill loads ({res.num_regs} registers)")
+    cap = min(255, 65536 // (entry.threads * entry.min_blocks))
+    assert res.num_regs <= cap, f"{entry.id}: {res.num_regs} registers exceed the cap {cap}"
+    assert res.static_smem_bytes == 0, f"{entry.id}: unexpected static shared memory {res.static_smem_bytes} B"
+    assert entry.smem_bytes <= H200_SMEM_LIMIT
+
+
+def test_reduce_kernel_compiles(compiled: dict[str, KernelResources | None]) -> None:
+    res = compiled[REDUCE_ENTRY]
+    assert res is not None and not res.spills
+    assert res.static_smem_bytes == 4 * 32 * REDUCE_WARPS
