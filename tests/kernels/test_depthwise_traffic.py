@@ -159,3 +159,15 @@ def test_compulsory_is_the_depthwise_lower_bound(path: str) -> None:
         assert compulsory_words(problem, path) == pytest.approx(bound.words, rel=1e-9)
         best = min(sum(traffic_words(pl).values()) for pl in enumerate_plans(problem, H200, "fast", path))
         assert best <= 1.01 * compulsory_words(problem, path)
+
+
+def test_fast_issued_macs_match_the_compiled_triangle() -> None:
+    """One thread per row without halo issues exactly the causal triangle (1176 per row at L = K = 48, the
+    FFMA count ptxas emits); two lanes per row with a halo multiply zeros in the second lane's window."""
+    from convtune.kernels.depthwise.configs import FastFwdConfig
+    from convtune.kernels.depthwise.traffic import fast_issued_macs
+
+    exact = plan(PAPER, FastFwdConfig(rows=128, tile_l=48, lanes_per_row=1), H200)
+    assert 2 * fast_issued_macs(exact) == flops(PAPER)
+    halo = plan(PAPER, FastFwdConfig(rows=64, tile_l=24, lanes_per_row=2, blocks_per_sm=2), H200)
+    assert fast_issued_macs(halo) == PAPER.N * PAPER.C * (sum(min(48, t + 1) for t in range(24)) + 24 * 48)

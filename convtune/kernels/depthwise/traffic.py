@@ -132,3 +132,23 @@ def total_traffic_words(pl: Depthwise1dPlan) -> int:
 
 def total_traffic_bytes(pl: Depthwise1dPlan) -> int:
     return 4 * total_traffic_words(pl)
+
+
+def fast_issued_macs(pl: Depthwise1dPlan) -> int:
+    """Multiply-adds the fast kernel issues (zeros included): per row and active thread segment (tl0 < L),
+    Σ_{t<TL} min(KE, t+1) on the peeled path (tl0 = 0, or no halo), TL·KE otherwise. Compare with the
+    causal count flops(problem)/2: the excess is the causal zeros multiplied by threads that start inside
+    the first KE−1 outputs, plus tails past L."""
+    if pl.variant != "fast":
+        raise ValueError(f"{pl.variant}: issued MACs are modelled for the fast variant only")
+    c = pl.config
+    tl, tpr, ke = c.tile_l, c.lanes_per_row, pl.ke  # type: ignore[attr-defined]
+    peeled = sum(min(ke, t + 1) for t in range(tl))
+    halo = bool(pl.geometry["halo"])
+    per_row = 0
+    for s0 in range(0, pl.L, pl.geometry["seg"]):
+        for tp in range(tpr):
+            tl0 = s0 + tp * tl
+            if tl0 < pl.L:
+                per_row += peeled if (tl0 == 0 or not halo) else tl * ke
+    return pl.rows * per_row

@@ -1,0 +1,284 @@
+"""Depthwise kernels vs PyTorch on the GPU: every 1-D variant × path (× wgrad mode) and the 2-D forward.
+
+Shapes: the suite's ``depthwise1d_causal`` entries (the S4ConvD paper shape B=16384 C=128 L=48 K=48 first)
+and ``depthwise2d`` entries. Per (shape, variant, path, mode) up to ``--candidates`` configurations from the
+variant's space (the lowest-traffic ones first, then a seeded sample) are compiled (nvcc in parallel when
+available), verified once against the float64 reference (output poisoned with NaN; 1e-5 fwd/dgrad, 1e-4
+wgrad) and timed with the shared protocol (``time_launches``: warm-up, median of CUDA-event timings,
+rotating buffer sets > 2× L2 when a set fits in L2). The best time per row is reported.
+
+PyTorch runs in the same process on the same buffers: causal ``F.conv1d(x, w.flip(-1)[:, None], padding=K−1,
+groups=C)[..., :L]`` forward; input gradient and weight gradient each through ``torch.autograd.grad`` of that
+graph with respect to x only / w only (retain_graph); 2-D ``F.conv2d(groups=C)`` with ``cudnn.benchmark`` and
+TF32 off. Copy bandwidth is measured in the same run; "% copy" is compulsory bytes / time / copy bandwidth.
+
+Writes ``depthwise_bench.json`` (every candidate) and ``depthwise_bench.md`` under ``--out``:
+
+    python benchmarks/depthwise_bench.py --out benchmarks/results/depthwise_h200 --candidates 12
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+import cupy as cp
+import torch
+import torch.nn.functional as F
+
+from convtune.errors import CompileError, InvalidConfig, LaunchError
+from convtune.kernels.compile import nvcc_available, precompile
+from convtune.kernels.depthwise import launcher, plan2d
+from convtune.kernels.depthwise.configs import MODES, PATHS, VARIANTS_1D
+from convtune.kernels.depthwise.reference import (
+    dw1d_dgrad_reference,
+    dw1d_fwd_reference,
+    dw1d_wgrad_reference,
+    dw2d_fwd_reference,
+)
+from convtune.kernels.depthwise.space import enumerate_plans, enumerate_plans_2d
+from convtune.kernels.depthwise.traffic import compulsory_bytes, fast_issued_macs, flops, total_traffic_bytes
+from convtune.kernels.ops import device_machine
+from convtune.kernels.reference import relative_error
+from convtune.kernels.timing import rotation_sets, time_launches
+from convtune.problem import ConvProblem
+
+TOLERANCE = {"fwd": 1e-5, "dgrad": 1e-5, "wgrad": 1e-4}
+DEFAULT_SUITE = Path(__file__).resolve().parent / "suites" / "public.json"
+
+
+def measure_copy_bandwidth(nbytes: int = 2 << 30) -> float:
+    """Device-to-device copy: (bytes read + bytes written) / median time."""
+    src = cp.empty(nbytes // 4, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    timing = time_launches(lambda _i: dst.__setitem__(Ellipsis, src), warmup=2, reps=10)
+    return 2 * nbytes / (timing.median_ms * 1e-3)
+
+
+Shapes = list[tuple[str, ConvProblem]]
+
+
+def load_shapes(path: str, only: list[str] | None) -> tuple[Shapes, Shapes]:
+    """(name, problem) of the suite's depthwise1d_causal and depthwise2d entries (``only``: these names)."""
+    data = json.loads(Path(path).read_text())
+
+    def pick(name: str) -> bool:
+        return not only or name in only
+
+    one = [(s["name"], ConvProblem.from_mapping(s)) for s in data.get("depthwise1d_causal", []) if pick(s["name"])]
+    two = [(s["name"], ConvProblem.from_mapping(s)) for s in data.get("depthwise2d", []) if pick(s["name"])]
+    return one, two
+
+
+def _rank(pl) -> tuple:
+    """Traffic over compulsory (to 5 %: weight reloads of a few % do not decide), issued over causal MACs (fast,
+    to 10 %), then resident warps per SM, 16-byte copies, double buffering."""
+    c = pl.config
+    ratio = round(total_traffic_bytes(pl) / compulsory_bytes(pl.problem, pl.path) / 0.05)
+    fma = round(2 * fast_issued_macs(pl) / flops(pl.problem) / 0.1) if pl.variant == "fast" else 0
+    return (ratio, fma, -pl.min_blocks * pl.threads, -getattr(c, "vec", 1), -getattr(c, "stages", 1), c.key())
+
+
+def candidates(plans: list, k: int, seed: int) -> list:
+    """The k/2 best plans by :func:`_rank`, then a seeded sample of the rest."""
+    ranked = sorted(plans, key=_rank)
+    head = ranked[:max(1, k // 2)]
+    rest = ranked[len(head):]
+    return head + random.Random(seed).sample(rest, min(len(rest), k - len(head)))
+
+
+def torch_view(a):
+    return torch.from_dlpack(a)
+
+
+def time_torch_1d(problem: ConvProblem, xs: list, dys: list, w) -> dict[str, float]:
+    """PyTorch causal depthwise conv1d (padding K−1, cropped) per path, on the same buffers (ms)."""
+    C, L, K = problem.C, problem.W, problem.S
+    wt = torch_view(w).flip(-1)[:, None, :].contiguous().requires_grad_(True)   # lag order -> PyTorch order
+    xt = [torch_view(x).requires_grad_(True) for x in xs]
+    dyt = [torch_view(d) for d in dys]
+    out: dict[str, float] = {}
+    with torch.no_grad():
+        out["fwd"] = time_launches(lambda i: F.conv1d(xt[i], wt, padding=K - 1, groups=C)[..., :L],
+                                   sets=len(xs)).median_ms
+    graphs = [F.conv1d(x, wt, padding=K - 1, groups=C)[..., :L] for x in xt]
+    out["dgrad"] = time_launches(lambda i: torch.autograd.grad(graphs[i], xt[i], dyt[i], retain_graph=True),
+                                 sets=len(xs)).median_ms
+    out["wgrad"] = time_launches(lambda i: torch.autograd.grad(graphs[i], wt, dyt[i], retain_graph=True),
+                                 sets=len(xs)).median_ms
+    return out
+
+
+def bench_1d(name: str, problem: ConvProblem, machine, args: argparse.Namespace) -> dict:
+    p = problem
+    B, C, L, K = p.N, p.C, p.W, p.S
+    rng = cp.random.default_rng(11)
+    sets = rotation_sets(4 * 3 * B * C * L, machine.l2_bytes)
+    xs = [rng.standard_normal((B, C, L), dtype=cp.float32) for _ in range(sets)]
+    dys = [rng.standard_normal((B, C, L), dtype=cp.float32) for _ in range(sets)]
+    outs = [cp.empty((B, C, L), dtype=cp.float32) for _ in range(sets)]
+    w = rng.standard_normal((C, K), dtype=cp.float32)
+    dw = cp.empty((C, K), dtype=cp.float32)
+    refs = {"fwd": dw1d_fwd_reference(xs[0], w), "dgrad": dw1d_dgrad_reference(dys[0], w),
+            "wgrad": dw1d_wgrad_reference(xs[0], dys[0], K)}
+    torch_ms = time_torch_1d(p, xs, dys, w)
+    chosen = []
+    for variant in args.variants:
+        for path in PATHS:
+            by_mode: dict[int, list] = {}
+            for pl in enumerate_plans(p, machine, variant, path):
+                by_mode.setdefault(getattr(pl.config, "mode", 0), []).append(pl)
+            for mode, group in sorted(by_mode.items()):
+                chosen += [(variant, path, mode, pl) for pl in candidates(group, args.candidates, args.seed)]
+    if nvcc_available() and os.environ.get("CONVTUNE_CUBIN_DIR"):
+        texts = [pl.source() for *_, pl in chosen] + [pl.reduce_source() for *_, pl in chosen if pl.deterministic]
+        precompile(texts, machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]), jobs=os.cpu_count() or 8)
+    rows = []
+    for variant, path, mode, pl in chosen:
+        row = {"variant": variant, "path": path, "mode": MODES.get(mode, ""), "config": pl.config.key(),
+               "grid": pl.grid, "threads": pl.threads, "smem_bytes": pl.smem_bytes,
+               "model_bytes": total_traffic_bytes(pl)}
+        try:
+            kernels = launcher.compile_plan(pl)
+            row.update(regs=kernels.main.resources.num_regs, local_bytes=kernels.main.resources.local_bytes)
+            ws = launcher.allocate_workspace(pl)
+            a, b, o = {"fwd": (xs, [w] * sets, outs), "dgrad": (dys, [w] * sets, outs),
+                       "wgrad": (xs, dys, [dw] * sets)}[path]
+            o[0].fill(cp.nan)
+            launcher.launch(pl, kernels, a[0], b[0], o[0], workspace=ws)
+            err = relative_error(o[0], refs[path])
+            row["rel_err"] = err
+            if not err <= TOLERANCE[path]:
+                row["status"] = "wrong"
+                rows.append(row)
+                continue
+            timing = time_launches(lambda i, a=a, b=b, o=o, pl=pl, k=kernels, ws=ws:
+                                   launcher.launch(pl, k, a[i], b[i], o[i], workspace=ws), sets=sets,
+                                   warmup=args.warmup, reps=args.reps)
+            row.update(status="ok", **timing.to_dict())
+        except (CompileError, LaunchError, InvalidConfig) as exc:
+            row.update(status="error", error=str(exc)[:300])
+        rows.append(row)
+        print(f"  {name} {variant:9s} {path:5s} {row['mode']:13s} {row.get('median_ms', float('nan')):8.4f} ms "
+              f"{row['status']} {row['config']}", flush=True)
+    return {"name": name, "problem": p.key(), "kind": "depthwise1d_causal", "sets": sets, "torch_ms": torch_ms,
+            "compulsory_bytes": {path: compulsory_bytes(p, path) for path in PATHS},
+            "flops_causal": flops(p), "flops_dense": flops(p, "dense"), "candidates": rows}
+
+
+def bench_2d(name: str, problem: ConvProblem, machine, args: argparse.Namespace) -> dict:
+    p = problem
+    rng = cp.random.default_rng(12)
+    sets = rotation_sets(4 * (p.input_elements + p.output_elements), machine.l2_bytes)
+    xs = [rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32) for _ in range(sets)]
+    ys = [cp.empty((p.N, p.C, p.P, p.Q), dtype=cp.float32) for _ in range(sets)]
+    w = rng.standard_normal((p.C, 1, p.R, p.S), dtype=cp.float32)
+    ref = dw2d_fwd_reference(xs[0], w, (p.stride_h, p.stride_w), (p.pad_h, p.pad_w))
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    xt, wt = [torch_view(x) for x in xs], torch_view(w)
+    with torch.no_grad():
+        torch_ms = time_launches(lambda i: F.conv2d(xt[i], wt, stride=(p.stride_h, p.stride_w),
+                                                    padding=(p.pad_h, p.pad_w), groups=p.C), sets=sets).median_ms
+    plans = list(enumerate_plans_2d(p, machine))
+    pick = random.Random(args.seed).sample(plans, min(len(plans), args.candidates))
+    rows = []
+    for pl in pick:
+        row = {"config": pl.config.key(), "grid": pl.grid, "threads": pl.threads, "smem_bytes": pl.smem_bytes,
+               "model_bytes": 4 * sum(plan2d.traffic_words(pl).values())}
+        try:
+            kernel = plan2d.compile_plan(pl)
+            ys[0].fill(cp.nan)
+            plan2d.launch(pl, kernel, xs[0], w, ys[0])
+            row["rel_err"] = err = relative_error(ys[0], ref)
+            if not err <= 1e-5:
+                row["status"] = "wrong"
+            else:
+                timing = time_launches(lambda i, pl=pl, k=kernel: plan2d.launch(pl, k, xs[i], w, ys[i]), sets=sets,
+                                       warmup=args.warmup, reps=args.reps)
+                row.update(status="ok", **timing.to_dict())
+        except (CompileError, LaunchError, InvalidConfig) as exc:
+            row.update(status="error", error=str(exc)[:300])
+        rows.append(row)
+    return {"name": name, "problem": p.key(), "kind": "depthwise2d", "sets": sets, "torch_ms": {"fwd": torch_ms},
+            "compulsory_bytes": {"fwd": p.compulsory_bytes}, "candidates": rows}
+
+
+def best_rows(report: dict) -> list[dict]:
+    """Fastest verified candidate per (variant, path, mode)."""
+    best: dict[tuple, dict] = {}
+    for row in report["candidates"]:
+        if row.get("status") != "ok":
+            continue
+        key = (row.get("variant", "tiled"), row.get("path", "fwd"), row.get("mode", ""))
+        if key not in best or row["median_ms"] < best[key]["median_ms"]:
+            best[key] = row
+    return [best[k] for k in sorted(best, key=lambda k: (PATHS.index(k[1]), k[0], k[2]))]
+
+
+def markdown(results: list[dict], copy_bw: float, device: str) -> str:
+    lines = [f"# Depthwise kernels vs PyTorch ({device}, {dt.date.today()})", "",
+             f"Copy bandwidth measured in this run: {copy_bw / 1e12:.2f} TB/s. \"% copy\" = compulsory bytes / time "
+             "/ copy bandwidth; \"model GB/s\" = the variant's modelled bytes / time.", ""]
+    for rep in results:
+        lines += [f"## {rep['name']} ({rep['problem']})", "",
+                  "| path | variant | mode | ms | p10–p90 ms | model GB/s | % copy | vs PyTorch | config |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for path, ms in rep["torch_ms"].items():
+            pct = rep["compulsory_bytes"][path] / (ms * 1e-3) / copy_bw * 100
+            lines.append(f"| {path} | PyTorch | | {ms:.4f} | | | {pct:.0f} | 1.00 | |")
+        for row in best_rows(rep):
+            path = row.get("path", "fwd")
+            ms = row["median_ms"]
+            pct = rep["compulsory_bytes"][path] / (ms * 1e-3) / copy_bw * 100
+            lines.append(f"| {path} | {row.get('variant', 'tiled')} | {row.get('mode', '')} | {ms:.4f} | "
+                         f"{row['p10_ms']:.4f}–{row['p90_ms']:.4f} | {row['model_bytes'] / (ms * 1e-3) / 1e9:.0f} | "
+                         f"{pct:.0f} | {rep['torch_ms'][path] / ms:.2f} | `{row['config']}` |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", default=str(DEFAULT_SUITE))
+    ap.add_argument("--out", default="benchmarks/results/depthwise")
+    ap.add_argument("--only", nargs="*", help="suite entry names to run (default: all depthwise entries)")
+    ap.add_argument("--variants", nargs="*", default=list(VARIANTS_1D), choices=list(VARIANTS_1D))
+    ap.add_argument("--candidates", type=int, default=8, help="configurations timed per variant × path × mode")
+    ap.add_argument("--no-2d", action="store_true")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    machine = device_machine(0)
+    copy_bw = measure_copy_bandwidth()
+    machine = machine.with_ceilings(copy_bw, machine.fp32_peak_flops_per_s, "copy measured in this run")
+    one, two = load_shapes(args.suite, args.only)
+    results = []
+    for name, problem in one:
+        print(f"{name}: {problem.key()}", flush=True)
+        results.append(bench_1d(name, problem, machine, args))
+        cp.get_default_memory_pool().free_all_blocks()
+    if not args.no_2d:
+        for name, problem in two:
+            print(f"{name}: {problem.key()}", flush=True)
+            results.append(bench_2d(name, problem, machine, args))
+            cp.get_default_memory_pool().free_all_blocks()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = f"{machine.name}, torch {torch.__version__}"
+    report = {"device": device, "date": str(dt.date.today()), "copy_bandwidth_bytes_per_s": copy_bw,
+              "argv": sys.argv[1:], "results": results}
+    (out / "depthwise_bench.json").write_text(json.dumps(report, indent=1))
+    (out / "depthwise_bench.md").write_text(markdown(results, copy_bw, device))
+    print(markdown(results, copy_bw, device))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
