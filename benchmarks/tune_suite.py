@@ -3,8 +3,9 @@
 Each shape is tuned by the CLI itself (``convtune tune ... --backend gpu --json``, fresh SQLite file),
 which also times cuDNN fp32 in the same process. The table compares the tuned time with the best of
 the brute-force runs committed earlier on the same kind of GPU: ``vs_cudnn.json`` (the model's top
-configurations, all measured) and ``space_sample.json`` (a uniform sample of the whole space) when
-present. Writes ``tune_suite.json`` and ``tune_suite.md`` under ``--out``.
+direct configurations, all measured), ``space_sample.json`` (a uniform sample of the whole direct space)
+and ``winograd_h200/sweep_full/winograd_sweep.json`` (every fused and unfused Winograd configuration)
+when present. Writes ``tune_suite.json`` and ``tune_suite.md`` under ``--out``.
 
     python benchmarks/tune_suite.py --out benchmarks/results --budget-s 60
 """
@@ -16,6 +17,7 @@ import contextlib
 import datetime as dt
 import io
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -27,7 +29,7 @@ from convtune.problem import ConvProblem
 def brute_force_best(results_dir: Path) -> dict[str, tuple[float, str, str]]:
     """problem key -> (best median ms, config, source file) over the committed brute-force runs."""
     best: dict[str, tuple[float, str, str]] = {}
-    for name in ("vs_cudnn.json", "space_sample.json"):
+    for name in ("vs_cudnn.json", "space_sample.json", "winograd_h200/sweep_full/winograd_sweep.json"):
         path = results_dir / name
         if not path.is_file():
             continue
@@ -81,25 +83,35 @@ def main() -> int:
              f"Budget {args.budget_s:g} s / {args.budget_trials} trials per shape, patience {args.patience} "
              "trials (wall includes pruning, worker start and cuDNN timing). "
              "Brute force = the best measured of the committed exhaustive runs (vs_cudnn.json: the model's "
-             "top configs; space_sample.json: a uniform sample of the whole space). ratio = tuned / brute force "
-             "(≤ 1.03 is within 3%).", "",
-             "| shape | tuned ms | brute-force ms | ratio | trials | wall s | efficiency | cuDNN fp32 ms | speedup"
-             " | stop |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "top configs; space_sample.json: a uniform sample of the whole space; winograd_sweep.json: every "
+             "Winograd config). ratio = tuned / brute force (≤ 1.03 is within 3%). Family = the tuned winner's; "
+             "bound = the family whose algorithm has the lowest floor time.", "",
+             "| shape | family | tuned ms | brute-force ms | ratio | trials | wall s | efficiency | cuDNN fp32 ms"
+             " | speedup | bound favours | stop |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    speedups = []
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['name']} | {r['error']} | | | | | | | | |")
+            lines.append(f"| {r['name']} | {r['error']} | | | | | | | | | | |")
             continue
+        if r.get("speedup_vs_cudnn"):
+            speedups.append(r["speedup_vs_cudnn"])
         bf = f"{r['brute_force_ms']:.4f}" if r["brute_force_ms"] else "—"
         ratio = f"{r['vs_brute_force']:.3f}" if r["vs_brute_force"] else "—"
         cudnn = f"{r['cudnn_fp32_ms']:.4f}" if r.get("cudnn_fp32_ms") else "—"
         speed = f"{r['speedup_vs_cudnn']:.2f}" if r.get("speedup_vs_cudnn") else "—"
-        lines.append(f"| {r['name']} | {r['time_ms']:.4f} | {bf} | {ratio} | {r['trials']} | {r['wall_s']:.0f} |"
-                     f" {r['efficiency']:.2f} | {cudnn} | {speed} | {r['stop_reason']} |")
+        family = (r.get("best_config") or "?").split(".", 1)[0]
+        lines.append(f"| {r['name']} | {family} | {r['time_ms']:.4f} | {bf} | {ratio} | {r['trials']} |"
+                     f" {r['wall_s']:.0f} | {r['efficiency']:.2f} | {cudnn} | {speed} | {r.get('bound_favours', '—')} |"
+                     f" {r['stop_reason']} |")
     within = [r for r in rows if r.get("vs_brute_force") is not None]
     if within:
         ok = sum(1 for r in within if r["vs_brute_force"] <= 1.03)
         lines += ["", f"Within 3% of brute force: {ok} of {len(within)} shapes."]
+    if speedups:
+        geo = math.exp(sum(map(math.log, speedups)) / len(speedups))
+        lines.append(f"Geometric-mean speedup over cuDNN fp32: {geo:.2f} ({len(speedups)} shapes); "
+                     f"min {min(speedups):.2f}.")
     (out / "tune_suite.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

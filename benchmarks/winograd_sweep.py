@@ -1,9 +1,10 @@
 """Winograd F(m×m,3×3) configurations vs cuDNN on the GPU, per 3×3 stride-1 conv2d entry of a suite file.
 
-For each shape: a seeded uniform sample of ``--per-shape`` valid fused-Winograd configurations (both m),
-pre-compiled with nvcc in parallel (a cubin depends on the config only, so shapes share them). Each is
-verified once against the float64 GPU reference (output poisoned with NaN first; tolerance 1e-4 for
-m = 2, 1e-3 for m = 4) and timed with the shared protocol (rotating buffer sets > 2× L2, median of
+For each shape: a seeded uniform sample of ``--per-shape`` valid configurations per Winograd path (fused
+kernel and unfused path, both m), pre-compiled with nvcc in parallel (a cubin depends on the config only,
+so shapes share them). Each is verified once against the float64 GPU reference (output poisoned with NaN
+first; the family's serving tolerance, ``launcher.tolerance``) and timed with the shared protocol
+(rotating buffer sets > 2× L2, median of
 CUDA-event timings). cuDNN fp32 (``allow_tf32=False``, ``cudnn.benchmark=True``) is timed in the same
 run on the same inputs.
 
@@ -30,12 +31,12 @@ from convtune.errors import CompileError, LaunchError
 from convtune.kernels.compile import precompile
 from convtune.kernels.ops import device_machine
 from convtune.kernels.reference import conv2d_reference_gpu, relative_error
+from convtune.kernels.registry import get_spec
 from convtune.kernels.timing import rotation_sets, time_launches
-from convtune.kernels.winograd import launcher
-from convtune.kernels.winograd.space import enumerate_plans
+from convtune.kernels.winograd.launcher import applies
 from convtune.problem import ConvProblem
 
-TOLERANCE = {2: 1e-4, 4: 1e-3}
+FAMILIES = ("winograd", "winograd_unfused")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vs_cudnn import time_cudnn  # noqa: E402
 
@@ -43,13 +44,18 @@ from vs_cudnn import time_cudnn  # noqa: E402
 def suite_problems(path: str, only: list[str] | None) -> list[tuple[str, ConvProblem]]:
     """(name, problem) of every conv2d entry the Winograd family can run."""
     return [(name, p) for family, name, p in load_suite(path)
-            if family == "conv2d" and (not only or name in only) and launcher.applies(p) is None]
+            if family == "conv2d" and (not only or name in only) and applies(p) is None]
 
 
 def sample_plans(problem: ConvProblem, machine, k: int, seed: int) -> tuple[list, int]:
-    plans = list(enumerate_plans(problem, machine))
+    """Up to ``k`` plans per Winograd path (seeded uniform sample), and the size of both spaces together."""
     rng = random.Random(seed)
-    return (plans if len(plans) <= k else rng.sample(plans, k)), len(plans)
+    chosen, space = [], 0
+    for family in FAMILIES:
+        plans = list(get_spec(family).enumerate_plans(problem, machine))
+        space += len(plans)
+        chosen += plans if len(plans) <= k else rng.sample(plans, k)
+    return chosen, space
 
 
 def bench_shape(name: str, problem: ConvProblem, plans: list, machine, reps: int) -> dict:
@@ -60,11 +66,12 @@ def bench_shape(name: str, problem: ConvProblem, plans: list, machine, reps: int
     ys = [cp.empty((p.N, p.K, p.P, p.Q), dtype=cp.float32) for _ in range(sets)]
     w = rng.standard_normal((p.K, p.C, 3, 3), dtype=cp.float32)
     ref = conv2d_reference_gpu(xs[0], w, padding=(p.pad_h, p.pad_w))
-    u_cache: dict[tuple[int, int, int], object] = {}
+    filters_cache: dict[tuple, object] = {}
     rows = []
     for pl in plans:
         c = pl.config
-        row = {"config": c.key(), "m": c.m, "smem_bytes": pl.smem_bytes, "blocks": pl.blocks,
+        launcher = get_spec(c.family).launcher
+        row = {"config": c.key(), "family": c.family, "m": c.m, "smem_bytes": pl.smem_bytes, "blocks": pl.blocks,
                "threads": c.threads, "regs_estimate": pl.regs_estimate}
         try:
             kernel = launcher.compile_plan(pl)
@@ -73,10 +80,10 @@ def bench_shape(name: str, problem: ConvProblem, plans: list, machine, reps: int
             rows.append(row)
             continue
         row.update(regs=kernel.resources.num_regs, local_bytes=kernel.resources.local_bytes)
-        key = (c.m, pl.cp, pl.kp)
-        if key not in u_cache:
-            u_cache[key] = launcher.transform_filters(w, c.m, pl.cp, pl.kp)
-        u = u_cache[key]
+        key = launcher.filters_key(pl)
+        if key not in filters_cache:
+            filters_cache[key] = launcher.prepare_filters(pl, w)
+        u = filters_cache[key]
         try:
             ys[0].fill(cp.nan)
             launcher.launch(pl, kernel, xs[0], u, ys[0])
@@ -87,11 +94,11 @@ def bench_shape(name: str, problem: ConvProblem, plans: list, machine, reps: int
             continue
         err = relative_error(ys[0], ref)
         row["rel_error"] = err
-        if not err <= TOLERANCE[c.m]:
+        if not err <= launcher.tolerance(pl):
             row["status"] = "wrong"
             rows.append(row)
             continue
-        t = time_launches(lambda i, pl=pl, kernel=kernel, u=u: launcher.launch(pl, kernel, xs[i], u, ys[i]),
+        t = time_launches(lambda i, pl=pl, kernel=kernel, u=u, la=launcher: la.launch(pl, kernel, xs[i], u, ys[i]),
                           sets=sets, warmup=2, reps=reps)
         row.update(status="ok", **t.to_dict())
         rows.append(row)
@@ -108,7 +115,7 @@ def main() -> int:
     ap.add_argument("--suite", default="benchmarks/suites/public.json")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--only", nargs="*")
-    ap.add_argument("--per-shape", type=int, default=120)
+    ap.add_argument("--per-shape", type=int, default=2000, help="configs per path and shape (default: all)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=3)
     args = ap.parse_args()
@@ -127,7 +134,8 @@ def main() -> int:
               "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "results": []}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    lines = ["| shape | space | verified | best config | ms | cuDNN fp32 ms | speedup | best m=2 ms | best m=4 ms |",
+    lines = ["| shape | space | verified | best config | ms | cuDNN fp32 ms | speedup | best fused ms |"
+             " best unfused ms |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, p in shapes:
         plans, space = sampled[name]
@@ -135,12 +143,13 @@ def main() -> int:
         r = bench_shape(name, p, plans, machine, args.reps)
         r["space_size"] = space
         report["results"].append(r)
-        by_m = {m: min((c["median_ms"] for c in r["candidates"] if c["status"] == "ok" and c["m"] == m),
-                       default=float("nan")) for m in (2, 4)}
+        by_path = {f: min((c["median_ms"] for c in r["candidates"] if c["status"] == "ok" and c["family"] == f),
+                          default=float("nan")) for f in FAMILIES}
         b = r["best"]
         line = (f"| {name} | {space} | {r['verified']}/{r['sampled']} | `{b['config'] if b else '-'}` |"
                 f" {b['median_ms'] if b else float('nan'):.4f} | {r['cudnn_fp32_ms']:.4f} |"
-                f" {r['speedup_vs_cudnn_fp32'] or float('nan'):.2f} | {by_m[2]:.4f} | {by_m[4]:.4f} |")
+                f" {r['speedup_vs_cudnn_fp32'] or float('nan'):.2f} | {by_path['winograd']:.4f} |"
+                f" {by_path['winograd_unfused']:.4f} |")
         lines.append(line)
         print(line, f"({time.time() - t1:.0f} s)", flush=True)
         (out / "winograd_sweep.json").write_text(json.dumps(report, indent=1))

@@ -35,6 +35,7 @@ from convtune.cli_worker import add_worker_parser
 from convtune.errors import ConvtuneError
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
+from convtune.tuner.analysis import family_choice
 
 EXIT_USAGE = 2
 SUITE_FAMILIES = ("conv2d", "depthwise2d", "depthwise1d_causal")
@@ -207,6 +208,7 @@ def bounds_report(problem: ConvProblem, machine: MachineModel, smem_kib: float |
     report["floor_time"] = floor_time(floor_flops, lb.bytes, machine).to_dict()
     report["winograd"] = [_winograd_report(problem, s, m, machine) for m in WINOGRAD_M] \
         if _winograd_applies(problem) else []
+    report["family_choice"] = family_choice(problem, machine)
     return report
 
 
@@ -272,20 +274,24 @@ def format_report(r: dict[str, Any]) -> str:
             f"{w['fused']['words']:,.0f}; unfused floor {w['unfused']['words']:,.0f}; "
             f"floor time {_us(w['floor_time']['time_s'])}"
             f" (fused {_us(w['fused_floor_time']['time_s'])})")
+    choice = r["family_choice"]
+    if choice["favoured"]:
+        lines.append(f"family       the bound favours {choice['favoured']}: {choice['reason']} "
+                     "(floors at S = L2, DRAM traffic)")
     return "\n".join(lines)
 
 
 def format_suite_table(reports: list[dict[str, Any]]) -> str:
     """One line per suite entry."""
     header = (f"{'name':<26} {'family':<18} {'MACs':>14} {'compulsory MB':>13} {'bound MB':>10} {'binding':<11} "
-              f"{'floor µs':>10} {'bound by':<8} {'tile':<16}")
+              f"{'floor µs':>10} {'bound by':<8} {'tile':<16} {'favours':<9}")
     lines = [header, "-" * len(header)]
     for r in reports:
         rep, t = r["reported"], r["tile"]
         tile = f"{t['tile_h']}×{t['tile_w']}" if t["algorithm"] == "depthwise" else f"{t['x']}×{t['y']}×{t['z']}"
         lines.append(f"{r['name']:<26} {r['family']:<18} {r['macs']:>14,} {r['compulsory_bytes'] / 1e6:>13.2f} "
                      f"{rep['bytes'] / 1e6:>10.2f} {rep['binding_term']:<11} {r['floor_time']['time_s'] * 1e6:>10.2f} "
-                     f"{r['floor_time']['binding']:<8} {tile:<16}")
+                     f"{r['floor_time']['binding']:<8} {tile:<16} {r['family_choice']['favoured'] or '-':<9}")
     first = reports[0]
     lines.append(f"S = {first['fast_memory_words']:,} words ({first['fast_memory_source']}); "
                  f"floor = max(2·MACs/peak, bound bytes/copy bandwidth) on {first['machine']['name']}")

@@ -177,6 +177,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         "statuses": result.statuses, "stop_reason": result.stop_reason, "pruning": result.prune_summary,
         "elapsed_s": round(result.elapsed_s, 2), "cudnn_fp32_ms": baseline,
         "speedup_vs_cudnn": (baseline / result.time_ms) if baseline and result.time_ms else None,
+        "families": {f: {"floor_ms": floor, "best_ms": result.family_best_ms.get(f)}
+                     for f, floor in result.floors_ms.items()},
+        "bound_favours": result.bound_favours,
     }
     if args.json:
         print(json.dumps(summary, indent=1))
@@ -309,7 +312,7 @@ def cmd_why(args: argparse.Namespace) -> int:
         except InvalidConfig as exc:
             answer |= {"stage": "infeasible", "reason": str(exc), "machine": machine.name}
         else:
-            bound = spec.bound_words(problem, spec.onchip_words(pl))
+            bound = spec.bound_words(pl, spec.onchip_words(pl))
             traffic = spec.traffic_words(pl)
             answer |= {"stage": "not recorded", "machine": machine.name,
                        "reason": "feasible; no stored tuning run decided about it",

@@ -50,6 +50,10 @@ def test_json_report(capsys):
     assert [w["shape"]["m"] for w in r["winograd"]] == [2, 4]
     for w in r["winograd"]:
         assert w["fused"]["words"] >= w["cdag"]["words"] and w["floor_time"]["time_s"] > 0
+    choice = r["family_choice"]
+    assert choice["favoured"] == "winograd" and choice["variant"] == "F(4x4,3x3)"
+    assert [f["floor_ms"] for f in choice["floors"]] == sorted(f["floor_ms"] for f in choice["floors"])
+    assert {f["algorithm"] for f in choice["floors"]} == {"direct", "winograd"}
 
 
 def test_json_machine_and_smem(capsys):
@@ -73,7 +77,10 @@ def test_depthwise_and_causal_problems(capsys):
 def test_strided_layer_has_no_winograd(capsys):
     rc, out, _ = run(capsys, "bounds", "N=1", "C=3", "H=224", "W=224", "K=64", "R=7", "S=7", "stride=2", "pad=3",
                      "--json")
-    assert rc == 0 and json.loads(out)["winograd"] == []
+    r = json.loads(out)
+    assert rc == 0 and r["winograd"] == [] and r["family_choice"]["favoured"] == "direct"
+    rc, out, _ = run(capsys, "bounds", "N=1", "C=3", "H=224", "W=224", "K=64", "R=7", "S=7", "stride=2", "pad=3")
+    assert rc == 0 and "the bound favours direct" in out
 
 
 def test_suite_table_and_json(capsys):

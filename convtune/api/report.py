@@ -432,14 +432,12 @@ def floor_and_bound(problem: ConvProblem, device: Device) -> tuple[float | None,
     machine = machine_for(device)
     if machine is None:
         return None, None
-    from convtune.bounds.roofline import floor_time
     from convtune.kernels.registry import specs_for
+    from convtune.tuner.analysis import floor_and_bound_bytes
 
     best: tuple[float, float] | None = None
-    s_words = machine.fast_memory_words("l2", word_bytes=problem.itemsize_bytes)
     for spec in specs_for(problem):
-        bound_bytes = spec.bound_words(problem, s_words) * problem.itemsize_bytes
-        floor_s = floor_time(2 * problem.macs_nonpad, bound_bytes, machine).time_s
+        floor_s, bound_bytes = floor_and_bound_bytes(problem, machine, spec)
         if best is None or floor_s < best[0]:
             best = (floor_s, bound_bytes)
     return (best[0] * 1e3, best[1]) if best is not None else (None, None)

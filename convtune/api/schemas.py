@@ -213,6 +213,25 @@ class JobOut(BaseModel):
     finished_at: datetime | None
 
 
+class FloorOut(BaseModel):
+    algorithm: str = Field(description="direct or winograd")
+    variant: str = Field(description="direct, or the Winograd tile F(m×m,3×3)")
+    flops: float = Field(description="FLOPs the algorithm must execute (direct: non-padding MACs ×2; Winograd: "
+                                     "α² multiplications per tile and channel pair ×2)")
+    bound_bytes: float = Field(description="the algorithm's I/O lower bound at S = L2 capacity, bytes")
+    floor_ms: float = Field(description="max(FLOPs / fp32 peak, bound bytes / copy bandwidth)")
+    binding: str = Field(description="compute or memory")
+
+
+class FamilyChoiceOut(BaseModel):
+    """Which algorithm the I/O bound favours for the shape, with every floor side by side."""
+
+    favoured: str | None
+    variant: str | None
+    reason: str
+    floors: list[FloorOut]
+
+
 class TuneResponse(BaseModel):
     """The answer of POST /v1/tune: measured (200), or provisional with a job (202)."""
 
@@ -238,6 +257,8 @@ class TuneResponse(BaseModel):
     job_id: int | None
     job: JobOut | None
     note: str | None = None
+    family_choice: FamilyChoiceOut | None = Field(
+        None, description="the algorithm the bound favours and why; `config.kind` says which family won")
 
 
 class ProblemOut(BaseModel):

@@ -17,13 +17,23 @@ from convtune.api.errors import Conflict, QueueLimit, ResourceNotFound
 from convtune.api.inputs import check_families, resolve_device, to_problem, unsupported_reason
 from convtune.api.presets import preset_problems
 from convtune.api.provisional import predict
-from convtune.api.schemas import BatchCreate, BatchOut, JobCreate, JobOut, SkippedProblem, TuneRequest, TuneResponse
+from convtune.api.schemas import (
+    BatchCreate,
+    BatchOut,
+    FamilyChoiceOut,
+    JobCreate,
+    JobOut,
+    SkippedProblem,
+    TuneRequest,
+    TuneResponse,
+)
 from convtune.api.settings import Settings
 from convtune.api.views import batch_out, job_out, tune_measured, tune_provisional
 from convtune.errors import InvalidConfig, InvalidInput, NotFound
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.storage import repository as repo
+from convtune.tuner.analysis import family_choice
 
 FINAL_JOB_STATUSES = ("finished", "failed", "cancelled")
 
@@ -57,7 +67,7 @@ def tune(session: Session, settings: Settings, api_key: Any, body: TuneRequest) 
     device = resolve_device(session, body.device, settings.default_device)
     view = repo.find_best_config(session, problem_key=problem, device_name=device.name)
     if view is not None and _answerable(view, settings):
-        return TuneOutcome(200, tune_measured(view))
+        return _with_choice(TuneOutcome(200, tune_measured(view)), problem, device.machine)
     check_families(problem, None)
     prediction = predict(problem, device.machine)  # before the first write: see the module docstring
     problem_row = repo.get_or_create_problem(session, problem)
@@ -67,8 +77,9 @@ def tune(session: Session, settings: Settings, api_key: Any, body: TuneRequest) 
         job = repo.create_job(session, problem=problem, backend=settings.backend,
                               budget_trials=settings.default_budget_trials, budget_s=settings.default_budget_s,
                               device_name=device.name, api_key_id=api_key.id, timezone=settings.timezone)
-    return TuneOutcome(202, tune_provisional(problem, problem_row, prediction, job_out(session, job, device.machine)),
-                       job.id)
+    return _with_choice(TuneOutcome(202, tune_provisional(problem, problem_row, prediction,
+                                                          job_out(session, job, device.machine)), job.id),
+                        problem, device.machine)
 
 
 def tune_after_wait(session: Session, settings: Settings, body: TuneRequest, job_id: int) -> TuneOutcome:
@@ -80,13 +91,21 @@ def tune_after_wait(session: Session, settings: Settings, body: TuneRequest, job
     if job.status == "finished":
         view = repo.find_best_config(session, problem_key=problem, device_name=device.name)
         if view is not None and _answerable(view, settings):
-            return TuneOutcome(200, tune_measured(view))
+            return _with_choice(TuneOutcome(200, tune_measured(view)), problem, device.machine)
     problem_row = repo.get_problem(session, job.problem_id)
     note = None
     if job.status in ("failed", "cancelled"):
         note = f"the tuning job {job.status}{': ' + job.error if job.error else ''}; the config is the model's"
-    return TuneOutcome(202, tune_provisional(problem, problem_row, predict(problem, device.machine),
-                                             job_out(session, job, device.machine), note), job.id)
+    return _with_choice(TuneOutcome(202, tune_provisional(problem, problem_row, predict(problem, device.machine),
+                                                          job_out(session, job, device.machine), note), job.id),
+                        problem, device.machine)
+
+
+def _with_choice(outcome: TuneOutcome, problem: ConvProblem, machine: MachineModel) -> TuneOutcome:
+    """Attach the bound's family choice (floor times side by side) to the answer."""
+    choice = FamilyChoiceOut.model_validate(family_choice(problem, machine))
+    outcome.body = outcome.body.model_copy(update={"family_choice": choice})
+    return outcome
 
 
 def poll_job_status(session: Session, job_id: int) -> str:

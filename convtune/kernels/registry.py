@@ -7,7 +7,14 @@ the functions the tuner needs to treat every family alike:
 * ``plan(problem, config, machine)`` — validate one config (raises ``InvalidConfig``);
 * ``predict_s(plan, machine)`` — the analytic model's time, for ranking only;
 * ``traffic_words(plan)`` — modelled global-memory words (loads + stores) of one launch;
-* ``supports(problem)`` — whether the family can run the problem at all.
+* ``bound_words(plan, s_words)`` — the I/O lower bound of the plan's algorithm for fast memory S;
+* ``floor_work(problem, s_words)`` — (FLOPs, bound words) of the family's algorithm at its best setting
+  (direct: non-padding MACs; Winograd: α² multiplications per tile, the m with the lower floor is
+  chosen by the caller through :func:`convtune.tuner.analysis.floor_time_s`), for floor times;
+* ``supports(problem)`` — whether the family can run the problem at all;
+* ``launcher`` — the module that runs a plan on the GPU: ``compile_plan(plan)``,
+  ``prepare_filters(plan, w)`` (packed or transformed weights, shared by plans with equal
+  ``filters_key(plan)``), ``launch(plan, kernel, x, filters, y, stream)`` and ``tolerance(plan)``.
 
 Adding a family adds a folder under ``kernels/`` and one row here.
 """
@@ -16,15 +23,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
+from types import ModuleType
 from typing import Any
 
 from convtune.bounds.direct import direct_lower_bound
+from convtune.bounds.winograd import winograd_cdag_bound, winograd_shape
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import KERNELS_DIR, expand_includes, source_hash
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.direct import launcher as _direct
 from convtune.kernels.direct import model as _direct_model
 from convtune.kernels.direct import space as _direct_space
+from convtune.kernels.winograd import launcher as _wino
+from convtune.kernels.winograd import model as _wino_model
+from convtune.kernels.winograd import space as _wino_space
+from convtune.kernels.winograd import unfused as _wino_unfused
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -42,8 +56,11 @@ class KernelSpec:
     predict_s: Callable[[Any, MachineModel], float]
     traffic_words: Callable[[Any], int]
     onchip_words: Callable[[Any], int]                  # fast memory one block holds (smem + accumulators)
-    bound_words: Callable[[ConvProblem, int], float]    # the family's I/O lower bound for fast memory S words
+    bound_words: Callable[[Any, int], float]            # the plan's algorithm's I/O lower bound for S words
     grid_size: Callable[[ConvProblem], int]             # size of the raw parameter grid before validity checks
+    floor_work: Callable[[ConvProblem, int], list[tuple[str, float, float]]]  # [(variant, flops, bound words)]
+    launcher: ModuleType                                # compile_plan, prepare_filters, filters_key, launch, tolerance
+    algorithm: str = "direct"                           # what convtune.conv2d(algorithm=...) calls it
     description: str = ""
 
     @property
@@ -59,6 +76,31 @@ def _direct_supports(problem: ConvProblem) -> bool:
     return problem.groups == 1 and problem.dtype == "float32" and not problem.causal
 
 
+def _winograd_supports(problem: ConvProblem) -> bool:
+    return _wino.applies(problem) is None
+
+
+@lru_cache(maxsize=4096)
+def _direct_bound_words(problem: ConvProblem, s_words: int) -> float:
+    return direct_lower_bound(problem, s_words).words
+
+
+def _direct_floor_work(problem: ConvProblem, s_words: int) -> list[tuple[str, float, float]]:
+    return [("direct", 2.0 * problem.macs_nonpad, _direct_bound_words(problem, s_words))]
+
+
+def _winograd_floor_work(problem: ConvProblem, s_words: int) -> list[tuple[str, float, float]]:
+    """Per F(m): 2·α²·K·C·T multiply-add FLOPs (transforms excluded: a lower bound) and the CDAG bound."""
+    return [(f"F({m}x{m},3x3)", 2.0 * winograd_shape(problem, m).multiplications,
+             _winograd_bound_words(problem, s_words, m)) for m in _wino_space.M]
+
+
+@lru_cache(maxsize=4096)
+def _winograd_bound_words(problem: ConvProblem, s_words: int, m: int) -> float:
+    """The Winograd CDAG bound with pre-transformed filters (both Winograd paths read U, not g)."""
+    return winograd_cdag_bound(problem, s_words, m, pretransformed_filters=True).words
+
+
 REGISTRY: dict[tuple[str, str], KernelSpec] = {
     ("direct", "fwd"): KernelSpec(
         family="direct", direction="fwd", source=_direct.SOURCE, entry=_direct.ENTRY,
@@ -67,9 +109,34 @@ REGISTRY: dict[tuple[str, str], KernelSpec] = {
         predict_s=lambda pl, machine: _direct_model.predict(pl, machine).time_s,
         traffic_words=_direct.total_traffic_words,
         onchip_words=_direct.onchip_words,
-        bound_words=lambda problem, s_words: direct_lower_bound(problem, s_words).words,
-        grid_size=_direct_space.grid_size,
+        bound_words=lambda pl, s_words: _direct_bound_words(pl.problem, s_words),
+        grid_size=_direct_space.grid_size, floor_work=_direct_floor_work, launcher=_direct,
         description="output-stationary direct convolution, fp32 NCHW, any stride/padding/dilation, split-C",
+    ),
+    ("winograd", "fwd"): KernelSpec(
+        family="winograd", direction="fwd", source=_wino.SOURCE, entry=_wino.ENTRY,
+        config_class=_wino.WinogradFwdConfig, supports=_winograd_supports,
+        enumerate_plans=_wino_space.enumerate_plans, plan=_wino.plan,
+        predict_s=lambda pl, machine: _wino_model.predict_fused(pl, machine).time_s,
+        traffic_words=_wino.total_traffic_words,
+        onchip_words=_wino.onchip_words,
+        bound_words=lambda pl, s_words: _winograd_bound_words(pl.problem, s_words, pl.config.m),
+        grid_size=_wino_space.grid_size, floor_work=_winograd_floor_work, launcher=_wino, algorithm="winograd",
+        description="fused Winograd F(2×2,3×3)/F(4×4,3×3): input transform, α² GEMMs and output transform in "
+                    "one kernel; 3×3 stride 1",
+    ),
+    ("winograd_unfused", "fwd"): KernelSpec(
+        family="winograd_unfused", direction="fwd", source=_wino_unfused.SOURCE, entry=_wino_unfused.ENTRY,
+        config_class=_wino_unfused.WinogradUnfusedConfig, supports=_winograd_supports,
+        enumerate_plans=_wino_space.enumerate_unfused_plans, plan=_wino_unfused.plan,
+        predict_s=lambda pl, machine: _wino_model.predict_unfused(pl, machine).time_s,
+        traffic_words=_wino_unfused.total_traffic_words,
+        onchip_words=_wino_unfused.onchip_words,
+        bound_words=lambda pl, s_words: _winograd_bound_words(pl.problem, s_words, pl.config.m),
+        grid_size=_wino_space.unfused_grid_size, floor_work=_winograd_floor_work, launcher=_wino_unfused,
+        algorithm="winograd",
+        description="unfused Winograd F(2×2,3×3)/F(4×4,3×3): input transform, α² batched GEMMs (tuned tiles), "
+                    "output transform; 3×3 stride 1",
     ),
 }
 

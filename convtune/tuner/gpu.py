@@ -1,7 +1,8 @@
 """CupyBenchmarker: compile, verify against the float64 reference, and time on the current GPU.
 
 Protocol (shared/DESIGN.md): fresh normal inputs per problem (never zeros); the output is poisoned with
-NaN before the one verification launch; relative error ‖y − ref‖/‖ref‖ ≤ the family's tolerance; then
+NaN before the one verification launch; relative error ‖y − ref‖/‖ref‖ ≤ the plan's tolerance (the
+family launcher's ``tolerance(plan)``: 1e-5 direct, scaled with m for Winograd); then
 :func:`convtune.kernels.timing.time_launches` over rotating buffer sets (> 2× L2). A CUDA fault raises
 :class:`ContextLost`: the context is unusable afterwards, so the worker process running this exits.
 """
@@ -20,8 +21,6 @@ from convtune.kernels.timing import rotation_sets, time_launches
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.tuner.benchmark import OK, DeviceInfo, TrialResult
-
-TOLERANCE = {"direct": 1e-5}
 
 
 class ContextLost(ConvtuneError, RuntimeError):
@@ -92,7 +91,6 @@ class CupyBenchmarker:
     def _buffers(self, problem: ConvProblem) -> dict[str, Any]:
         key = problem.key()
         if key not in self._inputs:
-            from convtune.kernels.direct.launcher import pack_weights
             from convtune.kernels.reference import conv2d_reference_gpu
 
             self._inputs.clear()  # one problem at a time keeps memory bounded
@@ -105,15 +103,20 @@ class CupyBenchmarker:
             ys = [cp.empty((problem.N, problem.K, problem.P, problem.Q), dtype=cp.float32) for _ in range(sets)]
             ref = conv2d_reference_gpu(xs[0], w, stride=(problem.stride_h, problem.stride_w),
                                        padding=(problem.pad_h, problem.pad_w), dilation=(problem.dil_h, problem.dil_w))
-            self._inputs[key] = {"xs": xs, "w": w, "wpk": pack_weights(w), "ys": ys, "ref": ref, "sets": sets}
+            self._inputs[key] = {"xs": xs, "w": w, "filters": {}, "ys": ys, "ref": ref, "sets": sets}
         return self._inputs[key]
 
-    def _launcher(self, plan: Any) -> Any:
-        if plan.config.family != "direct":
-            raise NotImplementedError(f"no GPU launcher for family {plan.config.family}")
-        from convtune.kernels.direct import launcher
+    @staticmethod
+    def _launcher(plan: Any) -> Any:
+        return get_spec(plan.config.family, plan.config.direction).launcher
 
-        return launcher
+    def _filters(self, buf: dict[str, Any], plan: Any) -> Any:
+        """The plan's filter operand (packed or Winograd-transformed weights), shared by plans with equal keys."""
+        launcher = self._launcher(plan)
+        key = launcher.filters_key(plan)
+        if key not in buf["filters"]:
+            buf["filters"][key] = launcher.prepare_filters(plan, buf["w"])
+        return buf["filters"][key]
 
     def measure(self, problem: ConvProblem, plan: Any) -> TrialResult:
         from convtune.kernels.reference import relative_error
@@ -129,14 +132,15 @@ class CupyBenchmarker:
                   "compile_s": kernel.compile_s}
         buf = self._buffers(problem)
         try:
+            filters = self._filters(buf, plan)
             buf["ys"][0].fill(cp.nan)
-            launcher.launch(plan, kernel, buf["xs"][0], buf["wpk"], buf["ys"][0])
+            launcher.launch(plan, kernel, buf["xs"][0], filters, buf["ys"][0])
             cp.cuda.get_current_stream().synchronize()
             err = relative_error(buf["ys"][0], buf["ref"])
-            tolerance = TOLERANCE.get(plan.config.family, 1e-5)
+            tolerance = launcher.tolerance(plan)
             if not err <= tolerance:
                 return TrialResult("wrong", rel_error=err, error=f"relative error {err:.3e} > {tolerance:g}", **common)
-            timing = time_launches(lambda i: launcher.launch(plan, kernel, buf["xs"][i], buf["wpk"], buf["ys"][i]),
+            timing = time_launches(lambda i: launcher.launch(plan, kernel, buf["xs"][i], filters, buf["ys"][i]),
                                    sets=buf["sets"], warmup=3, reps=self.reps)
         except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError, ConvtuneError) as exc:
             raise ContextLost(f"{plan.config.key()}: {exc}") from exc
@@ -148,12 +152,12 @@ class CupyBenchmarker:
         buf = self._buffers(problem)
         kernels = [self._launcher(pl).compile_plan(pl) for pl in plans]
         samples: list[list[float]] = [[] for _ in plans]
+        filters = [self._filters(buf, pl) for pl in plans]
         for _ in range(rounds):
             for i, (pl, kernel) in enumerate(zip(plans, kernels, strict=True)):
                 launcher = self._launcher(pl)
-                t = time_launches(lambda j, pl=pl, k=kernel, la=launcher: la.launch(pl, k, buf["xs"][j], buf["wpk"],
-                                                                                   buf["ys"][j]),
-                                  sets=buf["sets"], warmup=1, reps=10)
+                t = time_launches(lambda j, pl=pl, k=kernel, la=launcher, f=filters[i]: la.launch(
+                    pl, k, buf["xs"][j], f, buf["ys"][j]), sets=buf["sets"], warmup=1, reps=10)
                 samples[i].append(t.median_ms)
         return [TrialResult(OK, statistics.median(s), min(s), max(s), min(s), 10 * rounds, buf["sets"])
                 for s in samples]

@@ -10,9 +10,13 @@ Stages, each dropped configuration keeping its reason and numbers:
    ``traffic_ratio_max``: it uses its fast memory so badly that no dataflow of that size would move as
    much. (On the H200 the measured winners of the public suite sit at 1.5–10.6× that bound; see
    ``docs`` in the README.)
-3. ``predicted_time`` — the analytic model's time exceeds ``predicted_factor`` × the best prediction.
+3. ``predicted_time`` — the analytic model's time exceeds ``predicted_factor`` × the best prediction
+   *of the same family*. Each family's model has its own bias (an issue-count model of a fused Winograd
+   kernel and one of a direct kernel are not equally right), so one family's optimism must not prune
+   another family away before a single measurement; the measurements decide between families.
 
-Survivors are ranked by predicted time (ties by config key, so the order is reproducible).
+Survivors are ranked by predicted time (ties by config key, so the order is reproducible);
+:func:`warm_start_order` interleaves the families' best for the first measured batch.
 """
 
 from __future__ import annotations
@@ -82,14 +86,10 @@ class PruneResult:
 def build_candidates(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec]) -> list[Candidate]:
     """Every valid configuration of ``specs`` with its prediction, traffic and own-memory bound."""
     out = []
-    bound_cache: dict[tuple[str, int], float] = {}
     for spec in specs:
         for pl in spec.enumerate_plans(problem, machine):
-            s_words = spec.onchip_words(pl)
-            key = (spec.kind, s_words)
-            if key not in bound_cache:
-                bound_cache[key] = spec.bound_words(problem, s_words)
-            out.append(Candidate(spec, pl, spec.predict_s(pl, machine), spec.traffic_words(pl), bound_cache[key]))
+            bound = spec.bound_words(pl, spec.onchip_words(pl))   # memoised per (problem, S, algorithm)
+            out.append(Candidate(spec, pl, spec.predict_s(pl, machine), spec.traffic_words(pl), bound))
     return out
 
 
@@ -113,24 +113,43 @@ def prune(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
                                       _numbers(c)))
         else:
             after_traffic.append(c)
-    best_s = min((c.predicted_s for c in after_traffic), default=float("inf"))
+    family_best_s: dict[str, float] = {}
+    for c in after_traffic:
+        family_best_s[c.spec.family] = min(c.predicted_s, family_best_s.get(c.spec.family, float("inf")))
     survivors = []
     for c in after_traffic:
+        best_s = family_best_s[c.spec.family]
         numbers = _numbers(c) | {"best_predicted_s": best_s}
         if c.predicted_s > settings.predicted_factor * best_s:
             decisions.append(Decision(c, "predicted_time", f"predicted {c.predicted_s * 1e3:.4f} ms is "
-                                      f"{c.predicted_s / best_s:.2f}x the best prediction "
+                                      f"{c.predicted_s / best_s:.2f}x the best prediction of {c.spec.family} "
                                       f"(limit {settings.predicted_factor:g}x)", numbers))
         else:
             survivors.append(c)
     survivors.sort(key=lambda c: (c.predicted_s, c.key))
     for rank, c in enumerate(survivors):
         decisions.append(Decision(c, "kept", f"kept, rank {rank + 1} of {len(survivors)} by predicted time",
-                                  _numbers(c) | {"best_predicted_s": best_s, "rank": rank + 1}))
+                                  _numbers(c) | {"best_predicted_s": family_best_s[c.spec.family],
+                                                 "rank": rank + 1}))
     return PruneResult(
         survivors=survivors, decisions=decisions, grid_size=grid,
         stage_counts={"feasible": len(feasible), "traffic": len(after_traffic), "predicted_time": len(survivors)},
         infeasible_reasons=dict(infeasible), elapsed_s=time.perf_counter() - start)
+
+
+def warm_start_order(survivors: list[Candidate], n: int) -> list[Candidate]:
+    """The first ``n`` configurations to measure: the families' rankings taken in turn (best-predicted family
+    first), so each family's best predictions are measured before any family's model is trusted alone."""
+    by_family: dict[str, list[Candidate]] = {}
+    for c in survivors:                       # survivors are ranked, so each list is too
+        by_family.setdefault(c.spec.family, []).append(c)
+    queues = list(by_family.values())
+    out: list[Candidate] = []
+    while len(out) < n and any(queues):
+        for q in queues:
+            if q and len(out) < n:
+                out.append(q.pop(0))
+    return out
 
 
 def _numbers(c: Candidate) -> dict[str, float]:

@@ -35,7 +35,7 @@ from convtune.storage import repository as repo
 from convtune.storage.session import session_scope
 from convtune.tuner.analysis import efficiency, floor_time_s
 from convtune.tuner.benchmark import Benchmarker, TrialResult
-from convtune.tuner.prune import Candidate, PruneSettings, prune
+from convtune.tuner.prune import Candidate, PruneSettings, prune, warm_start_order
 from convtune.tuner.study import ConfigSpace, make_sampler, open_study, study_name
 
 TIE_TOLERANCE = 0.02
@@ -76,6 +76,13 @@ class TuneResult:
     prune_summary: str = ""
     elapsed_s: float = 0.0
     statuses: dict[str, int] = field(default_factory=dict)
+    floors_ms: dict[str, float] = field(default_factory=dict)       # per family: the bound's floor time
+    family_best_ms: dict[str, float] = field(default_factory=dict)  # per family: its best measured time
+
+    @property
+    def bound_favours(self) -> str | None:
+        """The family whose algorithm has the lowest floor time (ties: first registered)."""
+        return min(self.floors_ms, key=lambda f: self.floors_ms[f]) if self.floors_ms else None
 
     @property
     def tflops(self) -> float | None:
@@ -115,6 +122,9 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
     specs = specs_for(problem, families)
     if not specs:
         raise ValueError(f"no kernel family can run {problem.key()} (families={families})")
+    available = benchmarker.available(problem)
+    if available is not None and families is None:  # a replay table tunes the families it measured
+        specs = [s for s in specs if any(k.startswith(s.kind + " ") for k in available)] or specs
     family_names = [s.family for s in specs]
     backend = benchmarker.backend
     kernel_versions = {s.kind: benchmarker.kernel_version(s) for s in specs}
@@ -142,7 +152,6 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
 
     pruned = prune(problem, machine, specs, settings)
     survivors = pruned.survivors
-    available = benchmarker.available(problem)
     if available is not None:  # a replay table answers only what was measured
         survivors = [c for c in survivors if c.key in available]
     with session_scope(engine) as session:
@@ -155,7 +164,7 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
         repo.record_pruning_decisions(session, run_id, rows.device_id, rows.problem_id,
                                       [(d.candidate.config, d.stage, d.reason, d.numbers) for d in pruned.decisions])
     result = TuneResult(problem, device.name, backend, run_id, None, None, overall_floor_s * 1e3, None,
-                        prune_summary=pruned.summary())
+                        prune_summary=pruned.summary(), floors_ms={f: s * 1e3 for f, s in floors.items()})
     try:
         _search(problem, benchmarker, engine, rows, result, survivors, name, sampler, seed, warm_start,
                 budget_trials, budget_s, patience, epsilon, overall_floor_s, start, progress, available, stop_at_ms)
@@ -187,7 +196,7 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
     storage_url = engine.url.render_as_string(hide_password=False)
     study = open_study(storage_url, name, make_sampler(sampler, seed))
     evaluated: set[str] = {t.user_attrs["config"] for t in study.trials if "config" in t.user_attrs}
-    for cand in survivors[:warm_start]:
+    for cand in warm_start_order(survivors, warm_start):
         if cand.key not in evaluated:
             study.enqueue_trial(space.params_of(cand), skip_if_exists=True)
     by_key = {c.key: c for c in survivors}
@@ -308,6 +317,9 @@ def _finalize(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, ro
                                                      backend=benchmarker.backend)
                     if m.status == "ok" and m.median_ms is not None and m.kernel_version_id in kv_ids]
         keys = {m.id: repo.get_config(session, m.config_id).key for m in measured}
+        for m in measured:
+            family = keys[m.id].split(".", 1)[0]
+            result.family_best_ms[family] = min(m.median_ms, result.family_best_ms.get(family, math.inf))
         ranked = sorted(measured, key=lambda m: (m.median_ms, keys[m.id]))
         candidates = {c.key: c for c in survivors}
         finalists = [m for m in ranked if keys[m.id] in candidates][:FINALISTS]

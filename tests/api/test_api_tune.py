@@ -33,6 +33,9 @@ def test_a_tuned_shape_answers_200_with_the_measured_best(tuned_env: ApiEnv) -> 
     assert a["device"] == best.device_name
     assert a["job"] is None and a["job_id"] is None
     assert a["problem"]["key"] == TUNED.key()
+    choice = a["family_choice"]      # 3×3 stride 1: Winograd's floor is the lower one, with both listed
+    assert choice["favoured"] == "winograd" and "direct floor" in choice["reason"]
+    assert {f["algorithm"] for f in choice["floors"]} == {"direct", "winograd"}
 
 
 def test_the_problem_may_be_given_by_fields_or_key_alike(tuned_env: ApiEnv) -> None:

@@ -38,4 +38,21 @@ def test_specs_for_filters_unsupported_problems() -> None:
     assert [s.family for s in specs_for(depthwise)] == []
     dense = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
     assert [s.family for s in specs_for(dense, families=["direct"])] == ["direct"]
-    assert specs_for(dense, families=["winograd"]) == []
+    assert [s.family for s in specs_for(dense)] == ["direct", "winograd", "winograd_unfused"]
+    assert specs_for(dense, families=["fft"]) == []
+    strided = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 stride=2 pad=1")
+    assert [s.family for s in specs_for(strided)] == ["direct"]
+    pointwise = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=1 S=1")
+    assert [s.family for s in specs_for(pointwise)] == ["direct"]
+
+
+@pytest.mark.parametrize("key", list(REGISTRY), ids=lambda k: ".".join(k))
+def test_launcher_protocol(key: tuple[str, str]) -> None:
+    """Every family's launcher module offers what the GPU benchmarker and conv2d call."""
+    spec = REGISTRY[key]
+    for name in ("compile_plan", "prepare_filters", "filters_key", "launch", "tolerance"):
+        assert callable(getattr(spec.launcher, name)), f"{spec.kind}: launcher lacks {name}"
+    problem = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
+    first = next(iter(spec.enumerate_plans(problem, MachineModel.preset("h200"))))
+    assert 0 < spec.launcher.tolerance(first) <= 1e-4
+    hash(spec.launcher.filters_key(first))

@@ -48,7 +48,7 @@ def test_a_model_tune_stores_predictions_apart_from_measurements(sqlite_engine: 
         assert repo.best_measurement(session, **ids) is None
         assert repo.best_measurement(session, **ids, predicted=True) is not None
         views = repo.list_best_configs(session, problem_key=PROBLEM)
-        assert {v.scope for v in views} == {"direct", "*"}
+        assert {v.scope for v in views} == {result.best_config.split(".", 1)[0], "*"}
         assert all(v.provisional and v.config_key == result.best_config for v in views)
         best = repo.find_best_config(session, problem_key=PROBLEM)
         assert best is not None and best.provisional

@@ -150,13 +150,18 @@ def test_a_bigger_traffic_limit_passes_a_superset(grid: dict, f: float) -> None:
 
 
 def test_without_limits_everything_feasible_survives_and_factor_one_keeps_only_the_best(grid: dict) -> None:
+    """Factor 1 keeps exactly each family's best prediction(s): families are thresholded on their own."""
     loose = grid[(math.inf, math.inf)]
     assert len(loose.survivors) == loose.stage_counts["feasible"]
     tight = grid[(math.inf, 1.0)]
-    best = tight.survivors[0].predicted_s
-    assert best == min(c.predicted_s for c in loose.survivors)
-    assert all(c.predicted_s == best for c in tight.survivors)
-    assert len(tight.survivors) == sum(c.predicted_s == best for c in loose.survivors)
+    assert tight.survivors[0].predicted_s == min(c.predicted_s for c in loose.survivors)
+    families = {c.spec.family for c in loose.survivors}
+    assert {c.spec.family for c in tight.survivors} == families
+    for family in families:
+        best = min(c.predicted_s for c in loose.survivors if c.spec.family == family)
+        kept = [c for c in tight.survivors if c.spec.family == family]
+        assert all(c.predicted_s == best for c in kept)
+        assert len(kept) == sum(c.predicted_s == best for c in loose.survivors if c.spec.family == family)
 
 
 def test_settings_do_not_change_feasibility(grid: dict) -> None:

@@ -24,7 +24,8 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 @pytest.fixture(scope="module")
 def survivors() -> list[Candidate]:
-    return prune(TINY, MachineModel.preset("h200"), specs_for(TINY)).survivors
+    """One family's survivors: the mechanics of the space (several families: the tests at the end)."""
+    return prune(TINY, MachineModel.preset("h200"), specs_for(TINY, ["direct"])).survivors
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +186,22 @@ def test_open_study_creates_then_resumes(tmp_path) -> None:
     again = open_study(url, "s", make_sampler("random", 0))
     assert [t.value for t in again.trials] == [3.0]
     assert open_study(None, "memory", make_sampler("random", 0)).trials == []
+
+
+def test_a_space_of_several_families_suggests_each_and_falls_back_across_them() -> None:
+    survivors = prune(TINY, MachineModel.preset("h200"), specs_for(TINY)).survivors
+    space = ConfigSpace(survivors)
+    assert len(space.families) >= 2 and {"direct", "winograd"} <= set(space.families)
+    for family in space.families:
+        first = next(c for c in survivors if c.config.family == family)
+        params = {"family": family} | first.config.to_dict()
+        assert space.nearest(params, set()) is first
+        assert space.params_of(first)["family"] == family
+        # that family exhausted: the best-ranked unevaluated survivor of any family (documented fallback)
+        mine = {c.key for c in survivors if c.config.family == family}
+        fallback = space.nearest(params, mine)
+        assert fallback is not None and fallback.config.family != family
+        assert fallback is min((c for c in survivors if c.key not in mine), key=lambda c: space.rank[c.key])
+    study = optuna.create_study(sampler=make_sampler("random", 1))
+    seen = {space.suggest(study.ask())["family"] for _ in range(40)}
+    assert seen == set(space.families)

@@ -309,3 +309,21 @@ def launch(pl: DirectFwdPlan, kernel: LoadedKernel, x: Any, wpk: Any, y: Any, st
             kernel.function(pl.grid, (pl.config.threads,), args, shared_mem=pl.smem_bytes)
     except cp.cuda.driver.CUDADriverError as exc:
         raise LaunchError(f"direct_fwd launch failed ({pl.config.key()}): {exc}") from exc
+
+
+# ---- the launcher protocol every family provides (registry.KernelSpec.launcher) ------------------------
+TOLERANCE = 1e-5   # relative error against float64 a direct config must meet to be measured or served
+
+
+def prepare_filters(pl: DirectFwdPlan, w: Any) -> Any:
+    """The filter operand ``launch`` takes: w packed to (C, R, S, Kp); the same for every plan."""
+    return pack_weights(w)
+
+
+def filters_key(pl: DirectFwdPlan) -> tuple[str, ...]:
+    """Plans with equal keys share one :func:`prepare_filters` result."""
+    return ("direct",)
+
+
+def tolerance(pl: DirectFwdPlan) -> float:
+    return TOLERANCE

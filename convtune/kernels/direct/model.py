@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from convtune.kernels.direct.launcher import DirectFwdPlan, total_traffic_words
-from convtune.kernels.launch_geometry import round_regs
+from convtune.kernels.launch_geometry import resident_blocks
 from convtune.machine import MachineModel
 
 L2_OVER_DRAM_BANDWIDTH = 2.5
@@ -48,11 +48,7 @@ class DirectPrediction:
 
 def blocks_per_sm(pl: DirectFwdPlan, machine: MachineModel, regs_per_thread: int | None = None) -> int:
     """Resident blocks per SM, limited by registers, shared memory, threads and the block limit."""
-    regs = round_regs(regs_per_thread or pl.regs_estimate)
-    by_regs = machine.regs_per_sm // (pl.config.threads * regs)
-    by_smem = machine.smem_per_sm_bytes // (pl.smem_bytes + machine.smem_reserved_per_block_bytes)
-    by_threads = machine.max_threads_per_sm // pl.config.threads
-    return max(0, min(by_regs, by_smem, by_threads, machine.max_blocks_per_sm))
+    return resident_blocks(pl.config.threads, pl.smem_bytes, regs_per_thread or pl.regs_estimate, machine)
 
 
 def tile_efficiency(pl: DirectFwdPlan) -> float:

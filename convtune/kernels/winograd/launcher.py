@@ -246,3 +246,24 @@ def launch(pl: WinogradFwdPlan, kernel: LoadedKernel, x: Any, u: Any, y: Any, st
             kernel.function(pl.grid, (pl.config.threads,), args, shared_mem=pl.smem_bytes)
     except cp.cuda.driver.CUDADriverError as exc:
         raise LaunchError(f"winograd_fwd launch failed ({pl.config.key()}): {exc}") from exc
+
+
+# ---- the launcher protocol every family provides (registry.KernelSpec.launcher) ------------------------
+#: relative error against float64 a config must meet to be measured or served. F(4,3) amplifies rounding:
+#: measured 1.1e-6–2.9e-6 for m = 4 and 2.6e-7–7e-7 for m = 2 on the public suite (C ≤ 512), so these
+#: leave about 30× headroom for deeper reductions while still rejecting any indexing or transform bug.
+TOLERANCE = {2: 2e-5, 4: 1e-4}
+
+
+def prepare_filters(pl: WinogradFwdPlan, w: Any) -> Any:
+    """The filter operand ``launch`` takes: U = G g Gᵀ, (α², Cp, Kp)."""
+    return transform_filters(w, pl.config.m, pl.cp, pl.kp)
+
+
+def filters_key(pl: WinogradFwdPlan) -> tuple[Any, ...]:
+    """Plans with equal keys share one :func:`prepare_filters` result."""
+    return ("winograd", pl.config.m, pl.cp, pl.kp)
+
+
+def tolerance(pl: WinogradFwdPlan) -> float:
+    return TOLERANCE[pl.config.m]

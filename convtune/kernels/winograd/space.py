@@ -1,8 +1,8 @@
-"""The configuration space of the fused Winograd forward kernel for one problem and machine.
+"""The configuration spaces of the fused Winograd kernel and of the unfused path, for one problem and machine.
 
-:func:`enumerate_plans` yields every valid configuration (the machine's shared-memory and register
-limits respected; BN no larger than the next power of two of the tile count, BK no larger than that
-of K), each with its plan. Not yet in the registry: the kernel awaits its first GPU run.
+:func:`enumerate_plans` (fused) and :func:`enumerate_unfused_plans` yield every valid configuration (the
+machine's shared-memory and register limits respected; block tiles no larger than the next power of two
+of the tile count and of K), each with its plan.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.winograd.launcher import WinogradFwdConfig, WinogradFwdPlan, applies, plan
+from convtune.kernels.winograd.unfused import WinogradUnfusedConfig, WinogradUnfusedPlan
+from convtune.kernels.winograd.unfused import plan as unfused_plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -55,3 +57,36 @@ def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[Win
                 yield plan(p, WinogradFwdConfig(m, bn, bk, bc, tn, tk, stages), machine)
             except InvalidConfig:
                 continue
+
+
+# ---- the unfused path (input transform, α² batched GEMMs, output transform) ----
+GEMM_TILE_K = (32, 64, 128)
+GEMM_TILE_T = (32, 64, 128)
+GEMM_CHUNK_C = (8, 16)
+GEMM_THREAD = (4, 8)
+GEMM_STAGES = (2, 3, 4)
+GEMM_MIN_THREADS, GEMM_MAX_THREADS = 64, 256
+
+
+def unfused_grid_size(problem: ConvProblem) -> int:
+    """Size of the unfused path's raw parameter grid."""
+    return len(M) * len(GEMM_TILE_K) * len(GEMM_TILE_T) * len(GEMM_CHUNK_C) * len(GEMM_THREAD) ** 2 * len(GEMM_STAGES)
+
+
+def enumerate_unfused_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[WinogradUnfusedPlan]:
+    """Every valid (config, plan) of the unfused path for ``problem`` on ``machine`` (BK no larger than the
+    next power of two of K, BT no larger than that of the tile count)."""
+    if applies(problem) is not None:
+        return
+    p = problem
+    for m, bk, bt, bc, tk, tt, stages in itertools.product(M, GEMM_TILE_K, GEMM_TILE_T, GEMM_CHUNK_C, GEMM_THREAD,
+                                                           GEMM_THREAD, GEMM_STAGES):
+        tiles = p.N * -(-p.P // m) * -(-p.Q // m)
+        if bk > max(32, _pow2_at_least(p.K)) or bt > max(32, _pow2_at_least(tiles)) or bk % tk or bt % tt:
+            continue
+        if not GEMM_MIN_THREADS <= (bk // tk) * (bt // tt) <= GEMM_MAX_THREADS:
+            continue
+        try:
+            yield unfused_plan(p, WinogradUnfusedConfig(m, bk, bt, bc, tk, tt, stages), machine)
+        except InvalidConfig:
+            continue

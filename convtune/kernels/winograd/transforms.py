@@ -16,6 +16,7 @@ Lavin's (0, 1, −1, 2, −2).
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from functools import cache
 
@@ -160,3 +161,16 @@ def winograd_conv2d_numpy(x: np.ndarray, w: np.ndarray, m: int, pad_h: int, pad_
     mm = np.einsum("fck,fncij->fnkij", u, v).reshape(alpha, alpha, n, k, tp, tq)
     y = np.einsum("ia,abnkst,jb->nksitj", at, mm, at).reshape(n, k, tp * m, tq * m)
     return y[:, :, :p, :q]
+
+
+@cache
+def transform_op_counts(m: int) -> tuple[int, int]:
+    """(input, output) transform arithmetic instructions per tile: each generated statement with n terms is
+    n − 1 adds (a constant factor folds into an FMA, a leading minus into the add)."""
+    code = device_code(m)
+    counts = []
+    for name in ("wino_input_transform", "wino_output_transform"):
+        body = code.split(name, 1)[1].split("\n}", 1)[0]
+        counts.append(sum(max(0, len(re.findall(r"\b(?:in|t)\[", line.split("=", 1)[1])) - 1)
+                          for line in body.splitlines() if " = " in line and "float" not in line))
+    return counts[0], counts[1]

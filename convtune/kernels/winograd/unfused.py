@@ -1,0 +1,307 @@
+"""Unfused Winograd F(m×m, 3×3) forward: input transform, α² batched GEMMs (tuned tiles), output transform.
+
+Shapes (fp32, contiguous): x (N, C, H, W); U (α², Cp, Kp) from :func:`launcher.transform_filters`;
+workspace V (α², Cp, Tp) and M (α², Kp, Tp); y (N, K, P, Q). T = N·⌈P/m⌉·⌈Q/m⌉ tiles, Tp = ⌈T/BT⌉·BT,
+Cp = ⌈C/BC⌉·BC, Kp = ⌈K/BK⌉·BK. Kernels (``winograd_unfused.cu``):
+
+1. ``winograd_input``  grid (⌈Tp/256⌉, Cp), 256 threads: V[ξ][c][t] = (Bᵀ d B)[ξ] (zero in the padding);
+2. ``winograd_gemm``   grid (Tp/BT, Kp/BK, α²): M[ξ][k][t] = Σ_c U[ξ][c][k]·V[ξ][c][t];
+3. ``winograd_output`` grid (⌈T/256⌉, K), 256 threads: y tile = Aᵀ M A, cropped to P×Q.
+
+Global-memory traffic in words, exactly what the kernels request::
+
+    input transform  N·C·Σ_tp rows(tp)·Σ_tq cols(tq)  loads  +  α²·Cp·Tp stores
+    GEMM             (Tp/BT)·α²·Cp·Kp  +  (Kp/BK)·α²·Cp·Tp  loads  +  α²·Kp·Tp stores
+    output transform α²·K·T loads  +  N·K·P·Q stores
+
+(rows/cols as in :mod:`launcher`). The GEMM's re-reads mostly hit L2; the model prices them there.
+Against the fused kernel this pays 2·(V + M) workspace traffic and three launches, and in exchange
+transforms each input tile once (not once per BK block) and runs the GEMM with large register tiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from convtune.errors import InvalidConfig, LaunchError
+from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.kernels.config import KernelConfig
+from convtune.kernels.launch_geometry import round_regs, span_inside
+from convtune.kernels.winograd.launcher import TOLERANCE, applies, transform_filters
+from convtune.kernels.winograd.transforms import POINTS, device_code
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+SOURCE = "winograd/winograd_unfused.cu"
+ENTRY = "winograd_gemm"                       # the tuned kernel; the transforms ride along in the same module
+ENTRIES = ("winograd_input", "winograd_gemm", "winograd_output")
+TRANSFORM_THREADS = 256
+MAX_REGS = 255
+
+
+@dataclass(frozen=True, slots=True)
+class WinogradUnfusedConfig(KernelConfig):
+    """Tunable parameters of the unfused Winograd path (the transforms have fixed 256-thread blocks)."""
+
+    family = "winograd_unfused"
+    direction = "fwd"
+
+    m: int = 4             # output tile m×m: F(2×2,3×3) or F(4×4,3×3)
+    tile_k: int = 64       # BK: output channels per GEMM block
+    tile_t: int = 128      # BT: tiles per GEMM block
+    chunk_c: int = 8       # BC: input channels per pipeline stage
+    thread_k: int = 8      # TK: output channels per thread (multiple of 4)
+    thread_t: int = 8      # TT: tiles per thread (multiple of 4)
+    stages: int = 3        # cp.async pipeline depth (2..4)
+
+    @property
+    def alpha(self) -> int:
+        return self.m + 2
+
+    @property
+    def threads(self) -> int:
+        return (self.tile_k // self.thread_k) * (self.tile_t // self.thread_t)
+
+
+@dataclass(frozen=True, slots=True)
+class WinogradUnfusedPlan:
+    """Everything derived from (problem, config): padded sizes, launch geometry, resources."""
+
+    problem: ConvProblem
+    config: WinogradUnfusedConfig
+    tiles_p: int
+    tiles_q: int
+    tiles: int
+    tp: int            # Tp: tiles padded to a multiple of BT
+    cp: int
+    kp: int
+    smem_bytes: int    # the GEMM's (the transforms use none)
+    regs_estimate: int
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        """The GEMM's grid (the transforms' grids: :meth:`input_grid`, :meth:`output_grid`)."""
+        c = self.config
+        return (self.tp // c.tile_t, self.kp // c.tile_k, c.alpha ** 2)
+
+    @property
+    def input_grid(self) -> tuple[int, int, int]:
+        return (-(-self.tp // TRANSFORM_THREADS), self.cp, 1)
+
+    @property
+    def output_grid(self) -> tuple[int, int, int]:
+        return (-(-self.tiles // TRANSFORM_THREADS), self.problem.K, 1)
+
+    @property
+    def blocks(self) -> int:
+        gx, gy, gz = self.grid
+        return gx * gy * gz
+
+    @property
+    def workspace_bytes(self) -> int:
+        """V and M in fp32."""
+        return 4 * self.config.alpha ** 2 * self.tp * (self.cp + self.kp)
+
+    def template_args(self) -> tuple[int, ...]:
+        c = self.config
+        return (c.tile_k, c.tile_t, c.chunk_c, c.thread_k, c.thread_t, c.stages)
+
+    def source(self) -> str:
+        """Self-contained CUDA text: the F(m) transforms, the family source and the three entries."""
+        c = self.config
+        return _family_source(c.m) + _WRAPPER.format(m=c.m, threads=c.threads, transform_threads=TRANSFORM_THREADS,
+                                                     targs=", ".join(str(a) for a in self.template_args()))
+
+
+_WRAPPER = """
+extern "C" __global__ void __launch_bounds__({transform_threads})
+winograd_input(const float* __restrict__ x, float* __restrict__ V, int C, int H, int W, int pad_h, int pad_w,
+               int tiles_p, int tiles_q, int tiles, int Cp, int Tp) {{
+  convtune::winograd_input_body<{m}>(x, V, C, H, W, pad_h, pad_w, tiles_p, tiles_q, tiles, Cp, Tp);
+}}
+extern "C" __global__ void __launch_bounds__({threads})
+winograd_gemm(const float* __restrict__ U, const float* __restrict__ V, float* __restrict__ Mo, int Cp, int Kp,
+              int Tp) {{
+  convtune::winograd_gemm_body<{targs}>(U, V, Mo, Cp, Kp, Tp);
+}}
+extern "C" __global__ void __launch_bounds__({transform_threads})
+winograd_output(const float* __restrict__ Mi, float* __restrict__ y, int K, int P, int Q, int tiles_p, int tiles_q,
+                int tiles, int Kp, int Tp) {{
+  convtune::winograd_output_body<{m}>(Mi, y, K, P, Q, tiles_p, tiles_q, tiles, Kp, Tp);
+}}
+"""
+
+
+@cache
+def _family_source(m: int) -> str:
+    return device_code(m) + expand_includes((KERNELS_DIR / SOURCE).read_text())
+
+
+def regs_estimate(config: WinogradUnfusedConfig) -> int:
+    """Registers per thread of the GEMM ≈ TK·TT accumulators + TK + TT fragments + 30 for addresses."""
+    c = config
+    return c.thread_k * c.thread_t + c.thread_k + c.thread_t + 30
+
+
+def plan(problem: ConvProblem, config: WinogradUnfusedConfig,
+         machine: MachineModel | None = None) -> WinogradUnfusedPlan:
+    """Validate ``config`` for ``problem`` (and ``machine``'s limits) and derive the plan.
+
+    Raises:
+        InvalidConfig: naming the field that breaks a rule.
+    """
+    p, c = problem, config
+    why = applies(p)
+    if why:
+        raise InvalidConfig("problem", f"Winograd F(m×m,3×3): {why}")
+    if c.m not in POINTS:
+        raise InvalidConfig("m", f"m={c.m}: allowed {sorted(POINTS)}")
+    for name, tile, thread in (("thread_k", c.tile_k, c.thread_k), ("thread_t", c.tile_t, c.thread_t)):
+        if thread % 4 or tile % thread:
+            raise InvalidConfig(name, f"{name}={thread} must be a multiple of 4 that divides {tile}")
+    if not 32 <= c.threads <= 1024 or c.threads % 32:
+        raise InvalidConfig("threads", f"{c.threads} GEMM threads per block: must be a multiple of 32 in [32, 1024]")
+    if not 2 <= c.stages <= 4:
+        raise InvalidConfig("stages", f"stages={c.stages}: allowed 2..4")
+    if c.chunk_c > 32:
+        raise InvalidConfig("chunk_c", f"chunk_c={c.chunk_c}: allowed 1..32")
+    tiles_p, tiles_q = -(-p.P // c.m), -(-p.Q // c.m)
+    tiles = p.N * tiles_p * tiles_q
+    tp = -(-tiles // c.tile_t) * c.tile_t
+    cp_, kp = -(-p.C // c.chunk_c) * c.chunk_c, -(-p.K // c.tile_k) * c.tile_k
+    if kp // c.tile_k > 65535 or p.K > 65535 or cp_ > 65535:
+        raise InvalidConfig("tile_k", "grid too large: C, K and Kp/BK must be ≤ 65535")
+    smem_bytes = 4 * c.stages * c.chunk_c * (c.tile_k + c.tile_t)
+    regs = regs_estimate(c)
+    if regs > MAX_REGS:
+        raise InvalidConfig("thread_k", f"~{regs} registers per thread exceed {MAX_REGS}")
+    if machine is not None:
+        if smem_bytes > machine.smem_per_block_bytes:
+            raise InvalidConfig("chunk_c", f"{smem_bytes} B of shared memory exceed the "
+                                           f"{machine.smem_per_block_bytes} B per block of {machine.name}")
+        if c.threads * round_regs(regs) > machine.regs_per_sm:
+            raise InvalidConfig("threads", f"{c.threads} threads × ~{round_regs(regs)} registers exceed the "
+                                           f"{machine.regs_per_sm} registers of an SM")
+    return WinogradUnfusedPlan(p, c, tiles_p, tiles_q, tiles, tp, cp_, kp, smem_bytes, regs)
+
+
+def traffic_words(pl: WinogradUnfusedPlan) -> dict[str, int]:
+    """Words loaded/stored by the three kernels per the formula in the module docstring."""
+    p, c = pl.problem, pl.config
+    a2 = c.alpha ** 2
+    rows = sum(span_inside(tp * c.m - p.pad_h, c.alpha, p.H) for tp in range(pl.tiles_p))
+    cols = sum(span_inside(tq * c.m - p.pad_w, c.alpha, p.W) for tq in range(pl.tiles_q))
+    return {
+        "input": p.N * p.C * rows * cols,
+        "v_store": a2 * pl.cp * pl.tp,
+        "filter": (pl.tp // c.tile_t) * a2 * pl.cp * pl.kp,
+        "v_load": (pl.kp // c.tile_k) * a2 * pl.cp * pl.tp,
+        "m_store": a2 * pl.kp * pl.tp,
+        "m_load": a2 * p.K * pl.tiles,
+        "output": p.output_elements,
+    }
+
+
+def total_traffic_words(pl: WinogradUnfusedPlan) -> int:
+    return sum(traffic_words(pl).values())
+
+
+def dram_words(pl: WinogradUnfusedPlan) -> int:
+    """Compulsory words of the pipeline: x, U, V and M each written/read once, y written."""
+    t = traffic_words(pl)
+    a2 = pl.config.alpha ** 2
+    return t["input"] + 2 * t["v_store"] + a2 * pl.cp * pl.kp + t["m_store"] + t["m_load"] + t["output"]
+
+
+def onchip_words(pl: WinogradUnfusedPlan) -> int:
+    """Fast memory one GEMM block holds: every shared-memory stage plus the accumulator registers."""
+    c = pl.config
+    return pl.smem_bytes // 4 + c.thread_k * c.thread_t * c.threads
+
+
+# ---- launching ----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class UnfusedKernels:
+    """The three loaded entries; ``resources`` are the GEMM's, ``compile_s`` their sum."""
+
+    input: LoadedKernel
+    gemm: LoadedKernel
+    output: LoadedKernel
+
+    @property
+    def resources(self) -> Any:
+        return self.gemm.resources
+
+    @property
+    def compile_s(self) -> float:
+        return self.input.compile_s + self.gemm.compile_s + self.output.compile_s
+
+
+def compile_plan(pl: WinogradUnfusedPlan) -> UnfusedKernels:
+    text = pl.source()
+    return UnfusedKernels(load_kernel(text, "winograd_input"), load_kernel(text, "winograd_gemm", pl.smem_bytes),
+                          load_kernel(text, "winograd_output"))
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """The transformed input V (α², Cp, Tp) and the GEMM output M (α², Kp, Tp), fp32."""
+
+    v: Any
+    m: Any
+
+
+def workspace(pl: WinogradUnfusedPlan) -> Workspace:
+    cp = cupy_module()
+    a2 = pl.config.alpha ** 2
+    return Workspace(cp.empty((a2, pl.cp, pl.tp), dtype=cp.float32), cp.empty((a2, pl.kp, pl.tp), dtype=cp.float32))
+
+
+@dataclass(frozen=True, slots=True)
+class UnfusedFilters:
+    """The filter operand of :func:`launch`: U (α², Cp, Kp) and the plan's workspace, kept together so
+    repeated launches allocate nothing."""
+
+    u: Any
+    work: Workspace
+
+
+def prepare_filters(pl: WinogradUnfusedPlan, w: Any) -> UnfusedFilters:
+    return UnfusedFilters(transform_filters(w, pl.config.m, pl.cp, pl.kp), workspace(pl))
+
+
+def filters_key(pl: WinogradUnfusedPlan) -> tuple[Any, ...]:
+    """Plans with equal keys share one :func:`prepare_filters` result (the workspace depends on Tp)."""
+    return ("winograd_unfused", pl.config.m, pl.cp, pl.kp, pl.tp)
+
+
+def tolerance(pl: WinogradUnfusedPlan) -> float:
+    return TOLERANCE[pl.config.m]
+
+
+def launch(pl: WinogradUnfusedPlan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,
+           stream: Any | None = None) -> None:
+    """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
+
+    Raises:
+        LaunchError: a launch failed.
+    """
+    cp = cupy_module()
+    p, c = pl.problem, pl.config
+    stream = stream if stream is not None else cp.cuda.get_current_stream()
+    i32 = cp.int32
+    u, work = filters.u, filters.work
+    try:
+        with stream:
+            kernels.input.function(pl.input_grid, (TRANSFORM_THREADS,),
+                                   (x, work.v, i32(p.C), i32(p.H), i32(p.W), i32(p.pad_h), i32(p.pad_w),
+                                    i32(pl.tiles_p), i32(pl.tiles_q), i32(pl.tiles), i32(pl.cp), i32(pl.tp)))
+            kernels.gemm.function(pl.grid, (c.threads,), (u, work.v, work.m, i32(pl.cp), i32(pl.kp), i32(pl.tp)),
+                                  shared_mem=pl.smem_bytes)
+            kernels.output.function(pl.output_grid, (TRANSFORM_THREADS,),
+                                    (work.m, y, i32(p.K), i32(p.P), i32(p.Q), i32(pl.tiles_p), i32(pl.tiles_q),
+                                     i32(pl.tiles), i32(pl.kp), i32(pl.tp)))
+    except cp.cuda.driver.CUDADriverError as exc:
+        raise LaunchError(f"winograd_unfused launch failed ({c.key()}): {exc}") from exc
