@@ -4,7 +4,10 @@ Universe: the uniform 2000-config sample of the unpruned direct space measured o
 (``tests/data/replay_h200_space_sample.json.gz``, from benchmarks/space_sample.py). Per shape and seed:
 
 * **ours** — ``convtune.tuner.tune.tune`` itself (bound pruning + warm start with the best-predicted
-  survivors + TPE), replaying the sample: the survivors it can try are the sampled ones;
+  survivors + local search around the best measured (3 of 4 trials) and TPE (1 of 4)), replaying the
+  sample: the survivors it can try are the sampled ones (so the local search's "nearest unevaluated
+  survivor" is the nearest *sampled* one, rarely a one-step neighbour: the sample holds 2-5% of the
+  valid configurations);
 * **tpe** — Optuna TPE over the whole sample (no pruning, no warm start), same parameter encoding;
 * **random** — random search over the whole sample.
 

@@ -7,7 +7,9 @@ Order of work for ``tune(problem, benchmarker, engine)``:
    nothing is measured;
 2. :func:`~convtune.tuner.prune.prune` runs; its decisions are stored with the run;
 3. the study (Optuna, same database) is opened or resumed; the best-predicted survivors are enqueued;
-4. each trial maps the sampler's suggestion to an unevaluated survivor; a configuration measured
+4. once they are measured, :class:`~convtune.tuner.neighbours.LocalSearch` proposes most trials (the
+   unevaluated neighbours of the best measured configurations) and the sampler the rest; each
+   sampler trial maps its suggestion to an unevaluated survivor; a configuration measured
    before on this device and kernel version is answered from the database, anything else is measured
    by the benchmarker and committed at once (a crash later loses nothing);
 5. the loop stops at the trial budget, the time budget, ``patience`` trials without improvement, an
@@ -35,6 +37,7 @@ from convtune.storage import repository as repo
 from convtune.storage.session import session_scope
 from convtune.tuner.analysis import efficiency, floor_time_s
 from convtune.tuner.benchmark import Benchmarker, TrialResult
+from convtune.tuner.neighbours import LocalSearch
 from convtune.tuner.prune import Candidate, PruneSettings, prune, warm_start_order
 from convtune.tuner.study import ConfigSpace, make_sampler, open_study, study_name
 
@@ -195,7 +198,13 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
     batch_size = max(BATCH, warm_start) if prefetch is not None else 1
     storage_url = engine.url.render_as_string(hide_password=False)
     study = open_study(storage_url, name, make_sampler(sampler, seed))
-    evaluated: set[str] = {t.user_attrs["config"] for t in study.trials if "config" in t.user_attrs}
+    evaluated: set[str] = set()
+    local = LocalSearch(space)
+    for t in study.trials:
+        if "config" in t.user_attrs:
+            evaluated.add(t.user_attrs["config"])
+            if t.state == optuna.trial.TrialState.COMPLETE and t.value is not None:
+                local.record(t.user_attrs["config"], t.value)
     for cand in warm_start_order(survivors, warm_start):
         if cand.key not in evaluated:
             study.enqueue_trial(space.params_of(cand), skip_if_exists=True)
@@ -218,7 +227,7 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
         if not stop and stop_at_ms is not None and best_ms <= stop_at_ms:
             stop = f"target time {stop_at_ms:g} ms reached"
         if not stop and not pending:
-            pending = _ask_batch(study, space, evaluated, min(batch_size, budget_trials - result.trials))
+            pending = _ask_batch(study, space, evaluated, min(batch_size, budget_trials - result.trials), local)
             if not pending:
                 stop = "every surviving configuration was evaluated"
             elif prefetch is not None:
@@ -242,6 +251,7 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
         result.measured += not reused
         if outcome.ok:
             study.tell(trial, outcome.median_ms)
+            local.record(cand.key, outcome.median_ms)
             if outcome.median_ms < best_ms * (1 - 1e-9):
                 best_ms, since_best = outcome.median_ms, 0
                 result.best_config, result.time_ms = cand.key, outcome.median_ms
@@ -262,11 +272,17 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
                 repo.update_run(session, result.run_id, trials_done=result.trials)
 
 
-def _ask_batch(study: optuna.Study, space: ConfigSpace, evaluated: set[str],
-               size: int) -> list[tuple[optuna.Trial, Candidate]]:
-    """Ask up to ``size`` trials, each mapped to a distinct unevaluated survivor."""
+def _ask_batch(study: optuna.Study, space: ConfigSpace, evaluated: set[str], size: int,
+               local: LocalSearch | None = None) -> list[tuple[optuna.Trial, Candidate]]:
+    """Ask up to ``size`` trials, each mapped to a distinct unevaluated survivor. Once the enqueued warm
+    start is used up and something was measured, ``local``'s share of them are its proposals."""
     batch = []
     for _ in range(size):
+        if local is not None and local.measured and not study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.WAITING,)) and local.next_is_local():
+            proposal = local.propose(evaluated)
+            if proposal is not None:  # asked as an enqueued trial, so the sampler learns from it too
+                study.enqueue_trial(space.params_of(proposal))
         trial = study.ask()
         cand = space.nearest(space.suggest(trial), evaluated)
         if cand is None:
