@@ -2,6 +2,9 @@
 # GPU-host steps, batched into one device call; logs and tables under $OUT (default benchmarks/results).
 #   bash benchmarks/gpu_check.sh STEP...     steps: tests vs_cudnn sample tune
 #     tests     pytest -m gpu: kernels vs float64, operator API, the tuner on the GPU
+#     api_tests pytest -m gpu: only the operator API, the machine probe and the tuner on the GPU
+#     dw_tests  pytest -m gpu: the depthwise kernels (every variant × path × mode)
+#     dw_bench  benchmarks/depthwise_bench.py: depthwise variants × paths vs PyTorch ($DW_BENCH_ARGS)
 #     vs_cudnn  benchmarks/vs_cudnn.py (best of the model's top configs vs cuDNN, same run)
 #     sample    benchmarks/space_sample.py (uniform sample of the unpruned direct space on 3 shapes)
 #     tune      `convtune tune` on every public conv2d shape (budget $TUNE_BUDGET_S s each) + cuDNN
@@ -27,6 +30,14 @@ for step in "$@"; do
     tests)
         python3 -m pytest -m gpu -q -p no:cacheprovider --maxfail=25 -W default \
             tests/kernels tests/test_machine.py tests/tuner/test_tuner_gpu.py 2>&1 | tee "$OUT/gpu_tests.txt" | tail -15 ;;
+    api_tests)
+        python3 -m pytest -m gpu -q -p no:cacheprovider -W default tests/kernels/test_ops_gpu.py tests/test_machine.py \
+            tests/tuner/test_tuner_gpu.py 2>&1 | tee "$OUT/gpu_api_tests.txt" | tail -8 ;;
+    dw_tests)
+        python3 -m pytest -m gpu -q -p no:cacheprovider -W default --maxfail=60 -ra tests/kernels/test_depthwise_gpu.py \
+            2>&1 | tee "$OUT/gpu_depthwise_tests.txt" | tail -30 ;;
+    dw_bench)
+        python3 benchmarks/depthwise_bench.py --out "$OUT" ${DW_BENCH_ARGS:-} 2>&1 | tee "$OUT/depthwise_bench.log" | tail -40 ;;
     vs_cudnn)
         python3 benchmarks/vs_cudnn.py --out "$OUT" ${VS_CUDNN_ARGS:-} 2>&1 | tee "$OUT/vs_cudnn.log" | tail -30 ;;
     sample)
