@@ -1,9 +1,11 @@
-"""Direct convolution vs cuDNN on the GPU, per conv2d entry of a suite file (runs on the GPU host).
+"""convtune's kernel families vs cuDNN on the GPU, per conv2d entry of a suite file (runs on the GPU host).
 
-For each shape: rank the valid direct configurations by the analytic model, take the top ``--top``
-plus the model's best of each (tile area, tile_k, splits) bucket (so a model bias cannot hide a whole
-region), pre-compile them all with nvcc in parallel, verify each once against the float64 GPU
-reference (relative error ≤ 1e-5, output poisoned with NaN first), time each with the shared
+For each shape and each family of ``--families`` that can run it (default: direct, winograd,
+winograd_unfused): rank the family's valid configurations by its analytic model and take the top
+``--top``; for direct also the model's best of each (tile area, tile_k, splits) bucket (so a model
+bias cannot hide a whole region). Pre-compile them all with nvcc in parallel, verify each once
+against the float64 GPU reference (the family's tolerance: 1e-5 direct, 2e-5 / 1e-4 for Winograd
+F(2) / F(4); output poisoned with NaN first), time each with the shared
 protocol (:mod:`convtune.kernels.timing`: spin-then-events, median, rotating buffer sets larger than
 2× L2), re-time the best three interleaved and pick the fastest (ties by config key). cuDNN is timed in
 the same run through torch (``cudnn.benchmark=True``; fp32 with ``allow_tf32=False``, plus TF32 and
@@ -33,14 +35,15 @@ import torch
 from convtune.bounds.direct import direct_lower_bound
 from convtune.errors import CompileError
 from convtune.kernels.compile import precompile
-from convtune.kernels.direct import launcher
 from convtune.kernels.direct.space import ranked
 from convtune.kernels.reference import conv2d_reference_gpu, relative_error
+from convtune.kernels.registry import get_spec, specs_for
 from convtune.kernels.timing import rotation_sets, time_launches
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
+from convtune.tuner.analysis import family_choice, floor_time_s
 
-TOLERANCE = 1e-5
+FAMILIES = ("direct", "winograd", "winograd_unfused")
 
 
 def measure_copy_bandwidth(nbytes: int = 2 << 30) -> float:
@@ -60,19 +63,30 @@ def measure_fp32_peak(n: int = 8192) -> float:
     return 2 * n**3 / (timing.median_ms * 1e-3)
 
 
-def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: int) -> tuple[list, int]:
-    scored = ranked(problem, machine)
-    chosen = [pl for _, pl in scored[:top]]
-    seen = {pl.config for pl in chosen}
-    by_bucket: dict[tuple[int, int, int], object] = {}
-    for _, pl in scored:
-        c = pl.config
-        by_bucket.setdefault((c.tile_h * c.tile_w, c.tile_k, c.splits), pl)
-    for pl in list(by_bucket.values())[:buckets]:
-        if pl.config not in seen:
-            chosen.append(pl)
-            seen.add(pl.config)
-    return chosen, len(scored)
+def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: int,
+               families: tuple[str, ...] = FAMILIES) -> tuple[list, int]:
+    """The configurations to time (model top ``top`` per family + direct's bucket bests) and the space size."""
+    chosen, size = [], 0
+    for spec in specs_for(problem, families):
+        if spec.family == "direct":
+            scored = ranked(problem, machine)
+        else:
+            scored = sorted(((spec.predict_s(pl, machine), pl) for pl in spec.enumerate_plans(problem, machine)),
+                            key=lambda sp: (sp[0], sp[1].config.key()))
+        size += len(scored)
+        mine = [pl for _, pl in scored[:top]]
+        seen = {pl.config for pl in mine}
+        if spec.family == "direct":
+            by_bucket: dict[tuple[int, int, int], object] = {}
+            for _, pl in scored:
+                c = pl.config
+                by_bucket.setdefault((c.tile_h * c.tile_w, c.tile_k, c.splits), pl)
+            for pl in list(by_bucket.values())[:buckets]:
+                if pl.config not in seen:
+                    mine.append(pl)
+                    seen.add(pl.config)
+        chosen += mine
+    return chosen, size
 
 
 def time_cudnn(xs: list, w, problem: ConvProblem, mode: str) -> float:
@@ -98,13 +112,22 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
     xs = [rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32) for _ in range(sets)]
     ys = [cp.empty((problem.N, problem.K, problem.P, problem.Q), dtype=cp.float32) for _ in range(sets)]
     w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
-    wpk = launcher.pack_weights(w)
+    prepared: dict[tuple, object] = {}
+
+    def filters(pl: object, launcher: object) -> object:
+        key = launcher.filters_key(pl)
+        if key not in prepared:
+            prepared[key] = launcher.prepare_filters(pl, w)
+        return prepared[key]
+
     geometry = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
                 "dilation": (problem.dil_h, problem.dil_w)}
     ref = conv2d_reference_gpu(xs[0], w, **geometry)
     results = []
     for pl in plans:
-        row = {"config": pl.config.key(), "smem_bytes": pl.smem_bytes, "blocks": pl.blocks}
+        launcher = get_spec(pl.config.family).launcher
+        row = {"config": pl.config.key(), "family": pl.config.family, "smem_bytes": pl.smem_bytes,
+               "blocks": pl.blocks}
         try:
             kernel = launcher.compile_plan(pl)
         except CompileError as exc:
@@ -112,15 +135,16 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
             results.append(row)
             continue
         row.update(regs=kernel.resources.num_regs, local_bytes=kernel.resources.local_bytes)
+        f = filters(pl, launcher)
         ys[0].fill(cp.nan)
-        launcher.launch(pl, kernel, xs[0], wpk, ys[0])
+        launcher.launch(pl, kernel, xs[0], f, ys[0])
         err = relative_error(ys[0], ref)
         row["rel_error"] = err
-        if not err <= TOLERANCE:
+        if not err <= launcher.tolerance(pl):
             row["status"] = "wrong"
             results.append(row)
             continue
-        timing = time_launches(lambda i, pl=pl, kernel=kernel: launcher.launch(pl, kernel, xs[i], wpk, ys[i]),
+        timing = time_launches(lambda i, pl=pl, kernel=kernel, la=launcher, f=f: la.launch(pl, kernel, xs[i], f, ys[i]),
                                sets=sets, warmup=3, reps=args.reps)
         row.update(status="ok", **timing.to_dict())
         results.append(row)
@@ -129,11 +153,13 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
         return {"name": name, "problem": problem.key(), "error": "no configuration verified", "candidates": results}
     # Re-time the best three interleaved (A B C A B C ...) so clock drift hits them alike.
     finalists = [next(pl for pl in plans if pl.config.key() == r["config"]) for r in ok[:3]]
-    kernels = [launcher.compile_plan(pl) for pl in finalists]
+    launchers = [get_spec(pl.config.family).launcher for pl in finalists]
+    kernels = [la.compile_plan(pl) for la, pl in zip(launchers, finalists, strict=True)]
     samples: dict[str, list[float]] = {pl.config.key(): [] for pl in finalists}
     for _round in range(args.final_rounds):
-        for pl, kernel in zip(finalists, kernels, strict=True):
-            t = time_launches(lambda i, pl=pl, kernel=kernel: launcher.launch(pl, kernel, xs[i], wpk, ys[i]),
+        for pl, kernel, la in zip(finalists, kernels, launchers, strict=True):
+            f = filters(pl, la)
+            t = time_launches(lambda i, pl=pl, kernel=kernel, la=la, f=f: la.launch(pl, kernel, xs[i], f, ys[i]),
                               sets=sets, warmup=1, reps=10)
             samples[pl.config.key()].append(t.median_ms)
     final = sorted(((statistics.median(v), k) for k, v in samples.items()))
@@ -141,7 +167,10 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
     best_row = next(r for r in ok if r["config"] == best_key)
     cudnn = {mode: time_cudnn(xs, w, problem, mode) for mode in ("fp32", "tf32", "fp16")}
     lb = direct_lower_bound(problem, machine.fast_memory_words("l2"))
-    floor_s = max(problem.flops / machine.fp32_peak_flops_per_s, lb.bytes / machine.copy_bandwidth_bytes_per_s)
+    best_spec = get_spec(best_key.split()[0].split(".")[0])
+    floor_s = floor_time_s(problem, machine, best_spec)   # the winning family's algorithm's floor
+    family_best = {fam: min((r["median_ms"] for r in ok if r["family"] == fam), default=None)
+                   for fam in dict.fromkeys(r["family"] for r in results)}
     best_s = best_ms * 1e-3
     return {
         "name": name, "problem": problem.key(), "space_size": space_size, "timed": len(plans),
@@ -152,32 +181,38 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
         "cudnn_ms": cudnn, "speedup_vs_cudnn_fp32": cudnn["fp32"] / best_ms,
         "floor_ms": floor_s * 1e3, "efficiency": floor_s / best_s, "bound_bytes": lb.bytes,
         "bound_binding_term": lb.binding_term, "final_medians_ms": {k: v for v, k in final},
+        "family_best_ms": family_best, "family_choice": family_choice(problem, machine),
         "candidates": results,
     }
 
 
 def markdown(report: dict) -> str:
-    lines = [f"# Direct convolution vs cuDNN — {report['device']}", "",
+    lines = [f"# convtune kernels vs cuDNN — {report['device']}", "",
              f"Measured {report['date']} · torch {report['torch']} · cuDNN {report['cudnn']} · CuPy {report['cupy']}"
              f" · copy {report['copy_tbps']:.2f} TB/s"
              f" · SGEMM {report['sgemm_tflops']:.1f} TFLOP/s (measured in this run)",
              "",
              "Times are medians of CUDA-event timings over rotating input sets (> 2× L2). cuDNN fp32 has"
              " `allow_tf32=False`; speedup = cuDNN fp32 / ours. GB/s = compulsory bytes / time. Floor ="
-             " max(FLOPs / SGEMM rate, DRAM lower bound / copy bandwidth); efficiency = floor / ours.", "",
+             " the winning family's floor, max(FLOPs / SGEMM rate, DRAM lower bound / copy bandwidth);"
+             " efficiency = floor / ours. Per-family columns: the best timed config of that family.", "",
              "| shape | best config | ms | TFLOP/s | cuDNN fp32 ms | speedup | GB/s | floor ms | efficiency |"
-             " cuDNN TF32 ms | cuDNN fp16 ms | timed / space |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             " cuDNN TF32 ms | cuDNN fp16 ms | direct ms | fused Winograd ms | unfused Winograd ms |"
+             " bound favours | timed / space |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     speedups, vgg = [], []
     for r in report["results"]:
         if "best" not in r:
-            lines.append(f"| {r['name']} | {r.get('error')} | | | | | | | | | | |")
+            lines.append(f"| {r['name']} | {r.get('error')} | | | | | | | | | | | | | | |")
             continue
         b, c = r["best"], r["cudnn_ms"]
-        cfg = b["config"].replace("direct.fwd ", "").replace("tile_", "t").replace("thread_", "p")
+        cfg = b["config"].replace(".fwd ", " ").replace("tile_", "t").replace("thread_", "p")
+        fam = {k: (f"{v:.4f}" if v is not None else "—") for k, v in r.get("family_best_ms", {}).items()}
         lines.append(f"| {r['name']} | `{cfg}` | {b['ms']:.4f} | {b['tflops']:.1f} | {c['fp32']:.4f} |"
                      f" {r['speedup_vs_cudnn_fp32']:.2f} | {b['gbps']:.0f} | {r['floor_ms']:.4f} |"
-                     f" {r['efficiency']:.2f} | {c['tf32']:.4f} | {c['fp16']:.4f} | {r['timed']} / {r['space_size']} |")
+                     f" {r['efficiency']:.2f} | {c['tf32']:.4f} | {c['fp16']:.4f} | {fam.get('direct', '—')} |"
+                     f" {fam.get('winograd', '—')} | {fam.get('winograd_unfused', '—')} |"
+                     f" {r.get('family_choice', {}).get('favoured', '—')} | {r['timed']} / {r['space_size']} |")
         speedups.append(r["speedup_vs_cudnn_fp32"])
         if r["name"].startswith("vgg16_") and r["name"].endswith("_b1"):
             vgg.append(r["speedup_vs_cudnn_fp32"])
@@ -195,7 +230,8 @@ def main() -> int:
     ap.add_argument("--suite", default="benchmarks/suites/public.json")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--only", nargs="*", help="entry names to run (default: every conv2d entry)")
-    ap.add_argument("--top", type=int, default=40, help="configs per shape taken from the top of the model ranking")
+    ap.add_argument("--top", type=int, default=40, help="configs per family taken from the top of its model ranking")
+    ap.add_argument("--families", nargs="*", default=list(FAMILIES), help="kernel families to time")
     ap.add_argument("--buckets", type=int, default=24, help="extra configs: the model's best per bucket")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--final-rounds", type=int, default=5)
@@ -212,7 +248,7 @@ def main() -> int:
     problems = [ConvProblem.from_mapping(e) for e in entries]
     with ProcessPoolExecutor(max_workers=min(len(problems), args.jobs) or 1) as pool:  # planning is pure Python
         planned = list(pool.map(candidates, problems, [machine] * len(problems), [args.top] * len(problems),
-                                [args.buckets] * len(problems)))
+                                [args.buckets] * len(problems), [tuple(args.families)] * len(problems)))
     work = [(e["name"], p, plans, size) for e, p, (plans, size) in zip(entries, problems, planned, strict=True)]
     texts = [pl.source() for _, _, plans, _ in work for pl in plans]
     t0 = time.perf_counter()
