@@ -137,3 +137,19 @@ def test_nvcc_compiles_all_three_entries_without_spills(cfg: WinogradUnfusedConf
     for entry, res in result.resources.items():
         assert res.local_bytes == 0 and not res.spills, f"{entry}: {result.log}"
         assert res.num_regs <= 255
+
+
+@pytest.mark.parametrize("key", ["N=32 C=128 H=28 W=28 K=128 R=3 S=3 pad=1", "N=1 C=512 H=14 W=14 K=512 R=3 S=3 pad=1",
+                                 "N=3 C=5 H=9 W=11 K=7 R=3 S=3 pad=2"])
+def test_every_winograd_config_moves_at_least_the_lower_bound(key: str) -> None:
+    """Both Winograd spaces, every valid config: modelled traffic ≥ the CDAG bound at its own on-chip size."""
+    from convtune.kernels.registry import get_spec
+
+    problem = ConvProblem.parse(key)
+    checked = 0
+    for family in ("winograd", "winograd_unfused"):
+        spec = get_spec(family)
+        for pl in spec.enumerate_plans(problem, H200):
+            assert spec.traffic_words(pl) >= spec.bound_words(pl, spec.onchip_words(pl)), pl.config.key()
+            checked += 1
+    assert checked > 100
