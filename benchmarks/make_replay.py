@@ -1,7 +1,11 @@
 """Turn measurement JSON written on the GPU host into a replay table for the CPU tests.
 
-Inputs are ``vs_cudnn.json`` (every candidate of each shape) or ``space_sample.json`` (the sampled
-direct space, see ``benchmarks/space_sample.py``). The numbers are copied, never edited.
+Inputs are ``vs_cudnn.json`` (every candidate of each shape), ``space_sample.json`` (the sampled
+direct space, see ``benchmarks/space_sample.py``) or ``winograd_sweep.json`` (every Winograd config of
+the 3×3 stride-1 shapes). The numbers are copied, never edited. A report without measured ceilings
+(the Winograd sweep) gets the H200 preset's, and says so in the table's ceilings source; a report
+without kernel hashes gets those of the sources in this checkout (true only while they are unchanged
+since the run: check ``git log`` of the .cu files).
 
     python benchmarks/make_replay.py benchmarks/results/vs_cudnn.json -o tests/data/replay_h200_vs_cudnn.json.gz
 """
@@ -21,11 +25,17 @@ FIELDS = ("status", "median_ms", "p10_ms", "p90_ms", "min_ms", "reps", "rel_erro
 
 
 def table_from_report(report: dict, source: str) -> ReplayTable:
-    machine = MachineModel.preset("h200").with_ceilings(report["copy_tbps"] * 1e12, report["sgemm_tflops"] * 1e12,
-                                                          f"measured in the run of {source}")
+    preset = MachineModel.preset("h200")
+    if "copy_tbps" in report:
+        machine = preset.with_ceilings(report["copy_tbps"] * 1e12, report["sgemm_tflops"] * 1e12,
+                                       f"measured in the run of {source}")
+    else:
+        machine = preset.with_ceilings(preset.copy_bandwidth_bytes_per_s, preset.fp32_peak_flops_per_s,
+                                       f"H200 preset ceilings ({source} did not measure them)")
     device = DeviceInfo(report["device"], report.get("compute_capability", "9.0"), machine.sm_count,
                         report.get("driver_version"), report.get("cuda_version"), machine)
-    sha = report.get("kernel_sha256") or {"direct.fwd": get_spec("direct").source_sha256()}
+    kinds = {c["config"].split()[0] for r in report["results"] for c in r["candidates"]}
+    sha = report.get("kernel_sha256") or {kind: get_spec(*kind.split(".")).source_sha256() for kind in sorted(kinds)}
     table = ReplayTable(device, sha, {}, f"{source} ({report['date']})")
     for result in report["results"]:
         rows = table.problems.setdefault(result["problem"], {})

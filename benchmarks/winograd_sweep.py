@@ -131,7 +131,8 @@ def main() -> int:
         failed = sum(isinstance(r, CompileError) for r in results.values())
         print(f"nvcc: {len(texts)} sources in {time.time() - t0:.1f} s ({failed} failed)", flush=True)
     report = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-              "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "results": []}
+              "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+              "kernel_sha256": {f"{f}.fwd": get_spec(f).source_sha256() for f in FAMILIES}, "results": []}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = ["| shape | space | verified | best config | ms | cuDNN fp32 ms | speedup | best fused ms |"

@@ -144,8 +144,11 @@ class ReplayTable:
                        "source": self.source, "problems": self.problems}, f, separators=(",", ":"))
 
     def merge(self, other: ReplayTable) -> None:
+        """Add ``other``'s rows (its rows win on a clash) and the kernel versions of families it adds."""
         for problem, rows in other.problems.items():
             self.problems.setdefault(problem, {}).update(rows)
+        for kind, sha in other.kernel_sha256.items():
+            self.kernel_sha256.setdefault(kind, sha)
 
 
 class ReplayBenchmarker:
