@@ -196,11 +196,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print("best        none verified")
         return 1
     print(f"best        {result.best_config}")
-    print(f"time        {result.time_ms:.4f} ms  {result.tflops:.1f} TFLOP/s  {result.gbps:.0f} GB/s (compulsory)")
+    print(f"time        {result.time_ms:.4f} ms  {result.tflops:.1f} TFLOP/s (direct-equivalent FLOPs)  "
+          f"{result.gbps:.0f} GB/s (compulsory)")
     print(f"bound       floor {result.floor_ms:.4f} ms  efficiency {result.efficiency:.2f}")
+    if len(result.floors_ms) > 1:
+        per_family = ", ".join(f"{f} floor {floor:.4f} ms / best {_ms_or_dash(result.family_best_ms.get(f))}"
+                               for f, floor in result.floors_ms.items())
+        print(f"families    {per_family}; the bound favours {result.bound_favours}, "
+              f"the measured winner is {result.best_config.split('.', 1)[0]}")
     if baseline:
         print(f"cuDNN fp32  {baseline:.4f} ms  speedup {baseline / result.time_ms:.2f}x")
     return 0
+
+
+def _ms_or_dash(ms: float | None) -> str:
+    return f"{ms:.4f} ms" if ms is not None else "not measured"
 
 
 def _cudnn_ms(problem: ConvProblem) -> float | None:
