@@ -223,3 +223,19 @@ def test_an_unknown_family_is_named_as_the_bad_field(fresh_db: str) -> None:
     assert rc == 2 and out == "" and len(err.splitlines()) == 1
     assert "nope" in err
     assert err.startswith("convtune: error: --families: "), err
+
+
+def test_tune_over_several_families_names_the_bound_choice_and_the_winner(fresh_db: str) -> None:
+    rc, out, _ = _run(["tune", *TOKENS, "--backend", "model", "--db", fresh_db, "--budget-trials", "9"])
+    assert rc == 0
+    families = _lines(out)["families"]
+    for family in ("direct", "winograd", "winograd_unfused"):
+        assert f"{family} floor" in families
+    winner = _lines(out)["best"].split()[1].split(".")[0]
+    assert "the bound favours winograd" in families and f"the measured winner is {winner}" in families
+    rc, out, _ = _run(["tune", *TOKENS, "--backend", "model", "--db", fresh_db, "--json", "--force",
+                       "--budget-trials", "9"])
+    summary = json.loads(out)
+    assert summary["bound_favours"] == "winograd"
+    assert set(summary["families"]) == {"direct", "winograd", "winograd_unfused"}
+    assert all(f["floor_ms"] > 0 for f in summary["families"].values())
