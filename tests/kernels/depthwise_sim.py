@@ -220,3 +220,92 @@ def emulate_fast(pl: Depthwise1dPlan, a: np.ndarray | None = None, b: np.ndarray
     elif data:
         result = out.reshape(a.shape)
     return cnt, result
+
+
+def emulate_warp_reg(pl: Depthwise1dPlan, a: np.ndarray | None = None, w: np.ndarray | None = None,
+                     ) -> tuple[Counter, np.ndarray | None]:
+    """Replay ``warp_reg_body`` (the warp variant's register design) lane by lane: the loads of V values per
+    lane (mirrored addresses for dgrad), the item loop with its prefetch, the shuffles within row groups of
+    G lanes with the sender's cur/prev choice, the compile-time taps j = d·V + v − u and the stores. Returns
+    the counts per stream and, when ``a`` (x or dy) and ``w`` are given, y or dx."""
+    path_code, KE, G, V, WARPS, vec4, multi = pl.template_args
+    NR, C, L, K, nseg = pl.int_args
+    multi = multi == "true"
+    rev = path_code == 1
+    RPW = 32 // G
+    RPB = WARPS * RPW
+    dfull = (KE + V - 2) // V
+    dmax = dfull if multi else min(dfull, G - 1)
+    data = a is not None
+    rows_a = a.reshape(NR, L) if data else None
+    out = np.full((NR, L), np.nan) if data else None
+    cnt: Counter = Counter()
+    src, dst = ("dy", "dx") if rev else ("x", "y")
+
+    def mem(t: int) -> int:
+        return L - 1 - t if rev else t
+
+    def load(row: int, t0: int) -> np.ndarray:
+        vals = np.zeros(V)
+        if row >= NR:
+            return vals
+        for u in range(V):
+            if t0 + u < L:
+                cnt[src] += 1
+                if data:
+                    vals[u] = rows_a[row, mem(t0 + u)]
+        return vals
+
+    stride = pl.grid * RPB
+    for bid in range(pl.grid):
+        for warp in range(WARPS):
+            base0 = bid * RPB + warp * RPW
+            lanes = range(32)
+            g = [ln % G for ln in lanes]
+            row0 = [base0 + ln // G for ln in lanes]
+            wr = np.zeros((32, KE))
+            for ln in lanes:
+                if row0[ln] < NR:
+                    cnt["w"] += KE
+                    if data:
+                        wr[ln] = w[row0[ln] % C, :KE]
+            nbase = (NR - 1 - base0) // stride + 1 if base0 < NR else 0
+            items = nbase * nseg
+            prev = np.zeros((32, V))
+            cur = np.array([load(row0[ln], g[ln] * V) for ln in lanes]) if items else None
+            for k in range(items):
+                kr, sg = divmod(k, nseg)
+                nxt = None
+                if k + 1 < items:
+                    k1r, sg1 = divmod(k + 1, nseg)
+                    nxt = np.array([load(row0[ln] + k1r * stride, sg1 * G * V + g[ln] * V) for ln in lanes])
+                acc = np.zeros((32, V))
+                for d in range(dmax + 1):
+                    rv = np.zeros((32, V))
+                    for ln in lanes:
+                        if d == 0:
+                            rv[ln] = cur[ln]
+                        elif multi and d == G:
+                            rv[ln] = prev[ln]
+                        else:
+                            sl = (ln - ln % G) + ((g[ln] - d) & (G - 1))   # source lane in the row group
+                            send = prev[sl] if (multi and g[sl] + d >= G) else cur[sl]
+                            rv[ln] = send if (multi or g[ln] >= d) else 0.0
+                    for u in range(V):
+                        for v in range(V):
+                            j = d * V + v - u
+                            if 0 <= j < KE:
+                                acc[:, v] += wr[:, j] * rv[:, u]
+                for ln in lanes:
+                    row, t0 = row0[ln] + kr * stride, sg * G * V + g[ln] * V
+                    if row >= NR:
+                        continue
+                    for v in range(V):
+                        if t0 + v < L:
+                            cnt[dst] += 1
+                            if data:
+                                out[row, mem(t0 + v)] = acc[ln, v]
+                if multi:
+                    prev = cur.copy() if sg + 1 < nseg else np.zeros((32, V))
+                cur = nxt
+    return cnt, (out.reshape(a.shape) if data else None)

@@ -199,6 +199,15 @@ def test_fast_at_the_paper_shape(path: str, machine) -> None:
     _check_1d(PAPER, best.config, machine)
 
 
+@pytest.mark.parametrize("fields", [{"warps": 4, "outputs_per_lane": 12, "lanes_per_row": 4},
+                                    {"warps": 4, "outputs_per_lane": 6, "lanes_per_row": 8}])
+@pytest.mark.parametrize("path", ["fwd", "dgrad"])
+def test_warp_register_design_at_the_paper_shape(path: str, fields: dict, machine) -> None:
+    from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D
+
+    _check_1d(PAPER, CONFIG_CLASSES_1D[("warp", path)](**fields), machine)
+
+
 @pytest.mark.parametrize(("problem", "config"), CASES_2D)
 def test_depthwise2d_fwd_matches_float64(problem: ConvProblem, config: Dw2dTiledFwdConfig, machine) -> None:
     import cupy as cp

@@ -56,6 +56,17 @@ FIELDS: dict[str, list[tuple[ConvProblem, dict[str, int]]]] = {
              (ODD2, {"rows": 32, "tile_l": 12, "lanes_per_row": 2, "stages": 2, "vec": 1, "blocks_per_sm": 4})],
 }
 WARP_WGRAD_ROWS = {PAPER: 64, MAMBA: 16, ODD: 1}
+# warp fwd/dgrad only: the register design's row groups (lanes_per_row) at the shapes of the suite
+WARP_REGISTER: list[tuple[ConvProblem, dict[str, int]]] = [
+    (PAPER, {"warps": 4, "outputs_per_lane": 12, "lanes_per_row": 4}),
+    (PAPER, {"warps": 4, "outputs_per_lane": 6, "lanes_per_row": 8}),
+    (PAPER, {"warps": 8, "outputs_per_lane": 3, "lanes_per_row": 16}),
+    (PAPER, {"warps": 4, "outputs_per_lane": 16, "lanes_per_row": 4}),
+    (ConvProblem.depthwise1d(16384, 128, 48, 4), {"warps": 4, "outputs_per_lane": 12, "lanes_per_row": 4}),
+    (MAMBA, {"warps": 8, "outputs_per_lane": 8, "lanes_per_row": 32}),
+    (LONG, {"warps": 4, "outputs_per_lane": 16, "lanes_per_row": 32}),
+    (ODD2, {"warps": 2, "outputs_per_lane": 3, "lanes_per_row": 4}),
+]
 
 DW2D = [(s["name"], ConvProblem.from_mapping(s)) for s in SUITE["depthwise2d"]] + [
     ("mobilenet_s2", ConvProblem.parse("N=8 C=96 H=112 W=112 K=96 R=3 S=3 stride=2 pad=1 groups=96")),
@@ -79,7 +90,8 @@ class Entry:
 def _entries_1d() -> list[Entry]:
     out: list[Entry] = []
     for (variant, path), cls in CONFIG_CLASSES_1D.items():
-        for i, (problem, fields) in enumerate(FIELDS[variant]):
+        extra_cases = WARP_REGISTER if (variant == "warp" and path != "wgrad") else []
+        for i, (problem, fields) in enumerate(FIELDS[variant] + extra_cases):
             for mode in ((1, MODE_ATOMIC) if path == "wgrad" else (None,)):
                 extra = dict(fields)
                 if mode is not None:

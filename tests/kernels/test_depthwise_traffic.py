@@ -28,7 +28,7 @@ from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from depthwise_sim import emulate_fast, sim_shared, sim_simple, sim_warp
+from depthwise_sim import emulate_fast, emulate_warp_reg, sim_shared, sim_simple, sim_warp
 
 H200 = MachineModel.preset("h200")
 #: one SM: persistent grids then loop over several row groups per block
@@ -54,6 +54,9 @@ def _configs(problem: ConvProblem, variant: str, path: str):
         fields = [{"warps": 2, "outputs_per_lane": 1}, {"warps": 1, "outputs_per_lane": 2}]
         if path == "wgrad":
             fields = [dict(f, rows=min(3, problem.N)) for f in fields]
+        else:
+            fields += [{"warps": 2, "outputs_per_lane": 4, "lanes_per_row": 4},
+                       {"warps": 1, "outputs_per_lane": 3, "lanes_per_row": 8}]
     else:
         L4 = -(-problem.W // 4) * 4
         fields = [{"rows": 32, "tile_l": min(L4, 64), "lanes_per_row": 1, "vec": 1},
@@ -65,7 +68,8 @@ def _configs(problem: ConvProblem, variant: str, path: str):
 
 CASES = [pytest.param(p, v, path, id=f"{v}-{path}-{p.key().replace(' ', '_')}")
          for p in SMALL for v in ("naive", "coalesced", "shared", "warp", "fast") for path in ("fwd", "dgrad", "wgrad")]
-SIMS = {"naive": sim_simple, "coalesced": sim_simple, "shared": sim_shared, "warp": sim_warp,
+SIMS = {"naive": sim_simple, "coalesced": sim_simple, "shared": sim_shared,
+        "warp": lambda pl: emulate_warp_reg(pl)[0] if pl.geometry.get("register") else sim_warp(pl),
         "fast": lambda pl: emulate_fast(pl)[0]}
 
 
@@ -122,6 +126,48 @@ def test_fast_dataflow_computes_the_reference(shape, fields, path: str, machine:
             ref = dw1d_wgrad_reference(x, dy, K)
         assert out is not None and not np.isnan(out).any(), "some outputs were never written"
         np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+
+
+# ---- the warp variant's register design, numerically -----------------------------------------------------
+WARP_NUMERIC = [
+    ((3, 5, 13, 4), {"warps": 2, "outputs_per_lane": 4, "lanes_per_row": 4}),    # one segment, tail lanes
+    ((2, 3, 7, 9), {"warps": 1, "outputs_per_lane": 3, "lanes_per_row": 4}),     # K > L
+    ((5, 3, 50, 5), {"warps": 2, "outputs_per_lane": 3, "lanes_per_row": 4}),    # several segments, L % V ≠ 0
+    ((4, 4, 40, 13), {"warps": 1, "outputs_per_lane": 4, "lanes_per_row": 4}),   # float4, KE = SEG − 3, prev lanes
+    ((4, 4, 40, 17), {"warps": 2, "outputs_per_lane": 4, "lanes_per_row": 4}),   # KE = SEG + 1: d = G from prev
+    ((40, 6, 24, 24), {"warps": 1, "outputs_per_lane": 12, "lanes_per_row": 2}),  # K = L, several row passes
+    ((2, 6, 64, 12), {"warps": 1, "outputs_per_lane": 2, "lanes_per_row": 32}),   # a warp per row, 1 segment
+    ((7, 2, 9, 3), {"warps": 1, "outputs_per_lane": 2, "lanes_per_row": 1}),     # a lane per row, 5 segments
+    ((3, 3, 48, 48), {"warps": 1, "outputs_per_lane": 6, "lanes_per_row": 8}),   # the paper's row, K = L
+]
+
+
+@pytest.mark.parametrize(("shape", "fields"), WARP_NUMERIC, ids=lambda v: str(v))
+@pytest.mark.parametrize("path", ["fwd", "dgrad"])
+@pytest.mark.parametrize("machine", [H200, TINY], ids=["h200", "one_sm"])
+def test_warp_register_dataflow_computes_the_reference(shape, fields, path: str, machine: MachineModel) -> None:
+    problem = ConvProblem.depthwise1d(*shape)
+    B, C, L, K = shape
+    rng = np.random.default_rng(8)
+    a, w = rng.standard_normal((B, C, L)), rng.standard_normal((C, K))
+    pl = plan(problem, CONFIG_CLASSES_1D[("warp", path)](**fields), machine)
+    assert pl.geometry["register"] == 1
+    _, out = emulate_warp_reg(pl, a, w)
+    ref = dw1d_fwd_reference(a, w) if path == "fwd" else dw1d_dgrad_reference(a, w)
+    assert out is not None and not np.isnan(out).any(), "some outputs were never written"
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_warp_takes_the_shared_memory_design_beyond_64_taps() -> None:
+    from convtune.errors import InvalidConfig
+    from convtune.kernels.depthwise.configs import WarpFwdConfig
+
+    problem = ConvProblem.depthwise1d(1, 7, 333, 70)
+    assert plan(problem, WarpFwdConfig(warps=2, outputs_per_lane=2), H200).geometry["register"] == 0
+    with pytest.raises(InvalidConfig, match="lanes_per_row"):
+        plan(problem, WarpFwdConfig(warps=2, outputs_per_lane=2, lanes_per_row=8), H200)
+    with pytest.raises(InvalidConfig, match="outputs_per_lane"):
+        plan(problem, WarpFwdConfig(warps=2, outputs_per_lane=5), H200)
 
 
 def test_one_sm_grids_loop_over_several_row_groups() -> None:

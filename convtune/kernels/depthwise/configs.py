@@ -8,8 +8,10 @@ naive      one thread per output, batch-fastest thread order (strided loads), ev
 coalesced  one thread per output, time-fastest order (contiguous loads), every tap from global memory
 shared     a block stages ``rows`` batch rows of one channel × a ``tile_l`` tile (+ halo) and w[c] in
            shared memory
-warp       a warp owns whole rows in a private shared-memory slice; ``outputs_per_lane`` × 32 outputs
-           per chunk; wgrad: lanes own taps, warps of a block sum ``rows`` batch rows of one channel
+warp       fwd/dgrad: a warp holds 32/``lanes_per_row`` rows, each lane ``outputs_per_lane`` consecutive
+           outputs in registers, taps in registers, neighbours' inputs by warp shuffles (taps > 64: the
+           original design, a private shared-memory slice per warp, chunks of 32·``outputs_per_lane``);
+           wgrad: lanes own taps, warps of a block sum ``rows`` batch rows of one channel
 fast       persistent blocks of ``rows`` × ``lanes_per_row`` threads, each thread ``tile_l`` outputs in
            registers (register blocking along L), cp.async staging (``vec`` = 4: 16-byte copies),
            ``stages`` = 2: the next item is copied while this one is computed
@@ -122,11 +124,15 @@ class WarpFwdConfig(_Warp):
     family = "depthwise1d_warp"
     direction = "fwd"
 
+    lanes_per_row: int = 32    # G: lanes sharing one row (power of two ≤ 32); a segment is G·V outputs
+
 
 @dataclass(frozen=True, slots=True)
 class WarpDgradConfig(_Warp):
     family = "depthwise1d_warp"
     direction = "dgrad"
+
+    lanes_per_row: int = 32
 
 
 @dataclass(frozen=True, slots=True)

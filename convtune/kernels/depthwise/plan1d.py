@@ -163,6 +163,9 @@ def _wrapper(pl: Depthwise1dPlan, entry: str) -> str:
     elif v == "warp" and path == "wgrad":
         ints = "int B, int C, int L, int K, int KE, int RB, int nbg"
         call = f"warp_wgrad_body<{targs}>(a, b, out, B, C, L, K, KE, RB, nbg)"
+    elif v == "warp" and pl.geometry.get("register"):
+        ints = "int NR, int C, int L, int K, int nseg"
+        call = f"warp_reg_body<{targs}>(a, b, out, NR, C, L, K, nseg)"
     elif v == "warp":
         ints = "int NR, int C, int L, int K, int KE"
         call = f"warp_body<{targs}>(a, b, out, NR, C, L, K, KE)"
@@ -253,10 +256,63 @@ def _shared(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: Machin
                 slices=nbg * ntl, slots=nbg * ntl * p.C, geometry={"ntl": ntl, "nbg": nbg})
 
 
+WARP_V = (1, 2, 3, 4, 6, 8, 12, 16)
+MAX_WARP_REG_TAPS = 64    # warp fwd/dgrad register design: KE taps live in registers
+
+
+def warp_register_design(problem: ConvProblem, lanes_per_row: int, outputs_per_lane: int) -> bool:
+    """Whether the warp fwd/dgrad kernel takes the register design (``warp_reg_body``): KE ≤ 64 taps, and a
+    row of one segment (L ≤ G·V) or taps reaching at most one segment back (KE ≤ G·V + 1)."""
+    ke = min(problem.S, problem.W)
+    seg = lanes_per_row * outputs_per_lane
+    return ke <= MAX_WARP_REG_TAPS and (problem.W <= seg or ke <= seg + 1)
+
+
+def warp_regs_estimate(ke: int, v: int, multi: bool) -> int:
+    """Registers per thread of ``warp_reg_body`` ≈ KE taps + V accumulators + V current + V next (+ V
+    previous when rows span several segments) + 24 for addresses, loop state and the values in flight."""
+    return ke + (4 if multi else 3) * v + 24
+
+
+def _warp_reg(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineModel | None) -> dict:
+    warps, v, g = c.warps, c.outputs_per_lane, c.lanes_per_row  # type: ignore[attr-defined]
+    threads = warps * WARP
+    seg = g * v
+    multi = p.W > seg
+    vec4 = v % 4 == 0 and p.W % 4 == 0
+    regs = warp_regs_estimate(ke, v, multi)
+    cap = min(255, round_regs(regs + 16))
+    min_blocks = max(1, min(16, 65536 // (threads * cap)))
+    sms = machine.sm_count if machine is not None else DEFAULT_SMS
+    resident = max(1, min(16, 2048 // threads, 65536 // (threads * round_regs(regs))))
+    rpb = warps * (WARP // g)
+    rows = p.N * p.C
+    grid = persistent_grid(-(-rows // rpb), rpb, p.C, sms * resident)
+    nseg = -(-p.W // seg)
+    return dict(grid=grid, threads=threads, smem_bytes=0, min_blocks=min_blocks, regs=regs,
+                targs=(PATH_CODE[path], ke, g, v, warps, "true" if vec4 else "false", "true" if multi else "false"),
+                ints=(rows, p.C, p.W, p.S, nseg), slices=0, slots=0,
+                geometry={"register": 1, "seg": seg, "nseg": nseg, "rows_per_block": rpb, "vec4": int(vec4),
+                          "multi": int(multi)})
+
+
 def _warp(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineModel | None) -> dict:
     warps, v = c.warps, c.outputs_per_lane  # type: ignore[attr-defined]
     _check_threads(warps * WARP, "warps")
-    if v not in (1, 2, 4, 8):
+    if path != "wgrad":
+        g = c.lanes_per_row  # type: ignore[attr-defined]
+        if g > WARP or g & (g - 1):
+            raise InvalidConfig("lanes_per_row", f"lanes_per_row={g}: allowed 1, 2, 4, 8, 16, 32")
+        if v not in WARP_V:
+            raise InvalidConfig("outputs_per_lane", f"outputs_per_lane={v}: allowed {', '.join(map(str, WARP_V))}")
+        if warp_register_design(p, g, v):
+            return _warp_reg(p, c, path, ke, machine)
+        if g != WARP:
+            raise InvalidConfig("lanes_per_row", f"lanes_per_row={g}: min(K, L)={ke} taps need the shared-memory "
+                                                 f"design (KE > {MAX_WARP_REG_TAPS}, or KE > lanes_per_row·"
+                                                 "outputs_per_lane + 1 on rows of several segments), which takes "
+                                                 "lanes_per_row=32 only")
+    elif v not in (1, 2, 4, 8):
         raise InvalidConfig("outputs_per_lane", f"outputs_per_lane={v}: allowed 1, 2, 4, 8")
     ch = WARP * v
     sms = machine.sm_count if machine is not None else DEFAULT_SMS
@@ -281,7 +337,7 @@ def _warp(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineM
     grid = persistent_grid(-(-rows // warps), warps, p.C, 8 * sms)
     return dict(grid=grid, threads=warps * WARP, smem_bytes=smem_bytes, min_blocks=1, regs=32 + v,
                 targs=(PATH_CODE[path], warps, v), ints=(rows, p.C, p.W, p.S, ke), slices=0, slots=0,
-                geometry={"chunk": ch})
+                geometry={"chunk": ch, "register": 0})
 
 
 def fast_halo(problem: ConvProblem, config: KernelConfig) -> bool:

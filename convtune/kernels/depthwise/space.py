@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from convtune.errors import InvalidConfig
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, MODES, PATHS, VARIANTS_1D, Dw2dTiledFwdConfig
-from convtune.kernels.depthwise.plan1d import Depthwise1dPlan, plan
+from convtune.kernels.depthwise.plan1d import WARP_V, Depthwise1dPlan, plan
 from convtune.kernels.depthwise.plan2d import Dw2dPlan, applies
 from convtune.kernels.depthwise.plan2d import plan as plan_2d
 from convtune.machine import MachineModel
@@ -27,7 +27,8 @@ SHARED_ROWS = (1, 2, 4, 8, 16, 32)
 SHARED_TILE = (16, 32, 64, 128, 256)
 SHARED_THREADS = (64, 128, 256)
 WARPS = (1, 2, 4, 8)
-OUTPUTS_PER_LANE = (1, 2, 4, 8)
+OUTPUTS_PER_LANE = (1, 2, 4, 8)          # warp wgrad; fwd/dgrad: plan1d.WARP_V
+WARP_LANES = (2, 4, 8, 16, 32)
 WARP_WGRAD_ROWS = (8, 32, 128, 512)
 FAST_ROWS = (32, 64, 128, 256)
 FAST_TILE = (4, 8, 12, 16, 24, 32, 48, 64)
@@ -65,15 +66,17 @@ def _raw_configs(problem: ConvProblem, variant: str, path: str) -> Iterator[Kern
         rows = _with_extent(SHARED_ROWS, p.N)
         for rb, t, threads, mode in itertools.product(rows, _with_extent(SHARED_TILE, p.W), SHARED_THREADS, modes):
             yield cls(rows=rb, tile_l=t, threads=threads, **extra(mode))
-    elif variant == "warp":
+    elif variant == "warp" and path == "wgrad":
         for warps, v, mode in itertools.product(WARPS, OUTPUTS_PER_LANE, modes):
             if v > 1 and 32 * v >= 2 * p.W:
                 continue
-            if path == "wgrad":
-                for rb in _with_extent(WARP_WGRAD_ROWS, p.N):
-                    yield cls(warps=warps, outputs_per_lane=v, rows=rb, **extra(mode))
-            else:
-                yield cls(warps=warps, outputs_per_lane=v)
+            for rb in _with_extent(WARP_WGRAD_ROWS, p.N):
+                yield cls(warps=warps, outputs_per_lane=v, rows=rb, **extra(mode))
+    elif variant == "warp":
+        for warps, v, g in itertools.product(WARPS, WARP_V, WARP_LANES):
+            if g * v >= 2 * p.W and g * v > 2:  # a segment twice the row only idles lanes
+                continue
+            yield cls(warps=warps, outputs_per_lane=v, lanes_per_row=g)
     else:
         for rb, tl, tpr, stages, vec, bps, mode in itertools.product(
                 FAST_ROWS, _with_extent(FAST_TILE, p.W, 4), FAST_LANES, FAST_STAGES, FAST_VEC, FAST_BLOCKS_PER_SM,

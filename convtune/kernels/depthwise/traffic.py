@@ -20,7 +20,9 @@ re-loads included, zero-filled copies read nothing; caches may serve part of it)
 - shared: per block (channel, RB batch rows, tile of T): the rows' window of T + KE − 1 inside [0, L)
   (left halo fwd / x of wgrad, right halo dgrad), w[c] (KE) per block; wgrad also the tile of dy, one
   partial (or atomic) per (block, j).
-- warp: per row and chunk of CH = 32·V outputs the window of CH + KE − 1 inside [0, L); w[c] (KE) each
+- warp, register design (fwd/dgrad, KE ≤ 64): every input once (N), KE taps per lane whose first row is
+  real (lanes_per_row · min(NR, grid · rows_per_block) · KE), every output once.
+- warp, shared-memory design: per row and chunk of CH = 32·V outputs the window of CH + KE − 1 inside [0, L); w[c] (KE) each
   time a warp's channel changes (every row unless gridDim·warps is a multiple of C); wgrad: per row x
   windows + dy chunks, one partial (or atomic) per (block, j).
 - fast: per item (RB rows × segment of SEG) the window [seg0 − HP, seg0 + SEG) inside [0, L) for every
@@ -105,6 +107,9 @@ def traffic_words(pl: Depthwise1dPlan) -> dict[str, int]:
                     **_reduction_terms(pl, blocks * ke, blocks * ke)}
         window = _tiles_words(L, t, ke - 1, 0) if path == "fwd" else _tiles_words(L, t, 0, ke - 1)
         return {src: C * B * window, "w": ntl * nbg * C * ke, dst: n}
+    if v == "warp" and pl.geometry.get("register"):
+        lanes = pl.config.lanes_per_row  # type: ignore[attr-defined]
+        return {src: n, "w": lanes * min(nr, pl.grid * pl.geometry["rows_per_block"]) * ke, dst: n}
     if v == "warp":
         ch = pl.geometry["chunk"]
         if path == "wgrad":
