@@ -228,8 +228,8 @@ def emulate_warp_reg(pl: Depthwise1dPlan, a: np.ndarray | None = None, w: np.nda
     lane (mirrored addresses for dgrad), the item loop with its prefetch, the shuffles within row groups of
     G lanes with the sender's cur/prev choice, the compile-time taps j = d·V + v − u and the stores. Returns
     the counts per stream and, when ``a`` (x or dy) and ``w`` are given, y or dx."""
-    path_code, KE, G, V, WARPS, vec4, multi = pl.template_args
-    NR, C, L, K, nseg = pl.int_args
+    path_code, KE, G, V, WARPS, _vec4, multi = pl.template_args
+    NR, C, L, _K, nseg = pl.int_args
     multi = multi == "true"
     rev = path_code == 1
     RPW = 32 // G

@@ -265,7 +265,7 @@ def warp_register_design(problem: ConvProblem, lanes_per_row: int, outputs_per_l
     row of one segment (L ≤ G·V) or taps reaching at most one segment back (KE ≤ G·V + 1)."""
     ke = min(problem.S, problem.W)
     seg = lanes_per_row * outputs_per_lane
-    return ke <= MAX_WARP_REG_TAPS and (problem.W <= seg or ke <= seg + 1)
+    return ke <= MAX_WARP_REG_TAPS and (seg >= problem.W or ke <= seg + 1)
 
 
 def warp_regs_estimate(ke: int, v: int, multi: bool) -> int:
@@ -278,7 +278,7 @@ def _warp_reg(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: Mach
     warps, v, g = c.warps, c.outputs_per_lane, c.lanes_per_row  # type: ignore[attr-defined]
     threads = warps * WARP
     seg = g * v
-    multi = p.W > seg
+    multi = seg < p.W
     vec4 = v % 4 == 0 and p.W % 4 == 0
     regs = warp_regs_estimate(ke, v, multi)
     cap = min(255, round_regs(regs + 16))

@@ -22,9 +22,9 @@ re-loads included, zero-filled copies read nothing; caches may serve part of it)
   partial (or atomic) per (block, j).
 - warp, register design (fwd/dgrad, KE ≤ 64): every input once (N), KE taps per lane whose first row is
   real (lanes_per_row · min(NR, grid · rows_per_block) · KE), every output once.
-- warp, shared-memory design: per row and chunk of CH = 32·V outputs the window of CH + KE − 1 inside [0, L); w[c] (KE) each
-  time a warp's channel changes (every row unless gridDim·warps is a multiple of C); wgrad: per row x
-  windows + dy chunks, one partial (or atomic) per (block, j).
+- warp, shared-memory design: per row and chunk of CH = 32·V outputs the window of CH + KE − 1 inside
+  [0, L); w[c] (KE) each time a warp's channel changes (every row unless gridDim·warps is a multiple of
+  C); wgrad: per row x windows + dy chunks, one partial (or atomic) per (block, j).
 - fast: per item (RB rows × segment of SEG) the window [seg0 − HP, seg0 + SEG) inside [0, L) for every
   real row (and the segment of dy in wgrad); KE taps once per thread with a real first row; wgrad:
   grid·RB·KE partial stores (idle slots write zeros) or one atomic per (real row slot, j).
