@@ -7,8 +7,9 @@ partials workspace) are poisoned with NaN first. Tolerances: relative error ≤ 
 for wgrad. The deterministic weight gradient is run twice and must be bitwise equal. One case per fast
 path runs at the S4ConvD paper shape (B=16384, C=128, L=48, K=48).
 
-2-D: the tiled forward on random shapes (R, S ∈ 1..7, stride 1 and 2, padding 0..3, odd sizes) and the
-public suite's depthwise2d shapes, relative error ≤ 1e-5.
+2-D: the tiled forward and the fast forward on random shapes (R, S ∈ 1..7, stride 1 and 2, padding 0..3,
+odd sizes) and the public suite's depthwise2d shapes, relative error ≤ 1e-5 (fast: the first and last plan
+of its space per shape and two seeded draws).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.depthwise.configs import MODE_DETERMINISTIC, PATHS, VARIANTS_1D, Dw2dTiledFwdConfig
 from convtune.kernels.depthwise.plan1d import Depthwise1dPlan, plan
 from convtune.kernels.depthwise.plan2d import plan as plan_2d
+from convtune.kernels.depthwise.plan2d_fast import plan as plan_2d_fast
 from convtune.kernels.depthwise.space import enumerate_plans
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -70,7 +72,7 @@ def _cases_1d() -> list:
 CASES_1D = _cases_1d()
 
 
-def _cases_2d() -> list:
+def _problems_2d() -> list[ConvProblem]:
     rng = random.Random(20261202)
     problems = [ConvProblem.parse(t) for t in (
         "N=32 C=144 H=56 W=56 K=144 R=3 S=3 pad=1 groups=144",
@@ -85,6 +87,11 @@ def _cases_2d() -> list:
         c = rng.choice([1, 3, 8, 17])
         problems.append(ConvProblem(N=rng.choice([1, 2, 3]), C=c, H=h, W=w, K=c, R=r, S=s, stride_h=stride,
                                     stride_w=stride, pad_h=pad, pad_w=rng.randint(0, 3) if w > s else pad, groups=c))
+    return problems
+
+
+def _cases_2d() -> list:
+    problems = _problems_2d()
     configs = [Dw2dTiledFwdConfig(8, 32, 4, 1), Dw2dTiledFwdConfig(8, 8, 2, 4), Dw2dTiledFwdConfig(4, 16, 1, 2),
                Dw2dTiledFwdConfig(16, 32, 8, 1)]
     cases = []
@@ -101,6 +108,23 @@ def _cases_2d() -> list:
 CASES_2D = _cases_2d()
 
 
+def _cases_2d_fast() -> list:
+    """Per 2-D problem of :func:`_problems_2d`: the first and last plan of the fast space and two seeded draws."""
+    from convtune.kernels.depthwise.space import enumerate_plans_2d_fast
+
+    rng = random.Random(20261203)
+    cases = []
+    for i, problem in enumerate(_problems_2d()):
+        plans = list(enumerate_plans_2d_fast(problem, H200))
+        picks = [plans[0], plans[-1], *rng.sample(plans, min(len(plans), 2))]
+        for j, pl in enumerate(dict.fromkeys(picks)):
+            cases.append(pytest.param(problem, pl.config, id=f"2dfast-{i}-{j}"))
+    return cases
+
+
+CASES_2D_FAST = _cases_2d_fast()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def precompiled(machine, cubin_cache) -> None:
     """Compile every distinct kernel of this module with nvcc in parallel before the first test."""
@@ -114,6 +138,7 @@ def precompiled(machine, cubin_cache) -> None:
         if pl.deterministic:
             texts.append(pl.reduce_source())
     texts += [plan_2d(c.values[0], c.values[1], machine).source() for c in CASES_2D]
+    texts += [plan_2d_fast(c.values[0], c.values[1], machine).source() for c in CASES_2D_FAST]
     cubin_cache(texts)
 
 
@@ -123,6 +148,7 @@ def test_case_counts() -> None:
             n = sum(1 for c in CASES_1D if c.id.startswith(f"{variant}-{path}-"))
             assert n >= 20, f"{variant} {path}: only {n} cases"
     assert len(CASES_2D) >= 60
+    assert len(CASES_2D_FAST) >= 120
 
 
 def _inputs(problem: ConvProblem):
@@ -223,6 +249,31 @@ def test_depthwise2d_fwd_matches_float64(problem: ConvProblem, config: Dw2dTiled
     w = rng.standard_normal((problem.C, 1, problem.R, problem.S), dtype=cp.float32)
     y = cp.full((problem.N, problem.C, problem.P, problem.Q), cp.nan, dtype=cp.float32)
     plan2d.launch(pl, kernel, x, w, y)
+    cp.cuda.get_current_stream().synchronize()
+    assert not bool(cp.isnan(y).any()), "some outputs were never written"
+    ref = dw2d_fwd_reference(x, w, (problem.stride_h, problem.stride_w), (problem.pad_h, problem.pad_w))
+    err = relative_error(y, ref)
+    assert err <= 1e-5, f"relative error {err:.3e} for {problem.key()} / {config.key()}"
+
+
+@pytest.mark.parametrize(("problem", "config"), CASES_2D_FAST)
+def test_depthwise2d_fast_fwd_matches_float64(problem: ConvProblem, config, machine) -> None:
+    import cupy as cp
+
+    from convtune.kernels.depthwise import plan2d_fast
+    from convtune.kernels.depthwise.reference import dw2d_fwd_reference
+    from convtune.kernels.reference import relative_error
+
+    try:
+        pl = plan2d_fast.plan(problem, config, machine)
+    except InvalidConfig as exc:
+        pytest.skip(f"not valid on this device: {exc}")
+    kernel = plan2d_fast.compile_plan(pl)
+    rng = cp.random.default_rng(zlib.crc32(problem.key().encode()) + 1)
+    x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
+    w = rng.standard_normal((problem.C, 1, problem.R, problem.S), dtype=cp.float32)
+    y = cp.full((problem.N, problem.C, problem.P, problem.Q), cp.nan, dtype=cp.float32)
+    plan2d_fast.launch(pl, kernel, x, w, y)
     cp.cuda.get_current_stream().synchronize()
     assert not bool(cp.isnan(y).any()), "some outputs were never written"
     ref = dw2d_fwd_reference(x, w, (problem.stride_h, problem.stride_w), (problem.pad_h, problem.pad_w))

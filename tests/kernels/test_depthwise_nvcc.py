@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from convtune.kernels.compile import KernelResources, expand_includes, nvcc_available, nvcc_compile
-from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, MODE_ATOMIC, Dw2dTiledFwdConfig
+from convtune.kernels.depthwise import plan2d_fast
+from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, MODE_ATOMIC, Dw2dFastFwdConfig, Dw2dTiledFwdConfig
 from convtune.kernels.depthwise.plan1d import REDUCE_ENTRY, REDUCE_SOURCE, REDUCE_WARPS, SOURCES, plan
 from convtune.kernels.depthwise.plan2d import SOURCE as SOURCE_2D
 from convtune.kernels.depthwise.plan2d import plan as plan_2d
@@ -74,6 +75,23 @@ DW2D = [(s["name"], ConvProblem.from_mapping(s)) for s in SUITE["depthwise2d"]] 
     ("dw1x7", ConvProblem.parse("N=2 C=16 H=9 W=33 K=16 R=1 S=7 pad_h=0 pad_w=3 groups=16")),
 ]
 DW2D_CONFIGS = [Dw2dTiledFwdConfig(8, 32, 4, 1), Dw2dTiledFwdConfig(8, 8, 2, 4), Dw2dTiledFwdConfig(16, 32, 8, 1)]
+# fast 2-D forward: (problem name, config) pairs, the suite's shapes with their likely configs and the corners
+DW2D_FAST = [
+    ("mobilenetv2_dw_144_b32", Dw2dFastFwdConfig(8, 2, 4, 1, 64)),
+    ("mobilenetv2_dw_144_b32", Dw2dFastFwdConfig(56, 2, 4, 1, 128)),
+    ("mobilenetv2_dw_144_b32", Dw2dFastFwdConfig(28, 4, 8, 1, 64)),
+    ("mobilenetv2_dw_384_b32", Dw2dFastFwdConfig(14, 2, 4, 4, 128)),
+    ("mobilenetv2_dw_384_b32", Dw2dFastFwdConfig(14, 7, 7, 8, 32)),
+    ("mobilenetv2_dw_960_b32", Dw2dFastFwdConfig(7, 7, 7, 64, 64)),
+    ("mobilenetv2_dw_960_b32", Dw2dFastFwdConfig(7, 1, 7, 32, 224)),
+    ("convnext_dw7_96_b32", Dw2dFastFwdConfig(8, 4, 8, 2, 32)),
+    ("convnext_dw7_96_b32", Dw2dFastFwdConfig(56, 4, 8, 1, 128)),
+    ("convnext_dw7_96_b32", Dw2dFastFwdConfig(16, 2, 4, 1, 128)),
+    ("mobilenet_s2", Dw2dFastFwdConfig(8, 2, 4, 1, 64)),
+    ("mobilenet_s2", Dw2dFastFwdConfig(56, 4, 2, 1, 256)),
+    ("dw5x5_s2_odd", Dw2dFastFwdConfig(4, 2, 3, 2, 32)),
+    ("dw1x7", Dw2dFastFwdConfig(9, 1, 8, 2, 64)),
+]
 
 
 @dataclass(frozen=True)
@@ -112,6 +130,12 @@ def _entries_2d() -> list[Entry]:
             pl = plan_2d(problem, config, H200)
             entry = f"dw2d_{name}_{i}"
             out.append(Entry(entry, SOURCE_2D, entry, pl.wrapper(entry), pl.threads, 1, pl.smem_bytes))
+    problems = dict(DW2D)
+    for i, (name, config) in enumerate(DW2D_FAST):
+        fp = plan2d_fast.plan(problems[name], config, H200)
+        entry = f"dw2d_fast_{name}_{i}"
+        out.append(Entry(entry, plan2d_fast.SOURCE, entry, fp.wrapper(entry), fp.threads, fp.min_blocks,
+                         fp.smem_bytes))
     return out
 
 
@@ -150,7 +174,8 @@ def test_every_variant_and_path_is_represented() -> None:
     assert len(set(ids)) == len(ids)
     for variant, path in CONFIG_CLASSES_1D:
         assert any(i.startswith(f"dw1d_{variant}_{path}_") for i in ids)
-    assert sum(i.startswith("dw2d_") for i in ids) == len(DW2D) * len(DW2D_CONFIGS)
+    assert sum(i.startswith("dw2d_") and not i.startswith("dw2d_fast_") for i in ids) == len(DW2D) * len(DW2D_CONFIGS)
+    assert sum(i.startswith("dw2d_fast_") for i in ids) == len(DW2D_FAST)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)

@@ -21,7 +21,9 @@ Weight-gradient configs add ``mode``: :data:`MODE_DETERMINISTIC` (1: per-slice p
 reduction kernel that sums them in a fixed order, bitwise repeatable) or :data:`MODE_ATOMIC` (2: atomic
 adds into a zeroed dw).
 
-2-D depthwise forward (NCHW): family ``depthwise2d_tiled``, see :class:`Dw2dTiledFwdConfig`.
+2-D depthwise forward (NCHW): family ``depthwise2d_tiled`` (:class:`Dw2dTiledFwdConfig`, the baseline) and
+``depthwise2d_fast`` (:class:`Dw2dFastFwdConfig`: row bands of whole planes, register blocking in both
+directions).
 """
 
 from __future__ import annotations
@@ -210,3 +212,19 @@ class Dw2dTiledFwdConfig(KernelConfig):
     @property
     def threads(self) -> int:
         return self.planes * self.tile_h * (self.tile_w // self.outputs_per_thread)
+
+
+@dataclass(frozen=True, slots=True)
+class Dw2dFastFwdConfig(KernelConfig):
+    """2-D depthwise forward, fast variant (``dw2d_fast.cu``): a block = ``planes`` (n, c) planes × a band of
+    ``band_h`` output rows × every column, staged with cp.async; an item = ``rows_per_thread`` output rows ×
+    ``outputs_per_thread`` consecutive columns of one plane in registers; ``threads`` walk the items."""
+
+    family = "depthwise2d_fast"
+    direction = "fwd"
+
+    band_h: int = 8               # TH: output rows per block (a multiple of rows_per_thread)
+    rows_per_thread: int = 2      # VH
+    outputs_per_thread: int = 4   # VW: consecutive outputs along W
+    planes: int = 1               # PB
+    threads: int = 128

@@ -15,10 +15,19 @@ from collections.abc import Callable, Iterator
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, MODES, PATHS, VARIANTS_1D, Dw2dTiledFwdConfig
+from convtune.kernels.depthwise.configs import (
+    CONFIG_CLASSES_1D,
+    MODES,
+    PATHS,
+    VARIANTS_1D,
+    Dw2dFastFwdConfig,
+    Dw2dTiledFwdConfig,
+)
 from convtune.kernels.depthwise.plan1d import WARP_V, Depthwise1dPlan, plan
 from convtune.kernels.depthwise.plan2d import Dw2dPlan, applies
 from convtune.kernels.depthwise.plan2d import plan as plan_2d
+from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
+from convtune.kernels.depthwise.plan2d_fast import plan as plan_2d_fast
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -39,6 +48,11 @@ FAST_BLOCKS_PER_SM = (1, 2, 3, 4, 6, 8)
 TILE_2D = ((4, 8), (8, 8), (4, 16), (8, 16), (8, 32), (16, 32), (4, 32), (16, 16))
 VW_2D = (1, 2, 4, 8)
 PLANES_2D = (1, 2, 4, 8)
+FAST2D_BAND = (1, 2, 4, 8, 16, 28, 32, 56, 64)
+FAST2D_VH = (1, 2, 4, 7)
+FAST2D_VW = (1, 2, 4, 7, 8)
+FAST2D_PLANES = (1, 2, 4, 8, 16, 32, 64)
+FAST2D_THREADS = (32, 64, 128, 256, 512)
 
 
 def _with_extent(values: tuple[int, ...], extent: int, multiple: int = 1) -> list[int]:
@@ -122,5 +136,25 @@ def enumerate_plans_2d(problem: ConvProblem, machine: MachineModel) -> Iterator[
             continue
         try:
             yield plan_2d(problem, Dw2dTiledFwdConfig(th, tw, vw, pb), machine)
+        except InvalidConfig:
+            continue
+
+
+def enumerate_plans_2d_fast(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dFastPlan]:
+    """Every valid plan of the fast 2-D forward kernel: bands up to the output height (plus P itself: whole
+    planes), several planes per block only while a block has fewer than 64 items per plane group (small
+    images), threads from one warp up to the block's items."""
+    if applies(problem) is not None:
+        return
+    p = problem
+    bands = sorted({b for b in FAST2D_BAND if b <= p.P} | {p.P})
+    for th, vh, vw, pb, threads in itertools.product(bands, FAST2D_VH, FAST2D_VW, FAST2D_PLANES, FAST2D_THREADS):
+        if th % vh or (vw > p.Q and vw > 1):
+            continue
+        per_plane = th // vh * -(-p.Q // vw)
+        if pb > 1 and per_plane * (pb // 2) >= 64:  # more planes only while a block is small
+            continue
+        try:
+            yield plan_2d_fast(p, Dw2dFastFwdConfig(th, vh, vw, pb, threads), machine)
         except InvalidConfig:
             continue
