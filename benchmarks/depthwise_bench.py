@@ -1,11 +1,15 @@
-"""Depthwise kernels vs PyTorch on the GPU: every 1-D variant × path (× wgrad mode) and the 2-D forward.
+"""Depthwise kernels vs PyTorch on the GPU: every 1-D variant × path (× wgrad mode) and the 2-D forwards.
 
 Shapes: the suite's ``depthwise1d_causal`` entries (the S4ConvD paper shape B=16384 C=128 L=48 K=48 first)
 and ``depthwise2d`` entries. Per (shape, variant, path, mode) up to ``--candidates`` configurations from the
 variant's space (the lowest-traffic ones first, then a seeded sample) are compiled (nvcc in parallel when
 available), verified once against the float64 reference (output poisoned with NaN; 1e-5 fwd/dgrad, 1e-4
 wgrad) and timed with the shared protocol (``time_launches``: warm-up, median of CUDA-event timings,
-rotating buffer sets > 2× L2 when a set fits in L2). The best time per row is reported.
+rotating buffer sets > 2× L2 when a set fits in L2). The best time per row is reported, and per 1-D shape
+whether naive ≥ coalesced ≥ shared ≥ warp holds on every path. 2-D: the tiled forward (``--candidates``
+seeded draws) and the fast forward (``--candidates-2d``: round-robin over the register-blocking shapes
+rows_per_thread × outputs_per_thread, each shape's plans by occupancy, traffic and bytes staged per SM).
+The warp-tiled fwd/dgrad candidates likewise go round-robin over lanes_per_row × outputs_per_lane.
 
 PyTorch runs in the same process on the same buffers: causal ``F.conv1d(x, w.flip(-1)[:, None], padding=K−1,
 groups=C)[..., :L]`` forward; input gradient and weight gradient each through ``torch.autograd.grad`` of that
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import os
 import random
@@ -33,7 +38,7 @@ import torch.nn.functional as F
 
 from convtune.errors import CompileError, InvalidConfig, LaunchError
 from convtune.kernels.compile import nvcc_available, precompile
-from convtune.kernels.depthwise import launcher, plan2d
+from convtune.kernels.depthwise import launcher, plan2d, plan2d_fast
 from convtune.kernels.depthwise.configs import MODES, PATHS, VARIANTS_1D
 from convtune.kernels.depthwise.reference import (
     dw1d_dgrad_reference,
@@ -41,8 +46,15 @@ from convtune.kernels.depthwise.reference import (
     dw1d_wgrad_reference,
     dw2d_fwd_reference,
 )
-from convtune.kernels.depthwise.space import enumerate_plans, enumerate_plans_2d
-from convtune.kernels.depthwise.traffic import compulsory_bytes, fast_issued_macs, flops, total_traffic_bytes
+from convtune.kernels.depthwise.space import enumerate_plans, enumerate_plans_2d, enumerate_plans_2d_fast
+from convtune.kernels.depthwise.traffic import (
+    compulsory_bytes,
+    fast_issued_macs,
+    flops,
+    total_traffic_bytes,
+    warp_issued_macs,
+)
+from convtune.kernels.launch_geometry import resident_blocks
 from convtune.kernels.ops import device_machine
 from convtune.kernels.reference import relative_error
 from convtune.kernels.timing import rotation_sets, time_launches
@@ -76,17 +88,34 @@ def load_shapes(path: str, only: list[str] | None) -> tuple[Shapes, Shapes]:
 
 
 def _rank(pl) -> tuple:
-    """Traffic over compulsory (to 5 %: weight reloads of a few % do not decide), issued over causal MACs (fast,
-    to 10 %), then resident warps per SM, 16-byte copies, double buffering."""
+    """Traffic over compulsory (to 5 %: weight reloads of a few % do not decide), issued over causal MACs (fast
+    and the warp register design, to 10 %), then resident warps per SM, 16-byte copies, double buffering."""
     c = pl.config
     ratio = round(total_traffic_bytes(pl) / compulsory_bytes(pl.problem, pl.path) / 0.05)
-    fma = round(2 * fast_issued_macs(pl) / flops(pl.problem) / 0.1) if pl.variant == "fast" else 0
+    if pl.variant == "fast":
+        fma = round(2 * fast_issued_macs(pl) / flops(pl.problem) / 0.1)
+    elif pl.variant == "warp" and pl.geometry.get("register"):
+        fma = round(_warp_issue(pl) / (flops(pl.problem) / 2) / 0.1)
+    else:
+        fma = 0
     return (ratio, fma, -pl.min_blocks * pl.threads, -getattr(c, "vec", 1), -getattr(c, "stages", 1), c.key())
 
 
-def candidates(plans: list, k: int, seed: int) -> list:
-    """The k/2 best plans by :func:`_rank`, then a seeded sample of the rest."""
-    ranked = sorted(plans, key=_rank)
+def _warp_issue(pl) -> float:
+    """Issue slots of the warp register design in FFMA units: issued multiply-adds, plus 4 per shuffle and per
+    global load or store instruction (SHFL and LSU issue at a quarter of the FFMA rate)."""
+    c, g = pl.config, pl.geometry
+    v, lanes = c.outputs_per_lane, c.lanes_per_row
+    dfull = (pl.ke + v - 2) // v
+    dmax = dfull if g["multi"] else min(dfull, lanes - 1)
+    shuffles = v * sum(1 for d in range(1, dmax + 1) if not (g["multi"] and d == lanes))
+    memory = 2 * (v // 4 if g["vec4"] else v)
+    return warp_issued_macs(pl) + 4 * (shuffles + memory) * pl.rows * g["nseg"] * lanes
+
+
+def candidates(plans: list, k: int, seed: int, key=None) -> list:
+    """The k/2 best plans by ``key`` (default :func:`_rank`), then a seeded sample of the rest."""
+    ranked = sorted(plans, key=key or _rank)
     head = ranked[:max(1, k // 2)]
     rest = ranked[len(head):]
     return head + random.Random(seed).sample(rest, min(len(rest), k - len(head)))
@@ -134,7 +163,12 @@ def bench_1d(name: str, problem: ConvProblem, machine, args: argparse.Namespace)
             for pl in enumerate_plans(p, machine, variant, path):
                 by_mode.setdefault(getattr(pl.config, "mode", 0), []).append(pl)
             for mode, group in sorted(by_mode.items()):
-                chosen += [(variant, path, mode, pl) for pl in candidates(group, args.candidates, args.seed)]
+                if variant == "warp" and path != "wgrad":  # every (lanes_per_row, outputs_per_lane) shape first
+                    picks = diverse(group, args.candidates, lambda pl: (getattr(pl.config, "lanes_per_row", 32),
+                                                                        pl.config.outputs_per_lane), _rank)
+                else:
+                    picks = candidates(group, args.candidates, args.seed)
+                chosen += [(variant, path, mode, pl) for pl in picks]
     if nvcc_available() and os.environ.get("CONVTUNE_CUBIN_DIR"):
         texts = [pl.source() for *_, pl in chosen] + [pl.reduce_source() for *_, pl in chosen if pl.deterministic]
         precompile(texts, machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]), jobs=os.cpu_count() or 8)
@@ -171,6 +205,30 @@ def bench_1d(name: str, problem: ConvProblem, machine, args: argparse.Namespace)
             "flops_causal": flops(p), "flops_dense": flops(p, "dense"), "candidates": rows}
 
 
+def _rank_2d_fast(pl, machine) -> tuple:
+    """Resident threads per SM (in steps of 256, up to 1024), requested words over compulsory (to 5 %), bytes
+    staged per SM (in 16 KB steps, up to 64 KB), then the key."""
+    words = sum(plan2d_fast.traffic_words(pl).values())
+    ratio = round(words / (pl.problem.input_elements + pl.problem.output_elements) / 0.05)
+    blocks = resident_blocks(pl.threads, pl.smem_bytes, pl.regs_estimate, machine)
+    return (-min(blocks * pl.threads, 1024) // 256, ratio, -min(blocks * pl.smem_bytes, 65536) // 16384,
+            pl.config.key())
+
+
+def diverse(plans: list, k: int, group, rank) -> list:
+    """Up to k plans, round-robin over the groups ``group(plan)`` (the register-blocking shapes), each group's
+    plans in ``rank`` order, groups ordered by their best plan."""
+    groups: dict = {}
+    for pl in sorted(plans, key=rank):
+        groups.setdefault(group(pl), []).append(pl)
+    out: list = []
+    depth = 0
+    while len(out) < k and any(len(g) > depth for g in groups.values()):
+        out += [g[depth] for g in groups.values() if len(g) > depth][:k - len(out)]
+        depth += 1
+    return out
+
+
 def bench_2d(name: str, problem: ConvProblem, machine, args: argparse.Namespace) -> dict:
     p = problem
     rng = cp.random.default_rng(12)
@@ -185,26 +243,41 @@ def bench_2d(name: str, problem: ConvProblem, machine, args: argparse.Namespace)
     with torch.no_grad():
         torch_ms = time_launches(lambda i: F.conv2d(xt[i], wt, stride=(p.stride_h, p.stride_w),
                                                     padding=(p.pad_h, p.pad_w), groups=p.C), sets=sets).median_ms
-    plans = list(enumerate_plans_2d(p, machine))
-    pick = random.Random(args.seed).sample(plans, min(len(plans), args.candidates))
+    chosen = []
+    if "tiled" in args.variants_2d:
+        plans = list(enumerate_plans_2d(p, machine))
+        chosen += [("tiled", plan2d, pl) for pl in random.Random(args.seed).sample(plans, min(len(plans),
+                                                                                             args.candidates))]
+    if "fast" in args.variants_2d:
+        fast = list(enumerate_plans_2d_fast(p, machine))
+        picks = diverse(fast, args.candidates_2d, lambda pl: (pl.config.rows_per_thread, pl.config.outputs_per_thread),
+                        lambda pl: _rank_2d_fast(pl, machine))
+        chosen += [("fast", plan2d_fast, pl) for pl in picks]
+    if nvcc_available() and os.environ.get("CONVTUNE_CUBIN_DIR"):
+        precompile([pl.source() for *_, pl in chosen], machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]),
+                   jobs=os.cpu_count() or 8)
     rows = []
-    for pl in pick:
-        row = {"config": pl.config.key(), "grid": pl.grid, "threads": pl.threads, "smem_bytes": pl.smem_bytes,
-               "model_bytes": 4 * sum(plan2d.traffic_words(pl).values())}
+    for variant, module, pl in chosen:
+        row = {"variant": variant, "path": "fwd", "mode": "", "config": pl.config.key(), "grid": pl.grid,
+               "threads": pl.threads, "smem_bytes": pl.smem_bytes,
+               "model_bytes": 4 * sum(module.traffic_words(pl).values())}
         try:
-            kernel = plan2d.compile_plan(pl)
+            kernel = module.compile_plan(pl)
+            row.update(regs=kernel.resources.num_regs, local_bytes=kernel.resources.local_bytes)
             ys[0].fill(cp.nan)
-            plan2d.launch(pl, kernel, xs[0], w, ys[0])
+            module.launch(pl, kernel, xs[0], w, ys[0])
             row["rel_err"] = err = relative_error(ys[0], ref)
             if not err <= 1e-5:
                 row["status"] = "wrong"
             else:
-                timing = time_launches(lambda i, pl=pl, k=kernel: plan2d.launch(pl, k, xs[i], w, ys[i]), sets=sets,
-                                       warmup=args.warmup, reps=args.reps)
+                timing = time_launches(lambda i, pl=pl, k=kernel, m=module: m.launch(pl, k, xs[i], w, ys[i]),
+                                       sets=sets, warmup=args.warmup, reps=args.reps)
                 row.update(status="ok", **timing.to_dict())
         except (CompileError, LaunchError, InvalidConfig) as exc:
             row.update(status="error", error=str(exc)[:300])
         rows.append(row)
+        print(f"  {name} {variant:6s} {row.get('median_ms', float('nan')):8.4f} ms {row['status']} {row['config']}",
+              flush=True)
     return {"name": name, "problem": p.key(), "kind": "depthwise2d", "sets": sets, "torch_ms": {"fwd": torch_ms},
             "compulsory_bytes": {"fwd": p.compulsory_bytes}, "candidates": rows}
 
@@ -239,8 +312,30 @@ def markdown(results: list[dict], copy_bw: float, device: str) -> str:
             lines.append(f"| {path} | {row.get('variant', 'tiled')} | {row.get('mode', '')} | {ms:.4f} | "
                          f"{row['p10_ms']:.4f}–{row['p90_ms']:.4f} | {row['model_bytes'] / (ms * 1e-3) / 1e9:.0f} | "
                          f"{pct:.0f} | {rep['torch_ms'][path] / ms:.2f} | `{row['config']}` |")
+        lines += ordering_lines(rep)
         lines.append("")
     return "\n".join(lines)
+
+
+ORDER = ("naive", "coalesced", "shared", "warp")
+
+
+def ordering_lines(report: dict) -> list[str]:
+    """1-D: whether the best times keep naive ≥ coalesced ≥ shared ≥ warp on every path (and wgrad mode)."""
+    if report.get("kind") != "depthwise1d_causal":
+        return []
+    times: dict[tuple[str, str], dict[str, float]] = {}
+    for row in best_rows(report):
+        times.setdefault((row["path"], row["mode"]), {})[row["variant"]] = row["median_ms"]
+    out = [""]
+    for (path, mode), t in times.items():
+        present = [v for v in ORDER if v in t]
+        broken = [f"{a} {t[a]:.4f} < {b} {t[b]:.4f}" for a, b in itertools.pairwise(present)
+                  if t[a] < t[b]]
+        label = f"{path}{' ' + mode if mode else ''}"
+        out.append(f"- ordering {' ≥ '.join(present)} on {label}: " + ("holds" if not broken else
+                                                                       "FAILS (" + "; ".join(broken) + ")"))
+    return out
 
 
 def main() -> int:
@@ -251,6 +346,8 @@ def main() -> int:
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS_1D), choices=list(VARIANTS_1D))
     ap.add_argument("--candidates", type=int, default=8, help="configurations timed per variant × path × mode")
     ap.add_argument("--no-2d", action="store_true")
+    ap.add_argument("--variants-2d", nargs="*", default=["tiled", "fast"], choices=["tiled", "fast"])
+    ap.add_argument("--candidates-2d", type=int, default=24, help="fast 2-D configurations timed per shape")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)

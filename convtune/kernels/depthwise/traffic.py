@@ -157,3 +157,17 @@ def fast_issued_macs(pl: Depthwise1dPlan) -> int:
             if tl0 < pl.L:
                 per_row += peeled if (tl0 == 0 or not halo) else tl * ke
     return pl.rows * per_row
+
+
+def warp_issued_macs(pl: Depthwise1dPlan) -> int:
+    """Multiply-adds the warp variant's register design issues (zeros and idle tail lanes included): per
+    row, segment and lane Σ_{d ≤ DMAX} #{(u, v): 0 ≤ d·V + v − u < KE} (``warp_reg_body``); compare with
+    the causal count flops(problem)/2."""
+    if pl.variant != "warp" or not pl.geometry.get("register"):
+        raise ValueError("issued MACs are modelled for the warp variant's register design only")
+    c = pl.config
+    g, v, ke = c.lanes_per_row, c.outputs_per_lane, pl.ke  # type: ignore[attr-defined]
+    dfull = (ke + v - 2) // v
+    dmax = dfull if pl.geometry["multi"] else min(dfull, g - 1)
+    per_lane = sum(1 for d in range(dmax + 1) for u in range(v) for vv in range(v) if 0 <= d * v + vv - u < ke)
+    return pl.rows * pl.geometry["nseg"] * g * per_lane
