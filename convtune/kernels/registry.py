@@ -10,20 +10,22 @@ the functions the tuner needs to treat every family alike:
 * ``bound_words(plan, s_words)`` — the I/O lower bound of the plan's algorithm for fast memory S;
 * ``floor_work(problem, s_words)`` — (FLOPs, bound words) of the family's algorithm at its best setting
   (direct: non-padding MACs; Winograd: α² multiplications per tile, the m with the lower floor is
-  chosen by the caller through :func:`convtune.tuner.analysis.floor_time_s`), for floor times;
+  chosen by the caller through :func:`convtune.tuner.analysis.floor_time_s`; depthwise: the causal or
+  non-padding MACs and the depthwise bound), for floor times;
 * ``supports(problem)`` — whether the family can run the problem at all;
 * ``launcher`` — the module that runs a plan on the GPU: ``compile_plan(plan)``,
   ``prepare_filters(plan, w)`` (packed or transformed weights, shared by plans with equal
   ``filters_key(plan)``), ``launch(plan, kernel, x, filters, y, stream)`` and ``tolerance(plan)``.
 
-Adding a family adds a folder under ``kernels/`` and one row here.
+Adding a family adds a folder under ``kernels/`` and one row here. The depthwise rows (one forward row per
+1-D variant and one for the 2-D kernel) share :mod:`convtune.kernels.depthwise.family` as launcher.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from types import ModuleType
 from typing import Any
 
@@ -32,6 +34,12 @@ from convtune.bounds.winograd import winograd_cdag_bound, winograd_shape
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import KERNELS_DIR, expand_includes, source_hash
 from convtune.kernels.config import KernelConfig
+from convtune.kernels.depthwise import family as _dw
+from convtune.kernels.depthwise import model as _dw_model
+from convtune.kernels.depthwise import plan1d as _dw_plan1d
+from convtune.kernels.depthwise import plan2d as _dw_plan2d
+from convtune.kernels.depthwise import space as _dw_space
+from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, VARIANTS_1D, Dw2dTiledFwdConfig
 from convtune.kernels.direct import launcher as _direct
 from convtune.kernels.direct import model as _direct_model
 from convtune.kernels.direct import space as _direct_space
@@ -139,6 +147,40 @@ REGISTRY: dict[tuple[str, str], KernelSpec] = {
                     "output transform; 3×3 stride 1",
     ),
 }
+
+
+_DW1D_DESCRIPTIONS = {
+    "naive": "1-D causal depthwise, one thread per output, batch-fastest (strided) order",
+    "coalesced": "1-D causal depthwise, one thread per output, time-fastest (coalesced) order",
+    "shared": "1-D causal depthwise, rows × tile (+ halo) and w[c] staged in shared memory",
+    "warp": "1-D causal depthwise, a warp per row in a private shared-memory slice",
+    "fast": "1-D causal depthwise, persistent blocks, register tiles along L, cp.async double buffering",
+}
+
+
+def _depthwise1d_spec(variant: str) -> KernelSpec:
+    """The forward row of one 1-D depthwise variant (dgrad/wgrad run through convtune.torch and analyze)."""
+    config_class = CONFIG_CLASSES_1D[(variant, "fwd")]
+    return KernelSpec(
+        family=config_class.family, direction="fwd", source=_dw_plan1d.SOURCES[variant], entry=f"dw1d_{variant}_fwd",
+        config_class=config_class, supports=_dw.supports_1d,
+        enumerate_plans=_dw_space.plans_enumerator(variant, "fwd"), plan=_dw_plan1d.plan,
+        predict_s=lambda pl, machine: _dw_model.predict_1d(pl, machine).time_s,
+        traffic_words=_dw.traffic_words, onchip_words=_dw.onchip_words, bound_words=_dw.bound_words,
+        grid_size=partial(_dw_space.grid_size, variant=variant, path="fwd"),
+        floor_work=_dw.floor_work, launcher=_dw, algorithm="depthwise", description=_DW1D_DESCRIPTIONS[variant])
+
+
+REGISTRY.update({(f"depthwise1d_{v}", "fwd"): _depthwise1d_spec(v) for v in VARIANTS_1D})
+REGISTRY[("depthwise2d_tiled", "fwd")] = KernelSpec(
+    family="depthwise2d_tiled", direction="fwd", source=_dw_plan2d.SOURCE, entry=_dw_plan2d.ENTRY,
+    config_class=Dw2dTiledFwdConfig, supports=_dw.supports_2d, enumerate_plans=_dw_space.enumerate_plans_2d,
+    plan=_dw_plan2d.plan, predict_s=lambda pl, machine: _dw_model.predict_2d(pl, machine).time_s,
+    traffic_words=_dw.traffic_words, onchip_words=_dw.onchip_words, bound_words=_dw.bound_words,
+    grid_size=_dw.grid_size_2d, floor_work=_dw.floor_work, launcher=_dw, algorithm="depthwise",
+    description="2-D depthwise forward (groups = C = K), output tiles × planes per block, register sliding window; "
+                "any R×S ≤ 81 taps, stride, padding",
+)
 
 
 def get_spec(family: str, direction: str = "fwd") -> KernelSpec:

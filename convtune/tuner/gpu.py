@@ -101,8 +101,13 @@ class CupyBenchmarker:
                   for _ in range(sets)]
             w = rng.standard_normal((problem.K, problem.C // problem.groups, problem.R, problem.S), dtype=cp.float32)
             ys = [cp.empty((problem.N, problem.K, problem.P, problem.Q), dtype=cp.float32) for _ in range(sets)]
-            ref = conv2d_reference_gpu(xs[0], w, stride=(problem.stride_h, problem.stride_w),
-                                       padding=(problem.pad_h, problem.pad_w), dilation=(problem.dil_h, problem.dil_w))
+            x_ref, pad_w = xs[0], problem.pad_w
+            if problem.causal:  # the causal padding is on the left only: pad explicitly, none in the reference
+                x_ref, pad_w = cp.pad(xs[0], ((0, 0), (0, 0), (0, 0), (problem.pad_w, 0))), 0
+            ref = conv2d_reference_gpu(x_ref, w, stride=(problem.stride_h, problem.stride_w),
+                                       padding=(problem.pad_h, pad_w), dilation=(problem.dil_h, problem.dil_w),
+                                       groups=problem.groups)
+            del x_ref
             self._inputs[key] = {"xs": xs, "w": w, "filters": {}, "ys": ys, "ref": ref, "sets": sets}
         return self._inputs[key]
 

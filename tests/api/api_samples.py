@@ -27,6 +27,8 @@ TUNED = ConvProblem.parse("N=32 C=512 H=7 W=7 K=512 R=3 S=3 stride=1 pad=1")
 TINY = ConvProblem.parse("N=1 C=8 H=8 W=8 K=8 R=3 S=3 pad=1")
 TINY2 = ConvProblem.parse("N=2 C=8 H=8 W=8 K=8 R=3 S=3 pad=1")
 DEPTHWISE = ConvProblem.parse("N=1 C=32 H=16 W=16 K=32 R=3 S=3 pad=1 groups=32")
+#: Grouped but not depthwise: no kernel family runs it.
+GROUPED = ConvProblem.parse("N=1 C=32 H=16 W=16 K=32 R=3 S=3 pad=1 groups=4")
 
 
 @dataclass

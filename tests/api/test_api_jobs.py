@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from api_samples import TINY, TINY2, TUNED, ApiEnv, key_body, make_env, run_worker_once
+from api_samples import GROUPED, TINY, TINY2, TUNED, ApiEnv, key_body, make_env, run_worker_once
 from sqlalchemy import URL
 
 from convtune.api.presets import PRESETS, preset_layers, preset_problems
@@ -172,18 +172,27 @@ def test_a_window_is_read_in_the_servers_time_zone(sqlite_url: str) -> None:
         assert run_worker_once(env, datetime(2026, 12, 1, 21, 30, tzinfo=UTC))  # 22:30 in Berlin
 
 
-def test_a_preset_batch_skips_layers_no_family_runs(env: ApiEnv) -> None:
+def test_a_preset_batch_queues_every_layer_a_family_runs(env: ApiEnv) -> None:
     r = env.client.post("/v1/batches", json={"preset": "mobilenet_v2", "window": "22:00-06:00"}, headers=env.headers)
     assert r.status_code == 202, r.text
     batch = r.json()
     problems = preset_problems("mobilenet_v2")
-    depthwise = [p for p in problems if p.groups > 1]
+    assert any(p.groups > 1 for p in problems)  # the depthwise layers run on the depthwise2d_tiled family
     assert batch["preset"] == "mobilenet_v2"
-    assert len(batch["jobs"]) == len(problems) - len(depthwise)
-    assert {s["key"] for s in batch["skipped"]} == {p.key() for p in depthwise}
+    assert len(batch["jobs"]) == len(problems)
+    assert batch["skipped"] == []
+    assert [b["id"] for b in env.client.get("/v1/batches").json()] == [batch["id"]]
+
+
+def test_a_batch_skips_problems_no_family_runs(env: ApiEnv) -> None:
+    r = env.client.post("/v1/batches", json={"problems": [key_body(TINY)["problem"], key_body(GROUPED)["problem"]]},
+                        headers=env.headers)
+    assert r.status_code == 202, r.text
+    batch = r.json()
+    assert len(batch["jobs"]) == 1
+    assert [s["key"] for s in batch["skipped"]] == [GROUPED.key()]
     assert all("no kernel family" in s["reason"] for s in batch["skipped"])
     assert env.client.get(f"/v1/batches/{batch['id']}").json()["skipped"] == []  # only in the POST answer
-    assert [b["id"] for b in env.client.get("/v1/batches").json()] == [batch["id"]]
 
 
 def test_a_batch_of_problems_dedupes_and_checks_each_problem(env: ApiEnv) -> None:
@@ -202,7 +211,7 @@ def test_a_batch_of_problems_dedupes_and_checks_each_problem(env: ApiEnv) -> Non
     ({"preset": "alexnet"}, "preset"),
     ({"problems": []}, "problems"),
     ({"problems": [{"key": TINY.key()}], "batch_size": 4}, "batch_size"),
-    ({"preset": "s4convd"}, "preset"),  # no family runs its one layer yet
+    ({"problems": [{"key": GROUPED.key()}]}, "problems"),  # no family runs its one problem
     ({"preset": "resnet18", "name": "a\x00b"}, "name"),
 ])
 def test_bad_batches_are_422(env: ApiEnv, body: dict, field: str) -> None:

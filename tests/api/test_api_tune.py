@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from api_samples import DEPTHWISE, TINY, TINY2, TUNED, ApiEnv, key_body, run_worker_once
+from api_samples import GROUPED, TINY, TINY2, TUNED, ApiEnv, key_body, run_worker_once
 
 from convtune.api.provisional import predict
 from convtune.kernels.direct.space import model_best
@@ -162,7 +162,7 @@ def test_invalid_input_is_422_naming_the_field(env: ApiEnv, body: dict, field: s
 
 
 def test_a_problem_no_family_can_run_is_422(env: ApiEnv) -> None:
-    for body in (key_body(DEPTHWISE), {"problem": {"key": TINY.key()[:-len("dtype=float32")]}, "dtype": "float16"}):
+    for body in (key_body(GROUPED), {"problem": {"key": TINY.key()[:-len("dtype=float32")]}, "dtype": "float16"}):
         r = env.client.post("/v1/tune", json=body, headers=env.headers)
         assert r.status_code == 422
         assert r.json()["field"] == "problem"

@@ -119,21 +119,23 @@ def test_batch_of_a_preset_inside_a_window(server: Server, capsys) -> None:
     assert len(json.loads(out)) == 11
 
 
-def test_batch_of_a_suite_file_skips_what_no_family_runs(server: Server, capsys, tmp_path: Path) -> None:
+def test_batch_of_a_suite_file_and_of_a_problem_list(server: Server, capsys, tmp_path: Path) -> None:
     not_before = (datetime.now(UTC) + timedelta(days=1)).replace(tzinfo=None).isoformat(timespec="seconds")
     code, out, err = run(capsys, "batch", str(SUITE), "--not-before", not_before, "--json", "--url", server.url,
                          "--key", server.key)
     assert code == 0, err
     batch = json.loads(out)
     suite = json.loads(SUITE.read_text())
-    assert len(batch["jobs"]) == len(suite["conv2d"])
-    assert len(batch["skipped"]) == len(suite["depthwise2d"]) + len(suite["depthwise1d_causal"])
+    # every public shape has a family now: direct/Winograd, depthwise2d_tiled, depthwise1d_*
+    assert len(batch["jobs"]) == len(suite["conv2d"]) + len(suite["depthwise2d"]) + len(suite["depthwise1d_causal"])
+    assert batch["skipped"] == []
     listed = tmp_path / "problems.json"
-    listed.write_text(json.dumps([TINY.key(), {"N": 3, "C": 8, "H": 8, "W": 8, "K": 8, "R": 3, "S": 3}]))
+    grouped = {"N": 1, "C": 8, "H": 8, "W": 8, "K": 8, "R": 3, "S": 3, "groups": 2}  # no family runs it
+    listed.write_text(json.dumps([TINY.key(), {"N": 3, "C": 8, "H": 8, "W": 8, "K": 8, "R": 3, "S": 3}, grouped]))
     code, out, err = run(capsys, "batch", str(listed), "--window", closed_window(), "--url", server.url,
                          "--key", server.key)
     assert code == 0, err
-    assert " 2 jobs queued" in out
+    assert " 2 jobs queued" in out and "skipped" in out
 
 
 def test_the_key_may_come_from_the_environment(server: Server, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,7 +164,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv: list[str]) -> None:
     assert len(err.strip().splitlines()) == 1 and err.startswith("convtune: error: ")
 
 
-def test_server_errors_print_the_json_detail(server: Server, capsys) -> None:
+def test_server_errors_print_the_json_detail(server: Server, capsys, tmp_path: Path) -> None:
     code, out, err = run(capsys, "submit", *TINY.key().split(), "--url", server.url)  # no key
     assert code == 2 and out == ""
     line = err.strip()
@@ -171,7 +173,9 @@ def test_server_errors_print_the_json_detail(server: Server, capsys) -> None:
     code, _, err = run(capsys, "submit", *TINY.key().split(), "--device", "tpu", "--url", server.url, "--key",
                        server.key)
     assert code == 2 and '"field": "device"' in err
-    code, _, err = run(capsys, "batch", "--preset", "s4convd", "--url", server.url, "--key", server.key)
+    grouped = tmp_path / "grouped.json"  # no kernel family runs a grouped, non-depthwise layer
+    grouped.write_text(json.dumps([{"N": 1, "C": 8, "H": 8, "W": 8, "K": 8, "R": 3, "S": 3, "groups": 2}]))
+    code, _, err = run(capsys, "batch", str(grouped), "--url", server.url, "--key", server.key)
     assert code == 2 and "HTTP 422" in err
 
 

@@ -10,6 +10,17 @@ from convtune.kernels.registry import REGISTRY, get_spec, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
+DENSE = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
+DEPTHWISE_2D = ConvProblem.parse("N=1 C=8 H=12 W=12 K=8 R=3 S=3 pad=1 groups=8")
+CAUSAL_1D = ConvProblem.depthwise1d(B=2, C=3, L=48, K=4)
+
+
+def sample_problem(family: str) -> ConvProblem:
+    """A small problem the family runs (the depthwise families take depthwise problems only)."""
+    if family.startswith("depthwise1d_"):
+        return CAUSAL_1D
+    return DEPTHWISE_2D if family.startswith("depthwise2d_") else DENSE
+
 
 @pytest.mark.parametrize("key", list(REGISTRY), ids=lambda k: ".".join(k))
 def test_row_is_complete(key: tuple[str, str]) -> None:
@@ -18,7 +29,7 @@ def test_row_is_complete(key: tuple[str, str]) -> None:
     source = KERNELS_DIR / spec.source
     assert source.is_file(), f"{source} missing"
     assert spec.config_class.family == spec.family and spec.config_class.direction == spec.direction
-    problem = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
+    problem = sample_problem(spec.family)
     assert spec.supports(problem)
     machine = MachineModel.preset("h200")
     first = next(iter(spec.enumerate_plans(problem, machine)))
@@ -34,8 +45,12 @@ def test_unknown_family_names_the_allowed_ones() -> None:
 
 
 def test_specs_for_filters_unsupported_problems() -> None:
-    depthwise = ConvProblem.parse("N=1 C=8 H=12 W=12 K=8 R=3 S=3 pad=1 groups=8")
-    assert [s.family for s in specs_for(depthwise)] == []
+    assert [s.family for s in specs_for(DEPTHWISE_2D)] == ["depthwise2d_tiled"]
+    assert [s.family for s in specs_for(CAUSAL_1D)] == ["depthwise1d_naive", "depthwise1d_coalesced",
+                                                         "depthwise1d_shared", "depthwise1d_warp", "depthwise1d_fast"]
+    grouped = ConvProblem.parse("N=1 C=8 H=12 W=12 K=8 R=3 S=3 pad=1 groups=2")
+    assert specs_for(grouped) == []
+    assert specs_for(DEPTHWISE_2D.replace(dtype="float16")) == []
     dense = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
     assert [s.family for s in specs_for(dense, families=["direct"])] == ["direct"]
     assert [s.family for s in specs_for(dense)] == ["direct", "winograd", "winograd_unfused"]
@@ -52,7 +67,7 @@ def test_launcher_protocol(key: tuple[str, str]) -> None:
     spec = REGISTRY[key]
     for name in ("compile_plan", "prepare_filters", "filters_key", "launch", "tolerance"):
         assert callable(getattr(spec.launcher, name)), f"{spec.kind}: launcher lacks {name}"
-    problem = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
+    problem = sample_problem(spec.family)
     first = next(iter(spec.enumerate_plans(problem, MachineModel.preset("h200"))))
     assert 0 < spec.launcher.tolerance(first) <= 1e-4
     hash(spec.launcher.filters_key(first))

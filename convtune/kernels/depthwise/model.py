@@ -1,0 +1,133 @@
+"""Analytic time model of the depthwise kernels (for ranking configurations, never reported as a result).
+
+predicted time = max(DRAM time, L2 time, issue time) / efficiency + launch overhead, where
+
+* DRAM time: the path's compulsory bytes (:func:`~convtune.kernels.depthwise.traffic.compulsory_bytes`;
+  2-D: ``problem.compulsory_bytes``) over the copy bandwidth — one read of the inputs, one write of the
+  output;
+* L2 time: the variant's modelled request bytes (:mod:`~convtune.kernels.depthwise.traffic`, halo
+  re-reads and weight reloads included; 2-D: :func:`~convtune.kernels.depthwise.plan2d.traffic_words`)
+  over an L2 bandwidth of 2.5× the copy bandwidth (the direct model's assumption);
+* issue time: multiply-adds × instructions per multiply-add (``COST_PER_MAC``) over the SMs' FFMA rate
+  (``machine.fp32_peak_flops_per_s`` / 2). The costs are per (variant, path), calibrated once on the
+  H200 paper-shape measurements (``benchmarks/results/depthwise_h200``: e.g. shared fwd 1.24 ms for
+  2.46 G causal MACs at 25.4 T FFMA/s ≈ 13 instructions per MAC; the strided naive loads show up as
+  ~110). The fast variant counts the multiply-adds it issues (:func:`~convtune.kernels.depthwise.traffic.
+  fast_issued_macs`, causal zeros and tails included) at 1.3 instructions each (FFMA + its share of
+  float4 shared-memory loads); the other 1-D variants count causal multiply-adds; 2-D counts every tap
+  at ``COST_2D_BASE`` + ``COST_2D_WINDOW`` × the window's shared-memory loads per multiply-add;
+* efficiency = SM fill × tail × latency hiding: blocks resident per SM come from threads, shared
+  memory and the register estimate (:func:`~convtune.kernels.launch_geometry.resident_blocks`); a grid
+  smaller than one wave fills min(1, grid / SMs) of the SMs; a grid of w waves loses the idle part of
+  its last wave (w / ⌈w⌉); an SM with fewer than 8 resident warps hides latency by min(1, warps / 8)^½;
+* the binding term counts fully, the others by ``OVERLAP_LOSS`` = 0.2 (overlap is never perfect; this
+  also separates configurations whose binding term ties); the fast variant's scalar copies (vec = 1)
+  reach 0.85 of the float4 bandwidth;
+* launch overhead: 2.5 µs per kernel (the deterministic weight gradient adds its reduction kernel, the
+  atomic one the ``memset`` of dw).
+
+Every term is a lower-bound-like estimate, so the model ranks configurations within a variant by traffic
+and occupancy, and across variants by the calibrated issue cost; the tuner's measurements decide.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from convtune.kernels.depthwise import traffic
+from convtune.kernels.depthwise.plan1d import Depthwise1dPlan
+from convtune.kernels.depthwise.plan2d import Dw2dPlan
+from convtune.kernels.depthwise.plan2d import traffic_words as traffic_words_2d
+from convtune.kernels.launch_geometry import resident_blocks
+from convtune.machine import MachineModel
+
+L2_OVER_DRAM_BANDWIDTH = 2.5
+LAUNCH_OVERHEAD_S = 2.5e-6
+LATENCY_WARPS = 8
+#: Instructions issued per multiply-add, per (variant, path); "atomic" keys the atomic weight gradient.
+COST_PER_MAC: dict[tuple[str, str], float] = {
+    ("naive", "fwd"): 110.0, ("naive", "dgrad"): 110.0, ("naive", "wgrad"): 200.0, ("naive", "atomic"): 1400.0,
+    ("coalesced", "fwd"): 17.0, ("coalesced", "dgrad"): 17.0, ("coalesced", "wgrad"): 19.0,
+    ("shared", "fwd"): 13.0, ("shared", "dgrad"): 13.0, ("shared", "wgrad"): 17.5,
+    ("warp", "fwd"): 15.0, ("warp", "dgrad"): 15.0, ("warp", "wgrad"): 15.0,
+    ("fast", "fwd"): 1.3, ("fast", "dgrad"): 1.3, ("fast", "wgrad"): 1.3,
+}
+#: 2-D: instructions per multiply-add = BASE + WINDOW × shared-memory loads per multiply-add of a row's
+#: register window, ((VW − 1)·stride_w + S) / (VW·S); VW = 1, S = 3 gives 16 (convnext 7×7 measured ≈ 15).
+COST_2D_BASE = 8.0
+COST_2D_WINDOW = 8.0
+#: Unhidden fraction of the non-binding terms: overlap of memory and issue is never perfect, and the
+#: penalty separates configurations whose binding term ties (every fast config is at the DRAM time).
+OVERLAP_LOSS = 0.2
+#: The fast variant's 4-byte copies (vec = 1) issue 4× the copy instructions of float4 ones.
+SCALAR_COPY_EFFICIENCY = 0.85
+
+
+@dataclass(frozen=True, slots=True)
+class DepthwisePrediction:
+    time_s: float
+    dram_s: float
+    l2_s: float
+    issue_s: float
+    efficiency: float
+    launches: int
+
+    @property
+    def bound_by(self) -> str:
+        return max((self.issue_s, "issue"), (self.l2_s, "l2"), (self.dram_s, "dram"))[1]
+
+
+def _efficiency(grid: int, threads: int, smem_bytes: int, regs: int, machine: MachineModel) -> float:
+    bps = resident_blocks(threads, smem_bytes, regs, machine)
+    if bps == 0:
+        return 0.0
+    slots = machine.sm_count * bps
+    fill = min(1.0, grid / machine.sm_count)
+    waves = grid / slots
+    tail = waves / math.ceil(waves) if waves > 1 else 1.0
+    blocks_per_sm = min(bps, max(1.0, grid / machine.sm_count))
+    latency = min(1.0, blocks_per_sm * threads / 32 / LATENCY_WARPS) ** 0.5
+    return fill * tail * latency
+
+
+def _combine(dram_s: float, l2_s: float, issue_s: float, eff: float, launches: int) -> DepthwisePrediction:
+    if eff <= 0:
+        return DepthwisePrediction(math.inf, dram_s, l2_s, issue_s, 0.0, launches)
+    terms = (dram_s, l2_s, issue_s)
+    busy = max(terms) + OVERLAP_LOSS * (sum(terms) - max(terms))
+    time_s = busy / eff + launches * LAUNCH_OVERHEAD_S
+    return DepthwisePrediction(time_s, dram_s, l2_s, issue_s, eff, launches)
+
+
+def predict_1d(pl: Depthwise1dPlan, machine: MachineModel) -> DepthwisePrediction:
+    """Model time of one call of a 1-D plan (the reduction kernel of a deterministic wgrad included)."""
+    bw = machine.copy_bandwidth_bytes_per_s
+    dram_s = traffic.compulsory_bytes(pl.problem, pl.path) / bw
+    l2_s = traffic.total_traffic_bytes(pl) / (L2_OVER_DRAM_BANDWIDTH * bw)
+    macs = traffic.fast_issued_macs(pl) if pl.variant == "fast" else traffic.flops(pl.problem) // 2
+    cost = COST_PER_MAC[(pl.variant, "atomic" if pl.atomic and pl.variant == "naive" else pl.path)]
+    issue_s = macs * cost / (machine.fp32_peak_flops_per_s / 2)
+    if pl.variant == "fast" and pl.config.vec == 1:  # type: ignore[attr-defined]
+        dram_s, l2_s = dram_s / SCALAR_COPY_EFFICIENCY, l2_s / SCALAR_COPY_EFFICIENCY
+    eff = _efficiency(pl.grid, pl.threads, pl.smem_bytes, pl.regs_estimate, machine)
+    return _combine(dram_s, l2_s, issue_s, eff, 2 if pl.path == "wgrad" else 1)
+
+
+def predict_2d(pl: Dw2dPlan, machine: MachineModel) -> DepthwisePrediction:
+    """Model time of one launch of the 2-D tiled forward plan."""
+    bw = machine.copy_bandwidth_bytes_per_s
+    p = pl.problem
+    dram_s = p.compulsory_bytes / bw
+    l2_s = 4 * sum(traffic_words_2d(pl).values()) / (L2_OVER_DRAM_BANDWIDTH * bw)
+    vw = pl.config.outputs_per_thread
+    cost = COST_2D_BASE + COST_2D_WINDOW * ((vw - 1) * p.stride_w + p.S) / (vw * p.S)
+    issue_s = p.macs * cost / (machine.fp32_peak_flops_per_s / 2)
+    eff = _efficiency(pl.grid, pl.threads, pl.smem_bytes, pl.regs_estimate, machine)
+    return _combine(dram_s, l2_s, issue_s, eff, 1)
+
+
+def predict(pl: Any, machine: MachineModel) -> DepthwisePrediction:
+    """:func:`predict_1d` or :func:`predict_2d` by plan type."""
+    return predict_2d(pl, machine) if isinstance(pl, Dw2dPlan) else predict_1d(pl, machine)
