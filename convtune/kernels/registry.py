@@ -38,8 +38,9 @@ from convtune.kernels.depthwise import family as _dw
 from convtune.kernels.depthwise import model as _dw_model
 from convtune.kernels.depthwise import plan1d as _dw_plan1d
 from convtune.kernels.depthwise import plan2d as _dw_plan2d
+from convtune.kernels.depthwise import plan2d_fast as _dw_plan2d_fast
 from convtune.kernels.depthwise import space as _dw_space
-from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, VARIANTS_1D, Dw2dTiledFwdConfig
+from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, VARIANTS_1D, Dw2dFastFwdConfig, Dw2dTiledFwdConfig
 from convtune.kernels.direct import launcher as _direct
 from convtune.kernels.direct import model as _direct_model
 from convtune.kernels.direct import space as _direct_space
@@ -180,6 +181,15 @@ REGISTRY[("depthwise2d_tiled", "fwd")] = KernelSpec(
     grid_size=_dw.grid_size_2d, floor_work=_dw.floor_work, launcher=_dw, algorithm="depthwise",
     description="2-D depthwise forward (groups = C = K), output tiles × planes per block, register sliding window; "
                 "any R×S ≤ 81 taps, stride, padding",
+)
+REGISTRY[("depthwise2d_fast", "fwd")] = KernelSpec(
+    family="depthwise2d_fast", direction="fwd", source=_dw_plan2d_fast.SOURCE, entry=_dw_plan2d_fast.ENTRY,
+    config_class=Dw2dFastFwdConfig, supports=_dw.supports_2d, enumerate_plans=_dw_space.enumerate_plans_2d_fast,
+    plan=_dw_plan2d_fast.plan, predict_s=lambda pl, machine: _dw_model.predict_2d_fast(pl, machine).time_s,
+    traffic_words=_dw.traffic_words, onchip_words=_dw.onchip_words, bound_words=_dw.bound_words,
+    grid_size=_dw.grid_size_2d_fast, floor_work=_dw.floor_work, launcher=_dw, algorithm="depthwise",
+    description="2-D depthwise forward (groups = C = K), bands of whole-width rows staged by cp.async, VH × VW "
+                "register items with float4 window reads",
 )
 
 

@@ -1,7 +1,8 @@
 """The depthwise families as the tuner sees them: the launcher protocol and the registry's callables.
 
 The registry (:mod:`convtune.kernels.registry`) has one forward row per 1-D variant
-(``depthwise1d_naive`` … ``depthwise1d_fast``) and one for the 2-D tiled kernel (``depthwise2d_tiled``).
+(``depthwise1d_naive`` … ``depthwise1d_fast``) and one per 2-D kernel (``depthwise2d_tiled``,
+``depthwise2d_fast``).
 Every row's ``launcher`` is this module, which dispatches on the plan type, so that the GPU benchmarker
 and ``convtune tune`` run depthwise plans exactly like direct or Winograd ones:
 
@@ -25,10 +26,12 @@ from convtune.bounds.depthwise import depthwise_lower_bound
 from convtune.errors import InvalidConfig, InvalidInput
 from convtune.kernels.depthwise import launcher as _launcher1d
 from convtune.kernels.depthwise import plan2d as _plan2d
+from convtune.kernels.depthwise import plan2d_fast as _plan2d_fast
 from convtune.kernels.depthwise import space as _space
 from convtune.kernels.depthwise import traffic as _traffic
 from convtune.kernels.depthwise.plan1d import Depthwise1dPlan
 from convtune.kernels.depthwise.plan2d import Dw2dPlan
+from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
 from convtune.problem import ConvProblem
 
 TOLERANCE = 1e-5  # relative error of the forward against float64 (shared/DESIGN.md)
@@ -45,12 +48,21 @@ def supports_2d(problem: ConvProblem) -> bool:
 
 
 def grid_size_2d(problem: ConvProblem) -> int:
-    """Size of the 2-D kernel's raw parameter grid (tiles × outputs per thread × planes)."""
+    """Size of the 2-D tiled kernel's raw parameter grid (tiles × outputs per thread × planes)."""
     return len(_space.TILE_2D) * len(_space.VW_2D) * len(_space.PLANES_2D)
+
+
+def grid_size_2d_fast(problem: ConvProblem) -> int:
+    """Size of the 2-D fast kernel's raw parameter grid (bands × VH × VW × planes × threads)."""
+    bands = {b for b in _space.FAST2D_BAND if b <= problem.P} | {problem.P}
+    return (len(bands) * len(_space.FAST2D_VH) * len(_space.FAST2D_VW) * len(_space.FAST2D_PLANES)
+            * len(_space.FAST2D_THREADS))
 
 
 def traffic_words(pl: Any) -> int:
     """Modelled global-memory words of one launch (loads + stores)."""
+    if isinstance(pl, Dw2dFastPlan):
+        return sum(_plan2d_fast.traffic_words(pl).values())
     if isinstance(pl, Dw2dPlan):
         return sum(_plan2d.traffic_words(pl).values())
     return _traffic.total_traffic_words(pl)
@@ -60,6 +72,10 @@ def onchip_words(pl: Any) -> int:
     """Fast memory one block holds: its shared memory plus the data registers of its threads (the fast
     variant's TL outputs and KE taps per thread, the 2-D kernel's window, taps and outputs; the simple
     variants' one accumulator)."""
+    if isinstance(pl, Dw2dFastPlan):
+        p, c = pl.problem, pl.config
+        window = ((c.rows_per_thread - 1) * p.stride_h + p.R) * ((c.outputs_per_thread - 1) * p.stride_w + p.S)
+        return pl.smem_bytes // 4 + pl.threads * (p.R * p.S + c.rows_per_thread * c.outputs_per_thread) + window
     if isinstance(pl, Dw2dPlan):
         p, c = pl.problem, pl.config
         per_thread = p.R * p.S + (c.outputs_per_thread - 1) * p.stride_w + p.S + c.outputs_per_thread
@@ -102,6 +118,8 @@ class FamilyKernels(_launcher1d.DepthwiseKernels):
 
 def compile_plan(pl: Any) -> Any:
     """The plan's compiled kernel(s) for the current device (cached)."""
+    if isinstance(pl, Dw2dFastPlan):
+        return _plan2d_fast.compile_plan(pl)
     if isinstance(pl, Dw2dPlan):
         return _plan2d.compile_plan(pl)
     kernels = _launcher1d.compile_plan(pl)
@@ -113,7 +131,7 @@ def prepare_filters(pl: Any, w: Any) -> Any:
     from convtune.kernels.compile import cupy_module
 
     cp = cupy_module()
-    if isinstance(pl, Dw2dPlan):
+    if isinstance(pl, Dw2dPlan | Dw2dFastPlan):
         return cp.ascontiguousarray(w, dtype=cp.float32)
     p = pl.problem
     return cp.ascontiguousarray(w.reshape(p.C, p.S)[:, ::-1], dtype=cp.float32)
@@ -121,7 +139,7 @@ def prepare_filters(pl: Any, w: Any) -> Any:
 
 def filters_key(pl: Any) -> tuple[str, ...]:
     """Plans with equal keys share one :func:`prepare_filters` result."""
-    return ("depthwise2d",) if isinstance(pl, Dw2dPlan) else ("depthwise1d_lag",)
+    return ("depthwise2d",) if isinstance(pl, Dw2dPlan | Dw2dFastPlan) else ("depthwise1d_lag",)
 
 
 def launch(pl: Any, kernel: Any, x: Any, filters: Any, y: Any, stream: Any | None = None) -> None:
@@ -132,6 +150,9 @@ def launch(pl: Any, kernel: Any, x: Any, filters: Any, y: Any, stream: Any | Non
         InvalidInput: an array of the wrong type, dtype, shape or layout.
         LaunchError: the launch failed.
     """
+    if isinstance(pl, Dw2dFastPlan):
+        _plan2d_fast.launch(pl, kernel, x, filters, y, stream)
+        return
     if isinstance(pl, Dw2dPlan):
         _plan2d.launch(pl, kernel, x, filters, y, stream)
         return
