@@ -10,6 +10,8 @@ whether naive ≥ coalesced ≥ shared ≥ warp holds on every path. 2-D: the ti
 seeded draws) and the fast forward (``--candidates-2d``: round-robin over the register-blocking shapes
 rows_per_thread × outputs_per_thread, each shape's plans by occupancy, traffic and bytes staged per SM).
 The warp-tiled fwd/dgrad candidates likewise go round-robin over lanes_per_row × outputs_per_lane.
+1-D rows of L ≤ 64 also time the fused backward (path ``bwd``: dx and dw in one pass) against PyTorch's
+joint ``autograd.grad`` w.r.t. (x, w) and against the best separate dgrad + wgrad.
 
 PyTorch runs in the same process on the same buffers: causal ``F.conv1d(x, w.flip(-1)[:, None], padding=K−1,
 groups=C)[..., :L]`` forward; input gradient and weight gradient each through ``torch.autograd.grad`` of that
@@ -38,7 +40,7 @@ import torch.nn.functional as F
 
 from convtune.errors import CompileError, InvalidConfig, LaunchError
 from convtune.kernels.compile import nvcc_available, precompile
-from convtune.kernels.depthwise import launcher, plan2d, plan2d_fast
+from convtune.kernels.depthwise import launcher, plan1d_fused, plan2d, plan2d_fast
 from convtune.kernels.depthwise.configs import MODES, PATHS, VARIANTS_1D
 from convtune.kernels.depthwise.reference import (
     dw1d_dgrad_reference,
@@ -46,7 +48,12 @@ from convtune.kernels.depthwise.reference import (
     dw1d_wgrad_reference,
     dw2d_fwd_reference,
 )
-from convtune.kernels.depthwise.space import enumerate_plans, enumerate_plans_2d, enumerate_plans_2d_fast
+from convtune.kernels.depthwise.space import (
+    enumerate_plans,
+    enumerate_plans_2d,
+    enumerate_plans_2d_fast,
+    enumerate_plans_fused,
+)
 from convtune.kernels.depthwise.traffic import (
     compulsory_bytes,
     fast_issued_macs,
@@ -61,6 +68,7 @@ from convtune.kernels.timing import rotation_sets, time_launches
 from convtune.problem import ConvProblem
 
 TOLERANCE = {"fwd": 1e-5, "dgrad": 1e-5, "wgrad": 1e-4}
+ALL_PATHS = (*PATHS, "bwd")   # bwd: the fused backward (dx and dw) and PyTorch's joint input+weight gradient
 DEFAULT_SUITE = Path(__file__).resolve().parent / "suites" / "public.json"
 
 
@@ -140,6 +148,8 @@ def time_torch_1d(problem: ConvProblem, xs: list, dys: list, w) -> dict[str, flo
                                  sets=len(xs)).median_ms
     out["wgrad"] = time_launches(lambda i: torch.autograd.grad(graphs[i], wt, dyt[i], retain_graph=True),
                                  sets=len(xs)).median_ms
+    out["bwd"] = time_launches(lambda i: torch.autograd.grad(graphs[i], (xt[i], wt), dyt[i], retain_graph=True),
+                               sets=len(xs)).median_ms
     return out
 
 
@@ -200,9 +210,50 @@ def bench_1d(name: str, problem: ConvProblem, machine, args: argparse.Namespace)
         rows.append(row)
         print(f"  {name} {variant:9s} {path:5s} {row['mode']:13s} {row.get('median_ms', float('nan')):8.4f} ms "
               f"{row['status']} {row['config']}", flush=True)
+    if args.fused:
+        rows += bench_fused(name, p, machine, args, xs, dys, outs, w, dw, refs)
     return {"name": name, "problem": p.key(), "kind": "depthwise1d_causal", "sets": sets, "torch_ms": torch_ms,
-            "compulsory_bytes": {path: compulsory_bytes(p, path) for path in PATHS},
+            "compulsory_bytes": {path: compulsory_bytes(p, path) for path in ALL_PATHS},
             "flops_causal": flops(p), "flops_dense": flops(p, "dense"), "candidates": rows}
+
+
+def bench_fused(name: str, p: ConvProblem, machine, args: argparse.Namespace, xs: list, dys: list, outs: list, w,
+                dw, refs: dict) -> list[dict]:
+    """The fused backward (dx and dw in one pass; rows of L ≤ 64): per mode up to ``--candidates`` plans (most
+    resident threads first, then a seeded sample), verified against both references, then timed."""
+    rows = []
+    plans = list(enumerate_plans_fused(p, machine))
+    for mode in sorted({pl.config.mode for pl in plans}):
+        group = [pl for pl in plans if pl.config.mode == mode]
+        picks = candidates(group, args.candidates, args.seed,
+                           key=lambda pl: (-pl.min_blocks * pl.threads, -pl.config.stages, pl.config.key()))
+        for pl in picks:
+            row = {"variant": "fused", "path": "bwd", "mode": MODES[mode], "config": pl.config.key(), "grid": pl.grid,
+                   "threads": pl.threads, "smem_bytes": pl.smem_bytes,
+                   "model_bytes": 4 * sum(plan1d_fused.traffic_words(pl).values())}
+            try:
+                kernels = plan1d_fused.compile_plan(pl)
+                row.update(regs=kernels.main.resources.num_regs, local_bytes=kernels.main.resources.local_bytes)
+                ws = plan1d_fused.allocate_workspace(pl)
+                outs[0].fill(cp.nan)
+                dw.fill(cp.nan)
+                plan1d_fused.launch(pl, kernels, xs[0], dys[0], w, outs[0], dw, workspace=ws)
+                err = max(relative_error(outs[0], refs["dgrad"]) / TOLERANCE["dgrad"],
+                          relative_error(dw, refs["wgrad"]) / TOLERANCE["wgrad"])
+                row["rel_err_over_tolerance"] = err
+                if not err <= 1:
+                    row["status"] = "wrong"
+                else:
+                    timing = time_launches(lambda i, pl=pl, k=kernels, ws=ws: plan1d_fused.launch(
+                        pl, k, xs[i], dys[i], w, outs[i], dw, workspace=ws), sets=len(xs), warmup=args.warmup,
+                        reps=args.reps)
+                    row.update(status="ok", **timing.to_dict())
+            except (CompileError, LaunchError, InvalidConfig) as exc:
+                row.update(status="error", error=str(exc)[:300])
+            rows.append(row)
+            print(f"  {name} fused     bwd   {row['mode']:13s} {row.get('median_ms', float('nan')):8.4f} ms "
+                  f"{row['status']} {row['config']}", flush=True)
+    return rows
 
 
 def _rank_2d_fast(pl, machine) -> tuple:
@@ -291,7 +342,7 @@ def best_rows(report: dict) -> list[dict]:
         key = (row.get("variant", "tiled"), row.get("path", "fwd"), row.get("mode", ""))
         if key not in best or row["median_ms"] < best[key]["median_ms"]:
             best[key] = row
-    return [best[k] for k in sorted(best, key=lambda k: (PATHS.index(k[1]), k[0], k[2]))]
+    return [best[k] for k in sorted(best, key=lambda k: (ALL_PATHS.index(k[1]), k[0], k[2]))]
 
 
 def markdown(results: list[dict], copy_bw: float, device: str) -> str:
@@ -329,7 +380,15 @@ def ordering_lines(report: dict) -> list[str]:
         times.setdefault((row["path"], row["mode"]), {})[row["variant"]] = row["median_ms"]
     out = [""]
     for (path, mode), t in times.items():
+        if path == "bwd":
+            separate = [min(times.get(("dgrad", ""), {}).values(), default=float("nan")),
+                        min(times.get(("wgrad", mode), {}).values(), default=float("nan"))]
+            out.append(f"- fused backward ({mode}) {t['fused']:.4f} ms vs the best dgrad + best wgrad ({mode}) "
+                       f"{sum(separate):.4f} ms")
+            continue
         present = [v for v in ORDER if v in t]
+        if len(present) < 2:
+            continue
         broken = [f"{a} {t[a]:.4f} < {b} {t[b]:.4f}" for a, b in itertools.pairwise(present)
                   if t[a] < t[b]]
         label = f"{path}{' ' + mode if mode else ''}"
@@ -346,6 +405,7 @@ def main() -> int:
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS_1D), choices=list(VARIANTS_1D))
     ap.add_argument("--candidates", type=int, default=8, help="configurations timed per variant × path × mode")
     ap.add_argument("--no-2d", action="store_true")
+    ap.add_argument("--no-fused", dest="fused", action="store_false", help="skip the fused 1-D backward")
     ap.add_argument("--variants-2d", nargs="*", default=["tiled", "fast"], choices=["tiled", "fast"])
     ap.add_argument("--candidates-2d", type=int, default=24, help="fast 2-D configurations timed per shape")
     ap.add_argument("--reps", type=int, default=30)

@@ -22,6 +22,7 @@ import pytest
 from convtune.errors import InvalidConfig
 from convtune.kernels.depthwise.configs import MODE_DETERMINISTIC, PATHS, VARIANTS_1D, Dw2dTiledFwdConfig
 from convtune.kernels.depthwise.plan1d import Depthwise1dPlan, plan
+from convtune.kernels.depthwise.plan1d_fused import plan as plan_fused
 from convtune.kernels.depthwise.plan2d import plan as plan_2d
 from convtune.kernels.depthwise.plan2d_fast import plan as plan_2d_fast
 from convtune.kernels.depthwise.space import enumerate_plans
@@ -70,6 +71,26 @@ def _cases_1d() -> list:
 
 
 CASES_1D = _cases_1d()
+
+
+def _cases_fused() -> list:
+    """The fused backward on the 1-D shapes it takes (L ≤ 64): per mode the first and last plan of its space
+    and two seeded draws."""
+    from convtune.kernels.depthwise.space import enumerate_plans_fused
+
+    rng = random.Random(20261204)
+    cases = []
+    for shape in EDGE + _random_shapes(random.Random(20261201), 12):
+        plans = list(enumerate_plans_fused(ConvProblem.depthwise1d(*shape), H200))
+        for mode in sorted({pl.config.mode for pl in plans}):
+            group = [pl for pl in plans if pl.config.mode == mode]
+            picks = [group[0], group[-1], *rng.sample(group, min(len(group), 2))]
+            for k, pl in enumerate(dict.fromkeys(picks)):
+                cases.append(pytest.param(pl.problem, pl.config, id=f"fused-m{mode}-{'x'.join(map(str, shape))}-{k}"))
+    return cases
+
+
+CASES_FUSED = _cases_fused()
 
 
 def _problems_2d() -> list[ConvProblem]:
@@ -137,6 +158,12 @@ def precompiled(machine, cubin_cache) -> None:
         texts.append(pl.source())
         if pl.deterministic:
             texts.append(pl.reduce_source())
+    for case in CASES_FUSED:
+        try:
+            fp = plan_fused(case.values[0], case.values[1], machine)
+        except InvalidConfig:
+            continue
+        texts += [fp.source()] + ([fp.reduce_source()] if fp.deterministic else [])
     texts += [plan_2d(c.values[0], c.values[1], machine).source() for c in CASES_2D]
     texts += [plan_2d_fast(c.values[0], c.values[1], machine).source() for c in CASES_2D_FAST]
     cubin_cache(texts)
@@ -148,6 +175,7 @@ def test_case_counts() -> None:
             n = sum(1 for c in CASES_1D if c.id.startswith(f"{variant}-{path}-"))
             assert n >= 20, f"{variant} {path}: only {n} cases"
     assert len(CASES_2D) >= 60
+    assert len(CASES_FUSED) >= 60
     assert len(CASES_2D_FAST) >= 120
 
 
@@ -232,6 +260,53 @@ def test_warp_register_design_at_the_paper_shape(path: str, fields: dict, machin
     from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D
 
     _check_1d(PAPER, CONFIG_CLASSES_1D[("warp", path)](**fields), machine)
+
+
+def _check_fused(problem: ConvProblem, config, machine) -> None:
+    import cupy as cp
+
+    from convtune.kernels.depthwise import plan1d_fused
+    from convtune.kernels.depthwise.reference import dw1d_dgrad_reference, dw1d_wgrad_reference
+    from convtune.kernels.reference import relative_error
+
+    try:
+        pl = plan_fused(problem, config, machine)
+    except InvalidConfig as exc:
+        pytest.skip(f"not valid on this device: {exc}")
+    kernels = plan1d_fused.compile_plan(pl)
+    x, dy, w = _inputs(problem)
+
+    def run():
+        dx = cp.full((pl.B, pl.C, pl.L), cp.nan, dtype=cp.float32)
+        dw = cp.full((pl.C, pl.K), cp.nan, dtype=cp.float32)
+        ws = plan1d_fused.allocate_workspace(pl)
+        if ws is not None:
+            ws.fill(cp.nan)
+        plan1d_fused.launch(pl, kernels, x, dy, w, dx, dw, workspace=ws)
+        cp.cuda.get_current_stream().synchronize()
+        return dx, dw
+
+    dx, dw = run()
+    assert not bool(cp.isnan(dx).any()) and not bool(cp.isnan(dw).any()), "some outputs were never written"
+    err_dx = relative_error(dx, dw1d_dgrad_reference(dy, w))
+    err_dw = relative_error(dw, dw1d_wgrad_reference(x, dy, problem.S))
+    assert err_dx <= TOLERANCE["dgrad"], f"dx relative error {err_dx:.3e} ({config.key()})"
+    assert err_dw <= TOLERANCE["wgrad"], f"dw relative error {err_dw:.3e} ({config.key()})"
+    if pl.deterministic:
+        dx2, dw2 = run()
+        assert bool(cp.array_equal(dw, dw2)) and bool(cp.array_equal(dx, dx2)), "deterministic run differs"
+
+
+@pytest.mark.parametrize(("problem", "config"), CASES_FUSED)
+def test_fused_backward_matches_float64(problem: ConvProblem, config, machine) -> None:
+    _check_fused(problem, config, machine)
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_fused_backward_at_the_paper_shape(mode: int, machine) -> None:
+    from convtune.kernels.depthwise.configs import FusedBwdConfig
+
+    _check_fused(PAPER, FusedBwdConfig(rows=128, stages=2, vec=4, blocks_per_sm=2, mode=mode), machine)
 
 
 @pytest.mark.parametrize(("problem", "config"), CASES_2D)

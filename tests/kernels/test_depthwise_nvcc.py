@@ -18,8 +18,14 @@ from pathlib import Path
 import pytest
 
 from convtune.kernels.compile import KernelResources, expand_includes, nvcc_available, nvcc_compile
-from convtune.kernels.depthwise import plan2d_fast
-from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, MODE_ATOMIC, Dw2dFastFwdConfig, Dw2dTiledFwdConfig
+from convtune.kernels.depthwise import plan1d_fused, plan2d_fast
+from convtune.kernels.depthwise.configs import (
+    CONFIG_CLASSES_1D,
+    MODE_ATOMIC,
+    Dw2dFastFwdConfig,
+    Dw2dTiledFwdConfig,
+    FusedBwdConfig,
+)
 from convtune.kernels.depthwise.plan1d import REDUCE_ENTRY, REDUCE_SOURCE, REDUCE_WARPS, SOURCES, plan
 from convtune.kernels.depthwise.plan2d import SOURCE as SOURCE_2D
 from convtune.kernels.depthwise.plan2d import plan as plan_2d
@@ -67,6 +73,17 @@ WARP_REGISTER: list[tuple[ConvProblem, dict[str, int]]] = [
     (MAMBA, {"warps": 8, "outputs_per_lane": 8, "lanes_per_row": 32}),
     (LONG, {"warps": 4, "outputs_per_lane": 16, "lanes_per_row": 32}),
     (ODD2, {"warps": 2, "outputs_per_lane": 3, "lanes_per_row": 4}),
+]
+
+# fused backward: (problem, config)
+FUSED = [
+    (PAPER, FusedBwdConfig(rows=128, stages=2, vec=4, blocks_per_sm=2, mode=1)),
+    (PAPER, FusedBwdConfig(rows=128, stages=1, vec=4, blocks_per_sm=3, mode=MODE_ATOMIC)),
+    (PAPER, FusedBwdConfig(rows=64, stages=1, vec=4, blocks_per_sm=4, mode=1)),
+    (ConvProblem.depthwise1d(16384, 128, 48, 4), FusedBwdConfig(rows=128, stages=2, vec=4, blocks_per_sm=2)),
+    (ODD, FusedBwdConfig(rows=32, stages=1, vec=1, blocks_per_sm=1)),
+    (ODD2, FusedBwdConfig(rows=64, stages=2, vec=1, blocks_per_sm=2, mode=MODE_ATOMIC)),
+    (ConvProblem.depthwise1d(8, 8, 64, 64), FusedBwdConfig(rows=64, stages=2, vec=4, blocks_per_sm=2)),
 ]
 
 DW2D = [(s["name"], ConvProblem.from_mapping(s)) for s in SUITE["depthwise2d"]] + [
@@ -139,7 +156,17 @@ def _entries_2d() -> list[Entry]:
     return out
 
 
-ENTRIES = _entries_1d() + _entries_2d()
+def _entries_fused() -> list[Entry]:
+    out = []
+    for i, (problem, config) in enumerate(FUSED):
+        pl = plan1d_fused.plan(problem, config, H200)
+        entry = f"dw1d_fused_bwd_{i}"
+        out.append(Entry(entry, plan1d_fused.SOURCE, entry, pl.wrapper(entry), pl.threads, pl.min_blocks,
+                         pl.smem_bytes))
+    return out
+
+
+ENTRIES = _entries_1d() + _entries_fused() + _entries_2d()
 
 
 def _compile(source: str, entries: list[Entry]) -> dict[str, KernelResources]:

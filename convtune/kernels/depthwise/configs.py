@@ -181,6 +181,21 @@ class FastWgradConfig(_Fast):
     mode: int = MODE_DETERMINISTIC
 
 
+@dataclass(frozen=True, slots=True)
+class FusedBwdConfig(KernelConfig):
+    """Fused 1-D backward (``dw1d_fused.cu``): dx and dw from one pass over x and dy, one thread per whole
+    row (L ≤ 64), persistent blocks of ``rows`` threads with the fast variant's cp.async staging."""
+
+    family = "depthwise1d_fused"
+    direction = "bwd"
+
+    rows: int = 128            # RB: threads (rows) per block
+    stages: int = 2
+    vec: int = 4
+    blocks_per_sm: int = 2
+    mode: int = MODE_DETERMINISTIC
+
+
 CONFIG_CLASSES_1D: dict[tuple[str, str], type[KernelConfig]] = {
     ("naive", "fwd"): NaiveFwdConfig, ("naive", "dgrad"): NaiveDgradConfig, ("naive", "wgrad"): NaiveWgradConfig,
     ("coalesced", "fwd"): CoalescedFwdConfig, ("coalesced", "dgrad"): CoalescedDgradConfig,

@@ -22,8 +22,11 @@ from convtune.kernels.depthwise.configs import (
     VARIANTS_1D,
     Dw2dFastFwdConfig,
     Dw2dTiledFwdConfig,
+    FusedBwdConfig,
 )
 from convtune.kernels.depthwise.plan1d import WARP_V, Depthwise1dPlan, plan
+from convtune.kernels.depthwise.plan1d_fused import FusedPlan
+from convtune.kernels.depthwise.plan1d_fused import plan as plan_fused
 from convtune.kernels.depthwise.plan2d import Dw2dPlan, applies
 from convtune.kernels.depthwise.plan2d import plan as plan_2d
 from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
@@ -156,5 +159,23 @@ def enumerate_plans_2d_fast(problem: ConvProblem, machine: MachineModel) -> Iter
             continue
         try:
             yield plan_2d_fast(p, Dw2dFastFwdConfig(th, vh, vw, pb, threads), machine)
+        except InvalidConfig:
+            continue
+
+
+FUSED_ROWS = (32, 64, 128, 256)
+FUSED_BLOCKS_PER_SM = (1, 2, 3, 4)
+
+
+def enumerate_plans_fused(problem: ConvProblem, machine: MachineModel) -> Iterator[FusedPlan]:
+    """Every valid plan of the fused 1-D backward (rows, stages, vec, blocks per SM, both modes)."""
+    if not problem.causal or problem.dtype != "float32" or problem.dil_w != 1:
+        return
+    for rb, stages, vec, bps, mode in itertools.product(FUSED_ROWS, FAST_STAGES, FAST_VEC, FUSED_BLOCKS_PER_SM,
+                                                        sorted(MODES)):
+        if vec == 4 and problem.W % 4:
+            continue
+        try:
+            yield plan_fused(problem, FusedBwdConfig(rb, stages, vec, bps, mode), machine)
         except InvalidConfig:
             continue

@@ -1,0 +1,259 @@
+"""Fused 1-D causal depthwise backward: plan, traffic model and launcher (family ``depthwise1d_fused``,
+source ``dw1d_fused.cu``).
+
+One pass over x and dy (B, C, L) with lag-order taps w (C, K) (``w[c, 0]`` multiplies the current sample)::
+
+    dx[b,c,s] = Σ_{j<K, s+j<L} w[c,j] · dy[b,c,s+j]          dx: (B, C, L)
+    dw[c,j]   = Σ_b Σ_{t=j}^{L−1} dy[b,c,t] · x[b,c,t−j]     dw: (C, K), 0 for j ≥ L
+
+One thread per whole row (L ≤ 64; TL = L rounded up to 4 values in registers), KE = min(K, L) taps.
+Deterministic mode writes ``slices`` × C × KE partials (slot p·C + c; the grid's idle slots write zeros)
+summed by the shared reduction kernel; atomic mode zeroes dw and adds each thread's sums.
+
+Words requested (zero-filled copies read nothing)::
+
+    x = dy = dx = N = B·C·L;   w = KE per thread with a real first row = min(NR, grid·RB)·KE
+    deterministic: partials grid·RB·KE, reduce reads slots·KE, dw C·K;  atomic: min(NR, grid·RB)·KE
+    atomics + C·K zeroing
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from convtune.errors import InvalidConfig, InvalidInput, LaunchError
+from convtune.kernels.compile import LoadedKernel, cupy_module, load_kernel
+from convtune.kernels.depthwise.configs import MODE_ATOMIC, FusedBwdConfig
+from convtune.kernels.depthwise.plan1d import (
+    _REDUCE_WRAPPER,
+    DEFAULT_SMS,
+    MAX_FAST_TAPS,
+    MAX_FAST_TILE,
+    REDUCE_ENTRY,
+    REDUCE_SOURCE,
+    REDUCE_WARPS,
+    _check_mode,
+    _check_smem,
+    _check_threads,
+    _family_source,
+    check_problem,
+    fast_pitch,
+    persistent_grid,
+)
+from convtune.kernels.launch_geometry import round_regs
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+SOURCE = "depthwise/dw1d_fused.cu"
+ENTRY = "dw1d_fused_bwd"
+WARP = 32
+
+
+@dataclass(frozen=True, slots=True)
+class FusedPlan:
+    problem: ConvProblem
+    config: FusedBwdConfig
+    ke: int
+    tile_l: int
+    pitch: int
+    grid: int
+    smem_bytes: int
+    min_blocks: int
+    regs_estimate: int
+
+    B = property(lambda self: self.problem.N)
+    C = property(lambda self: self.problem.C)
+    L = property(lambda self: self.problem.W)
+    K = property(lambda self: self.problem.S)
+
+    @property
+    def rows(self) -> int:
+        return self.problem.N * self.problem.C
+
+    @property
+    def threads(self) -> int:
+        return self.config.rows
+
+    @property
+    def atomic(self) -> bool:
+        return self.config.mode == MODE_ATOMIC
+
+    @property
+    def deterministic(self) -> bool:
+        return not self.atomic
+
+    @property
+    def slots(self) -> int:
+        return self.grid * self.config.rows
+
+    @property
+    def slices(self) -> int:
+        return -(-self.slots // self.C)
+
+    @property
+    def workspace_words(self) -> int:
+        return self.slices * self.C * self.ke if self.deterministic else 0
+
+    @property
+    def ngroups(self) -> int:
+        return -(-self.rows // self.config.rows)
+
+    @property
+    def reduce_grid(self) -> int:
+        return -(-self.C * self.K // WARP)
+
+    @property
+    def entry(self) -> str:
+        return ENTRY
+
+    def template_args(self) -> tuple[int | str, ...]:
+        """FastTraits<PATH_WGRAD, KE, TL, TPR = 1, RB, VEC, HALO = false, STAGES, PITCH, ATOMIC>."""
+        c = self.config
+        return (2, self.ke, self.tile_l, 1, c.rows, c.vec, "false", c.stages, self.pitch,
+                "true" if self.atomic else "false")
+
+    def wrapper(self, entry: str | None = None) -> str:
+        targs = ", ".join(str(a) for a in self.template_args())
+        return f"""
+extern "C" __global__ void __launch_bounds__({self.threads}, {self.min_blocks})
+{entry or ENTRY}(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ w,
+                 float* __restrict__ dx, float* __restrict__ dw, int NR, int C, int L, int K, int ngroups) {{
+  using namespace convtune::dw;
+  fused_bwd_body<FastTraits<{targs}>>(x, dy, w, dx, dw, NR, C, L, K, ngroups);
+}}
+"""
+
+    def source(self) -> str:
+        return _family_source(SOURCE) + self.wrapper()
+
+    def reduce_source(self) -> str:
+        return _family_source(REDUCE_SOURCE) + _REDUCE_WRAPPER.format(entry=REDUCE_ENTRY, warps=REDUCE_WARPS)
+
+
+def regs_estimate(tile_l: int, ke: int) -> int:
+    """TL dy values + KE taps + KE sums + 24."""
+    return tile_l + 2 * ke + 24
+
+
+def plan(problem: ConvProblem, config: FusedBwdConfig, machine: MachineModel | None = None) -> FusedPlan:
+    """Validate ``config`` for ``problem`` and derive the launch plan.
+
+    Raises:
+        InvalidConfig: naming the field that breaks a rule, with the allowed range.
+    """
+    check_problem(problem)
+    c, p = config, problem
+    if not isinstance(c, FusedBwdConfig):
+        raise InvalidConfig("config", f"{c.key()} is not a depthwise1d_fused configuration")
+    _check_mode(c)
+    if p.W > MAX_FAST_TILE:
+        raise InvalidConfig("problem", f"fused backward: L={p.W} exceeds {MAX_FAST_TILE} (one thread per whole row)")
+    ke = min(p.S, p.W)
+    if ke > MAX_FAST_TAPS:
+        raise InvalidConfig("problem", f"fused backward: min(K, L)={ke} taps exceed {MAX_FAST_TAPS}")
+    _check_threads(c.rows, "rows")
+    if c.stages not in (1, 2):
+        raise InvalidConfig("stages", f"stages={c.stages}: allowed 1 or 2")
+    if c.vec not in (1, 4):
+        raise InvalidConfig("vec", f"vec={c.vec}: allowed 1 or 4")
+    if c.vec == 4 and p.W % 4:
+        raise InvalidConfig("vec", f"vec=4 needs L % 4 == 0 (16-byte aligned rows), got L={p.W}")
+    if not 1 <= c.blocks_per_sm <= 16:
+        raise InvalidConfig("blocks_per_sm", f"blocks_per_sm={c.blocks_per_sm}: allowed 1..16")
+    tl = -(-p.W // 4) * 4
+    pitch = fast_pitch(tl, c.rows, 1, tl)
+    smem_bytes = 4 * c.stages * 2 * c.rows * pitch
+    _check_smem(smem_bytes, machine, "rows")
+    regs = regs_estimate(tl, ke)
+    if machine is not None:
+        if c.rows * round_regs(regs) * c.blocks_per_sm > machine.regs_per_sm:
+            raise InvalidConfig("blocks_per_sm", f"{c.blocks_per_sm} blocks × {c.rows} threads × "
+                                                 f"~{round_regs(regs)} registers exceed the {machine.regs_per_sm} "
+                                                 "registers of an SM")
+        if c.blocks_per_sm * (smem_bytes + machine.smem_reserved_per_block_bytes) > machine.smem_per_sm_bytes:
+            raise InvalidConfig("blocks_per_sm", f"{c.blocks_per_sm} blocks × {smem_bytes} B of shared memory "
+                                                 f"exceed the {machine.smem_per_sm_bytes} B of an SM")
+    elif 65536 // (c.rows * c.blocks_per_sm) < regs:
+        raise InvalidConfig("blocks_per_sm", f"{c.blocks_per_sm} blocks × {c.rows} threads leave fewer than "
+                                             f"~{regs} registers per thread")
+    sms = machine.sm_count if machine is not None else DEFAULT_SMS
+    rows = p.N * p.C
+    grid = persistent_grid(-(-rows // c.rows), c.rows, p.C, sms * c.blocks_per_sm)
+    return FusedPlan(p, c, ke, tl, pitch, grid, smem_bytes, c.blocks_per_sm, regs)
+
+
+def traffic_words(pl: FusedPlan) -> dict[str, int]:
+    """Requested global words of one call (module docstring)."""
+    n = pl.rows * pl.L
+    real = min(pl.rows, pl.grid * pl.config.rows)
+    words = {"x": n, "dy": n, "w": real * pl.ke, "dx": n}
+    if pl.atomic:
+        words.update(atomics=real * pl.ke, dw_zero=pl.C * pl.K)
+    else:
+        words.update(partials=pl.slots * pl.ke, reduce_read=pl.slots * pl.ke, dw=pl.C * pl.K)
+    return words
+
+
+def issued_macs(pl: FusedPlan) -> int:
+    """Multiply-adds issued: per row Σ_s min(KE, TL − s) for dx and the same count for dw (zeros past L
+    included when TL > L)."""
+    per_row = sum(min(pl.ke, pl.tile_l - s) for s in range(pl.tile_l))
+    return 2 * pl.rows * per_row
+
+
+@dataclass(frozen=True, slots=True)
+class FusedKernels:
+    main: LoadedKernel
+    reduce: LoadedKernel | None = None
+
+
+def compile_plan(pl: FusedPlan) -> FusedKernels:
+    main = load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
+    reduce = load_kernel(pl.reduce_source(), REDUCE_ENTRY) if pl.deterministic else None
+    return FusedKernels(main, reduce)
+
+
+def allocate_workspace(pl: FusedPlan) -> Any:
+    if not pl.workspace_words:
+        return None
+    cp = cupy_module()
+    return cp.empty(pl.workspace_words, dtype=cp.float32)
+
+
+def launch(pl: FusedPlan, kernels: FusedKernels, x: Any, dy: Any, w: Any, dx: Any, dw: Any,
+           workspace: Any | None = None, stream: Any | None = None) -> None:
+    """dx (B, C, L) and dw (C, K) from x, dy (B, C, L) and w (C, K), all C-contiguous float32 CuPy arrays.
+
+    Raises:
+        InvalidInput: an array of the wrong type, dtype, shape or layout, or a short workspace.
+        LaunchError: the launch failed.
+    """
+    cp = cupy_module()
+    tensor, weight = (pl.B, pl.C, pl.L), (pl.C, pl.K)
+    for name, array, shape in (("x", x, tensor), ("dy", dy, tensor), ("w", w, weight), ("dx", dx, tensor),
+                               ("dw", dw, weight)):
+        if not isinstance(array, cp.ndarray) or array.dtype != cp.float32 or tuple(array.shape) != shape \
+                or not array.flags.c_contiguous:
+            raise InvalidInput(name, f"must be a C-contiguous float32 CuPy array of shape {shape}")
+    stream = stream if stream is not None else cp.cuda.get_current_stream()
+    ints = (cp.int32(pl.rows), cp.int32(pl.C), cp.int32(pl.L), cp.int32(pl.K), cp.int32(pl.ngroups))
+    try:
+        with stream:
+            if pl.atomic:
+                cp.cuda.runtime.memsetAsync(dw.data.ptr, 0, dw.nbytes, stream.ptr)
+                kernels.main.function((pl.grid,), (pl.threads,), (x, dy, w, dx, dw, *ints), shared_mem=pl.smem_bytes)
+                return
+            if workspace is None:
+                workspace = allocate_workspace(pl)
+            elif workspace.size < pl.workspace_words or workspace.dtype != cp.float32:
+                raise InvalidInput("workspace", f"needs {pl.workspace_words} float32 words, got {workspace.size} "
+                                                f"{workspace.dtype}")
+            kernels.main.function((pl.grid,), (pl.threads,), (x, dy, w, dx, workspace, *ints),
+                                  shared_mem=pl.smem_bytes)
+            assert kernels.reduce is not None
+            kernels.reduce.function((pl.reduce_grid,), (REDUCE_WARPS * 32,),
+                                    (workspace, dw, cp.int32(pl.slices), cp.int32(pl.slots), cp.int32(pl.C),
+                                     cp.int32(pl.K), cp.int32(pl.ke)))
+    except cp.cuda.driver.CUDADriverError as exc:
+        raise LaunchError(f"{ENTRY} launch failed ({pl.config.key()}): {exc}") from exc
