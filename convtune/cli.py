@@ -1,5 +1,5 @@
 """``convtune`` command line: one argparse sub-command per job (``bounds`` here; ``tune``, ``best``,
-``history``, ``why``, ``db`` in :mod:`convtune.cli_tuning`).
+``history``, ``why``, ``db`` in :mod:`convtune.cli_tuning`; ``analyze`` in :mod:`convtune.cli_analyze`).
 
 Add a sub-command with an ``add_<name>_parser(subparsers)`` function that registers its arguments and
 ``set_defaults(func=cmd_<name>)``; ``cmd_<name>(args) -> int`` does the work. Import heavy modules
@@ -29,6 +29,7 @@ from convtune.bounds import (
     window_reuse,
     winograd_bounds,
 )
+from convtune.cli_analyze import add_analyze_parser
 from convtune.cli_service import add_service_parsers
 from convtune.cli_tuning import add_tuning_parsers
 from convtune.cli_worker import add_worker_parser
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tuning_parsers(sub)
     add_service_parsers(sub)
     add_worker_parser(sub)
+    add_analyze_parser(sub)
     return parser
 
 
