@@ -1,0 +1,288 @@
+"""PyTorch operators on convtune's depthwise kernels: ``depthwise_conv1d`` (causal) and ``depthwise_conv2d``.
+
+Import as ``convtune.torch`` (the rest of convtune never imports torch). Both are ``torch.library`` custom
+ops with autograd and fake (meta) implementations, so they work under ``torch.compile`` and in CUDA
+graphs:
+
+* CUDA float32 tensors run convtune's kernels on the caller's current stream (no host synchronisation, no
+  allocation outside torch's caching allocator: outputs and the deterministic weight-gradient workspace are
+  torch tensors, handed to the kernels by pointer). The configuration is the tuning database's best for the
+  forward problem when a database exists, else the time model's best (:mod:`convtune.depthwise_ops`),
+  chosen once per shape and device.
+* float64 tensors (any device) and CPU float32 tensors run the same operators through PyTorch reference
+  formulas: that is what ``torch.autograd.gradcheck`` exercises, and what keeps a model runnable on a CPU.
+  CUDA float16/bfloat16 raise :class:`~convtune.errors.InvalidInput` (the kernels are fp32).
+
+Backward: 1-D runs the dgrad and wgrad kernels (deterministic weight gradient), each only when its input
+needs a gradient (``ctx.needs_input_grad``). 2-D has no backward kernels yet: its backward calls PyTorch's
+``torch.nn.grad.conv2d_input`` / ``conv2d_weight`` (grouped), until depthwise 2-D dgrad/wgrad kernels land.
+
+Example:
+    >>> import convtune.torch as ct                                  # doctest: +SKIP
+    >>> y = ct.depthwise_conv1d(x, w)   # == F.conv1d(F.pad(x, (K-1, 0)), w[:, None], groups=C)  # doctest: +SKIP
+"""
+
+# No ``from __future__ import annotations`` here: torch.library.custom_op reads the operators' schemas from
+# their evaluated type hints.
+from functools import lru_cache
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from convtune.errors import InvalidInput
+from convtune.problem import ConvProblem
+
+__all__ = ["depthwise_conv1d", "depthwise_conv2d"]
+
+
+# ---- plumbing ---------------------------------------------------------------------------------------------
+def _use_kernels(t: torch.Tensor) -> bool:
+    """CUDA float32 → kernels; float64 or CPU → the reference formulas; CUDA half types → error."""
+    if t.dtype == torch.float64 or not t.is_cuda:
+        return False
+    if t.dtype != torch.float32:
+        raise InvalidInput("x", f"dtype {t.dtype}: the depthwise kernels take float32 (float64 runs the reference)")
+    return True
+
+
+def _cupy_view(t: torch.Tensor) -> Any:
+    """A CuPy array over the tensor's memory (no copy, no stream semantics: the tensor stays the owner)."""
+    from convtune.kernels.compile import cupy_module
+
+    cp = cupy_module()
+    memory = cp.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t, t.device.index)
+    return cp.ndarray(tuple(t.shape), dtype=cp.float32, memptr=cp.cuda.MemoryPointer(memory, 0))
+
+
+def _stream(t: torch.Tensor) -> Any:
+    from convtune.kernels.ops import _stream_for
+
+    return _stream_for(t)
+
+
+def _plan(problem: ConvProblem, device_index: int, path: str) -> Any:
+    from convtune.depthwise_ops import choose_plan
+    from convtune.kernels.ops import device_machine
+
+    return choose_plan(problem, device_machine(device_index), path)
+
+
+@lru_cache(maxsize=512)
+def _compiled(pl: Any, device_index: int) -> Any:
+    from convtune.kernels.compile import cupy_module
+    from convtune.kernels.depthwise import family
+
+    with cupy_module().cuda.Device(device_index):
+        return family.compile_plan(pl)
+
+
+# ---- 1-D: reference formulas (lag-order taps: w[c, 0] multiplies the current sample) ------------------------
+def _ref_fwd(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    K = w.shape[1]
+    return F.conv1d(F.pad(x, (K - 1, 0)), w.flip(-1)[:, None, :], groups=x.shape[1])
+
+
+def _ref_dgrad(dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    K = w.shape[1]
+    return F.conv1d(F.pad(dy, (0, K - 1)), w[:, None, :], groups=dy.shape[1])
+
+
+def _ref_wgrad(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
+    L = x.shape[2]
+    windows = F.pad(x, (K - 1, 0)).unfold(-1, L, 1)      # (B, C, K, L): window i is x[t − (K−1−i)]
+    return torch.einsum("bct,bckt->ck", dy, windows).flip(-1)
+
+
+# ---- 1-D: kernels -------------------------------------------------------------------------------------------
+def _run_1d(path: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, problem: ConvProblem) -> torch.Tensor:
+    from convtune.kernels.compile import cupy_module
+    from convtune.kernels.depthwise import launcher
+
+    dev = a.device.index
+    pl = _plan(problem, dev, path)
+    kernels = _compiled(pl, dev)
+    workspace = torch.empty(pl.workspace_words, dtype=torch.float32, device=a.device) if pl.workspace_words else None
+    with cupy_module().cuda.Device(dev):
+        launcher.launch(pl, kernels, _cupy_view(a), _cupy_view(b), _cupy_view(out),
+                        _cupy_view(workspace) if workspace is not None else None, stream=_stream(a))
+    return out
+
+
+@torch.library.custom_op("convtune::depthwise_conv1d_fwd", mutates_args=())
+def _dw1d_fwd(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """y (B, C, L) of x (B, C, L) and lag-order taps w (C, K); both contiguous."""
+    if not _use_kernels(x):
+        return _ref_fwd(x, w)
+    B, C, L = x.shape
+    return _run_1d("fwd", x, w, torch.empty_like(x), ConvProblem.depthwise1d(B, C, L, w.shape[1]))
+
+
+@torch.library.custom_op("convtune::depthwise_conv1d_dgrad", mutates_args=())
+def _dw1d_dgrad(dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """dx (B, C, L) = Σ_j w[c, j]·dy[b, c, s + j]."""
+    if not _use_kernels(dy):
+        return _ref_dgrad(dy, w)
+    B, C, L = dy.shape
+    return _run_1d("dgrad", dy, w, torch.empty_like(dy), ConvProblem.depthwise1d(B, C, L, w.shape[1]))
+
+
+@torch.library.custom_op("convtune::depthwise_conv1d_wgrad", mutates_args=())
+def _dw1d_wgrad(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
+    """dw (C, K) in lag order = Σ_b Σ_t dy[b, c, t]·x[b, c, t − j]."""
+    if not _use_kernels(x):
+        return _ref_wgrad(x, dy, K)
+    B, C, L = x.shape
+    out = torch.empty((C, K), dtype=x.dtype, device=x.device)
+    return _run_1d("wgrad", x, dy, out, ConvProblem.depthwise1d(B, C, L, K))
+
+
+@_dw1d_fwd.register_fake
+def _(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+@_dw1d_dgrad.register_fake
+def _(dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(dy)
+
+
+@_dw1d_wgrad.register_fake
+def _(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
+    return x.new_empty((x.shape[1], K))
+
+
+def _dw1d_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    x, w = inputs
+    ctx.save_for_backward(x, w)
+
+
+def _dw1d_backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    x, w = ctx.saved_tensors
+    dy = dy.contiguous()
+    dx = _dw1d_dgrad(dy, w) if ctx.needs_input_grad[0] else None
+    dw = _dw1d_wgrad(x, dy, w.shape[1]) if ctx.needs_input_grad[1] else None
+    return dx, dw
+
+
+_dw1d_fwd.register_autograd(_dw1d_backward, setup_context=_dw1d_setup)
+
+
+def depthwise_conv1d(x: torch.Tensor, w: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """Causal depthwise 1-D convolution, PyTorch's convention.
+
+    Args:
+        x: (B, C, L).
+        w: (C, K) or (C, 1, K), PyTorch's order: ``w[c, K−1]`` multiplies the current sample.
+        causal: must be True (the kernels are causal: left padding K − 1, output length L).
+
+    Returns:
+        y (B, C, L) equal to ``F.conv1d(F.pad(x, (K−1, 0)), w[:, None, :], groups=C)``.
+
+    Raises:
+        InvalidInput: non-causal, wrong ranks or channel counts, devices or dtypes that differ, CUDA half types.
+    """
+    if causal is not True:
+        raise InvalidInput("causal", "only causal=True is implemented (left padding K−1, output length L)")
+    if w.dim() == 3 and w.shape[1] == 1:
+        w = w[:, 0, :]
+    if x.dim() != 3:
+        raise InvalidInput("x", f"must be 3-D (B, C, L), got shape {tuple(x.shape)}")
+    if w.dim() != 2 or w.shape[0] != x.shape[1]:
+        raise InvalidInput("w", f"must be (C, K) or (C, 1, K) with C={x.shape[1]}, got shape {tuple(w.shape)}")
+    if w.device != x.device or w.dtype != x.dtype:
+        raise InvalidInput("w", f"must match x's device and dtype ({x.device}, {x.dtype}), got {w.device}, {w.dtype}")
+    return _dw1d_fwd(x.contiguous(), w.flip(-1).contiguous())
+
+
+# ---- 2-D ----------------------------------------------------------------------------------------------------
+def _out_size(n: int, k: int, stride: int, pad: int) -> int:
+    return (n + 2 * pad - k) // stride + 1
+
+
+@torch.library.custom_op("convtune::depthwise_conv2d_fwd", mutates_args=())
+def _dw2d_fwd(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pad_h: int,
+              pad_w: int) -> torch.Tensor:
+    """y (N, C, P, Q) of x (N, C, H, W) and w (C, 1, R, S), groups = C; both contiguous."""
+    if not _use_kernels(x):
+        return F.conv2d(x, w, stride=(stride_h, stride_w), padding=(pad_h, pad_w), groups=x.shape[1])
+    from convtune.kernels.compile import cupy_module
+    from convtune.kernels.depthwise import family
+
+    N, C, H, W = x.shape
+    R, S = w.shape[2:]
+    problem = ConvProblem(N=N, C=C, H=H, W=W, K=C, R=R, S=S, stride_h=stride_h, stride_w=stride_w, pad_h=pad_h,
+                          pad_w=pad_w, groups=C)
+    y = x.new_empty((N, C, problem.P, problem.Q))
+    dev = x.device.index
+    pl = _plan(problem, dev, "fwd")
+    with cupy_module().cuda.Device(dev):
+        family.launch(pl, _compiled(pl, dev), _cupy_view(x), _cupy_view(w), _cupy_view(y), _stream(x))
+    return y
+
+
+@_dw2d_fwd.register_fake
+def _(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pad_h: int, pad_w: int) -> torch.Tensor:
+    N, C, H, W = x.shape
+    return x.new_empty((N, C, _out_size(H, w.shape[2], stride_h, pad_h), _out_size(W, w.shape[3], stride_w, pad_w)))
+
+
+def _dw2d_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    x, w, sh, sw, ph, pw = inputs
+    ctx.save_for_backward(x, w)
+    ctx.geometry = ((sh, sw), (ph, pw))
+
+
+def _dw2d_backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+    # No depthwise 2-D dgrad/wgrad kernels yet: PyTorch's grouped-convolution gradients (same math).
+    x, w = ctx.saved_tensors
+    stride, padding = ctx.geometry
+    C = x.shape[1]
+    dx = torch.nn.grad.conv2d_input(x.shape, w, dy, stride=stride, padding=padding, groups=C) \
+        if ctx.needs_input_grad[0] else None
+    dw = torch.nn.grad.conv2d_weight(x, w.shape, dy, stride=stride, padding=padding, groups=C) \
+        if ctx.needs_input_grad[1] else None
+    return dx, dw, None, None, None, None
+
+
+_dw2d_fwd.register_autograd(_dw2d_backward, setup_context=_dw2d_setup)
+
+
+def _pair(name: str, value: int | tuple[int, int]) -> tuple[int, int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value, value
+    if isinstance(value, tuple | list) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return int(value[0]), int(value[1])
+    raise InvalidInput(name, f"{value!r} must be an int or a pair of ints")
+
+
+def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, int] = 1,
+                     padding: int | tuple[int, int] = 0) -> torch.Tensor:
+    """Depthwise 2-D convolution (groups = C, one filter per channel), PyTorch's convention.
+
+    Args:
+        x: (N, C, H, W).
+        w: (C, 1, R, S).
+        stride, padding: int or (h, w) pair (dilation 1).
+
+    Returns:
+        y (N, C, P, Q) equal to ``F.conv2d(x, w, stride=stride, padding=padding, groups=C)``.
+
+    Raises:
+        InvalidInput: wrong ranks or shapes, stride < 1, padding < 0, devices or dtypes that differ.
+    """
+    (sh, sw), (ph, pw) = _pair("stride", stride), _pair("padding", padding)
+    if x.dim() != 4:
+        raise InvalidInput("x", f"must be 4-D (N, C, H, W), got shape {tuple(x.shape)}")
+    if w.dim() != 4 or w.shape[0] != x.shape[1] or w.shape[1] != 1:
+        raise InvalidInput("w", f"must be (C, 1, R, S) with C={x.shape[1]}, got shape {tuple(w.shape)}")
+    if min(sh, sw) < 1:
+        raise InvalidInput("stride", f"{stride!r} must be >= 1")
+    if min(ph, pw) < 0:
+        raise InvalidInput("padding", f"{padding!r} must be >= 0")
+    if w.device != x.device or w.dtype != x.dtype:
+        raise InvalidInput("w", f"must match x's device and dtype ({x.device}, {x.dtype}), got {w.device}, {w.dtype}")
+    if _out_size(x.shape[2], w.shape[2], sh, ph) < 1 or _out_size(x.shape[3], w.shape[3], sw, pw) < 1:
+        raise InvalidInput("x", f"output is empty: input {tuple(x.shape[2:])} is smaller than the filter "
+                                f"{tuple(w.shape[2:])} with padding {(ph, pw)}")
+    return _dw2d_fwd(x.contiguous(), w.contiguous(), sh, sw, ph, pw)

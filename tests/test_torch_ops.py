@@ -1,0 +1,152 @@
+"""``convtune.torch``: the depthwise custom ops against PyTorch in float64 — forward, gradients (each only
+when needed), gradcheck through the float64 path, torch.compile — on the CPU reference path and on the
+GPU kernels (gpu). Skipped where torch is not installed."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+ct = pytest.importorskip("convtune.torch")
+
+SHAPES_1D = [(2, 3, 7, 3), (1, 4, 48, 48), (3, 5, 13, 20), (2, 8, 64, 1), (4, 16, 48, 7)]
+SHAPES_2D = [((2, 4, 9, 11), (3, 3), 1, 1), ((1, 6, 14, 14), (5, 3), 2, (2, 1)), ((2, 3, 8, 8), (7, 7), 1, 3)]
+
+
+def _ref1d(x, w):
+    return F.conv1d(F.pad(x, (w.shape[1] - 1, 0)), w[:, None, :], groups=x.shape[1])
+
+
+def _rel(a, b) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300))
+
+
+def _devices() -> list:
+    devices = [pytest.param("cpu", id="cpu")]
+    devices.append(pytest.param("cuda", id="cuda", marks=pytest.mark.gpu))
+    return devices
+
+
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("shape", SHAPES_1D, ids=lambda s: "B{}C{}L{}K{}".format(*s))
+def test_conv1d_forward_and_gradients_match_float64(shape, device) -> None:
+    B, C, L, K = shape
+    g = torch.Generator().manual_seed(sum(shape))
+    x64, w64, dy64 = (torch.randn(*s, generator=g, dtype=torch.float64) for s in ((B, C, L), (C, K), (B, C, L)))
+    x, w = (t.float().to(device).requires_grad_() for t in (x64, w64))
+    y = ct.depthwise_conv1d(x, w)
+    y.backward(dy64.float().to(device))
+    x64.requires_grad_(), w64.requires_grad_()
+    y64 = _ref1d(x64, w64)
+    y64.backward(dy64)
+    assert _rel(y.detach().cpu(), y64) <= 1e-5
+    assert _rel(x.grad.cpu(), x64.grad) <= 1e-5
+    assert _rel(w.grad.cpu(), w64.grad) <= 1e-4
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_conv1d_computes_only_the_gradients_needed(device, monkeypatch) -> None:
+    calls = []
+    for name in ("_dw1d_dgrad", "_dw1d_wgrad"):
+        real = getattr(ct, name)
+        monkeypatch.setattr(ct, name, lambda *a, _n=name, _r=real: calls.append(_n) or _r(*a))
+    x = torch.randn(2, 3, 16, device=device)
+    w = torch.randn(3, 4, device=device, requires_grad=True)
+    ct.depthwise_conv1d(x, w).sum().backward()
+    assert calls == ["_dw1d_wgrad"] and w.grad is not None
+    calls.clear()
+    x.requires_grad_()
+    ct.depthwise_conv1d(x, w.detach()).sum().backward()
+    assert calls == ["_dw1d_dgrad"] and x.grad is not None
+
+
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("shape", [(2, 3, 7, 3), (1, 2, 5, 8), (1, 3, 6, 1)], ids=["K<L", "K>L", "K=1"])
+def test_conv1d_gradcheck_float64(shape, device) -> None:
+    B, C, L, K = shape
+    x = torch.randn(B, C, L, dtype=torch.float64, device=device, requires_grad=True)
+    w = torch.randn(C, K, dtype=torch.float64, device=device, requires_grad=True)
+    assert torch.autograd.gradcheck(ct.depthwise_conv1d, (x, w))
+
+
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize(("xshape", "rs", "stride", "padding"), SHAPES_2D, ids=["3x3", "5x3-s2", "7x7"])
+def test_conv2d_forward_and_gradients_match_float64(xshape, rs, stride, padding, device) -> None:
+    g = torch.Generator().manual_seed(7)
+    x64 = torch.randn(*xshape, generator=g, dtype=torch.float64)
+    w64 = torch.randn(xshape[1], 1, *rs, generator=g, dtype=torch.float64)
+    x, w = (t.float().to(device).requires_grad_() for t in (x64, w64))
+    y = ct.depthwise_conv2d(x, w, stride=stride, padding=padding)
+    y64 = F.conv2d(x64.requires_grad_(), w64.requires_grad_(), stride=stride, padding=padding, groups=xshape[1])
+    assert y.shape == y64.shape and _rel(y.detach().cpu(), y64) <= 1e-5
+    dy = torch.randn(y64.shape, generator=g, dtype=torch.float64)
+    y.backward(dy.float().to(device))
+    y64.backward(dy)
+    assert _rel(x.grad.cpu(), x64.grad) <= 1e-5 and _rel(w.grad.cpu(), w64.grad) <= 1e-4
+
+
+def test_conv2d_gradcheck_float64() -> None:
+    x = torch.randn(1, 2, 6, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(2, 1, 3, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: ct.depthwise_conv2d(a, b, stride=2, padding=1), (x, w))
+
+
+@pytest.mark.parametrize(("call", "field"), [
+    (lambda: ct.depthwise_conv1d(torch.zeros(2, 3, 8), torch.zeros(3, 2), causal=False), "causal"),
+    (lambda: ct.depthwise_conv1d(torch.zeros(2, 3), torch.zeros(3, 2)), "x"),
+    (lambda: ct.depthwise_conv1d(torch.zeros(2, 3, 8), torch.zeros(4, 2)), "w"),
+    (lambda: ct.depthwise_conv1d(torch.zeros(2, 3, 8), torch.zeros(3, 2, dtype=torch.float64)), "w"),
+    (lambda: ct.depthwise_conv2d(torch.zeros(1, 3, 8, 8), torch.zeros(3, 2, 3, 3)), "w"),
+    (lambda: ct.depthwise_conv2d(torch.zeros(1, 3, 8, 8), torch.zeros(3, 1, 3, 3), stride=0), "stride"),
+    (lambda: ct.depthwise_conv2d(torch.zeros(1, 3, 2, 2), torch.zeros(3, 1, 3, 3)), "x"),
+], ids=["non-causal", "rank", "channels", "dtype", "2d-w", "stride", "empty"])
+def test_bad_arguments_name_the_field(call, field) -> None:
+    from convtune.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as exc:
+        call()
+    assert exc.value.field == field
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, C: int, K: int) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(C, K) / K)
+        self.w2 = torch.nn.Parameter(torch.randn(C, 1, 3, 3) / 3)
+
+    def forward(self, x):
+        y = torch.nn.functional.gelu(ct.depthwise_conv1d(x, self.w)) + x
+        return ct.depthwise_conv2d(y[:, :, None, :].expand(-1, -1, 4, -1), self.w2, padding=1).mean(2)
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_torch_compile_of_a_module_using_the_ops(device) -> None:
+    torch._dynamo.reset()
+    block = _Block(8, 5).to(device)
+    x = torch.randn(4, 8, 32, device=device, requires_grad=True)
+    eager = block(x)
+    backend = "inductor" if device == "cuda" else "aot_eager"   # the CPU test needs no C++ toolchain
+    compiled = torch.compile(block, fullgraph=True, backend=backend)
+    out = compiled(x)
+    assert _rel(out.detach().cpu(), eager.detach().cpu()) <= 1e-5
+    out.sum().backward()
+    assert x.grad is not None and block.w.grad is not None and block.w2.grad is not None
+
+
+@pytest.mark.gpu
+def test_ops_run_on_the_current_stream_without_host_syncs() -> None:
+    x = torch.randn(64, 32, 48, device="cuda", requires_grad=True)
+    w = torch.randn(32, 48, device="cuda", requires_grad=True)
+    ct.depthwise_conv1d(x, w).sum().backward()          # compile and choose configs first
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            y = ct.depthwise_conv1d(x, w)
+            y.sum().backward()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    stream.synchronize()
+    assert _rel(y.detach(), _ref1d(x.detach().double(), w.detach().double())) <= 1e-5
