@@ -150,3 +150,20 @@ def test_ops_run_on_the_current_stream_without_host_syncs() -> None:
             torch.cuda.set_sync_debug_mode("default")
     stream.synchronize()
     assert _rel(y.detach(), _ref1d(x.detach().double(), w.detach().double())) <= 1e-5
+
+
+def test_s4convd_training_script_runs_and_agrees_on_cpu(tmp_path) -> None:
+    """benchmarks/s4convd_train.py end to end at a tiny batch: both paths train, the loss curves agree."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "s4convd_train.py"
+    spec = importlib.util.spec_from_file_location("s4convd_train", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "report.json"
+    assert module.main(["--device", "cpu", "--steps", "3", "--batch", "16", "--warmup", "1", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["losses_agree"] and report["max_rel_loss_diff"] <= 1e-4
+    assert report["step_ms_fft"] > 0 and report["amdahl_bound"] >= 1
