@@ -10,6 +10,8 @@ whether naive ≥ coalesced ≥ shared ≥ warp holds on every path. 2-D: the ti
 seeded draws) and the fast forward (``--candidates-2d``: round-robin over the register-blocking shapes
 rows_per_thread × outputs_per_thread, each shape's plans by occupancy, traffic and bytes staged per SM).
 The warp-tiled fwd/dgrad candidates likewise go round-robin over lanes_per_row × outputs_per_lane.
+2-D also times the input gradient and the weight gradient (both modes; ``--candidates-2d`` each) against
+PyTorch's ``autograd.grad`` of ``F.conv2d`` w.r.t. x only / w only.
 1-D rows of L ≤ 64 also time the fused backward (path ``bwd``: dx and dw in one pass) against PyTorch's
 joint ``autograd.grad`` w.r.t. (x, w) and against the best separate dgrad + wgrad.
 
@@ -40,18 +42,22 @@ import torch.nn.functional as F
 
 from convtune.errors import CompileError, InvalidConfig, LaunchError
 from convtune.kernels.compile import nvcc_available, precompile
-from convtune.kernels.depthwise import launcher, plan1d_fused, plan2d, plan2d_fast
+from convtune.kernels.depthwise import launcher, plan1d_fused, plan2d, plan2d_dgrad, plan2d_fast, plan2d_wgrad
 from convtune.kernels.depthwise.configs import MODES, PATHS, VARIANTS_1D
 from convtune.kernels.depthwise.reference import (
     dw1d_dgrad_reference,
     dw1d_fwd_reference,
     dw1d_wgrad_reference,
+    dw2d_dgrad_reference,
     dw2d_fwd_reference,
+    dw2d_wgrad_reference,
 )
 from convtune.kernels.depthwise.space import (
     enumerate_plans,
     enumerate_plans_2d,
+    enumerate_plans_2d_dgrad,
     enumerate_plans_2d_fast,
+    enumerate_plans_2d_wgrad,
     enumerate_plans_fused,
 )
 from convtune.kernels.depthwise.traffic import (
@@ -256,10 +262,10 @@ def bench_fused(name: str, p: ConvProblem, machine, args: argparse.Namespace, xs
     return rows
 
 
-def _rank_2d_fast(pl, machine) -> tuple:
+def _rank_2d_fast(pl, machine, module=plan2d_fast) -> tuple:
     """Resident threads per SM (in steps of 256, up to 1024), requested words over compulsory (to 5 %), bytes
     staged per SM (in 16 KB steps, up to 64 KB), then the key."""
-    words = sum(plan2d_fast.traffic_words(pl).values())
+    words = sum(module.traffic_words(pl).values())
     ratio = round(words / (pl.problem.input_elements + pl.problem.output_elements) / 0.05)
     blocks = resident_blocks(pl.threads, pl.smem_bytes, pl.regs_estimate, machine)
     return (-min(blocks * pl.threads, 1024) // 256, ratio, -min(blocks * pl.smem_bytes, 65536) // 16384,
@@ -280,57 +286,106 @@ def diverse(plans: list, k: int, group, rank) -> list:
     return out
 
 
-def bench_2d(name: str, problem: ConvProblem, machine, args: argparse.Namespace) -> dict:
-    p = problem
-    rng = cp.random.default_rng(12)
-    sets = rotation_sets(4 * (p.input_elements + p.output_elements), machine.l2_bytes)
-    xs = [rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32) for _ in range(sets)]
-    ys = [cp.empty((p.N, p.C, p.P, p.Q), dtype=cp.float32) for _ in range(sets)]
-    w = rng.standard_normal((p.C, 1, p.R, p.S), dtype=cp.float32)
-    ref = dw2d_fwd_reference(xs[0], w, (p.stride_h, p.stride_w), (p.pad_h, p.pad_w))
+def time_torch_2d(p: ConvProblem, xs: list, dys: list, w) -> dict[str, float]:
+    """PyTorch depthwise conv2d (cuDNN benchmark mode, TF32 off) per path on the same buffers (ms): forward, and
+    the input / weight gradients each through ``torch.autograd.grad`` of that graph (retain_graph)."""
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
-    xt, wt = [torch_view(x) for x in xs], torch_view(w)
+    st, pad = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w)
+    wt = torch_view(w).clone().requires_grad_(True)
+    xt = [torch_view(x).requires_grad_(True) for x in xs]
+    dyt = [torch_view(d) for d in dys]
+    out: dict[str, float] = {}
     with torch.no_grad():
-        torch_ms = time_launches(lambda i: F.conv2d(xt[i], wt, stride=(p.stride_h, p.stride_w),
-                                                    padding=(p.pad_h, p.pad_w), groups=p.C), sets=sets).median_ms
-    chosen = []
+        out["fwd"] = time_launches(lambda i: F.conv2d(xt[i], wt, stride=st, padding=pad, groups=p.C),
+                                   sets=len(xs)).median_ms
+    graphs = [F.conv2d(x, wt, stride=st, padding=pad, groups=p.C) for x in xt]
+    out["dgrad"] = time_launches(lambda i: torch.autograd.grad(graphs[i], xt[i], dyt[i], retain_graph=True),
+                                 sets=len(xs)).median_ms
+    out["wgrad"] = time_launches(lambda i: torch.autograd.grad(graphs[i], wt, dyt[i], retain_graph=True),
+                                 sets=len(xs)).median_ms
+    return out
+
+
+def bench_2d(name: str, problem: ConvProblem, machine, args: argparse.Namespace) -> dict:
+    """The tiled and fast forwards, the input gradient and the weight gradient (both modes) vs PyTorch."""
+    p = problem
+    st, pad = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w)
+    rng = cp.random.default_rng(12)
+    sets = rotation_sets(4 * 2 * (p.input_elements + p.output_elements), machine.l2_bytes)
+    xs = [rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32) for _ in range(sets)]
+    dys = [rng.standard_normal((p.N, p.C, p.P, p.Q), dtype=cp.float32) for _ in range(sets)]
+    ys = [cp.empty((p.N, p.C, p.P, p.Q), dtype=cp.float32) for _ in range(sets)]
+    dxs = [cp.empty((p.N, p.C, p.H, p.W), dtype=cp.float32) for _ in range(sets)]
+    w = rng.standard_normal((p.C, 1, p.R, p.S), dtype=cp.float32)
+    dw = cp.empty((p.C, 1, p.R, p.S), dtype=cp.float32)
+    torch_ms = time_torch_2d(p, xs, dys, w)
+    refs = {"fwd": dw2d_fwd_reference(xs[0], w, st, pad),
+            "dgrad": dw2d_dgrad_reference(dys[0], w, (p.H, p.W), st, pad),
+            "wgrad": dw2d_wgrad_reference(xs[0], dys[0], (p.R, p.S), st, pad)}
+
+    def shapes(pl) -> tuple[int, int]:
+        return pl.config.rows_per_thread, pl.config.outputs_per_thread
+
+    chosen = []  # (variant, path, mode, module, plan)
     if "tiled" in args.variants_2d:
         plans = list(enumerate_plans_2d(p, machine))
-        chosen += [("tiled", plan2d, pl) for pl in random.Random(args.seed).sample(plans, min(len(plans),
-                                                                                             args.candidates))]
+        chosen += [("tiled", "fwd", "", plan2d, pl)
+                   for pl in random.Random(args.seed).sample(plans, min(len(plans), args.candidates))]
     if "fast" in args.variants_2d:
-        fast = list(enumerate_plans_2d_fast(p, machine))
-        picks = diverse(fast, args.candidates_2d, lambda pl: (pl.config.rows_per_thread, pl.config.outputs_per_thread),
+        picks = diverse(list(enumerate_plans_2d_fast(p, machine)), args.candidates_2d, shapes,
                         lambda pl: _rank_2d_fast(pl, machine))
-        chosen += [("fast", plan2d_fast, pl) for pl in picks]
+        chosen += [("fast", "fwd", "", plan2d_fast, pl) for pl in picks]
+    if args.bwd_2d:
+        picks = diverse(list(enumerate_plans_2d_dgrad(p, machine)), args.candidates_2d, shapes,
+                        lambda pl: _rank_2d_fast(pl, machine, plan2d_dgrad))
+        chosen += [("fast", "dgrad", "", plan2d_dgrad, pl) for pl in picks]
+        wplans = list(enumerate_plans_2d_wgrad(p, machine))
+        for mode in sorted(MODES):
+            picks = diverse([pl for pl in wplans if pl.config.mode == mode], args.candidates_2d, shapes,
+                            lambda pl: _rank_2d_fast(pl, machine, plan2d_wgrad))
+            chosen += [("fast", "wgrad", MODES[mode], plan2d_wgrad, pl) for pl in picks]
     if nvcc_available() and os.environ.get("CONVTUNE_CUBIN_DIR"):
-        precompile([pl.source() for *_, pl in chosen], machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]),
-                   jobs=os.cpu_count() or 8)
+        texts = [pl.source() for *_, pl in chosen] + [pl.reduce_source() for *_, pl in chosen
+                                                      if getattr(pl, "deterministic", False)]
+        precompile(texts, machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]), jobs=os.cpu_count() or 8)
     rows = []
-    for variant, module, pl in chosen:
-        row = {"variant": variant, "path": "fwd", "mode": "", "config": pl.config.key(), "grid": pl.grid,
+    for variant, path, mode, module, pl in chosen:
+        row = {"variant": variant, "path": path, "mode": mode, "config": pl.config.key(), "grid": pl.grid,
                "threads": pl.threads, "smem_bytes": pl.smem_bytes,
                "model_bytes": 4 * sum(module.traffic_words(pl).values())}
         try:
-            kernel = module.compile_plan(pl)
-            row.update(regs=kernel.resources.num_regs, local_bytes=kernel.resources.local_bytes)
-            ys[0].fill(cp.nan)
-            module.launch(pl, kernel, xs[0], w, ys[0])
-            row["rel_err"] = err = relative_error(ys[0], ref)
-            if not err <= 1e-5:
+            compiled = module.compile_plan(pl)
+            main = getattr(compiled, "main", compiled)
+            row.update(regs=main.resources.num_regs, local_bytes=main.resources.local_bytes)
+            ws = module.allocate_workspace(pl) if path == "wgrad" else None
+            if path == "fwd":
+                def call(i, pl=pl, k=compiled, m=module):
+                    m.launch(pl, k, xs[i], w, ys[i])
+                out = ys[0]
+            elif path == "dgrad":
+                def call(i, pl=pl, k=compiled, m=module):
+                    m.launch(pl, k, dys[i], w, dxs[i])
+                out = dxs[0]
+            else:
+                def call(i, pl=pl, k=compiled, m=module, ws=ws):
+                    m.launch(pl, k, xs[i], dys[i], dw, workspace=ws)
+                out = dw
+            out.fill(cp.nan)
+            call(0)
+            row["rel_err"] = err = relative_error(out, refs[path])
+            if not err <= TOLERANCE[path]:
                 row["status"] = "wrong"
             else:
-                timing = time_launches(lambda i, pl=pl, k=kernel, m=module: m.launch(pl, k, xs[i], w, ys[i]),
-                                       sets=sets, warmup=args.warmup, reps=args.reps)
+                timing = time_launches(call, sets=sets, warmup=args.warmup, reps=args.reps)
                 row.update(status="ok", **timing.to_dict())
         except (CompileError, LaunchError, InvalidConfig) as exc:
             row.update(status="error", error=str(exc)[:300])
         rows.append(row)
-        print(f"  {name} {variant:6s} {row.get('median_ms', float('nan')):8.4f} ms {row['status']} {row['config']}",
-              flush=True)
-    return {"name": name, "problem": p.key(), "kind": "depthwise2d", "sets": sets, "torch_ms": {"fwd": torch_ms},
-            "compulsory_bytes": {"fwd": p.compulsory_bytes}, "candidates": rows}
+        print(f"  {name} {variant:6s} {path:5s} {mode:13s} {row.get('median_ms', float('nan')):8.4f} ms "
+              f"{row['status']} {row['config']}", flush=True)
+    return {"name": name, "problem": p.key(), "kind": "depthwise2d", "sets": sets, "torch_ms": torch_ms,
+            "compulsory_bytes": {path: p.compulsory_bytes for path in PATHS}, "candidates": rows}
 
 
 def best_rows(report: dict) -> list[dict]:
@@ -406,6 +461,7 @@ def main() -> int:
     ap.add_argument("--candidates", type=int, default=8, help="configurations timed per variant × path × mode")
     ap.add_argument("--no-2d", action="store_true")
     ap.add_argument("--no-fused", dest="fused", action="store_false", help="skip the fused 1-D backward")
+    ap.add_argument("--no-bwd-2d", dest="bwd_2d", action="store_false", help="skip the 2-D input/weight gradients")
     ap.add_argument("--variants-2d", nargs="*", default=["tiled", "fast"], choices=["tiled", "fast"])
     ap.add_argument("--candidates-2d", type=int, default=24, help="fast 2-D configurations timed per shape")
     ap.add_argument("--reps", type=int, default=30)

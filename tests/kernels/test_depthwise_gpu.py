@@ -9,7 +9,11 @@ path runs at the S4ConvD paper shape (B=16384, C=128, L=48, K=48).
 
 2-D: the tiled forward and the fast forward on random shapes (R, S ∈ 1..7, stride 1 and 2, padding 0..3,
 odd sizes) and the public suite's depthwise2d shapes, relative error ≤ 1e-5 (fast: the first and last plan
-of its space per shape and two seeded draws).
+of its space per shape and two seeded draws); the 2-D input gradient (≤ 1e-5) and weight gradient (≤ 1e-4,
+both modes, deterministic bitwise repeatable) on the same shapes.
+
+Fused 1-D backward (dx ≤ 1e-5 and dw ≤ 1e-4 from one launch) on the 1-D shapes with L ≤ 64, both modes,
+and at the paper shape.
 """
 
 from __future__ import annotations
@@ -93,6 +97,12 @@ def _cases_fused() -> list:
 CASES_FUSED = _cases_fused()
 
 
+def _bwd_module(config):
+    from convtune.kernels.depthwise import plan2d_dgrad, plan2d_wgrad
+
+    return plan2d_dgrad if config.direction == "dgrad" else plan2d_wgrad
+
+
 def _problems_2d() -> list[ConvProblem]:
     rng = random.Random(20261202)
     problems = [ConvProblem.parse(t) for t in (
@@ -146,6 +156,28 @@ def _cases_2d_fast() -> list:
 CASES_2D_FAST = _cases_2d_fast()
 
 
+def _cases_2d_bwd() -> list:
+    """Per 2-D problem of :func:`_problems_2d`: the input gradient's first and last plan and one seeded draw, the
+    weight gradient's first and last plan and one seeded draw per mode."""
+    from convtune.kernels.depthwise.space import enumerate_plans_2d_dgrad, enumerate_plans_2d_wgrad
+
+    rng = random.Random(20261205)
+    cases = []
+    for i, problem in enumerate(_problems_2d()):
+        groups = {"dgrad": list(enumerate_plans_2d_dgrad(problem, H200))}
+        wplans = list(enumerate_plans_2d_wgrad(problem, H200))
+        for mode in (1, 2):
+            groups[f"wgrad-m{mode}"] = [pl for pl in wplans if pl.config.mode == mode]
+        for tag, plans in groups.items():
+            picks = [plans[0], plans[-1], rng.choice(plans)]
+            for j, pl in enumerate(dict.fromkeys(picks)):
+                cases.append(pytest.param(problem, pl.config, id=f"2d{tag}-{i}-{j}"))
+    return cases
+
+
+CASES_2D_BWD = _cases_2d_bwd()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def precompiled(machine, cubin_cache) -> None:
     """Compile every distinct kernel of this module with nvcc in parallel before the first test."""
@@ -166,6 +198,9 @@ def precompiled(machine, cubin_cache) -> None:
         texts += [fp.source()] + ([fp.reduce_source()] if fp.deterministic else [])
     texts += [plan_2d(c.values[0], c.values[1], machine).source() for c in CASES_2D]
     texts += [plan_2d_fast(c.values[0], c.values[1], machine).source() for c in CASES_2D_FAST]
+    for case in CASES_2D_BWD:
+        bp = _bwd_module(case.values[1]).plan(case.values[0], case.values[1], machine)
+        texts += [bp.source()] + ([bp.reduce_source()] if getattr(bp, "deterministic", False) else [])
     cubin_cache(texts)
 
 
@@ -177,6 +212,8 @@ def test_case_counts() -> None:
     assert len(CASES_2D) >= 60
     assert len(CASES_FUSED) >= 60
     assert len(CASES_2D_FAST) >= 120
+    assert sum(1 for c in CASES_2D_BWD if c.id.startswith("2ddgrad")) >= 90
+    assert sum(1 for c in CASES_2D_BWD if c.id.startswith("2dwgrad")) >= 180
 
 
 def _inputs(problem: ConvProblem):
@@ -354,3 +391,50 @@ def test_depthwise2d_fast_fwd_matches_float64(problem: ConvProblem, config, mach
     ref = dw2d_fwd_reference(x, w, (problem.stride_h, problem.stride_w), (problem.pad_h, problem.pad_w))
     err = relative_error(y, ref)
     assert err <= 1e-5, f"relative error {err:.3e} for {problem.key()} / {config.key()}"
+
+
+@pytest.mark.parametrize(("problem", "config"), CASES_2D_BWD)
+def test_depthwise2d_backward_matches_float64(problem: ConvProblem, config, machine) -> None:
+    """dgrad: dx against the float64 adjoint, ≤ 1e-5; wgrad: dw against float64, ≤ 1e-4, deterministic mode
+    bitwise equal across two runs. Outputs and the partials workspace are poisoned with NaN."""
+    import cupy as cp
+
+    from convtune.kernels.depthwise.reference import dw2d_dgrad_reference, dw2d_wgrad_reference
+    from convtune.kernels.reference import relative_error
+
+    module = _bwd_module(config)
+    try:
+        pl = module.plan(problem, config, machine)
+    except InvalidConfig as exc:
+        pytest.skip(f"not valid on this device: {exc}")
+    p = problem
+    st, pad = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w)
+    rng = cp.random.default_rng(zlib.crc32(problem.key().encode()) + 2)
+    x = rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32)
+    w = rng.standard_normal((p.C, 1, p.R, p.S), dtype=cp.float32)
+    dy = rng.standard_normal((p.N, p.C, p.P, p.Q), dtype=cp.float32)
+    kernels = module.compile_plan(pl)
+    if config.direction == "dgrad":
+        dx = cp.full((p.N, p.C, p.H, p.W), cp.nan, dtype=cp.float32)
+        module.launch(pl, kernels, dy, w, dx)
+        cp.cuda.get_current_stream().synchronize()
+        assert not bool(cp.isnan(dx).any()), "some outputs were never written"
+        err = relative_error(dx, dw2d_dgrad_reference(dy, w, (p.H, p.W), st, pad))
+        assert err <= 1e-5, f"relative error {err:.3e} for {p.key()} / {config.key()}"
+        return
+
+    def run():
+        dw = cp.full((p.C, 1, p.R, p.S), cp.nan, dtype=cp.float32)
+        ws = module.allocate_workspace(pl)
+        if ws is not None:
+            ws.fill(cp.nan)
+        module.launch(pl, kernels, x, dy, dw, workspace=ws)
+        cp.cuda.get_current_stream().synchronize()
+        return dw
+
+    dw = run()
+    assert not bool(cp.isnan(dw).any()), "some outputs were never written"
+    err = relative_error(dw, dw2d_wgrad_reference(x, dy, (p.R, p.S), st, pad))
+    assert err <= 1e-4, f"relative error {err:.3e} for {p.key()} / {config.key()}"
+    if pl.deterministic:
+        assert bool(cp.array_equal(dw, run())), "deterministic wgrad differs between runs"

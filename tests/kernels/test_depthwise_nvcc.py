@@ -18,11 +18,13 @@ from pathlib import Path
 import pytest
 
 from convtune.kernels.compile import KernelResources, expand_includes, nvcc_available, nvcc_compile
-from convtune.kernels.depthwise import plan1d_fused, plan2d_fast
+from convtune.kernels.depthwise import plan1d_fused, plan2d_dgrad, plan2d_fast, plan2d_wgrad
 from convtune.kernels.depthwise.configs import (
     CONFIG_CLASSES_1D,
     MODE_ATOMIC,
+    Dw2dFastDgradConfig,
     Dw2dFastFwdConfig,
+    Dw2dFastWgradConfig,
     Dw2dTiledFwdConfig,
     FusedBwdConfig,
 )
@@ -109,6 +111,25 @@ DW2D_FAST = [
     ("dw5x5_s2_odd", Dw2dFastFwdConfig(4, 2, 3, 2, 32)),
     ("dw1x7", Dw2dFastFwdConfig(9, 1, 8, 2, 64)),
 ]
+# 2-D input and weight gradients: (problem name, config)
+DW2D_BWD = [
+    ("mobilenetv2_dw_144_b32", Dw2dFastDgradConfig(8, 2, 4, 1, 64)),
+    ("mobilenetv2_dw_144_b32", Dw2dFastDgradConfig(56, 4, 8, 1, 128)),
+    ("mobilenetv2_dw_960_b32", Dw2dFastDgradConfig(7, 7, 7, 64, 64)),
+    ("convnext_dw7_96_b32", Dw2dFastDgradConfig(8, 4, 8, 2, 32)),
+    ("mobilenet_s2", Dw2dFastDgradConfig(8, 2, 4, 1, 64)),
+    ("mobilenet_s2", Dw2dFastDgradConfig(16, 4, 8, 1, 32)),
+    ("dw5x5_s2_odd", Dw2dFastDgradConfig(4, 2, 4, 2, 32)),
+    ("dw1x7", Dw2dFastDgradConfig(9, 1, 8, 2, 64)),
+    ("mobilenetv2_dw_144_b32", Dw2dFastWgradConfig(8, 2, 4, 1, 64)),
+    ("mobilenetv2_dw_144_b32", Dw2dFastWgradConfig(56, 4, 8, 1, 128, MODE_ATOMIC)),
+    ("mobilenetv2_dw_960_b32", Dw2dFastWgradConfig(7, 7, 7, 32, 32, MODE_ATOMIC)),
+    ("convnext_dw7_96_b32", Dw2dFastWgradConfig(8, 4, 8, 2, 32)),
+    ("convnext_dw7_96_b32", Dw2dFastWgradConfig(56, 4, 4, 1, 64)),
+    ("mobilenet_s2", Dw2dFastWgradConfig(8, 2, 4, 1, 64)),
+    ("dw5x5_s2_odd", Dw2dFastWgradConfig(4, 2, 4, 2, 32)),
+    ("dw1x7", Dw2dFastWgradConfig(9, 1, 8, 2, 64, MODE_ATOMIC)),
+]
 
 
 @dataclass(frozen=True)
@@ -153,6 +174,11 @@ def _entries_2d() -> list[Entry]:
         entry = f"dw2d_fast_{name}_{i}"
         out.append(Entry(entry, plan2d_fast.SOURCE, entry, fp.wrapper(entry), fp.threads, fp.min_blocks,
                          fp.smem_bytes))
+    for i, (name, config) in enumerate(DW2D_BWD):
+        module = plan2d_dgrad if config.direction == "dgrad" else plan2d_wgrad
+        bp = module.plan(problems[name], config, H200)
+        entry = f"dw2d_{config.direction}_{name}_{i}"
+        out.append(Entry(entry, module.SOURCE, entry, bp.wrapper(entry), bp.threads, bp.min_blocks, bp.smem_bytes))
     return out
 
 
@@ -201,7 +227,9 @@ def test_every_variant_and_path_is_represented() -> None:
     assert len(set(ids)) == len(ids)
     for variant, path in CONFIG_CLASSES_1D:
         assert any(i.startswith(f"dw1d_{variant}_{path}_") for i in ids)
-    assert sum(i.startswith("dw2d_") and not i.startswith("dw2d_fast_") for i in ids) == len(DW2D) * len(DW2D_CONFIGS)
+    tiled = [i for i in ids if i.startswith("dw2d_") and not i.startswith(("dw2d_fast_", "dw2d_dgrad_", "dw2d_wgrad_"))]
+    assert len(tiled) == len(DW2D) * len(DW2D_CONFIGS)
+    assert sum(i.startswith(("dw2d_dgrad_", "dw2d_wgrad_")) for i in ids) == len(DW2D_BWD)
     assert sum(i.startswith("dw2d_fast_") for i in ids) == len(DW2D_FAST)
 
 

@@ -243,3 +243,36 @@ class Dw2dFastFwdConfig(KernelConfig):
     outputs_per_thread: int = 4   # VW: consecutive outputs along W
     planes: int = 1               # PB
     threads: int = 128
+
+
+@dataclass(frozen=True, slots=True)
+class Dw2dFastDgradConfig(KernelConfig):
+    """2-D depthwise input gradient (``dw2d_dgrad.cu``): a block = ``planes`` planes × a band of ``band_h`` dx
+    rows × every column; an item = ``rows_per_thread`` dx rows (a multiple of stride_h) × ``outputs_per_thread``
+    dx columns (a multiple of stride_w) in registers."""
+
+    family = "depthwise2d_fast"
+    direction = "dgrad"
+
+    band_h: int = 8
+    rows_per_thread: int = 2
+    outputs_per_thread: int = 4
+    planes: int = 1
+    threads: int = 128
+
+
+@dataclass(frozen=True, slots=True)
+class Dw2dFastWgradConfig(KernelConfig):
+    """2-D depthwise weight gradient (``dw2d_wgrad.cu``): a block = one channel × ``planes`` batch entries × a
+    band of ``band_h`` dy rows; an item = ``rows_per_thread`` × ``outputs_per_thread`` dy values against the
+    x window, R·S sums per thread, one block reduction, then a partial (``mode`` 1) or atomic adds (2)."""
+
+    family = "depthwise2d_fast"
+    direction = "wgrad"
+
+    band_h: int = 8
+    rows_per_thread: int = 2
+    outputs_per_thread: int = 4
+    planes: int = 1
+    threads: int = 128
+    mode: int = MODE_DETERMINISTIC

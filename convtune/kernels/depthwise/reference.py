@@ -9,7 +9,9 @@ the left-padded input is ``w.flip(-1)``), x, dy: (B, C, L), w: (C, K)::
 
 2-D depthwise, x: (N, C, H, W), w: (C, 1, R, S), stride (sh, sw), padding (ph, pw), y: (N, C, P, Q)::
 
-    fwd   y[n,c,p,q] = Σ_{r,s} w[c,0,r,s] · x[n, c, p·sh − ph + r, q·sw − pw + s]
+    fwd   y[n,c,p,q]  = Σ_{r,s} w[c,0,r,s] · x[n, c, p·sh − ph + r, q·sw − pw + s]
+    dgrad dx[n,c,h,w] = Σ_{p,q,r,s: p·sh − ph + r = h, q·sw − pw + s = w} w[c,0,r,s] · dy[n,c,p,q]
+    wgrad dw[c,0,r,s] = Σ_{n,p,q} dy[n,c,p,q] · x[n, c, p·sh − ph + r, q·sw − pw + s]
 
 Each loops over the taps only (one vectorised shifted product per tap), so they are quick enough for
 the GPU tests' shapes.
@@ -99,3 +101,41 @@ def dw2d_fwd_reference(x: Any, w: Any, stride: tuple[int, int] = (1, 1), padding
         for s in range(S):
             y += w64[None, :, 0, r, s, None, None] * xpad[:, :, r:r + (P - 1) * sh + 1:sh, s:s + (Q - 1) * sw + 1:sw]
     return y
+
+
+def dw2d_dgrad_reference(dy: Any, w: Any, input_hw: tuple[int, int], stride: tuple[int, int] = (1, 1),
+                         padding: tuple[int, int] = (0, 0)) -> Any:
+    """dx (N, C, H, W) float64, the adjoint of :func:`dw2d_fwd_reference` (module docstring): every dy[p, q]
+    scattered through every tap into the zero-padded input, then the padding cropped."""
+    xp = _xp(dy)
+    d64, w64 = xp.asarray(dy, dtype=xp.float64), xp.asarray(w, dtype=xp.float64)
+    if d64.ndim != 4 or w64.ndim != 4 or w64.shape[0] != d64.shape[1] or w64.shape[1] != 1:
+        raise InvalidProblem("dy", f"dy {tuple(d64.shape)} must be (N, C, P, Q) and w {tuple(w64.shape)} (C, 1, R, S)")
+    (sh, sw), (ph, pw), (H, W) = stride, padding, input_hw
+    N, C, P, Q = d64.shape
+    R, S = w64.shape[2:]
+    if ((H + 2 * ph - R) // sh + 1, (W + 2 * pw - S) // sw + 1) != (P, Q):
+        raise InvalidProblem("dy", f"dy's {P}×{Q} is not the output of a {H}×{W} input")
+    dxp = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=xp.float64)
+    for r in range(R):
+        for s in range(S):
+            dxp[:, :, r:r + (P - 1) * sh + 1:sh, s:s + (Q - 1) * sw + 1:sw] += w64[None, :, 0, r, s, None, None] * d64
+    return dxp[:, :, ph:ph + H, pw:pw + W]
+
+
+def dw2d_wgrad_reference(x: Any, dy: Any, kernel_rs: tuple[int, int], stride: tuple[int, int] = (1, 1),
+                         padding: tuple[int, int] = (0, 0)) -> Any:
+    """dw (C, 1, R, S) float64 (module docstring)."""
+    xp = _xp(x)
+    x64, d64 = xp.asarray(x, dtype=xp.float64), xp.asarray(dy, dtype=xp.float64)
+    if x64.ndim != 4 or d64.ndim != 4 or x64.shape[:2] != d64.shape[:2]:
+        raise InvalidProblem("dy", f"x {tuple(x64.shape)} and dy {tuple(d64.shape)} must be (N, C, ·, ·) alike")
+    (sh, sw), (ph, pw), (R, S) = stride, padding, kernel_rs
+    C, P, Q = d64.shape[1:]
+    xpad = xp.pad(x64, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    dw = xp.zeros((C, 1, R, S), dtype=xp.float64)
+    for r in range(R):
+        for s in range(S):
+            win = xpad[:, :, r:r + (P - 1) * sh + 1:sh, s:s + (Q - 1) * sw + 1:sw]
+            dw[:, 0, r, s] = (d64 * win).sum(axis=(0, 2, 3))
+    return dw

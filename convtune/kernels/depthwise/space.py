@@ -20,7 +20,9 @@ from convtune.kernels.depthwise.configs import (
     MODES,
     PATHS,
     VARIANTS_1D,
+    Dw2dFastDgradConfig,
     Dw2dFastFwdConfig,
+    Dw2dFastWgradConfig,
     Dw2dTiledFwdConfig,
     FusedBwdConfig,
 )
@@ -29,8 +31,12 @@ from convtune.kernels.depthwise.plan1d_fused import FusedPlan
 from convtune.kernels.depthwise.plan1d_fused import plan as plan_fused
 from convtune.kernels.depthwise.plan2d import Dw2dPlan, applies
 from convtune.kernels.depthwise.plan2d import plan as plan_2d
+from convtune.kernels.depthwise.plan2d_dgrad import Dw2dDgradPlan
+from convtune.kernels.depthwise.plan2d_dgrad import plan as plan_2d_dgrad
 from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
 from convtune.kernels.depthwise.plan2d_fast import plan as plan_2d_fast
+from convtune.kernels.depthwise.plan2d_wgrad import Dw2dWgradPlan
+from convtune.kernels.depthwise.plan2d_wgrad import plan as plan_2d_wgrad
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -177,5 +183,43 @@ def enumerate_plans_fused(problem: ConvProblem, machine: MachineModel) -> Iterat
             continue
         try:
             yield plan_fused(problem, FusedBwdConfig(rb, stages, vec, bps, mode), machine)
+        except InvalidConfig:
+            continue
+
+
+def enumerate_plans_2d_dgrad(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dDgradPlan]:
+    """Every valid plan of the 2-D input-gradient kernel (bands over the input height H; rows and columns per
+    item multiples of the strides)."""
+    if applies(problem) is not None:
+        return
+    p = problem
+    bands = sorted({b for b in FAST2D_BAND if b <= p.H} | {p.H, -(-p.H // p.stride_h) * p.stride_h})
+    for th, vh, vw, pb, threads in itertools.product(bands, (*FAST2D_VH, 8), FAST2D_VW, FAST2D_PLANES,
+                                                     FAST2D_THREADS):
+        if th % vh or vh % p.stride_h or vw % p.stride_w or (vw > p.W and vw > 1):
+            continue
+        if pb > 1 and th // vh * -(-p.W // vw) * (pb // 2) >= 64:
+            continue
+        try:
+            yield plan_2d_dgrad(p, Dw2dFastDgradConfig(th, vh, vw, pb, threads), machine)
+        except InvalidConfig:
+            continue
+
+
+def enumerate_plans_2d_wgrad(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dWgradPlan]:
+    """Every valid plan of the 2-D weight-gradient kernel, both modes (bands over the output height P; batch
+    entries per block only while a block has fewer than 64 items per batch group)."""
+    if applies(problem) is not None:
+        return
+    p = problem
+    bands = sorted({b for b in FAST2D_BAND if b <= p.P} | {p.P})
+    for th, vh, vw, pb, threads, mode in itertools.product(bands, FAST2D_VH, FAST2D_VW, FAST2D_PLANES,
+                                                           FAST2D_THREADS, sorted(MODES)):
+        if th % vh or (vw > p.Q and vw > 1):
+            continue
+        if pb > 1 and th // vh * -(-p.Q // vw) * (pb // 2) >= 64:
+            continue
+        try:
+            yield plan_2d_wgrad(p, Dw2dFastWgradConfig(th, vh, vw, pb, threads, mode), machine)
         except InvalidConfig:
             continue
