@@ -8,7 +8,8 @@ wgrad) and timed with the shared protocol (``time_launches``: warm-up, median of
 rotating buffer sets > 2× L2 when a set fits in L2). The best time per row is reported, and per 1-D shape
 whether naive ≥ coalesced ≥ shared ≥ warp holds on every path. 2-D: the tiled forward (``--candidates``
 seeded draws) and the fast forward (``--candidates-2d``: round-robin over the register-blocking shapes
-rows_per_thread × outputs_per_thread, each shape's plans by occupancy, traffic and bytes staged per SM).
+rows_per_thread × outputs_per_thread × small/large band, each group's plans by occupancy, traffic and bytes
+staged per SM; items of fewer than 4 outputs last).
 The warp-tiled fwd/dgrad candidates likewise go round-robin over lanes_per_row × outputs_per_lane.
 2-D also times the input gradient and the weight gradient (both modes; ``--candidates-2d`` each) against
 PyTorch's ``autograd.grad`` of ``F.conv2d`` w.r.t. x only / w only.
@@ -274,9 +275,10 @@ def _rank_2d_fast(pl, machine, module=plan2d_fast) -> tuple:
 
 def diverse(plans: list, k: int, group, rank) -> list:
     """Up to k plans, round-robin over the groups ``group(plan)`` (the register-blocking shapes), each group's
-    plans in ``rank`` order, groups ordered by their best plan."""
+    plans in ``rank`` order, groups ordered by (the group key's first element when it is a bool: demoted
+    groups last, then) their best plan."""
     groups: dict = {}
-    for pl in sorted(plans, key=rank):
+    for pl in sorted(plans, key=lambda pl: (group(pl)[0] if isinstance(group(pl)[0], bool) else False, rank(pl))):
         groups.setdefault(group(pl), []).append(pl)
     out: list = []
     depth = 0
@@ -324,8 +326,12 @@ def bench_2d(name: str, problem: ConvProblem, machine, args: argparse.Namespace)
             "dgrad": dw2d_dgrad_reference(dys[0], w, (p.H, p.W), st, pad),
             "wgrad": dw2d_wgrad_reference(xs[0], dys[0], (p.R, p.S), st, pad)}
 
-    def shapes(pl) -> tuple[int, int]:
-        return pl.config.rows_per_thread, pl.config.outputs_per_thread
+    def shapes(pl) -> tuple[int, int, bool]:
+        """Register-blocking shape and small (≤ 16 rows) or large band; thin items (fewer than 4 outputs) only
+        for images of fewer than 64 outputs per plane."""
+        c = pl.config
+        thin = c.rows_per_thread * c.outputs_per_thread < 4 and p.P * p.Q >= 64
+        return (thin, c.rows_per_thread, c.outputs_per_thread, c.band_h <= 16)
 
     chosen = []  # (variant, path, mode, module, plan)
     if "tiled" in args.variants_2d:
@@ -463,7 +469,8 @@ def main() -> int:
     ap.add_argument("--no-fused", dest="fused", action="store_false", help="skip the fused 1-D backward")
     ap.add_argument("--no-bwd-2d", dest="bwd_2d", action="store_false", help="skip the 2-D input/weight gradients")
     ap.add_argument("--variants-2d", nargs="*", default=["tiled", "fast"], choices=["tiled", "fast"])
-    ap.add_argument("--candidates-2d", type=int, default=24, help="fast 2-D configurations timed per shape")
+    ap.add_argument("--candidates-2d", type=int, default=32,
+                    help="fast 2-D configurations timed per shape and path (and wgrad mode)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
