@@ -188,6 +188,7 @@ def emulate_dw2d_wgrad(pl, x: np.ndarray | None = None, dy: np.ndarray | None = 
                 xs[dst:dst + VEC] = x[n, c, h, col:col + VEC] if data else 0.0
             else:
                 xs[dst:dst + VEC] = 0.0
+        xfloats = -(-PB * IH * PITCH // 4) * 4  # the kernel's dy band offset in shared memory
         ds = np.full(PB * TH * DPITCH, np.nan)
         for i in range(PB * TH * (DPITCH // DVEC)):
             prow, k = divmod(i, DPITCH // DVEC)
@@ -206,6 +207,10 @@ def emulate_dw2d_wgrad(pl, x: np.ndarray | None = None, dy: np.ndarray | None = 
             rg, qg = divmod(rem, NQ)
             if ng * PB + pl_ >= N or pb0 + rg * VH >= P:
                 continue
+            if VW % 4 == 0 and DPITCH % 4 == 0:  # float4 reads of the dy band
+                assert (xfloats + (pl_ * TH + rg * VH) * DPITCH + qg * VW) % 4 == 0, "misaligned float4 dy read"
+            if DVEC == 4:
+                assert xfloats % 4 == 0 and DPITCH % 4 == 0, "misaligned 16-byte dy copy"
             d = np.array([[ds[(pl_ * TH + rg * VH + v) * DPITCH + qg * VW + u] for u in range(VW)]
                           for v in range(VH)])
             base = (pl_ * IH + rg * VH * SH) * PITCH + qg * VW * SW + DELTA - D4

@@ -126,6 +126,8 @@ WGRAD = [
     (dw(2, 3, 11, 9, 3, 5, 1, 0, 2), Wgrad(4, 2, 3, 2, 32)),        # band tail, Q % VW ≠ 0
     (dw(1, 1, 5, 8, 1, 1, 1, 0), Wgrad(5, 5, 4, 1, 32)),            # 1×1
     (dw(2, 2, 12, 12, 7, 7, 2, 3), Wgrad(2, 2, 4, 1, 32)),          # 7×7 s2 pad 3, reduction buffer > staging
+    (dw(1, 2, 15, 15, 3, 3, 2, 1), Wgrad(4, 2, 3, 1, 32)),          # odd x staging (9·17), 16-byte dy copies
+    (dw(1, 2, 15, 15, 3, 3, 2, 1), Wgrad(4, 2, 4, 1, 32)),          # odd x staging, float4 dy reads
 ]
 
 

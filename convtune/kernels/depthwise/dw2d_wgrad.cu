@@ -5,7 +5,7 @@
 // n = ng·PB … ng·PB + PB − 1 (one channel: every product of the block adds into the same R·S sums) × dy rows
 // [bd·TH, bd·TH + TH) × every column. Staging with cp.async (zero fill by the copies): x as in the forward
 // kernel ([PB][IH][PITCH], IH = (TH−1)·SH + R, image column w at shared column w + OFF) and the dy band
-// ([PB][TH][DPITCH], dy column q at shared column q).
+// ([PB][TH][DPITCH] from the next 16-byte boundary, dy column q at shared column q).
 // Compute: item = (plane, VH dy rows, VW dy columns): the VH·VW dy values go to registers, then each of the
 // (VH−1)·SH + R x rows' windows is read once and every (dy value, tap) pair that meets it is accumulated:
 //   sums[r·S + s] += dy[v][u] · x_window[u·SW + s]      (r = input row − v·SH, compile-time)
@@ -37,8 +37,9 @@ __device__ __forceinline__ void dw2d_wgrad_body(const float* __restrict__ x, con
   static_assert(DVEC == 1 || (DVEC == 4 && Q % 4 == 0 && DPITCH % 4 == 0), "16-byte dy copies");
   static_assert(OFF >= PW && PITCH >= OFF + W && DPITCH >= NQ * VW, "shared rows cover the reads");
   extern __shared__ __align__(16) float smem[];
+  constexpr int XFLOATS = (PB * IH * PITCH + 3) / 4 * 4;  // the dy band starts 16-byte aligned
   float* xs = smem;
-  float* ds = smem + PB * IH * PITCH;
+  float* ds = smem + XFLOATS;
   const int bd = blockIdx.x % nbands, rest = blockIdx.x / nbands;
   const int ng = rest % nng, c = rest / nng;
   const int pb0 = bd * TH, h0 = pb0 * SH - PH;

@@ -9,8 +9,8 @@ stride, any padding, dilation 1::
 Grid: C · ⌈N / planes⌉ · ⌈P / band_h⌉ blocks (band fastest, then batch group, then channel); a block sums
 one channel over ``planes`` batch entries and one band of dy rows, leaving one partial of R·S floats
 (deterministic: slot (ng·nbands + bd)·C + c of the [slices, C, R·S] workspace, then the shared reduction
-kernel) or R·S atomic adds into the zeroed dw. Shared memory: max(planes · (IH·pitch + band_h·dpitch),
-warps · R·S) floats.
+kernel) or R·S atomic adds into the zeroed dw. Shared memory: max(⌈planes·IH·pitch⌉₄ + planes·band_h·dpitch,
+warps · R·S) floats (the dy band starts 16-byte aligned).
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def plan(problem: ConvProblem, config: Dw2dFastWgradConfig, machine: MachineMode
     dvec = 4 if p.Q % 4 == 0 else 1
     dstep = 4 if (dvec == 4 or c.outputs_per_thread % 4 == 0) else 1
     dpitch = -(-nq * c.outputs_per_thread // dstep) * dstep
-    staging = c.planes * (in_rows * pitch + c.band_h * dpitch)
+    staging = -(-c.planes * in_rows * pitch // 4) * 4 + c.planes * c.band_h * dpitch
     smem_bytes = 4 * max(staging, c.threads // WARP * p.R * p.S)
     limit = machine.smem_per_block_bytes if machine is not None else 232_448
     if smem_bytes > limit:
