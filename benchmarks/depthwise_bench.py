@@ -10,7 +10,7 @@ whether naive ≥ coalesced ≥ shared ≥ warp holds on every path. 2-D: the ti
 seeded draws) and the fast forward (``--candidates-2d``: round-robin over the register-blocking shapes
 rows_per_thread × outputs_per_thread × small/large band, each group's plans by occupancy, traffic and bytes
 staged per SM; items of fewer than 4 outputs last).
-The warp-tiled fwd/dgrad candidates likewise go round-robin over lanes_per_row × outputs_per_lane.
+The warp-tiled candidates likewise go round-robin over design × lanes_per_row × outputs_per_lane.
 2-D also times the input gradient and the weight gradient (both modes; ``--candidates-2d`` each) against
 PyTorch's ``autograd.grad`` of ``F.conv2d`` w.r.t. x only / w only.
 1-D rows of L ≤ 64 also time the fused backward (path ``bwd``: dx and dw in one pass) against PyTorch's
@@ -180,9 +180,10 @@ def bench_1d(name: str, problem: ConvProblem, machine, args: argparse.Namespace)
             for pl in enumerate_plans(p, machine, variant, path):
                 by_mode.setdefault(getattr(pl.config, "mode", 0), []).append(pl)
             for mode, group in sorted(by_mode.items()):
-                if variant == "warp" and path != "wgrad":  # every (lanes_per_row, outputs_per_lane) shape first
-                    picks = diverse(group, args.candidates, lambda pl: (getattr(pl.config, "lanes_per_row", 32),
-                                                                        pl.config.outputs_per_lane), _rank)
+                if variant == "warp":  # every (design, lanes_per_row, outputs_per_lane) shape first
+                    picks = diverse(group, args.candidates,
+                                    lambda pl: (getattr(pl.config, "design", 2), pl.config.lanes_per_row,
+                                                pl.config.outputs_per_lane), _rank)
                 else:
                     picks = candidates(group, args.candidates, args.seed)
                 chosen += [(variant, path, mode, pl) for pl in picks]

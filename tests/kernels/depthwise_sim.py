@@ -309,3 +309,81 @@ def emulate_warp_reg(pl: Depthwise1dPlan, a: np.ndarray | None = None, w: np.nda
                     prev = cur.copy() if sg + 1 < nseg else np.zeros((32, V))
                 cur = nxt
     return cnt, (out.reshape(a.shape) if data else None)
+
+
+def emulate_warp_reg_wgrad(pl: Depthwise1dPlan, x: np.ndarray | None = None, dy: np.ndarray | None = None,
+                           ) -> tuple[Counter, np.ndarray | None]:
+    """Replay ``warp_reg_wgrad_body`` and the reduction: per lane V x and V dy values (prefetched item by item),
+    the x shuffles of the register design, sums[j] += dy[v]·x_from(g − d)[u] for j = d·V + v − u, the row
+    group's butterfly and lane 0's partial slot (or atomics). Counts per stream and, given data, dw (C, K)."""
+    KE, G, V, WARPS, _vec4, multi, atomic = pl.template_args
+    NR, C, L, K, nseg = pl.int_args
+    multi, atomic = multi == "true", atomic == "true"
+    RPW = 32 // G
+    RPB = WARPS * RPW
+    dfull = (KE + V - 2) // V
+    dmax = dfull if multi else min(dfull, G - 1)
+    data = x is not None
+    xr = x.reshape(NR, L) if data else None
+    dr = dy.reshape(NR, L) if data else None
+    cnt: Counter = Counter()
+    part = np.zeros((pl.grid * RPB, KE))
+
+    def load(rows: np.ndarray | None, name: str, row: int, t0: int) -> np.ndarray:
+        vals = np.zeros(V)
+        if row < NR:
+            for u in range(V):
+                if t0 + u < L:
+                    cnt[name] += 1
+                    if rows is not None:
+                        vals[u] = rows[row, t0 + u]
+        return vals
+
+    stride = pl.grid * RPB
+    for bid in range(pl.grid):
+        for warp in range(WARPS):
+            base0 = bid * RPB + warp * RPW
+            g = [ln % G for ln in range(32)]
+            row0 = [base0 + ln // G for ln in range(32)]
+            sums = np.zeros((32, KE))
+            nbase = (NR - 1 - base0) // stride + 1 if base0 < NR else 0
+            items = nbase * nseg
+            prev = np.zeros((32, V))
+            for k in range(items):
+                kr, sg = divmod(k, nseg)
+                cur = np.array([load(xr, "x", row0[ln] + kr * stride, sg * G * V + g[ln] * V) for ln in range(32)])
+                dc = np.array([load(dr, "dy", row0[ln] + kr * stride, sg * G * V + g[ln] * V) for ln in range(32)])
+                for d in range(dmax + 1):
+                    rv = np.zeros((32, V))
+                    for ln in range(32):
+                        if d == 0:
+                            rv[ln] = cur[ln]
+                        elif multi and d == G:
+                            rv[ln] = prev[ln]
+                        else:
+                            sl = (ln - ln % G) + ((g[ln] - d) & (G - 1))
+                            send = prev[sl] if (multi and g[sl] + d >= G) else cur[sl]
+                            rv[ln] = send if (multi or g[ln] >= d) else 0.0
+                    for u in range(V):
+                        for v in range(V):
+                            j = d * V + v - u
+                            if 0 <= j < KE:
+                                sums[:, j] += dc[:, v] * rv[:, u]
+                if multi:
+                    prev = cur.copy() if sg + 1 < nseg else np.zeros((32, V))
+            for ln in range(0, 32, G):  # lane g = 0 of each row group
+                slot = row0[ln]
+                total = sums[ln:ln + G].sum(axis=0)
+                if atomic:
+                    if slot < NR:
+                        cnt["atomics"] += KE
+                else:
+                    cnt["partials"] += KE
+                part[slot] = total
+    _reduce_counts(pl, cnt)
+    if not data:
+        return cnt, None
+    dw = np.zeros((C, K))
+    for slot in range(min(NR, pl.grid * RPB) if atomic else pl.grid * RPB):
+        dw[slot % C, :KE] += part[slot]
+    return cnt, dw

@@ -292,11 +292,15 @@ def test_fast_at_the_paper_shape(path: str, machine) -> None:
 
 @pytest.mark.parametrize("fields", [{"warps": 4, "outputs_per_lane": 12, "lanes_per_row": 4},
                                     {"warps": 4, "outputs_per_lane": 6, "lanes_per_row": 8}])
-@pytest.mark.parametrize("path", ["fwd", "dgrad"])
+@pytest.mark.parametrize("path", ["fwd", "dgrad", "wgrad-m1", "wgrad-m2"])
 def test_warp_register_design_at_the_paper_shape(path: str, fields: dict, machine) -> None:
     from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D
 
-    _check_1d(PAPER, CONFIG_CLASSES_1D[("warp", path)](**fields), machine)
+    if path.startswith("wgrad"):
+        config = CONFIG_CLASSES_1D[("warp", "wgrad")](**fields, rows=1, design=2, mode=int(path[-1]))
+    else:
+        config = CONFIG_CLASSES_1D[("warp", path)](**fields)
+    _check_1d(PAPER, config, machine)
 
 
 def _check_fused(problem: ConvProblem, config, machine) -> None:

@@ -65,7 +65,7 @@ FIELDS: dict[str, list[tuple[ConvProblem, dict[str, int]]]] = {
              (ODD2, {"rows": 32, "tile_l": 12, "lanes_per_row": 2, "stages": 2, "vec": 1, "blocks_per_sm": 4})],
 }
 WARP_WGRAD_ROWS = {PAPER: 64, MAMBA: 16, ODD: 1}
-# warp fwd/dgrad only: the register design's row groups (lanes_per_row) at the shapes of the suite
+# warp register design (fwd/dgrad, and wgrad with design=2): row groups (lanes_per_row) at the suite's shapes
 WARP_REGISTER: list[tuple[ConvProblem, dict[str, int]]] = [
     (PAPER, {"warps": 4, "outputs_per_lane": 12, "lanes_per_row": 4}),
     (PAPER, {"warps": 4, "outputs_per_lane": 6, "lanes_per_row": 8}),
@@ -146,14 +146,17 @@ class Entry:
 def _entries_1d() -> list[Entry]:
     out: list[Entry] = []
     for (variant, path), cls in CONFIG_CLASSES_1D.items():
-        extra_cases = WARP_REGISTER if (variant == "warp" and path != "wgrad") else []
+        extra_cases = WARP_REGISTER if variant == "warp" else []
         for i, (problem, fields) in enumerate(FIELDS[variant] + extra_cases):
             for mode in ((1, MODE_ATOMIC) if path == "wgrad" else (None,)):
                 extra = dict(fields)
                 if mode is not None:
                     extra["mode"] = mode
                 if variant == "warp" and path == "wgrad":
-                    extra["rows"] = WARP_WGRAD_ROWS[problem]
+                    if "lanes_per_row" in extra:  # the register design
+                        extra.update(design=2, rows=1)
+                    else:
+                        extra["rows"] = WARP_WGRAD_ROWS[problem]
                 pl = plan(problem, cls(**extra), H200)
                 name = f"dw1d_{variant}_{path}_{i}" + (f"_m{mode}" if mode else "")
                 out.append(Entry(name, SOURCES[variant], name, pl.wrapper(name), pl.threads, pl.min_blocks,

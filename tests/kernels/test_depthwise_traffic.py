@@ -28,7 +28,7 @@ from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from depthwise_sim import emulate_fast, emulate_warp_reg, sim_shared, sim_simple, sim_warp
+from depthwise_sim import emulate_fast, emulate_warp_reg, emulate_warp_reg_wgrad, sim_shared, sim_simple, sim_warp
 
 H200 = MachineModel.preset("h200")
 #: one SM: persistent grids then loop over several row groups per block
@@ -54,6 +54,8 @@ def _configs(problem: ConvProblem, variant: str, path: str):
         fields = [{"warps": 2, "outputs_per_lane": 1}, {"warps": 1, "outputs_per_lane": 2}]
         if path == "wgrad":
             fields = [dict(f, rows=min(3, problem.N)) for f in fields]
+            fields += [{"warps": 2, "outputs_per_lane": 4, "lanes_per_row": 4, "design": 2},
+                       {"warps": 1, "outputs_per_lane": 3, "lanes_per_row": 8, "design": 2}]
         else:
             fields += [{"warps": 2, "outputs_per_lane": 4, "lanes_per_row": 4},
                        {"warps": 1, "outputs_per_lane": 3, "lanes_per_row": 8}]
@@ -69,7 +71,8 @@ def _configs(problem: ConvProblem, variant: str, path: str):
 CASES = [pytest.param(p, v, path, id=f"{v}-{path}-{p.key().replace(' ', '_')}")
          for p in SMALL for v in ("naive", "coalesced", "shared", "warp", "fast") for path in ("fwd", "dgrad", "wgrad")]
 SIMS = {"naive": sim_simple, "coalesced": sim_simple, "shared": sim_shared,
-        "warp": lambda pl: emulate_warp_reg(pl)[0] if pl.geometry.get("register") else sim_warp(pl),
+        "warp": lambda pl: (emulate_warp_reg_wgrad(pl)[0] if pl.path == "wgrad" else emulate_warp_reg(pl)[0])
+        if pl.geometry.get("register") else sim_warp(pl),
         "fast": lambda pl: emulate_fast(pl)[0]}
 
 
@@ -156,6 +159,21 @@ def test_warp_register_dataflow_computes_the_reference(shape, fields, path: str,
     ref = dw1d_fwd_reference(a, w) if path == "fwd" else dw1d_dgrad_reference(a, w)
     assert out is not None and not np.isnan(out).any(), "some outputs were never written"
     np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("shape", "fields"), WARP_NUMERIC, ids=lambda v: str(v))
+@pytest.mark.parametrize("mode", [MODE_DETERMINISTIC, MODE_ATOMIC])
+@pytest.mark.parametrize("machine", [H200, TINY], ids=["h200", "one_sm"])
+def test_warp_register_wgrad_dataflow_computes_the_reference(shape, fields, mode: int, machine: MachineModel) -> None:
+    problem = ConvProblem.depthwise1d(*shape)
+    B, C, L, K = shape
+    rng = np.random.default_rng(10)
+    x, dy = rng.standard_normal((B, C, L)), rng.standard_normal((B, C, L))
+    pl = plan(problem, CONFIG_CLASSES_1D[("warp", "wgrad")](**fields, design=2, rows=1, mode=mode), machine)
+    assert pl.geometry["register"] == 1
+    counts, dw = emulate_warp_reg_wgrad(pl, x, dy)
+    np.testing.assert_allclose(dw, dw1d_wgrad_reference(x, dy, K), rtol=1e-12, atol=1e-12)
+    assert {k: v for k, v in counts.items() if v} == _nonzero(traffic_words(pl))
 
 
 def test_warp_takes_the_shared_memory_design_beyond_64_taps() -> None:

@@ -11,7 +11,8 @@ shared     a block stages ``rows`` batch rows of one channel × a ``tile_l`` til
 warp       fwd/dgrad: a warp holds 32/``lanes_per_row`` rows, each lane ``outputs_per_lane`` consecutive
            outputs in registers, taps in registers, neighbours' inputs by warp shuffles (taps > 64: the
            original design, a private shared-memory slice per warp, chunks of 32·``outputs_per_lane``);
-           wgrad: lanes own taps, warps of a block sum ``rows`` batch rows of one channel
+           wgrad ``design`` 1: lanes own taps, warps of a block sum ``rows`` batch rows of one channel;
+           ``design`` 2: the fwd register design with dy values in registers and KE sums per lane
 fast       persistent blocks of ``rows`` × ``lanes_per_row`` threads, each thread ``tile_l`` outputs in
            registers (register blocking along L), cp.async staging (``vec`` = 4: 16-byte copies),
            ``stages`` = 2: the next item is copied while this one is computed
@@ -142,8 +143,10 @@ class WarpWgradConfig(_Warp):
     family = "depthwise1d_warp"
     direction = "wgrad"
 
-    rows: int = 64             # RB: batch rows of one channel per block (summed on chip)
+    rows: int = 64             # RB: batch rows of one channel per block (summed on chip; design 1)
     mode: int = MODE_DETERMINISTIC
+    lanes_per_row: int = 32    # G (design 2)
+    design: int = 1            # 1: lanes own taps (shared memory); 2: lanes own outputs (register design)
 
 
 # ---- fast -----------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@
 // consecutive lanes read consecutive words, no bank conflicts; w[j] is a broadcast). Slice: KE + CH + KE − 1
 // floats per warp.
 //
-// wgrad: a block owns channel c and batch rows [bg·RB, bg·RB + RB); warp w takes rows bg·RB + w + k·WARPS.
+// wgrad, register design (design = 2): see warp_reg_wgrad_body below.
+// wgrad, taps design (design = 1): a block owns channel c and batch rows [bg·RB, bg·RB + RB); warp w takes rows bg·RB + w + k·WARPS.
 // Lane l owns taps j = l + 32·i (i < JT, KE ≤ 32·JT) and accumulates over its warp's rows in registers;
 // the warps' sums are added in warp order through shared memory, then one partial (slice p = bg) or one
 // atomic add per (block, j). Slice: x chunk with halo (CH + KE − 1) + dy chunk (CH) per warp.
@@ -143,6 +144,97 @@ __device__ __forceinline__ void warp_reg_body(const float* __restrict__ a, const
     for (int u = 0; u < V; ++u) {
       if (MULTI) prev[u] = sg + 1 < nseg ? cur[u] : 0.f;
       cur[u] = nxt[u];
+    }
+  }
+}
+
+// wgrad, register design (warp_reg_wgrad_body; KE <= 64): the fwd register design's lanes, segments and x
+// shuffles, with the lane's V dy values in registers instead of taps and KE sums per lane:
+//     sums[j] += dy[s0 + g·V + v] · x[s0 + (g − d)·V + u]        (j = d·V + v − u, compile-time)
+// At the end the G lanes of a row group add their sums (xor shuffles within the group), and lane g = 0
+// leaves them in partial slot row0 (= p·C + c) of [P, C, KE] or adds them atomically into dw[c, :KE].
+template <int KE, int G, int V, int WARPS, bool VEC4, bool MULTI, bool ATOMIC>
+__device__ __forceinline__ void warp_reg_wgrad_body(const float* __restrict__ x, const float* __restrict__ dy,
+                                                    float* __restrict__ out, int NR, int C, int L, int K,
+                                                    int nseg) {
+  constexpr int RPW = 32 / G, RPB = WARPS * RPW;
+  constexpr int DFULL = (KE + V - 2) / V;
+  constexpr int DMAX = MULTI ? DFULL : (DFULL < G - 1 ? DFULL : G - 1);
+  static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "G: a power of two <= 32");
+  static_assert(!MULTI || DFULL <= G, "one segment of history: KE <= G*V + 1");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane & (G - 1), rsub = lane / G;
+  const int base0 = blockIdx.x * RPB + warp * RPW;
+  const int stride = gridDim.x * RPB;
+  const int row0 = base0 + rsub;
+  float sums[KE];
+#pragma unroll
+  for (int j = 0; j < KE; ++j) sums[j] = 0.f;
+  const int nbase = base0 < NR ? (NR - 1 - base0) / stride + 1 : 0;
+  const int items = nbase * nseg;
+  float cur[V], nxt[V], prev[V], dc[V], dn[V];
+#pragma unroll
+  for (int u = 0; u < V; ++u) prev[u] = nxt[u] = dn[u] = 0.f;
+  if (items > 0) {
+    warp_load<V, VEC4, false>(cur, x + row0 * L, g * V, L, row0 < NR);
+    warp_load<V, VEC4, false>(dc, dy + row0 * L, g * V, L, row0 < NR);
+  }
+  for (int k = 0; k < items; ++k) {
+    const int sg = k - (k / nseg) * nseg;
+    if (k + 1 < items) {
+      const int k1r = (k + 1) / nseg, sg1 = (k + 1) - k1r * nseg;
+      const int row1 = row0 + k1r * stride;
+      warp_load<V, VEC4, false>(nxt, x + row1 * L, sg1 * (G * V) + g * V, L, row1 < NR);
+      warp_load<V, VEC4, false>(dn, dy + row1 * L, sg1 * (G * V) + g * V, L, row1 < NR);
+    }
+#pragma unroll
+    for (int d = 0; d <= DMAX; ++d) {
+      float rv[V];
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+        if (d == 0) {
+          rv[u] = cur[u];
+        } else if (MULTI && d == G) {
+          rv[u] = prev[u];
+        } else {
+          const float send = (MULTI && g + d >= G) ? prev[u] : cur[u];
+          const float r = __shfl_sync(0xffffffffu, send, (g - d) & (G - 1), G);
+          rv[u] = (MULTI || g >= d) ? r : 0.f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          const int j = d * V + v - u;
+          if (j >= 0 && j < KE) sums[j] = fmaf(dc[v], rv[u], sums[j]);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+      if (MULTI) prev[u] = sg + 1 < nseg ? cur[u] : 0.f;
+      cur[u] = nxt[u];
+      dc[u] = dn[u];
+    }
+  }
+  if (G > 1) {  // the row group's lanes add their sums: a fixed butterfly, lane 0's result is used
+#pragma unroll
+    for (int j = 0; j < KE; ++j) {
+#pragma unroll
+      for (int off = G / 2; off > 0; off >>= 1) sums[j] += __shfl_xor_sync(0xffffffffu, sums[j], off, G);
+    }
+  }
+  if (g == 0) {
+    if (ATOMIC) {
+      if (row0 < NR) {
+        const int c = row0 % C;
+#pragma unroll
+        for (int j = 0; j < KE; ++j) atomicAdd(out + c * K + j, sums[j]);
+      }
+    } else {  // slot row0 = p·C + c; idle slots write their zeros
+#pragma unroll
+      for (int j = 0; j < KE; ++j) out[row0 * KE + j] = sums[j];
     }
   }
 }

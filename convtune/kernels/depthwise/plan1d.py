@@ -160,6 +160,9 @@ def _wrapper(pl: Depthwise1dPlan, entry: str) -> str:
     elif v == "shared":
         ints = "int B, int C, int L, int K, int KE, int RB, int T, int ntl, int nbg"
         call = f"shared_body<{targs}>(a, b, out, B, C, L, K, KE, RB, T, ntl, nbg)"
+    elif v == "warp" and path == "wgrad" and pl.geometry.get("register"):
+        ints = "int NR, int C, int L, int K, int nseg"
+        call = f"warp_reg_wgrad_body<{targs}>(a, b, out, NR, C, L, K, nseg)"
     elif v == "warp" and path == "wgrad":
         ints = "int B, int C, int L, int K, int KE, int RB, int nbg"
         call = f"warp_wgrad_body<{targs}>(a, b, out, B, C, L, K, KE, RB, nbg)"
@@ -296,6 +299,33 @@ def _warp_reg(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: Mach
                           "multi": int(multi)})
 
 
+def _warp_reg_wgrad(p: ConvProblem, c: KernelConfig, ke: int, machine: MachineModel | None) -> dict:
+    g, v = c.lanes_per_row, c.outputs_per_lane  # type: ignore[attr-defined]
+    if g > WARP or g & (g - 1):
+        raise InvalidConfig("lanes_per_row", f"lanes_per_row={g}: allowed 1, 2, 4, 8, 16, 32")
+    if v not in WARP_V:
+        raise InvalidConfig("outputs_per_lane", f"outputs_per_lane={v}: allowed {', '.join(map(str, WARP_V))}")
+    if not warp_register_design(p, g, v):
+        raise InvalidConfig("design", f"design=2 needs min(K, L)={ke} ≤ {MAX_WARP_REG_TAPS} taps, and KE ≤ "
+                                      "lanes_per_row·outputs_per_lane + 1 on rows of several segments")
+    d = _warp_reg(p, c, "wgrad", ke, machine)
+    multi = d["geometry"]["multi"]
+    regs = ke + (6 if multi else 5) * v + 24
+    threads = d["threads"]
+    d["regs"] = regs
+    d["min_blocks"] = max(1, min(16, 65536 // (threads * min(255, round_regs(regs + 16)))))
+    resident = max(1, min(16, 2048 // threads, 65536 // (threads * round_regs(regs))))
+    sms = machine.sm_count if machine is not None else DEFAULT_SMS
+    rpb = d["geometry"]["rows_per_block"]
+    d["grid"] = persistent_grid(-(-p.N * p.C // rpb), rpb, p.C, sms * resident)
+    atomic = "true" if c.mode == MODE_ATOMIC else "false"  # type: ignore[attr-defined]
+    targs = d["targs"]
+    d["targs"] = (*targs[1:], atomic)  # KE, G, V, WARPS, VEC4, MULTI, ATOMIC
+    d["slots"] = d["grid"] * rpb
+    d["slices"] = -(-d["slots"] // p.C)
+    return d
+
+
 def _warp(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineModel | None) -> dict:
     warps, v = c.warps, c.outputs_per_lane  # type: ignore[attr-defined]
     _check_threads(warps * WARP, "warps")
@@ -312,6 +342,10 @@ def _warp(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineM
                                                  f"design (KE > {MAX_WARP_REG_TAPS}, or KE > lanes_per_row·"
                                                  "outputs_per_lane + 1 on rows of several segments), which takes "
                                                  "lanes_per_row=32 only")
+    elif c.design not in (1, 2):  # type: ignore[attr-defined]
+        raise InvalidConfig("design", f"design={c.design}: allowed 1 (lanes own taps) or 2 (register design)")  # type: ignore[attr-defined]
+    elif c.design == 2:  # type: ignore[attr-defined]
+        return _warp_reg_wgrad(p, c, ke, machine)
     elif v not in (1, 2, 4, 8):
         raise InvalidConfig("outputs_per_lane", f"outputs_per_lane={v}: allowed 1, 2, 4, 8")
     ch = WARP * v

@@ -95,6 +95,10 @@ def _raw_configs(problem: ConvProblem, variant: str, path: str) -> Iterator[Kern
                 continue
             for rb in _with_extent(WARP_WGRAD_ROWS, p.N):
                 yield cls(warps=warps, outputs_per_lane=v, rows=rb, **extra(mode))
+        for warps, v, g, mode in itertools.product(WARPS, WARP_V, WARP_LANES, modes):  # the register design
+            if g * v >= 2 * p.W and g * v > 2:
+                continue
+            yield cls(warps=warps, outputs_per_lane=v, rows=1, lanes_per_row=g, design=2, **extra(mode))
     elif variant == "warp":
         for warps, v, g in itertools.product(WARPS, WARP_V, WARP_LANES):
             if g * v >= 2 * p.W and g * v > 2:  # a segment twice the row only idles lanes

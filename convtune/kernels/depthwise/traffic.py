@@ -22,6 +22,8 @@ re-loads included, zero-filled copies read nothing; caches may serve part of it)
   partial (or atomic) per (block, j).
 - warp, register design (fwd/dgrad, KE ≤ 64): every input once (N), KE taps per lane whose first row is
   real (lanes_per_row · min(NR, grid · rows_per_block) · KE), every output once.
+- warp wgrad, register design (design 2): x and dy once each, one partial slot of KE per row group of the
+  grid (grid · rows_per_block slots; idle ones write zeros) or one atomic per real row group and tap.
 - warp, shared-memory design: per row and chunk of CH = 32·V outputs the window of CH + KE − 1 inside
   [0, L); w[c] (KE) each time a warp's channel changes (every row unless gridDim·warps is a multiple of
   C); wgrad: per row x windows + dy chunks, one partial (or atomic) per (block, j).
@@ -107,6 +109,9 @@ def traffic_words(pl: Depthwise1dPlan) -> dict[str, int]:
                     **_reduction_terms(pl, blocks * ke, blocks * ke)}
         window = _tiles_words(L, t, ke - 1, 0) if path == "fwd" else _tiles_words(L, t, 0, ke - 1)
         return {src: C * B * window, "w": ntl * nbg * C * ke, dst: n}
+    if v == "warp" and path == "wgrad" and pl.geometry.get("register"):
+        real = min(nr, pl.slots)
+        return {"x": n, "dy": n, **_reduction_terms(pl, pl.slots * ke, real * ke)}
     if v == "warp" and pl.geometry.get("register"):
         lanes = pl.config.lanes_per_row  # type: ignore[attr-defined]
         return {src: n, "w": lanes * min(nr, pl.grid * pl.geometry["rows_per_block"]) * ke, dst: n}
