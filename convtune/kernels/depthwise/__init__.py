@@ -1,8 +1,14 @@
-"""Depthwise convolution kernels: 1-D causal (five variants × fwd/dgrad/wgrad) and 2-D (tiled forward).
+"""Depthwise convolution kernels.
 
-Modules: ``configs`` (tuning points), ``plan1d``/``plan2d`` (validation, launch geometry, sources),
-``launcher`` (compile, launch), ``traffic`` (analytic global-memory traffic and FLOPs per variant and
-path), ``space`` (configuration spaces), ``reference`` (float64 references). CuPy is imported lazily.
+1-D causal, (B, C, L): five variants × fwd/dgrad/wgrad (naive, coalesced, shared, warp, fast) and the fused
+backward (dx and dw in one pass). 2-D, NCHW: the tiled forward (baseline) and the fast family (forward,
+input gradient, weight gradient).
+
+Modules: ``configs`` (tuning points), ``plan1d`` / ``plan1d_fused`` / ``plan2d`` / ``plan2d_fast`` /
+``plan2d_dgrad`` / ``plan2d_wgrad`` (validation, launch geometry, sources; the 2-D and fused modules also
+hold their traffic formulas and launchers), ``launcher`` (1-D compile, launch), ``traffic`` (1-D analytic
+global-memory traffic and FLOPs per variant and path), ``space`` (configuration spaces), ``reference``
+(float64 references). CuPy is imported lazily.
 """
 
 from convtune.kernels.depthwise import configs as configs  # registers the config classes for parse_config_key
