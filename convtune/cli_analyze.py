@@ -20,7 +20,7 @@ from convtune.problem import ConvProblem
 def add_analyze_parser(sub: Any) -> None:
     p = sub.add_parser(
         "analyze", help="time every depthwise 1-D variant × path on the GPU: bandwidth, roofline, efficiency",
-        description="Verify and time (CUDA events) the model's best configuration of every 1-D causal depthwise "
+        description="Verify and time (CUDA events) the model's best configurations of every 1-D causal depthwise "
                     "variant × path; report time, effective bandwidth (modelled bytes / time), %% of the copy "
                     "bandwidth measured in the same run, arithmetic intensity, the bound's floor and efficiency; "
                     "write analysis.md, analysis.json and a roofline plot (PNG, SVG; needs matplotlib) under --out.",
@@ -31,6 +31,8 @@ def add_analyze_parser(sub: Any) -> None:
     p.add_argument("--paths", default="fwd,dgrad,wgrad", help="comma-separated of fwd, dgrad, wgrad (default all)")
     p.add_argument("--modes", default="deterministic,atomic", help="weight-gradient modes (default both)")
     p.add_argument("--reps", type=int, default=30, help="timed repetitions per row (median reported; default 30)")
+    p.add_argument("--candidates", type=int, default=8,
+                   help="the model's best N configurations timed per row; the fastest is reported (default 8)")
     p.add_argument("--out", default="convtune_analysis", metavar="DIR",
                    help="output folder (default ./convtune_analysis)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -47,10 +49,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     modes = da.parse_list(args.modes, ("deterministic", "atomic"), "--modes")
     if args.reps < 1:
         raise InvalidConfig("--reps", f"{args.reps} must be >= 1")
+    if args.candidates < 1:
+        raise InvalidConfig("--candidates", f"{args.candidates} must be >= 1")
     why = da.device_ready()
     if why is not None:
         raise InvalidConfig("device", f"{why}: convtune analyze times kernels on a CUDA GPU")
-    measurements, ceilings, machine = da.measure(problem, variants, paths, modes, reps=args.reps)
+    measurements, ceilings, machine = da.measure(problem, variants, paths, modes, reps=args.reps,
+                                                 candidates=args.candidates)
     rows = da.analysis_rows(problem, measurements, ceilings, machine)
     files, note = da.write_report(Path(args.out), problem, rows, ceilings)
     if args.json:

@@ -125,7 +125,8 @@ def test_report_without_matplotlib_skips_the_plots(tmp_path: Path, monkeypatch: 
     (["B=4", "C=8", "L=48", "K=4", "--paths", "bwd"], "--paths"),
     (["B=4", "C=8", "L=48", "K=4", "--modes", "fast"], "--modes"),
     (["B=4", "C=8", "L=48", "K=4", "--reps", "0"], "--reps"),
-], ids=["missing-K", "zero-K", "not-1d", "dilation", "variant", "path", "mode", "reps"])
+    (["B=4", "C=8", "L=48", "K=4", "--candidates", "0"], "--candidates"),
+], ids=["missing-K", "zero-K", "not-1d", "dilation", "variant", "path", "mode", "reps", "candidates"])
 def test_bad_input_is_one_line_naming_the_field(argv: list[str], field: str) -> None:
     rc, out, err = _run(["analyze", *argv])
     assert rc == 2 and out == ""
@@ -154,3 +155,14 @@ def test_analyze_on_the_gpu_writes_the_report(tmp_path: Path) -> None:
     assert all(r["median_ms"] > 0 and r["efficiency"] > 0 for r in rows)
     assert all(r["rel_error"] <= da.TOLERANCE[r["path"]] for r in rows if r["path"] != "total")
     assert (tmp_path / "analysis.md").is_file() and (tmp_path / "analysis.json").is_file()
+
+
+def test_candidate_groups_are_the_models_ranking_per_row() -> None:
+    groups = da.candidate_groups(PROBLEM, H200, ["shared", "warp"], ["fwd", "wgrad"], candidates=3)
+    assert groups and all(1 <= len(g) <= 3 for g in groups)
+    firsts = [g[0] for g in groups]
+    assert firsts == da.choose_plans(PROBLEM, H200, ["shared", "warp"], ["fwd", "wgrad"])
+    for g in groups:
+        assert len({(pl.variant, pl.config.key().split()[0]) for pl in g}) == 1   # one variant × path per row
+        times = [da.model.predict_1d(pl, H200).time_s for pl in g]
+        assert times == sorted(times)
