@@ -154,7 +154,8 @@ _DW1D_DESCRIPTIONS = {
     "naive": "1-D causal depthwise, one thread per output, batch-fastest (strided) order",
     "coalesced": "1-D causal depthwise, one thread per output, time-fastest (coalesced) order",
     "shared": "1-D causal depthwise, rows × tile (+ halo) and w[c] staged in shared memory",
-    "warp": "1-D causal depthwise, a warp per row in a private shared-memory slice",
+    "warp": "1-D causal depthwise, warp-tiled: rows of lanes_per_row lanes, V outputs per lane in registers, "
+            "neighbours' inputs by warp shuffles (a shared-memory slice per warp when taps exceed 64)",
     "fast": "1-D causal depthwise, persistent blocks, register tiles along L, cp.async double buffering",
 }
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convtune.kernels.depthwise import traffic
-from convtune.kernels.depthwise.plan1d import Depthwise1dPlan
+from convtune.kernels.depthwise.plan1d import Depthwise1dPlan, warp_register_design
 from convtune.kernels.depthwise.plan2d import Dw2dPlan
 from convtune.kernels.depthwise.plan2d import traffic_words as traffic_words_2d
 from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
@@ -57,6 +57,11 @@ COST_PER_MAC: dict[tuple[str, str], float] = {
     ("warp", "fwd"): 15.0, ("warp", "dgrad"): 15.0, ("warp", "wgrad"): 15.0,
     ("fast", "fwd"): 1.3, ("fast", "dgrad"): 1.3, ("fast", "wgrad"): 1.3,
 }
+#: warp-tiled register design: a lane with V outputs gets the K − 1 inputs before its own by shuffles, so
+#: its instructions per multiply-add fall as 1/V. Fitted to the H200 paper-shape measurements of this design
+#: (benchmarks/results/depthwise_h200: V = 12, G = 4: 0.298 ms; V = 2, G = 32: 1.32 ms, analyze_paper).
+WARP_REG_BASE = 1.2
+WARP_REG_PER_OUTPUT = 24.0
 #: 2-D: instructions per multiply-add = BASE + WINDOW × shared-memory loads per multiply-add of a row's
 #: register window, ((VW − 1)·stride_w + S) / (VW·S); VW = 1, S = 3 gives 16 (convnext 7×7 measured ≈ 15).
 COST_2D_BASE = 8.0
@@ -115,11 +120,21 @@ def predict_1d(pl: Depthwise1dPlan, machine: MachineModel) -> DepthwisePredictio
     l2_s = traffic.total_traffic_bytes(pl) / (L2_OVER_DRAM_BANDWIDTH * bw)
     macs = traffic.fast_issued_macs(pl) if pl.variant == "fast" else traffic.flops(pl.problem) // 2
     cost = COST_PER_MAC[(pl.variant, "atomic" if pl.atomic and pl.variant == "naive" else pl.path)]
+    if pl.variant == "warp" and _warp_registers(pl):
+        cost = WARP_REG_BASE + WARP_REG_PER_OUTPUT / pl.config.outputs_per_lane  # type: ignore[attr-defined]
     issue_s = macs * cost / (machine.fp32_peak_flops_per_s / 2)
     if pl.variant == "fast" and pl.config.vec == 1:  # type: ignore[attr-defined]
         dram_s, l2_s = dram_s / SCALAR_COPY_EFFICIENCY, l2_s / SCALAR_COPY_EFFICIENCY
     eff = _efficiency(pl.grid, pl.threads, pl.smem_bytes, pl.regs_estimate, machine)
     return _combine(dram_s, l2_s, issue_s, eff, 2 if pl.path == "wgrad" else 1)
+
+
+def _warp_registers(pl: Depthwise1dPlan) -> bool:
+    """Whether a warp plan runs the register design (fwd/dgrad by shape and tile, wgrad with design=2)."""
+    c = pl.config
+    if pl.path == "wgrad":
+        return getattr(c, "design", 1) == 2
+    return warp_register_design(pl.problem, c.lanes_per_row, c.outputs_per_lane)  # type: ignore[attr-defined]
 
 
 def predict_2d(pl: Dw2dPlan, machine: MachineModel) -> DepthwisePrediction:
