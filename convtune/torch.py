@@ -14,8 +14,9 @@ graphs:
   CUDA float16/bfloat16 raise :class:`~convtune.errors.InvalidInput` (the kernels are fp32).
 
 Backward: 1-D runs the dgrad and wgrad kernels (deterministic weight gradient), each only when its input
-needs a gradient (``ctx.needs_input_grad``). 2-D has no backward kernels yet: its backward calls PyTorch's
-``torch.nn.grad.conv2d_input`` / ``conv2d_weight`` (grouped), until depthwise 2-D dgrad/wgrad kernels land.
+needs a gradient (``ctx.needs_input_grad``). 2-D backward still calls PyTorch's ``torch.nn.grad.conv2d_input`` /
+``conv2d_weight`` (grouped): the depthwise 2-D dgrad/wgrad kernels (``plan2d_dgrad``, ``plan2d_wgrad``) pass
+their GPU tests but are not wired in here yet.
 
 Example:
     >>> import convtune.torch as ct                                  # doctest: +SKIP
