@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.registry import specs_for
+from convtune.kernels.registry import model_fastest, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.tuner.analysis import floor_time_s
@@ -37,16 +37,11 @@ def predict(problem: ConvProblem, machine: MachineModel) -> Prediction | None:
     """The fastest predicted configuration over every family that can run ``problem`` (ties: the smaller
     config key, as the tuner's ranking), or ``None`` when no family has a valid configuration."""
     specs = specs_for(problem)
-    best: tuple[float, str, KernelConfig] | None = None
-    for spec in specs:
-        for plan in spec.enumerate_plans(problem, machine):
-            candidate = (spec.predict_s(plan, machine), plan.config.key(), plan.config)
-            if best is None or candidate[:2] < best[:2]:
-                best = candidate
+    best = model_fastest(problem, machine, specs)
     if best is None:
         return None
     floor_s = min(floor_time_s(problem, machine, spec) for spec in specs)
-    return Prediction(machine.name, best[2], best[0] * 1e3, floor_s * 1e3)
+    return Prediction(machine.name, best[1], best[0] * 1e3, floor_s * 1e3)
 
 
 @lru_cache(maxsize=CACHE_SIZE)

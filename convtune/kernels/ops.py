@@ -21,7 +21,7 @@ from typing import Any
 from convtune.errors import InvalidConfig, InvalidInput
 from convtune.kernels.compile import cupy_module
 from convtune.kernels.config import KernelConfig, parse_config_key
-from convtune.kernels.registry import KernelSpec, get_spec, specs_for
+from convtune.kernels.registry import KernelSpec, get_spec, model_fastest, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -103,15 +103,10 @@ def _specs(problem: ConvProblem, algorithm: str) -> list[KernelSpec]:
 @cache
 def model_choice(problem: ConvProblem, machine: MachineModel, algorithm: str = "auto") -> KernelConfig:
     """The configuration the analytic models predict fastest among ``algorithm``'s families (cached)."""
-    best: tuple[float, str, KernelConfig] | None = None
-    for spec in _specs(problem, algorithm):
-        for pl in spec.enumerate_plans(problem, machine):
-            candidate = (spec.predict_s(pl, machine), pl.config.key(), pl.config)
-            if best is None or candidate[:2] < best[:2]:
-                best = candidate
+    best = model_fastest(problem, machine, _specs(problem, algorithm))
     if best is None:
         raise InvalidConfig("problem", f"no valid {algorithm} configuration for {problem.key()}")
-    return best[2]
+    return best[1]
 
 
 def _filters(spec: KernelSpec, plan: Any, w: Any, torch_w: Any | None, cache_filters: bool) -> Any:
