@@ -26,6 +26,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -33,7 +34,7 @@ import cupy as cp
 import torch
 
 from convtune.bounds.direct import direct_lower_bound
-from convtune.errors import CompileError
+from convtune.errors import CompileError, LaunchError
 from convtune.kernels.compile import precompile
 from convtune.kernels.direct.space import ranked
 from convtune.kernels.reference import conv2d_reference_gpu, relative_error
@@ -104,50 +105,71 @@ def time_cudnn(xs: list, w, problem: ConvProblem, mode: str) -> float:
     return timing.median_ms
 
 
-def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: argparse.Namespace,
-                  plans: list, space_size: int) -> dict:
-    rng = cp.random.default_rng(7)
-    set_bytes = 4 * (problem.input_elements + problem.output_elements)
-    sets = rotation_sets(set_bytes, machine.l2_bytes)
-    xs = [rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32) for _ in range(sets)]
-    ys = [cp.empty((problem.N, problem.K, problem.P, problem.Q), dtype=cp.float32) for _ in range(sets)]
-    w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
-    prepared: dict[tuple, object] = {}
+class Operands:
+    """Fresh normal inputs in enough rotating sets to exceed 2× L2, outputs, filters, the float64 GPU
+    reference, and each plan's prepared filters (shared by plans with equal ``filters_key``)."""
 
-    def filters(pl: object, launcher: object) -> object:
+    def __init__(self, problem: ConvProblem, machine: MachineModel, seed: int) -> None:
+        p = problem
+        rng = cp.random.default_rng(seed)
+        self.sets = rotation_sets(4 * (p.input_elements + p.output_elements), machine.l2_bytes)
+        self.xs = [rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32) for _ in range(self.sets)]
+        self.ys = [cp.empty((p.N, p.K, p.P, p.Q), dtype=cp.float32) for _ in range(self.sets)]
+        self.w = rng.standard_normal((p.K, p.C, p.R, p.S), dtype=cp.float32)
+        self.ref = conv2d_reference_gpu(self.xs[0], self.w, stride=(p.stride_h, p.stride_w),
+                                        padding=(p.pad_h, p.pad_w), dilation=(p.dil_h, p.dil_w))
+        self._prepared: dict[tuple, object] = {}
+
+    def filters(self, pl: object, launcher: object) -> object:
         key = launcher.filters_key(pl)
-        if key not in prepared:
-            prepared[key] = launcher.prepare_filters(pl, w)
-        return prepared[key]
+        if key not in self._prepared:
+            self._prepared[key] = launcher.prepare_filters(pl, self.w)
+        return self._prepared[key]
 
-    geometry = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
-                "dilation": (problem.dil_h, problem.dil_w)}
-    ref = conv2d_reference_gpu(xs[0], w, **geometry)
-    results = []
+
+def measure_candidates(plans: list, ops: Operands, reps: int, warmup: int,
+                       describe: Callable[[object], dict] = lambda pl: {}) -> list[dict]:
+    """One row per plan: compile (a failure is a ``compile_error`` row), one launch on a NaN-poisoned
+    output (a fault is a ``launch_error`` row), relative error against float64 (over the family's
+    tolerance: ``wrong``), then the shared timing protocol (``ok`` with the timing)."""
+    rows = []
     for pl in plans:
         launcher = get_spec(pl.config.family).launcher
         row = {"config": pl.config.key(), "family": pl.config.family, "smem_bytes": pl.smem_bytes,
-               "blocks": pl.blocks}
+               "blocks": pl.blocks, **describe(pl)}
+        rows.append(row)
         try:
             kernel = launcher.compile_plan(pl)
         except CompileError as exc:
             row.update(status="compile_error", error=str(exc)[:300])
-            results.append(row)
             continue
         row.update(regs=kernel.resources.num_regs, local_bytes=kernel.resources.local_bytes)
-        f = filters(pl, launcher)
-        ys[0].fill(cp.nan)
-        launcher.launch(pl, kernel, xs[0], f, ys[0])
-        err = relative_error(ys[0], ref)
+        f = ops.filters(pl, launcher)
+        try:
+            ops.ys[0].fill(cp.nan)
+            launcher.launch(pl, kernel, ops.xs[0], f, ops.ys[0])
+            cp.cuda.get_current_stream().synchronize()
+        except (LaunchError, cp.cuda.driver.CUDADriverError) as exc:
+            row.update(status="launch_error", error=str(exc)[:300])
+            continue
+        err = relative_error(ops.ys[0], ops.ref)
         row["rel_error"] = err
         if not err <= launcher.tolerance(pl):
             row["status"] = "wrong"
-            results.append(row)
             continue
-        timing = time_launches(lambda i, pl=pl, kernel=kernel, la=launcher, f=f: la.launch(pl, kernel, xs[i], f, ys[i]),
-                               sets=sets, warmup=3, reps=args.reps)
+        timing = time_launches(lambda i, pl=pl, kernel=kernel, la=launcher, f=f: la.launch(pl, kernel, ops.xs[i], f,
+                                                                                           ops.ys[i]),
+                               sets=ops.sets, warmup=warmup, reps=reps)
         row.update(status="ok", **timing.to_dict())
-        results.append(row)
+    return rows
+
+
+def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: argparse.Namespace,
+                  plans: list, space_size: int) -> dict:
+    ops = Operands(problem, machine, seed=7)
+    xs, ys, w, sets = ops.xs, ops.ys, ops.w, ops.sets
+    filters = ops.filters
+    results = measure_candidates(plans, ops, args.reps, warmup=3)
     ok = sorted((r for r in results if r["status"] == "ok"), key=lambda r: (r["median_ms"], r["config"]))
     if not ok:
         return {"name": name, "problem": problem.key(), "error": "no configuration verified", "candidates": results}

@@ -27,18 +27,16 @@ from pathlib import Path
 import cupy as cp
 
 from convtune.cli import load_suite
-from convtune.errors import CompileError, LaunchError
+from convtune.errors import CompileError
 from convtune.kernels.compile import precompile
 from convtune.kernels.ops import device_machine
-from convtune.kernels.reference import conv2d_reference_gpu, relative_error
 from convtune.kernels.registry import get_spec
-from convtune.kernels.timing import rotation_sets, time_launches
 from convtune.kernels.winograd.launcher import applies
 from convtune.problem import ConvProblem
 
 FAMILIES = ("winograd", "winograd_unfused")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vs_cudnn import time_cudnn  # noqa: E402
+from vs_cudnn import Operands, measure_candidates, time_cudnn  # noqa: E402
 
 
 def suite_problems(path: str, only: list[str] | None) -> list[tuple[str, ConvProblem]]:
@@ -59,50 +57,11 @@ def sample_plans(problem: ConvProblem, machine, k: int, seed: int) -> tuple[list
 
 
 def bench_shape(name: str, problem: ConvProblem, plans: list, machine, reps: int) -> dict:
-    rng = cp.random.default_rng(11)
     p = problem
-    sets = rotation_sets(4 * (p.input_elements + p.output_elements), machine.l2_bytes)
-    xs = [rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32) for _ in range(sets)]
-    ys = [cp.empty((p.N, p.K, p.P, p.Q), dtype=cp.float32) for _ in range(sets)]
-    w = rng.standard_normal((p.K, p.C, 3, 3), dtype=cp.float32)
-    ref = conv2d_reference_gpu(xs[0], w, padding=(p.pad_h, p.pad_w))
-    filters_cache: dict[tuple, object] = {}
-    rows = []
-    for pl in plans:
-        c = pl.config
-        launcher = get_spec(c.family).launcher
-        row = {"config": c.key(), "family": c.family, "m": c.m, "smem_bytes": pl.smem_bytes, "blocks": pl.blocks,
-               "threads": c.threads, "regs_estimate": pl.regs_estimate}
-        try:
-            kernel = launcher.compile_plan(pl)
-        except CompileError as exc:
-            row.update(status="compile_error", error=str(exc)[:300])
-            rows.append(row)
-            continue
-        row.update(regs=kernel.resources.num_regs, local_bytes=kernel.resources.local_bytes)
-        key = launcher.filters_key(pl)
-        if key not in filters_cache:
-            filters_cache[key] = launcher.prepare_filters(pl, w)
-        u = filters_cache[key]
-        try:
-            ys[0].fill(cp.nan)
-            launcher.launch(pl, kernel, xs[0], u, ys[0])
-            cp.cuda.get_current_stream().synchronize()
-        except (LaunchError, cp.cuda.driver.CUDADriverError) as exc:
-            row.update(status="launch_error", error=str(exc)[:300])
-            rows.append(row)
-            continue
-        err = relative_error(ys[0], ref)
-        row["rel_error"] = err
-        if not err <= launcher.tolerance(pl):
-            row["status"] = "wrong"
-            rows.append(row)
-            continue
-        t = time_launches(lambda i, pl=pl, kernel=kernel, u=u, la=launcher: la.launch(pl, kernel, xs[i], u, ys[i]),
-                          sets=sets, warmup=2, reps=reps)
-        row.update(status="ok", **t.to_dict())
-        rows.append(row)
-    cudnn_ms = time_cudnn(xs, w, p, "fp32")
+    ops = Operands(p, machine, seed=11)
+    rows = measure_candidates(plans, ops, reps, warmup=2, describe=lambda pl: {
+        "m": pl.config.m, "threads": pl.config.threads, "regs_estimate": pl.regs_estimate})
+    cudnn_ms = time_cudnn(ops.xs, ops.w, p, "fp32")
     ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["median_ms"])
     best = ok[0] if ok else None
     return {"name": name, "problem": p.key(), "sampled": len(plans), "verified": len(ok),
