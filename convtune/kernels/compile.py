@@ -166,6 +166,7 @@ def parse_ptxas_log(log: str) -> dict[str, KernelResources]:
 # ---- runtime loading (CuPy, lazily imported) --------------------------------------------------------
 _lock = threading.Lock()
 _loaded: dict[tuple[int, str, str], LoadedKernel] = {}
+_modules: dict[tuple[int, str], Any] = {}   # one module per (device, source): its entries share one compile
 
 
 @cache
@@ -201,11 +202,14 @@ def load_kernel(text: str, entry: str, dynamic_smem_bytes: int = 0) -> LoadedKer
     cubin_dir = os.environ.get("CONVTUNE_CUBIN_DIR")
     arch = "sm_{}{}".format(*cp.cuda.Device().compute_capability)
     cubin = Path(cubin_dir) / f"{source_hash(text + arch)}.cubin" if cubin_dir else None
+    with _lock:
+        module = _modules.get((device, digest))
     try:
-        if cubin is not None and cubin.is_file():
-            module = cp.RawModule(path=str(cubin))
-        else:
-            module = cp.RawModule(code=text, options=NVRTC_OPTIONS)
+        if module is None:
+            if cubin is not None and cubin.is_file():
+                module = cp.RawModule(path=str(cubin))
+            else:
+                module = cp.RawModule(code=text, options=NVRTC_OPTIONS)
         function = module.get_function(entry)
         resources = KernelResources(
             num_regs=int(function.num_regs), local_bytes=int(function.local_size_bytes),
@@ -214,6 +218,7 @@ def load_kernel(text: str, entry: str, dynamic_smem_bytes: int = 0) -> LoadedKer
         raise CompileError(f"NVRTC failed for {entry}:\n{str(exc)[-4000:]}") from None
     loaded = LoadedKernel(function, entry, digest, resources, time.perf_counter() - start)
     with _lock:
+        _modules[(device, digest)] = module
         _loaded[key] = loaded
     return _allow_dynamic_smem(loaded, dynamic_smem_bytes)
 
