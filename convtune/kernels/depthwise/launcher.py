@@ -24,6 +24,7 @@ from typing import Any
 
 from convtune.errors import InvalidInput, LaunchError
 from convtune.kernels.compile import LoadedKernel, cupy_module, load_kernel
+from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.plan1d import REDUCE_ENTRY, REDUCE_WARPS, Depthwise1dPlan
 
 
@@ -55,18 +56,6 @@ def allocate_workspace(pl: Depthwise1dPlan) -> Any:
     return cp.empty(pl.workspace_words, dtype=cp.float32)
 
 
-def _check(name: str, array: Any, shape: tuple[int, ...]) -> None:
-    cp = cupy_module()
-    if not isinstance(array, cp.ndarray):
-        raise InvalidInput(name, f"must be a CuPy array, got {type(array).__name__}")
-    if array.dtype != cp.float32:
-        raise InvalidInput(name, f"dtype must be float32, got {array.dtype}")
-    if tuple(array.shape) != shape:
-        raise InvalidInput(name, f"shape {tuple(array.shape)} must be {shape}")
-    if not array.flags.c_contiguous:
-        raise InvalidInput(name, "must be C-contiguous")
-
-
 def launch(pl: Depthwise1dPlan, kernels: DepthwiseKernels, a: Any, b: Any, out: Any, workspace: Any | None = None,
            stream: Any | None = None) -> None:
     """Run the plan on (a, b) into ``out`` (see the module docstring for the arrays of each path).
@@ -81,7 +70,7 @@ def launch(pl: Depthwise1dPlan, kernels: DepthwiseKernels, a: Any, b: Any, out: 
     shapes = {"fwd": (tensor, weight, tensor), "dgrad": (tensor, weight, tensor),
               "wgrad": (tensor, tensor, weight)}[pl.path]
     for name, array, shape in zip(names, (a, b, out), shapes, strict=True):
-        _check(name, array, shape)
+        check_array(name, array, shape)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     ints = tuple(cp.int32(v) for v in pl.int_args)
     try:

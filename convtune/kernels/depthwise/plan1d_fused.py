@@ -24,6 +24,7 @@ from typing import Any
 
 from convtune.errors import InvalidConfig, InvalidInput, LaunchError
 from convtune.kernels.compile import LoadedKernel, cupy_module, load_kernel
+from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import MODE_ATOMIC, FusedBwdConfig
 from convtune.kernels.depthwise.plan1d import (
     _REDUCE_WRAPPER,
@@ -233,9 +234,7 @@ def launch(pl: FusedPlan, kernels: FusedKernels, x: Any, dy: Any, w: Any, dx: An
     tensor, weight = (pl.B, pl.C, pl.L), (pl.C, pl.K)
     for name, array, shape in (("x", x, tensor), ("dy", dy, tensor), ("w", w, weight), ("dx", dx, tensor),
                                ("dw", dw, weight)):
-        if not isinstance(array, cp.ndarray) or array.dtype != cp.float32 or tuple(array.shape) != shape \
-                or not array.flags.c_contiguous:
-            raise InvalidInput(name, f"must be a C-contiguous float32 CuPy array of shape {shape}")
+        check_array(name, array, shape)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     ints = (cp.int32(pl.rows), cp.int32(pl.C), cp.int32(pl.L), cp.int32(pl.K), cp.int32(pl.ngroups))
     try:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, InvalidInput, LaunchError
+from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dTiledFwdConfig
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -173,9 +174,7 @@ def launch(pl: Dw2dPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, stream: A
     p = pl.problem
     for name, array, shape in (("x", x, (p.N, p.C, p.H, p.W)), ("w", w, (p.C, 1, p.R, p.S)),
                                ("y", y, (p.N, p.C, p.P, p.Q))):
-        if not isinstance(array, cp.ndarray) or array.dtype != cp.float32 or tuple(array.shape) != shape \
-                or not array.flags.c_contiguous:
-            raise InvalidInput(name, f"must be a C-contiguous float32 CuPy array of shape {shape}")
+        check_array(name, array, shape)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     i32 = cp.int32
     args = (x, w, y, i32(p.N * p.C), i32(p.C), i32(p.H), i32(p.W), i32(p.P), i32(p.Q), i32(p.pad_h), i32(p.pad_w),

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, InvalidInput, LaunchError
+from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dFastDgradConfig
 from convtune.kernels.depthwise.plan2d import applies
 from convtune.kernels.depthwise.plan2d_fast import MAX_ACC, MAX_REGS
@@ -190,9 +191,7 @@ def launch(pl: Dw2dDgradPlan, kernel: LoadedKernel, dy: Any, w: Any, dx: Any, st
     p = pl.problem
     for name, array, shape in (("dy", dy, (p.N, p.C, p.P, p.Q)), ("w", w, (p.C, 1, p.R, p.S)),
                                ("dx", dx, (p.N, p.C, p.H, p.W))):
-        if not isinstance(array, cp.ndarray) or array.dtype != cp.float32 or tuple(array.shape) != shape \
-                or not array.flags.c_contiguous:
-            raise InvalidInput(name, f"must be a C-contiguous float32 CuPy array of shape {shape}")
+        check_array(name, array, shape)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     try:
         with stream:

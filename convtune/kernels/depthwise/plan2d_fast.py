@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, InvalidInput, LaunchError
+from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dFastFwdConfig
 from convtune.kernels.depthwise.plan2d import applies
 from convtune.kernels.launch_geometry import round_regs, span_inside
@@ -218,9 +219,7 @@ def launch(pl: Dw2dFastPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, strea
     p = pl.problem
     for name, array, shape in (("x", x, (p.N, p.C, p.H, p.W)), ("w", w, (p.C, 1, p.R, p.S)),
                                ("y", y, (p.N, p.C, p.P, p.Q))):
-        if not isinstance(array, cp.ndarray) or array.dtype != cp.float32 or tuple(array.shape) != shape \
-                or not array.flags.c_contiguous:
-            raise InvalidInput(name, f"must be a C-contiguous float32 CuPy array of shape {shape}")
+        check_array(name, array, shape)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     args = (x, w, y, cp.int32(p.N * p.C), cp.int32(p.C), cp.int32(pl.nbands))
     try:

@@ -21,6 +21,7 @@ from typing import Any
 
 from convtune.errors import InvalidConfig, InvalidInput, LaunchError
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import MODE_ATOMIC, MODES, Dw2dFastWgradConfig
 from convtune.kernels.depthwise.plan1d import _REDUCE_WRAPPER, REDUCE_ENTRY, REDUCE_SOURCE, REDUCE_WARPS
 from convtune.kernels.depthwise.plan1d import _family_source as _source_of
@@ -226,9 +227,7 @@ def launch(pl: Dw2dWgradPlan, kernels: Dw2dWgradKernels, x: Any, dy: Any, dw: An
     p = pl.problem
     for name, array, shape in (("x", x, (p.N, p.C, p.H, p.W)), ("dy", dy, (p.N, p.C, p.P, p.Q)),
                                ("dw", dw, (p.C, 1, p.R, p.S))):
-        if not isinstance(array, cp.ndarray) or array.dtype != cp.float32 or tuple(array.shape) != shape \
-                or not array.flags.c_contiguous:
-            raise InvalidInput(name, f"must be a C-contiguous float32 CuPy array of shape {shape}")
+        check_array(name, array, shape)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     ints = (cp.int32(p.N), cp.int32(p.C), cp.int32(pl.nbands), cp.int32(pl.n_groups))
     try:
