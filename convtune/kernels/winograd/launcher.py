@@ -212,7 +212,7 @@ def compile_plan(pl: WinogradFwdPlan) -> LoadedKernel:
     return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
 
 
-def transform_filters(w: Any, m: int, cp_: int, kp: int, out: Any | None = None) -> Any:
+def transform_filters(w: Any, m: int, cp_: int, kp: int) -> Any:
     """w (K, C, 3, 3) CuPy array -> U (α², cp_, kp) float32, U[ξ, c, k] = (G g_kc Gᵀ)[ξ] computed in float64
     (once per weight tensor: accuracy is free here), zero for c ≥ C or k ≥ K."""
     cp = cupy_module()
@@ -220,10 +220,7 @@ def transform_filters(w: Any, m: int, cp_: int, kp: int, out: Any | None = None)
     g = cp.asarray(matrices(m)[1])
     alpha = m + 2
     u = cp.einsum("ar,kcrs,bs->abck", g, w.astype(cp.float64), g).reshape(alpha * alpha, c, k)
-    if out is None:
-        out = cp.zeros((alpha * alpha, cp_, kp), dtype=cp.float32)
-    else:
-        out.fill(0)
+    out = cp.zeros((alpha * alpha, cp_, kp), dtype=cp.float32)
     out[:, :c, :k] = u
     return out
 
