@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ALGORITHM = {"direct": "direct", "winograd": "winograd", "winograd_unfused": "winograd"}
+from convtune.kernels.registry import get_spec
 
 
 def load(folders: list[Path]) -> dict[str, dict[str, Any]]:
@@ -43,9 +43,9 @@ def table(rows: dict[str, dict[str, Any]]) -> str:
     for name, r in rows.items():
         fam = r.get("families", {})
         winner = r["best_config"].split(".", 1)[0]
-        favoured = ALGORITHM.get(r.get("bound_favours") or "", "—")
+        favoured = get_spec(r["bound_favours"]).algorithm if r.get("bound_favours") else "—"
         is_3x3 = "winograd" in fam
-        ok = favoured == ALGORITHM[winner]
+        ok = favoured == get_spec(winner).algorithm
         if is_3x3:
             winograd_shapes += 1
             agree += ok
