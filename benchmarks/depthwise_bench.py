@@ -9,7 +9,8 @@ rotating buffer sets > 2× L2 when a set fits in L2). The best time per row is r
 whether naive ≥ coalesced ≥ shared ≥ warp holds on every path. 2-D: the tiled forward (``--candidates``
 seeded draws) and the fast forward (``--candidates-2d``: round-robin over the register-blocking shapes
 rows_per_thread × outputs_per_thread × small/large band, each group's plans by occupancy, traffic and bytes
-staged per SM; items of fewer than 4 outputs last).
+staged per SM; items of fewer than 4 outputs last) and, on images up to 32 wide, the packed forward (every plan
+of its space, or ``--candidates-packed`` model-best ones).
 The warp-tiled candidates likewise go round-robin over design × lanes_per_row × outputs_per_lane.
 2-D also times the input gradient and the weight gradient (both modes; ``--candidates-2d`` each) against
 PyTorch's ``autograd.grad`` of ``F.conv2d`` w.r.t. x only / w only.
@@ -43,8 +44,17 @@ import torch.nn.functional as F
 
 from convtune.errors import CompileError, InvalidConfig, LaunchError
 from convtune.kernels.compile import nvcc_available, precompile
-from convtune.kernels.depthwise import launcher, plan1d_fused, plan2d, plan2d_dgrad, plan2d_fast, plan2d_wgrad
+from convtune.kernels.depthwise import (
+    launcher,
+    plan1d_fused,
+    plan2d,
+    plan2d_dgrad,
+    plan2d_fast,
+    plan2d_packed,
+    plan2d_wgrad,
+)
 from convtune.kernels.depthwise.configs import MODES, PATHS, VARIANTS_1D
+from convtune.kernels.depthwise.model import predict_2d_packed
 from convtune.kernels.depthwise.reference import (
     dw1d_dgrad_reference,
     dw1d_fwd_reference,
@@ -58,6 +68,7 @@ from convtune.kernels.depthwise.space import (
     enumerate_plans_2d,
     enumerate_plans_2d_dgrad,
     enumerate_plans_2d_fast,
+    enumerate_plans_2d_packed,
     enumerate_plans_2d_wgrad,
     enumerate_plans_fused,
 )
@@ -343,6 +354,10 @@ def bench_2d(name: str, problem: ConvProblem, machine, args: argparse.Namespace)
         picks = diverse(list(enumerate_plans_2d_fast(p, machine)), args.candidates_2d, shapes,
                         lambda pl: _rank_2d_fast(pl, machine))
         chosen += [("fast", "fwd", "", plan2d_fast, pl) for pl in picks]
+    if "packed" in args.variants_2d:
+        plans = sorted(enumerate_plans_2d_packed(p, machine),
+                       key=lambda pl: (predict_2d_packed(pl, machine).time_s, pl.config.key()))
+        chosen += [("packed", "fwd", "", plan2d_packed, pl) for pl in plans[:args.candidates_packed or None]]
     if args.bwd_2d:
         picks = diverse(list(enumerate_plans_2d_dgrad(p, machine)), args.candidates_2d, shapes,
                         lambda pl: _rank_2d_fast(pl, machine, plan2d_dgrad))
@@ -469,7 +484,10 @@ def main() -> int:
     ap.add_argument("--no-2d", action="store_true")
     ap.add_argument("--no-fused", dest="fused", action="store_false", help="skip the fused 1-D backward")
     ap.add_argument("--no-bwd-2d", dest="bwd_2d", action="store_false", help="skip the 2-D input/weight gradients")
-    ap.add_argument("--variants-2d", nargs="*", default=["tiled", "fast"], choices=["tiled", "fast"])
+    ap.add_argument("--variants-2d", nargs="*", default=["tiled", "fast", "packed"],
+                    choices=["tiled", "fast", "packed"])
+    ap.add_argument("--candidates-packed", type=int, default=0,
+                    help="packed 2-D forward plans timed, model-best first (0: every plan of its space)")
     ap.add_argument("--candidates-2d", type=int, default=32,
                     help="fast 2-D configurations timed per shape and path (and wgrad mode)")
     ap.add_argument("--reps", type=int, default=30)

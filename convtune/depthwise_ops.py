@@ -25,7 +25,7 @@ from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 DATABASE_URL_ENV = "CONVTUNE_DATABASE_URL"
-FAMILIES_2D = ("depthwise2d_tiled", "depthwise2d_fast")
+FAMILIES_2D = ("depthwise2d_tiled", "depthwise2d_fast", "depthwise2d_packed")
 
 
 def database_url() -> str | None:
@@ -95,7 +95,8 @@ def model_plan(problem: ConvProblem, machine: MachineModel, path: str = "fwd") -
         plans = [pl for v in VARIANTS_1D for pl in space.enumerate_plans(problem, machine, v, path)
                  if path != "wgrad" or pl.config.mode == MODE_DETERMINISTIC]
     elif path == "fwd":
-        plans = [*space.enumerate_plans_2d(problem, machine), *space.enumerate_plans_2d_fast(problem, machine)]
+        plans = [*space.enumerate_plans_2d(problem, machine), *space.enumerate_plans_2d_fast(problem, machine),
+                 *space.enumerate_plans_2d_packed(problem, machine)]
     else:
         raise InvalidConfig("path", f"{path}: the 2-D depthwise kernels have a forward path only")
     if not plans:

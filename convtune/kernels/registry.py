@@ -39,8 +39,15 @@ from convtune.kernels.depthwise import model as _dw_model
 from convtune.kernels.depthwise import plan1d as _dw_plan1d
 from convtune.kernels.depthwise import plan2d as _dw_plan2d
 from convtune.kernels.depthwise import plan2d_fast as _dw_plan2d_fast
+from convtune.kernels.depthwise import plan2d_packed as _dw_plan2d_packed
 from convtune.kernels.depthwise import space as _dw_space
-from convtune.kernels.depthwise.configs import CONFIG_CLASSES_1D, VARIANTS_1D, Dw2dFastFwdConfig, Dw2dTiledFwdConfig
+from convtune.kernels.depthwise.configs import (
+    CONFIG_CLASSES_1D,
+    VARIANTS_1D,
+    Dw2dFastFwdConfig,
+    Dw2dPackedFwdConfig,
+    Dw2dTiledFwdConfig,
+)
 from convtune.kernels.direct import launcher as _direct
 from convtune.kernels.direct import model as _direct_model
 from convtune.kernels.direct import space as _direct_space
@@ -191,6 +198,17 @@ REGISTRY[("depthwise2d_fast", "fwd")] = KernelSpec(
     grid_size=_dw.grid_size_2d_fast, floor_work=_dw.floor_work, launcher=_dw, algorithm="depthwise",
     description="2-D depthwise forward (groups = C = K), bands of whole-width rows staged by cp.async, VH × VW "
                 "register items with float4 window reads",
+)
+REGISTRY[("depthwise2d_packed", "fwd")] = KernelSpec(
+    family="depthwise2d_packed", direction="fwd", source=_dw_plan2d_packed.SOURCE, entry=_dw_plan2d_packed.ENTRY,
+    config_class=Dw2dPackedFwdConfig, supports=_dw.supports_2d_packed,
+    enumerate_plans=_dw_space.enumerate_plans_2d_packed, plan=_dw_plan2d_packed.plan,
+    predict_s=lambda pl, machine: _dw_model.predict_2d_packed(pl, machine).time_s,
+    traffic_words=_dw.traffic_words, onchip_words=_dw.onchip_words, bound_words=_dw.bound_words,
+    grid_size=_dw.grid_size_2d_packed, floor_work=_dw.floor_work, launcher=_dw, algorithm="depthwise",
+    description="2-D depthwise forward for images up to 32 wide (groups = C = K): groups of whole planes copied in "
+                "and written out as contiguous stretches (16-byte cp.async, float4 stores), VH rows × Q outputs "
+                "per thread",
 )
 
 

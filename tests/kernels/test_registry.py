@@ -45,7 +45,10 @@ def test_unknown_family_names_the_allowed_ones() -> None:
 
 
 def test_specs_for_filters_unsupported_problems() -> None:
-    assert [s.family for s in specs_for(DEPTHWISE_2D)] == ["depthwise2d_tiled", "depthwise2d_fast"]
+    assert [s.family for s in specs_for(DEPTHWISE_2D)] == ["depthwise2d_tiled", "depthwise2d_fast",
+                                                           "depthwise2d_packed"]
+    wide = DEPTHWISE_2D.replace(H=56, W=56)  # the packed kernel takes images up to 32 wide
+    assert [s.family for s in specs_for(wide)] == ["depthwise2d_tiled", "depthwise2d_fast"]
     assert [s.family for s in specs_for(CAUSAL_1D)] == ["depthwise1d_naive", "depthwise1d_coalesced",
                                                          "depthwise1d_shared", "depthwise1d_warp", "depthwise1d_fast"]
     grouped = ConvProblem.parse("N=1 C=8 H=12 W=12 K=8 R=3 S=3 pad=1 groups=2")

@@ -36,7 +36,8 @@ def _best(problem: ConvProblem, fam: str):
 
 def test_every_1d_variant_and_2d_kernel_has_a_forward_row() -> None:
     families = {f for f, d in REGISTRY if f.startswith("depthwise")}
-    assert families == {f"depthwise1d_{v}" for v in VARIANTS_1D} | {"depthwise2d_tiled", "depthwise2d_fast"}
+    assert families == ({f"depthwise1d_{v}" for v in VARIANTS_1D}
+                        | {"depthwise2d_tiled", "depthwise2d_fast", "depthwise2d_packed"})
     assert all(REGISTRY[(f, "fwd")].algorithm == "depthwise" for f in families)
     assert all(REGISTRY[(f, "fwd")].launcher is family for f in families)
 

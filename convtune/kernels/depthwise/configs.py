@@ -24,7 +24,8 @@ adds into a zeroed dw).
 
 2-D depthwise forward (NCHW): family ``depthwise2d_tiled`` (:class:`Dw2dTiledFwdConfig`, the baseline) and
 ``depthwise2d_fast`` (:class:`Dw2dFastFwdConfig`: row bands of whole planes, register blocking in both
-directions).
+directions) and ``depthwise2d_packed`` (:class:`Dw2dPackedFwdConfig`: groups of whole small planes staged and
+stored as one contiguous stretch).
 """
 
 from __future__ import annotations
@@ -279,3 +280,17 @@ class Dw2dFastWgradConfig(KernelConfig):
     planes: int = 1
     threads: int = 128
     mode: int = MODE_DETERMINISTIC
+
+
+@dataclass(frozen=True, slots=True)
+class Dw2dPackedFwdConfig(KernelConfig):
+    """2-D depthwise forward for small images (``dw2d_packed.cu``): a block = ``planes`` whole (n, c) planes,
+    copied in and written out as contiguous stretches; an item = ``rows_per_thread`` output rows × all Q
+    columns of one plane in registers; ``threads`` walk the items."""
+
+    family = "depthwise2d_packed"
+    direction = "fwd"
+
+    planes: int = 16              # PB
+    rows_per_thread: int = 1      # VH
+    threads: int = 128

@@ -2,7 +2,7 @@
 
 The registry (:mod:`convtune.kernels.registry`) has one forward row per 1-D variant
 (``depthwise1d_naive`` … ``depthwise1d_fast``) and one per 2-D kernel (``depthwise2d_tiled``,
-``depthwise2d_fast``).
+``depthwise2d_fast``, ``depthwise2d_packed``).
 Every row's ``launcher`` is this module, which dispatches on the plan type, so that the GPU benchmarker
 and ``convtune tune`` run depthwise plans exactly like direct or Winograd ones:
 
@@ -27,11 +27,13 @@ from convtune.errors import InvalidConfig, InvalidInput
 from convtune.kernels.depthwise import launcher as _launcher1d
 from convtune.kernels.depthwise import plan2d as _plan2d
 from convtune.kernels.depthwise import plan2d_fast as _plan2d_fast
+from convtune.kernels.depthwise import plan2d_packed as _plan2d_packed
 from convtune.kernels.depthwise import space as _space
 from convtune.kernels.depthwise import traffic as _traffic
 from convtune.kernels.depthwise.plan1d import Depthwise1dPlan
 from convtune.kernels.depthwise.plan2d import Dw2dPlan
 from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
+from convtune.kernels.depthwise.plan2d_packed import Dw2dPackedPlan
 from convtune.problem import ConvProblem
 
 TOLERANCE = 1e-5  # relative error of the forward against float64 (shared/DESIGN.md)
@@ -47,6 +49,10 @@ def supports_2d(problem: ConvProblem) -> bool:
     return _plan2d.applies(problem) is None
 
 
+def supports_2d_packed(problem: ConvProblem) -> bool:
+    return _plan2d_packed.applies(problem) is None
+
+
 def grid_size_2d(problem: ConvProblem) -> int:
     """Size of the 2-D tiled kernel's raw parameter grid (tiles × outputs per thread × planes)."""
     return len(_space.TILE_2D) * len(_space.VW_2D) * len(_space.PLANES_2D)
@@ -59,8 +65,15 @@ def grid_size_2d_fast(problem: ConvProblem) -> int:
             * len(_space.FAST2D_THREADS))
 
 
+def grid_size_2d_packed(problem: ConvProblem) -> int:
+    """Size of the packed 2-D kernel's raw parameter grid (planes × VH × threads)."""
+    return len(_space.PACKED2D_PLANES) * len(_space.PACKED2D_VH) * len(_space.PACKED2D_THREADS)
+
+
 def traffic_words(pl: Any) -> int:
     """Modelled global-memory words of one launch (loads + stores)."""
+    if isinstance(pl, Dw2dPackedPlan):
+        return sum(_plan2d_packed.traffic_words(pl).values())
     if isinstance(pl, Dw2dFastPlan):
         return sum(_plan2d_fast.traffic_words(pl).values())
     if isinstance(pl, Dw2dPlan):
@@ -72,6 +85,9 @@ def onchip_words(pl: Any) -> int:
     """Fast memory one block holds: its shared memory plus the data registers of its threads (the fast
     variant's TL outputs and KE taps per thread, the 2-D kernel's window, taps and outputs; the simple
     variants' one accumulator)."""
+    if isinstance(pl, Dw2dPackedPlan):
+        p, c = pl.problem, pl.config
+        return pl.smem_bytes // 4 + pl.threads * (p.R * p.S + c.rows_per_thread * p.Q + p.W)
     if isinstance(pl, Dw2dFastPlan):
         p, c = pl.problem, pl.config
         window = ((c.rows_per_thread - 1) * p.stride_h + p.R) * ((c.outputs_per_thread - 1) * p.stride_w + p.S)
@@ -118,6 +134,8 @@ class FamilyKernels(_launcher1d.DepthwiseKernels):
 
 def compile_plan(pl: Any) -> Any:
     """The plan's compiled kernel(s) for the current device (cached)."""
+    if isinstance(pl, Dw2dPackedPlan):
+        return _plan2d_packed.compile_plan(pl)
     if isinstance(pl, Dw2dFastPlan):
         return _plan2d_fast.compile_plan(pl)
     if isinstance(pl, Dw2dPlan):
@@ -131,7 +149,7 @@ def prepare_filters(pl: Any, w: Any) -> Any:
     from convtune.kernels.compile import cupy_module
 
     cp = cupy_module()
-    if isinstance(pl, Dw2dPlan | Dw2dFastPlan):
+    if isinstance(pl, Dw2dPlan | Dw2dFastPlan | Dw2dPackedPlan):
         return cp.ascontiguousarray(w, dtype=cp.float32)
     p = pl.problem
     return cp.ascontiguousarray(w.reshape(p.C, p.S)[:, ::-1], dtype=cp.float32)
@@ -139,7 +157,7 @@ def prepare_filters(pl: Any, w: Any) -> Any:
 
 def filters_key(pl: Any) -> tuple[str, ...]:
     """Plans with equal keys share one :func:`prepare_filters` result."""
-    return ("depthwise2d",) if isinstance(pl, Dw2dPlan | Dw2dFastPlan) else ("depthwise1d_lag",)
+    return ("depthwise2d",) if isinstance(pl, Dw2dPlan | Dw2dFastPlan | Dw2dPackedPlan) else ("depthwise1d_lag",)
 
 
 def launch(pl: Any, kernel: Any, x: Any, filters: Any, y: Any, stream: Any | None = None) -> None:
@@ -150,6 +168,9 @@ def launch(pl: Any, kernel: Any, x: Any, filters: Any, y: Any, stream: Any | Non
         InvalidInput: an array of the wrong type, dtype, shape or layout.
         LaunchError: the launch failed.
     """
+    if isinstance(pl, Dw2dPackedPlan):
+        _plan2d_packed.launch(pl, kernel, x, filters, y, stream)
+        return
     if isinstance(pl, Dw2dFastPlan):
         _plan2d_fast.launch(pl, kernel, x, filters, y, stream)
         return

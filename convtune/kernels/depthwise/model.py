@@ -16,7 +16,8 @@ predicted time = max(DRAM time, L2 time, issue time) / efficiency + launch overh
   fast_issued_macs`, causal zeros and tails included) at 1.3 instructions each (FFMA + its share of
   float4 shared-memory loads); the other 1-D variants count causal multiply-adds; 2-D counts every tap
   at ``COST_2D_BASE`` + ``COST_2D_WINDOW`` × the window's shared-memory loads per multiply-add (the 2-D
-  fast kernel: ``COST_2D_FAST_*`` with float4 window reads per item of VH × VW outputs);
+  fast kernel: ``COST_2D_FAST_*`` with float4 window reads per item of VH × VW outputs; the packed kernel:
+  ``COST_2D_FAST_BASE`` + ``COST_2D_PACKED_ROW`` × scalar row reads per multiply-add);
 * efficiency = SM fill × tail × latency hiding: blocks resident per SM come from threads, shared
   memory and the register estimate (:func:`~convtune.kernels.launch_geometry.resident_blocks`); a grid
   smaller than one wave fills min(1, grid / SMs) of the SMs; a grid of w waves loses the idle part of
@@ -43,6 +44,8 @@ from convtune.kernels.depthwise.plan2d import Dw2dPlan
 from convtune.kernels.depthwise.plan2d import traffic_words as traffic_words_2d
 from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
 from convtune.kernels.depthwise.plan2d_fast import traffic_words as traffic_words_2d_fast
+from convtune.kernels.depthwise.plan2d_packed import Dw2dPackedPlan
+from convtune.kernels.depthwise.plan2d_packed import traffic_words as traffic_words_2d_packed
 from convtune.kernels.launch_geometry import resident_blocks
 from convtune.machine import MachineModel
 
@@ -70,6 +73,9 @@ COST_2D_WINDOW = 8.0
 #: (VW−1)·stride_w + S once (float4) for VH·VW·R·S multiply-adds; not yet calibrated on a GPU.
 COST_2D_FAST_BASE = 2.0
 COST_2D_FAST_WINDOW = 4.0
+#: 2-D packed: an item of VH rows × Q outputs reads (VH−1)·stride_h + R input rows of W floats, one scalar
+#: shared-memory load each, for VH·Q·R·S multiply-adds; not yet calibrated on a GPU.
+COST_2D_PACKED_ROW = 1.0
 #: Unhidden fraction of the non-binding terms: overlap of memory and issue is never perfect, and the
 #: penalty separates configurations whose binding term ties (every fast config is at the DRAM time).
 OVERLAP_LOSS = 0.2
@@ -164,8 +170,24 @@ def predict_2d_fast(pl: Dw2dFastPlan, machine: MachineModel) -> DepthwisePredict
     return _combine(dram_s, l2_s, issue_s, eff, 1)
 
 
+def predict_2d_packed(pl: Dw2dPackedPlan, machine: MachineModel) -> DepthwisePrediction:
+    """Model time of one launch of the 2-D packed forward plan."""
+    bw = machine.copy_bandwidth_bytes_per_s
+    p, vh = pl.problem, pl.config.rows_per_thread
+    dram_s = p.compulsory_bytes / bw
+    l2_s = 4 * sum(traffic_words_2d_packed(pl).values()) / (L2_OVER_DRAM_BANDWIDTH * bw)
+    row_loads = ((vh - 1) * p.stride_h + p.R) * p.W
+    cost = COST_2D_FAST_BASE + COST_2D_PACKED_ROW * row_loads / (vh * p.Q * p.R * p.S)
+    issue_s = p.macs * cost / (machine.fp32_peak_flops_per_s / 2)
+    eff = _efficiency(pl.grid, pl.threads, pl.smem_bytes, pl.regs_estimate, machine)
+    return _combine(dram_s, l2_s, issue_s, eff, 1)
+
+
 def predict(pl: Any, machine: MachineModel) -> DepthwisePrediction:
-    """:func:`predict_1d`, :func:`predict_2d` or :func:`predict_2d_fast` by plan type."""
+    """:func:`predict_1d`, :func:`predict_2d`, :func:`predict_2d_fast` or :func:`predict_2d_packed` by plan
+    type."""
+    if isinstance(pl, Dw2dPackedPlan):
+        return predict_2d_packed(pl, machine)
     if isinstance(pl, Dw2dFastPlan):
         return predict_2d_fast(pl, machine)
     return predict_2d(pl, machine) if isinstance(pl, Dw2dPlan) else predict_1d(pl, machine)

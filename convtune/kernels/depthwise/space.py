@@ -23,6 +23,7 @@ from convtune.kernels.depthwise.configs import (
     Dw2dFastDgradConfig,
     Dw2dFastFwdConfig,
     Dw2dFastWgradConfig,
+    Dw2dPackedFwdConfig,
     Dw2dTiledFwdConfig,
     FusedBwdConfig,
 )
@@ -35,6 +36,9 @@ from convtune.kernels.depthwise.plan2d_dgrad import Dw2dDgradPlan
 from convtune.kernels.depthwise.plan2d_dgrad import plan as plan_2d_dgrad
 from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
 from convtune.kernels.depthwise.plan2d_fast import plan as plan_2d_fast
+from convtune.kernels.depthwise.plan2d_packed import Dw2dPackedPlan
+from convtune.kernels.depthwise.plan2d_packed import applies as applies_packed
+from convtune.kernels.depthwise.plan2d_packed import plan as plan_2d_packed
 from convtune.kernels.depthwise.plan2d_wgrad import Dw2dWgradPlan
 from convtune.kernels.depthwise.plan2d_wgrad import plan as plan_2d_wgrad
 from convtune.machine import MachineModel
@@ -62,6 +66,9 @@ FAST2D_VH = (1, 2, 4, 7)
 FAST2D_VW = (1, 2, 4, 7, 8)
 FAST2D_PLANES = (1, 2, 4, 8, 16, 32, 64)
 FAST2D_THREADS = (32, 64, 128, 256, 512)
+PACKED2D_PLANES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128)
+PACKED2D_VH = (1, 2, 3, 4, 7, 14)
+PACKED2D_THREADS = (32, 64, 128, 256, 512)
 
 
 def _with_extent(values: tuple[int, ...], extent: int, multiple: int = 1) -> list[int]:
@@ -169,6 +176,20 @@ def enumerate_plans_2d_fast(problem: ConvProblem, machine: MachineModel) -> Iter
             continue
         try:
             yield plan_2d_fast(p, Dw2dFastFwdConfig(th, vh, vw, pb, threads), machine)
+        except InvalidConfig:
+            continue
+
+
+def enumerate_plans_2d_packed(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dPackedPlan]:
+    """Every valid plan of the packed 2-D forward kernel (images up to 32 wide): planes per block × output
+    rows per item × threads (from one warp up to the block's items)."""
+    if applies_packed(problem) is not None:
+        return
+    for pb, vh, threads in itertools.product(PACKED2D_PLANES, PACKED2D_VH, PACKED2D_THREADS):
+        if vh > problem.P:
+            continue
+        try:
+            yield plan_2d_packed(problem, Dw2dPackedFwdConfig(pb, vh, threads), machine)
         except InvalidConfig:
             continue
 
