@@ -5,7 +5,7 @@
 #     api_tests pytest -m gpu: only the operator API, the machine probe and the tuner on the GPU
 #     dw_tests  pytest -m gpu: the depthwise kernels (every variant × path × mode)
 #     torch_tests pytest -m gpu: convtune.torch ops, depthwise ops/tuning, convtune analyze
-#     analyze   convtune analyze at the S4ConvD paper shape (table + roofline PNG/SVG)
+#     analyze   convtune analyze at the S4ConvD paper shape (table + roofline PNG/SVG; $ANALYZE_ARGS, e.g. --candidates 16)
 #     s4convd   benchmarks/s4convd_train.py: S4ConvD training, FFT conv vs convtune.torch ($S4CONVD_ARGS)
 #     dw_bench  benchmarks/depthwise_bench.py: depthwise variants × paths vs PyTorch ($DW_BENCH_ARGS)
 #     vs_cudnn  benchmarks/vs_cudnn.py (best of the model's top configs vs cuDNN, same run)
@@ -38,14 +38,14 @@ for step in "$@"; do
             tests/tuner/test_tuner_gpu.py 2>&1 | tee "$OUT/gpu_api_tests.txt" | tail -8 ;;
     dw_tests)
         python3 -m pytest -m gpu -q -p no:cacheprovider -W default --maxfail=60 -ra tests/kernels/test_depthwise_gpu.py \
-            2>&1 | tee "$OUT/gpu_depthwise_tests.txt" | tail -30 ;;
+            tests/kernels/test_depthwise2d_packed.py 2>&1 | tee "$OUT/gpu_depthwise_tests.txt" | tail -30 ;;
     torch_tests)
         python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra tests/test_torch_ops.py tests/test_depthwise_ops.py \
             tests/test_analyze.py tests/tuner/test_depthwise_tuning.py tests/kernels/test_registry.py 2>&1 \
             | tee "$OUT/gpu_torch_tests.txt" | tail -25 ;;
     analyze)
         python3 -m convtune.cli analyze B=16384 C=128 L=48 K=48 --variants all --paths fwd,dgrad,wgrad \
-            --out "$OUT/analyze_paper" 2>&1 | tee "$OUT/analyze.log" | tail -30 ;;
+            ${ANALYZE_ARGS:-} --out "$OUT/analyze_paper" 2>&1 | tee "$OUT/analyze.log" | tail -30 ;;
     s4convd)
         python3 benchmarks/s4convd_train.py ${S4CONVD_ARGS:-} --out "$OUT/s4convd_train.json" 2>&1 \
             | tee "$OUT/s4convd_train.log" | tail -20 ;;
