@@ -7,8 +7,9 @@ the life of the process, so the hot path never touches the database:
   only when a database exists — ``$CONVTUNE_DATABASE_URL``, or the default SQLite file when it is already
   there (nothing is created) — and only if it is a depthwise configuration this problem's kernels accept;
 * otherwise, and for dgrad and wgrad (the tuner measures forward problems), the configuration the time
-  model (:mod:`convtune.kernels.depthwise.model`) predicts fastest. Weight gradients use the deterministic
-  mode: bitwise repeatable training steps.
+  model predicts fastest (:mod:`convtune.kernels.depthwise.model`; 2-D gradients:
+  :mod:`convtune.kernels.depthwise.model2d_bwd`). Weight gradients use the deterministic mode: bitwise
+  repeatable training steps.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.depthwise import model, space
+from convtune.kernels.depthwise import model, model2d_bwd, space
 from convtune.kernels.depthwise.configs import MODE_DETERMINISTIC, PATHS, VARIANTS_1D
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -84,7 +85,8 @@ def stored_plan(problem: ConvProblem, machine: MachineModel) -> Any | None:
 
 @lru_cache(maxsize=256)
 def model_plan(problem: ConvProblem, machine: MachineModel, path: str = "fwd") -> Any:
-    """The plan the time model predicts fastest (1-D: every variant; wgrad: deterministic mode only).
+    """The plan the time model predicts fastest (1-D: every variant; 2-D: the forward kernels, the input and
+    the weight gradient; wgrad: deterministic mode only).
 
     Raises:
         InvalidConfig: an unknown path, or no valid plan.
@@ -97,11 +99,21 @@ def model_plan(problem: ConvProblem, machine: MachineModel, path: str = "fwd") -
     elif path == "fwd":
         plans = [*space.enumerate_plans_2d(problem, machine), *space.enumerate_plans_2d_fast(problem, machine),
                  *space.enumerate_plans_2d_packed(problem, machine)]
+    elif path == "dgrad":
+        plans = list(space.enumerate_plans_2d_dgrad(problem, machine))
     else:
-        raise InvalidConfig("path", f"{path}: the 2-D depthwise kernels have a forward path only")
+        plans = [pl for pl in space.enumerate_plans_2d_wgrad(problem, machine) if pl.config.mode == MODE_DETERMINISTIC]
     if not plans:
         raise InvalidConfig("problem", f"no valid depthwise {path} configuration for {problem.key()}")
-    return min(plans, key=lambda pl: (model.predict(pl, machine).time_s, pl.config.key()))
+    return min(plans, key=lambda pl: (predict(pl, machine).time_s, pl.config.key()))
+
+
+def predict(pl: Any, machine: MachineModel) -> Any:
+    """The time model's prediction for any depthwise plan (2-D gradients: :mod:`~convtune.kernels.depthwise.
+    model2d_bwd`, the rest :func:`convtune.kernels.depthwise.model.predict`)."""
+    if isinstance(pl, model2d_bwd.Dw2dDgradPlan | model2d_bwd.Dw2dWgradPlan):
+        return model2d_bwd.predict(pl, machine)
+    return model.predict(pl, machine)
 
 
 @lru_cache(maxsize=256)

@@ -13,10 +13,12 @@ graphs:
   formulas: that is what ``torch.autograd.gradcheck`` exercises, and what keeps a model runnable on a CPU.
   CUDA float16/bfloat16 raise :class:`~convtune.errors.InvalidInput` (the kernels are fp32).
 
-Backward: 1-D runs the dgrad and wgrad kernels (deterministic weight gradient), each only when its input
-needs a gradient (``ctx.needs_input_grad``). 2-D backward still calls PyTorch's ``torch.nn.grad.conv2d_input`` /
-``conv2d_weight`` (grouped): the depthwise 2-D dgrad/wgrad kernels (``plan2d_dgrad``, ``plan2d_wgrad``) pass
-their GPU tests but are not wired in here yet.
+Backward runs the input- and weight-gradient kernels (1-D: ``plan1d`` dgrad/wgrad; 2-D: ``plan2d_dgrad``,
+``plan2d_wgrad``), each only when its input needs a gradient (``ctx.needs_input_grad``), the weight gradient
+in deterministic mode (per-block fp32 partials summed in a fixed order: bitwise repeatable). Each gradient is
+a custom op of its own (``convtune::depthwise_conv{1,2}d_{dgrad,wgrad}``) with a fake implementation, so the
+backward graph traces under ``torch.compile``; on the reference path they are PyTorch's formulas (2-D:
+``torch.nn.grad.conv2d_input`` / ``conv2d_weight``, grouped).
 
 Example:
     >>> import convtune.torch as ct                                  # doctest: +SKIP
@@ -71,11 +73,24 @@ def _plan(problem: ConvProblem, device_index: int, path: str) -> Any:
 
 @lru_cache(maxsize=512)
 def _compiled(pl: Any, device_index: int) -> Any:
+    """The plan's kernel(s) on the device: the 2-D gradients' own modules, else the family protocol's
+    (forward plans, 1-D plans of every path)."""
     from convtune.kernels.compile import cupy_module
-    from convtune.kernels.depthwise import family
+    from convtune.kernels.depthwise import family, plan2d_dgrad, plan2d_wgrad
 
     with cupy_module().cuda.Device(device_index):
+        if isinstance(pl, plan2d_dgrad.Dw2dDgradPlan):
+            return plan2d_dgrad.compile_plan(pl)
+        if isinstance(pl, plan2d_wgrad.Dw2dWgradPlan):
+            return plan2d_wgrad.compile_plan(pl)
         return family.compile_plan(pl)
+
+
+def _workspace(pl: Any, like: torch.Tensor) -> torch.Tensor | None:
+    """The fp32 partials buffer of a deterministic weight gradient, from torch's caching allocator (None when
+    the plan needs none)."""
+    words = getattr(pl, "workspace_words", 0)
+    return torch.empty(words, dtype=torch.float32, device=like.device) if words else None
 
 
 # ---- 1-D: reference formulas (lag-order taps: w[c, 0] multiplies the current sample) ------------------------
@@ -103,7 +118,7 @@ def _run_1d(path: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, prob
     dev = a.device.index
     pl = _plan(problem, dev, path)
     kernels = _compiled(pl, dev)
-    workspace = torch.empty(pl.workspace_words, dtype=torch.float32, device=a.device) if pl.workspace_words else None
+    workspace = _workspace(pl, a)
     with cupy_module().cuda.Device(dev):
         launcher.launch(pl, kernels, _cupy_view(a), _cupy_view(b), _cupy_view(out),
                         _cupy_view(workspace) if workspace is not None else None, stream=_stream(a))
@@ -201,6 +216,12 @@ def _out_size(n: int, k: int, stride: int, pad: int) -> int:
     return (n + 2 * pad - k) // stride + 1
 
 
+def _problem_2d(N: int, C: int, H: int, W: int, R: int, S: int, stride_h: int, stride_w: int, pad_h: int,
+                pad_w: int) -> ConvProblem:
+    return ConvProblem(N=N, C=C, H=H, W=W, K=C, R=R, S=S, stride_h=stride_h, stride_w=stride_w, pad_h=pad_h,
+                       pad_w=pad_w, groups=C)
+
+
 @torch.library.custom_op("convtune::depthwise_conv2d_fwd", mutates_args=())
 def _dw2d_fwd(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pad_h: int,
               pad_w: int) -> torch.Tensor:
@@ -211,9 +232,7 @@ def _dw2d_fwd(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pa
     from convtune.kernels.depthwise import family
 
     N, C, H, W = x.shape
-    R, S = w.shape[2:]
-    problem = ConvProblem(N=N, C=C, H=H, W=W, K=C, R=R, S=S, stride_h=stride_h, stride_w=stride_w, pad_h=pad_h,
-                          pad_w=pad_w, groups=C)
+    problem = _problem_2d(N, C, H, W, *w.shape[2:], stride_h, stride_w, pad_h, pad_w)
     y = x.new_empty((N, C, problem.P, problem.Q))
     dev = x.device.index
     pl = _plan(problem, dev, "fwd")
@@ -228,21 +247,73 @@ def _(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pad_h: int
     return x.new_empty((N, C, _out_size(H, w.shape[2], stride_h, pad_h), _out_size(W, w.shape[3], stride_w, pad_w)))
 
 
+@torch.library.custom_op("convtune::depthwise_conv2d_dgrad", mutates_args=())
+def _dw2d_dgrad(dy: torch.Tensor, w: torch.Tensor, H: int, W: int, stride_h: int, stride_w: int, pad_h: int,
+                pad_w: int) -> torch.Tensor:
+    """dx (N, C, H, W) = Σ_{r,s} w[c,0,r,s]·dy[n, c, (h + pad_h − r)/stride_h, (w + pad_w − s)/stride_w] over the
+    taps whose quotients are whole and inside P×Q (the forward's adjoint); dy (N, C, P, Q), w (C, 1, R, S)."""
+    N, C = dy.shape[:2]
+    stride, padding = (stride_h, stride_w), (pad_h, pad_w)
+    if not _use_kernels(dy):
+        return torch.nn.grad.conv2d_input((N, C, H, W), w, dy, stride=stride, padding=padding, groups=C)
+    from convtune.kernels.compile import cupy_module
+    from convtune.kernels.depthwise import plan2d_dgrad
+
+    problem = _problem_2d(N, C, H, W, *w.shape[2:], stride_h, stride_w, pad_h, pad_w)
+    dx = dy.new_empty((N, C, H, W))
+    dev = dy.device.index
+    pl = _plan(problem, dev, "dgrad")
+    with cupy_module().cuda.Device(dev):
+        plan2d_dgrad.launch(pl, _compiled(pl, dev), _cupy_view(dy), _cupy_view(w), _cupy_view(dx), _stream(dy))
+    return dx
+
+
+@torch.library.custom_op("convtune::depthwise_conv2d_wgrad", mutates_args=())
+def _dw2d_wgrad(x: torch.Tensor, dy: torch.Tensor, R: int, S: int, stride_h: int, stride_w: int, pad_h: int,
+                pad_w: int) -> torch.Tensor:
+    """dw (C, 1, R, S) = Σ_{n,p,q} dy[n,c,p,q]·x[n, c, p·stride_h − pad_h + r, q·stride_w − pad_w + s];
+    x (N, C, H, W), dy (N, C, P, Q)."""
+    N, C, H, W = x.shape
+    stride, padding = (stride_h, stride_w), (pad_h, pad_w)
+    if not _use_kernels(x):
+        return torch.nn.grad.conv2d_weight(x, (C, 1, R, S), dy, stride=stride, padding=padding, groups=C)
+    from convtune.kernels.compile import cupy_module
+    from convtune.kernels.depthwise import plan2d_wgrad
+
+    problem = _problem_2d(N, C, H, W, R, S, stride_h, stride_w, pad_h, pad_w)
+    dw = x.new_empty((C, 1, R, S))
+    dev = x.device.index
+    pl = _plan(problem, dev, "wgrad")
+    workspace = _workspace(pl, x)
+    with cupy_module().cuda.Device(dev):
+        plan2d_wgrad.launch(pl, _compiled(pl, dev), _cupy_view(x), _cupy_view(dy), _cupy_view(dw),
+                            _cupy_view(workspace) if workspace is not None else None, stream=_stream(x))
+    return dw
+
+
+@_dw2d_dgrad.register_fake
+def _(dy: torch.Tensor, w: torch.Tensor, H: int, W: int, stride_h: int, stride_w: int, pad_h: int,
+      pad_w: int) -> torch.Tensor:
+    return dy.new_empty((dy.shape[0], dy.shape[1], H, W))
+
+
+@_dw2d_wgrad.register_fake
+def _(x: torch.Tensor, dy: torch.Tensor, R: int, S: int, stride_h: int, stride_w: int, pad_h: int,
+      pad_w: int) -> torch.Tensor:
+    return x.new_empty((x.shape[1], 1, R, S))
+
+
 def _dw2d_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
     x, w, sh, sw, ph, pw = inputs
     ctx.save_for_backward(x, w)
-    ctx.geometry = ((sh, sw), (ph, pw))
+    ctx.geometry = (sh, sw, ph, pw)
 
 
 def _dw2d_backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
-    # No depthwise 2-D dgrad/wgrad kernels yet: PyTorch's grouped-convolution gradients (same math).
     x, w = ctx.saved_tensors
-    stride, padding = ctx.geometry
-    C = x.shape[1]
-    dx = torch.nn.grad.conv2d_input(x.shape, w, dy, stride=stride, padding=padding, groups=C) \
-        if ctx.needs_input_grad[0] else None
-    dw = torch.nn.grad.conv2d_weight(x, w.shape, dy, stride=stride, padding=padding, groups=C) \
-        if ctx.needs_input_grad[1] else None
+    dy = dy.contiguous()
+    dx = _dw2d_dgrad(dy, w, x.shape[2], x.shape[3], *ctx.geometry) if ctx.needs_input_grad[0] else None
+    dw = _dw2d_wgrad(x, dy, w.shape[2], w.shape[3], *ctx.geometry) if ctx.needs_input_grad[1] else None
     return dx, dw, None, None, None, None
 
 

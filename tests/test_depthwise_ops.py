@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from convtune import depthwise_ops as ops
+from convtune.errors import InvalidConfig
 from convtune.kernels.depthwise.configs import MODE_DETERMINISTIC
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -58,10 +59,50 @@ def test_model_plan_per_path(path: str) -> None:
 
 def test_model_plan_2d_and_its_limits() -> None:
     assert ops.model_plan(P2, H200).config.family in ops.FAMILIES_2D
-    with pytest.raises(Exception, match="forward path only"):
-        ops.model_plan(P2, H200, "dgrad")
-    with pytest.raises(Exception, match="path"):
+    with pytest.raises(InvalidConfig, match="path"):
         ops.model_plan(P1, H200, "bwd")
+    with pytest.raises(InvalidConfig, match="no valid"):                # dilation 2: no 2-D kernel takes it
+        ops.model_plan(ConvProblem.parse("N=1 C=4 H=9 W=9 K=4 R=3 S=3 pad=2 dilation=2 groups=4"), H200, "dgrad")
+
+
+P2_BWD = [P2, ConvProblem.parse("N=1 C=3 H=13 W=17 K=3 R=5 S=5 stride=2 pad=2 groups=3"),
+          ConvProblem.parse("N=3 C=4 H=11 W=13 K=4 R=7 S=7 stride=2 pad=3 groups=4"),
+          ConvProblem.parse("N=32 C=144 H=56 W=56 K=144 R=3 S=3 pad=1 groups=144"),
+          ConvProblem.parse("N=32 C=960 H=7 W=7 K=960 R=3 S=3 pad=1 groups=960")]
+
+
+@pytest.mark.parametrize("problem", P2_BWD, ids=lambda p: p.key())
+def test_model_plan_2d_gradients(problem: ConvProblem) -> None:
+    """2-D dgrad/wgrad: the gradient model's fastest plan of the kernel's space (wgrad: deterministic only),
+    cached like the forward's; the choice is the model's minimum."""
+    from convtune.kernels.depthwise import model2d_bwd, space
+    from convtune.kernels.depthwise.plan2d_dgrad import Dw2dDgradPlan
+    from convtune.kernels.depthwise.plan2d_wgrad import Dw2dWgradPlan
+
+    dgrad, wgrad = ops.model_plan(problem, H200, "dgrad"), ops.model_plan(problem, H200, "wgrad")
+    assert isinstance(dgrad, Dw2dDgradPlan) and isinstance(wgrad, Dw2dWgradPlan)
+    assert dgrad.problem == problem == wgrad.problem
+    assert wgrad.deterministic and wgrad.config.mode == MODE_DETERMINISTIC and wgrad.workspace_words > 0
+    assert ops.choose_plan(problem, H200, "dgrad") is dgrad and ops.choose_plan(problem, H200, "wgrad") is wgrad
+    best = min(model2d_bwd.predict(pl, H200).time_s for pl in space.enumerate_plans_2d_dgrad(problem, H200))
+    assert model2d_bwd.predict(dgrad, H200).time_s == best
+
+
+def test_gradient_model_terms() -> None:
+    """Finite positive times; the weight gradient's block reduction makes one-warp blocks of a large plane
+    slower than bigger blocks; fp32 partials are counted at 4 bytes whatever the tensors' itemsize."""
+    from convtune.kernels.depthwise import model2d_bwd, plan2d_dgrad, plan2d_wgrad
+    from convtune.kernels.depthwise.configs import Dw2dFastDgradConfig, Dw2dFastWgradConfig
+
+    p = P2_BWD[3]
+    d = model2d_bwd.predict(plan2d_dgrad.plan(p, Dw2dFastDgradConfig(28, 4, 4, 1, 128), H200), H200)
+    assert 0 < d.dram_s <= d.time_s < 1 and d.launches == 1
+    small = model2d_bwd.predict(plan2d_wgrad.plan(p, Dw2dFastWgradConfig(1, 1, 2, 1, 32), H200), H200)
+    big = model2d_bwd.predict(plan2d_wgrad.plan(p, Dw2dFastWgradConfig(28, 4, 2, 1, 128), H200), H200)
+    assert big.launches == 2 and big.time_s < small.time_s and big.issue_s < small.issue_s
+    assert model2d_bwd.stream_bytes({"x": 10, "partials": 3, "dw": 2}, 2) == 2 * 10 + 4 * 3 + 2 * 2
+    with pytest.raises(TypeError):
+        model2d_bwd.predict(ops.model_plan(P1, H200), H200)
 
 
 def test_the_stored_forward_config_wins(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,24 @@ F = torch.nn.functional
 ct = pytest.importorskip("convtune.torch")
 
 SHAPES_1D = [(2, 3, 7, 3), (1, 4, 48, 48), (3, 5, 13, 20), (2, 8, 64, 1), (4, 16, 48, 7)]
-SHAPES_2D = [((2, 4, 9, 11), (3, 3), 1, 1), ((1, 6, 14, 14), (5, 3), 2, (2, 1)), ((2, 3, 8, 8), (7, 7), 1, 3)]
+# (x shape, (R, S), stride, padding): odd sizes, strides 1 and 2, padding 0..3, 3×3 / 5×5 / 7×7, C = 3, N = 1
+SHAPES_2D = [
+    pytest.param((2, 4, 9, 11), (3, 3), 1, 1, id="3x3"),
+    pytest.param((1, 6, 14, 14), (5, 3), 2, (2, 1), id="5x3-s2"),
+    pytest.param((2, 3, 8, 8), (7, 7), 1, 3, id="7x7"),
+    pytest.param((1, 3, 13, 17), (3, 3), 2, 0, id="3x3-s2-p0-odd"),
+    pytest.param((3, 3, 10, 7), (3, 3), 1, 0, id="3x3-p0-N3"),
+    pytest.param((2, 5, 15, 9), (5, 5), 1, 2, id="5x5-p2-odd"),
+    pytest.param((1, 3, 12, 12), (5, 5), 2, 2, id="5x5-s2"),
+    pytest.param((1, 4, 11, 13), (7, 7), 2, 3, id="7x7-s2-p3-odd"),
+    pytest.param((2, 3, 9, 10), (5, 5), 1, 3, id="5x5-p3"),
+    pytest.param((2, 6, 12, 20), (3, 5), (1, 2), (0, 2), id="3x5-s1x2"),
+    pytest.param((4, 32, 28, 28), (3, 3), 1, 1, id="3x3-C32"),
+]
+
+
+# torch.compile imports torch.utils.mkldnn, whose torch.jit.script_method warns (torch 2.11) under filterwarnings=error
+COMPILE_WARNINGS = pytest.mark.filterwarnings("ignore:.torch.jit.script_method. is deprecated:DeprecationWarning")
 
 
 def _ref1d(x, w):
@@ -19,7 +36,8 @@ def _ref1d(x, w):
 
 
 def _rel(a, b) -> float:
-    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300))
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-300))
 
 
 def _devices() -> list:
@@ -71,7 +89,7 @@ def test_conv1d_gradcheck_float64(shape, device) -> None:
 
 
 @pytest.mark.parametrize("device", _devices())
-@pytest.mark.parametrize(("xshape", "rs", "stride", "padding"), SHAPES_2D, ids=["3x3", "5x3-s2", "7x7"])
+@pytest.mark.parametrize(("xshape", "rs", "stride", "padding"), SHAPES_2D)
 def test_conv2d_forward_and_gradients_match_float64(xshape, rs, stride, padding, device) -> None:
     g = torch.Generator().manual_seed(7)
     x64 = torch.randn(*xshape, generator=g, dtype=torch.float64)
@@ -83,13 +101,84 @@ def test_conv2d_forward_and_gradients_match_float64(xshape, rs, stride, padding,
     dy = torch.randn(y64.shape, generator=g, dtype=torch.float64)
     y.backward(dy.float().to(device))
     y64.backward(dy)
+    assert x.grad.shape == x64.grad.shape and w.grad.shape == w64.grad.shape
     assert _rel(x.grad.cpu(), x64.grad) <= 1e-5 and _rel(w.grad.cpu(), w64.grad) <= 1e-4
 
 
-def test_conv2d_gradcheck_float64() -> None:
-    x = torch.randn(1, 2, 6, 5, dtype=torch.float64, requires_grad=True)
-    w = torch.randn(2, 1, 3, 3, dtype=torch.float64, requires_grad=True)
+@pytest.mark.parametrize("device", _devices())
+def test_conv2d_gradcheck_float64(device) -> None:
+    x = torch.randn(1, 2, 6, 5, dtype=torch.float64, device=device, requires_grad=True)
+    w = torch.randn(2, 1, 3, 3, dtype=torch.float64, device=device, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: ct.depthwise_conv2d(a, b, stride=2, padding=1), (x, w))
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_conv2d_computes_only_the_gradients_needed(device, monkeypatch) -> None:
+    calls = []
+    for name in ("_dw2d_dgrad", "_dw2d_wgrad"):
+        real = getattr(ct, name)
+        monkeypatch.setattr(ct, name, lambda *a, _n=name, _r=real: calls.append(_n) or _r(*a))
+    x = torch.randn(2, 3, 9, 9, device=device)
+    w = torch.randn(3, 1, 3, 3, device=device, requires_grad=True)
+    ct.depthwise_conv2d(x, w, padding=1).sum().backward()
+    assert calls == ["_dw2d_wgrad"] and w.grad is not None
+    calls.clear()
+    x.requires_grad_()
+    ct.depthwise_conv2d(x, w.detach(), stride=2).sum().backward()
+    assert calls == ["_dw2d_dgrad"] and x.grad is not None and x.grad.shape == x.shape
+
+
+@pytest.mark.gpu
+def test_conv2d_backward_on_cuda_runs_the_kernels(monkeypatch) -> None:
+    """CUDA float32 gradients come from plan2d_dgrad / plan2d_wgrad, never from PyTorch's formulas."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the reference gradient ran on a CUDA float32 tensor")
+
+    monkeypatch.setattr(torch.nn.grad, "conv2d_input", refuse)
+    monkeypatch.setattr(torch.nn.grad, "conv2d_weight", refuse)
+    x = torch.randn(2, 8, 15, 15, device="cuda", requires_grad=True)
+    w = torch.randn(8, 1, 5, 5, device="cuda", requires_grad=True)
+    ct.depthwise_conv2d(x, w, stride=2, padding=2).square().sum().backward()
+    x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
+    F.conv2d(x64, w64, stride=2, padding=2, groups=8).square().sum().backward()
+    assert _rel(x.grad, x64.grad) <= 1e-5 and _rel(w.grad, w64.grad) <= 1e-4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("xshape", "rs", "stride", "padding"), [
+    pytest.param((8, 32, 28, 28), (3, 3), 1, 1, id="3x3"),
+    pytest.param((4, 16, 33, 31), (7, 7), 2, 3, id="7x7-s2-odd"),
+    pytest.param((32, 64, 7, 7), (5, 5), 1, 2, id="5x5-small-planes"),
+])
+def test_conv2d_weight_gradient_is_bitwise_repeatable(xshape, rs, stride, padding) -> None:
+    """The deterministic mode sums fixed per-block partials in a fixed order: equal bits on every run."""
+    x = torch.randn(*xshape, device="cuda")
+    w = torch.randn(xshape[1], 1, *rs, device="cuda", requires_grad=True)
+    dy = torch.randn_like(ct.depthwise_conv2d(x, w.detach(), stride=stride, padding=padding))
+    grads = []
+    for _ in range(3):
+        w.grad = None
+        ct.depthwise_conv2d(x, w, stride=stride, padding=padding).backward(dy)
+        grads.append(w.grad.clone())
+    assert all(torch.equal(grads[0], g) for g in grads[1:])
+
+
+@COMPILE_WARNINGS
+@pytest.mark.parametrize("device", _devices())
+def test_torch_compile_of_conv2d_with_backward(device) -> None:
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 6, 13, 11, generator=g).to(device).requires_grad_()
+    w = torch.randn(6, 1, 5, 5, generator=g).to(device).requires_grad_()
+
+    def f(a, b):
+        return torch.tanh(ct.depthwise_conv2d(a, b, stride=2, padding=2)).square().sum()
+
+    eager = torch.autograd.grad(f(x, w), (x, w))
+    backend = "inductor" if device == "cuda" else "aot_eager"
+    compiled = torch.autograd.grad(torch.compile(f, fullgraph=True, backend=backend)(x, w), (x, w))
+    for a, b in zip(compiled, eager, strict=True):
+        assert a.shape == b.shape and _rel(a.detach().cpu(), b.detach().cpu()) <= 1e-5
 
 
 @pytest.mark.parametrize(("call", "field"), [
@@ -120,6 +209,7 @@ class _Block(torch.nn.Module):
         return ct.depthwise_conv2d(y[:, :, None, :].expand(-1, -1, 4, -1), self.w2, padding=1).mean(2)
 
 
+@COMPILE_WARNINGS
 @pytest.mark.parametrize("device", _devices())
 def test_torch_compile_of_a_module_using_the_ops(device) -> None:
     torch._dynamo.reset()
@@ -135,21 +225,32 @@ def test_torch_compile_of_a_module_using_the_ops(device) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.filterwarnings("ignore:Synchronization debug mode is a prototype feature:UserWarning")
 def test_ops_run_on_the_current_stream_without_host_syncs() -> None:
     x = torch.randn(64, 32, 48, device="cuda", requires_grad=True)
     w = torch.randn(32, 48, device="cuda", requires_grad=True)
-    ct.depthwise_conv1d(x, w).sum().backward()          # compile and choose configs first
+    x2 = torch.randn(8, 16, 20, 20, device="cuda", requires_grad=True)
+    w2 = torch.randn(16, 1, 3, 3, device="cuda", requires_grad=True)
+
+    def step():
+        y = ct.depthwise_conv1d(x, w)
+        y2 = ct.depthwise_conv2d(x2, w2, stride=2, padding=1)
+        (y.sum() + y2.sum()).backward()
+        return y, y2
+
+    step()                                               # compile and choose configs first
     torch.cuda.synchronize()
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         torch.cuda.set_sync_debug_mode("error")
         try:
-            y = ct.depthwise_conv1d(x, w)
-            y.sum().backward()
+            y, y2 = step()
         finally:
             torch.cuda.set_sync_debug_mode("default")
     stream.synchronize()
     assert _rel(y.detach(), _ref1d(x.detach().double(), w.detach().double())) <= 1e-5
+    ref2 = F.conv2d(x2.detach().double(), w2.detach().double(), stride=2, padding=1, groups=16)
+    assert _rel(y2.detach(), ref2) <= 1e-5
 
 
 def test_s4convd_training_script_runs_and_agrees_on_cpu(tmp_path) -> None:

@@ -1,9 +1,10 @@
 """Compile every depthwise kernel with ``nvcc -arch=sm_90 -Xptxas -v`` at representative configs (no GPU needed).
 
 Every 1-D variant × path (× both weight-gradient modes) at the S4ConvD paper shape, the suite's long
-shapes and odd small shapes (K > L, L = 7, C = 3, B = 1, L % 4 ≠ 0), the reduction kernel, and the 2-D
-forward kernel at the public suite's depthwise2d shapes plus stride-2 and 5×5/1×7 corners. Entries are
-renamed and batched per family source into a few CUDA texts compiled in parallel; ptxas must report no
+shapes and odd small shapes (K > L, L = 7, C = 3, B = 1, L % 4 ≠ 0), the reduction kernel, the 2-D
+forward kernel at the public suite's depthwise2d shapes plus stride-2 and 5×5/1×7 corners, and the 2-D
+gradient plans the model chooses for ``convtune.torch`` at those shapes. Entries are renamed and batched
+per family source into a few CUDA texts compiled in parallel; ptxas must report no
 spills and no stack frame, registers within the ``__launch_bounds__`` cap, no static shared memory (the
 reduction's 2 KiB excepted), and the plans' dynamic shared memory must fit the H200's per-block limit.
 """
@@ -185,6 +186,20 @@ def _entries_2d() -> list[Entry]:
     return out
 
 
+def _entries_2d_model() -> list[Entry]:
+    """The gradient plans ``convtune.torch`` runs (the model's choices) at every 2-D shape."""
+    from convtune.depthwise_ops import model_plan
+
+    out = []
+    for name, problem in DW2D:
+        for module, path in ((plan2d_dgrad, "dgrad"), (plan2d_wgrad, "wgrad")):
+            bp = model_plan(problem, H200, path)
+            entry = f"dw2d_model_{path}_{name}"
+            out.append(Entry(entry, module.SOURCE, entry, bp.wrapper(entry), bp.threads, bp.min_blocks,
+                             bp.smem_bytes))
+    return out
+
+
 def _entries_fused() -> list[Entry]:
     out = []
     for i, (problem, config) in enumerate(FUSED):
@@ -195,7 +210,7 @@ def _entries_fused() -> list[Entry]:
     return out
 
 
-ENTRIES = _entries_1d() + _entries_fused() + _entries_2d()
+ENTRIES = _entries_1d() + _entries_fused() + _entries_2d() + _entries_2d_model()
 
 
 def _compile(source: str, entries: list[Entry]) -> dict[str, KernelResources]:
@@ -230,10 +245,12 @@ def test_every_variant_and_path_is_represented() -> None:
     assert len(set(ids)) == len(ids)
     for variant, path in CONFIG_CLASSES_1D:
         assert any(i.startswith(f"dw1d_{variant}_{path}_") for i in ids)
-    tiled = [i for i in ids if i.startswith("dw2d_") and not i.startswith(("dw2d_fast_", "dw2d_dgrad_", "dw2d_wgrad_"))]
+    tiled = [i for i in ids if i.startswith("dw2d_")
+             and not i.startswith(("dw2d_fast_", "dw2d_dgrad_", "dw2d_wgrad_", "dw2d_model_"))]
     assert len(tiled) == len(DW2D) * len(DW2D_CONFIGS)
     assert sum(i.startswith(("dw2d_dgrad_", "dw2d_wgrad_")) for i in ids) == len(DW2D_BWD)
     assert sum(i.startswith("dw2d_fast_") for i in ids) == len(DW2D_FAST)
+    assert sum(i.startswith("dw2d_model_") for i in ids) == 2 * len(DW2D)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
