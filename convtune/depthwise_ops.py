@@ -10,22 +10,31 @@ the life of the process, so the hot path never touches the database:
   model predicts fastest (:mod:`convtune.kernels.depthwise.model`; 2-D gradients:
   :mod:`convtune.kernels.depthwise.model2d_bwd`). Weight gradients use the deterministic mode: bitwise
   repeatable training steps.
+
+float16 / bfloat16 problems run the kernels with 16-bit storage (:mod:`convtune.kernels.depthwise.dtypes`):
+the configuration spaces (:mod:`~convtune.kernels.depthwise.space`) enumerate float32 problems, so a 16-bit
+problem takes the configurations of its float32 twin that its own plans accept (:data:`REPLAN`).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.depthwise import model, model2d_bwd, space
+from convtune.kernels.depthwise import model, model2d_bwd, plan1d, plan2d_dgrad, plan2d_wgrad, space
 from convtune.kernels.depthwise.configs import MODE_DETERMINISTIC, PATHS, VARIANTS_1D
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 DATABASE_URL_ENV = "CONVTUNE_DATABASE_URL"
+#: The plan functions that re-validate a float32 twin's configuration for a 16-bit problem: the kernels with
+#: 16-bit storage (1-D: the fast variant accepts it, the others refuse with InvalidConfig on ``dtype``).
+REPLAN = {plan1d.Depthwise1dPlan: plan1d.plan, plan2d_dgrad.Dw2dDgradPlan: plan2d_dgrad.plan,
+          plan2d_wgrad.Dw2dWgradPlan: plan2d_wgrad.plan}
 FAMILIES_2D = ("depthwise2d_tiled", "depthwise2d_fast", "depthwise2d_packed")
 
 
@@ -86,13 +95,31 @@ def stored_plan(problem: ConvProblem, machine: MachineModel) -> Any | None:
 @lru_cache(maxsize=256)
 def model_plan(problem: ConvProblem, machine: MachineModel, path: str = "fwd") -> Any:
     """The plan the time model predicts fastest (1-D: every variant; 2-D: the forward kernels, the input and
-    the weight gradient; wgrad: deterministic mode only).
+    the weight gradient; wgrad: deterministic mode only; 16-bit problems: the module docstring).
 
     Raises:
         InvalidConfig: an unknown path, or no valid plan.
     """
     if path not in PATHS:
         raise InvalidConfig("path", f"{path!r}: allowed {', '.join(PATHS)}")
+    if problem.dtype == "float32":
+        plans = _space(problem, machine, path)
+    else:
+        plans = []
+        for twin in _space(replace(problem, dtype="float32"), machine, path):
+            replan = REPLAN.get(type(twin))
+            try:
+                if replan is not None:
+                    plans.append(replan(problem, twin.config, machine))
+            except InvalidConfig:
+                continue
+    if not plans:
+        raise InvalidConfig("problem", f"no valid depthwise {path} configuration for {problem.key()}")
+    return min(plans, key=lambda pl: (predict(pl, machine).time_s, pl.config.key()))
+
+
+def _space(problem: ConvProblem, machine: MachineModel, path: str) -> list[Any]:
+    """Every plan of the path's kernels for ``problem`` (wgrad: deterministic mode only)."""
     if problem.causal:
         plans = [pl for v in VARIANTS_1D for pl in space.enumerate_plans(problem, machine, v, path)
                  if path != "wgrad" or pl.config.mode == MODE_DETERMINISTIC]
@@ -103,9 +130,7 @@ def model_plan(problem: ConvProblem, machine: MachineModel, path: str = "fwd") -
         plans = list(space.enumerate_plans_2d_dgrad(problem, machine))
     else:
         plans = [pl for pl in space.enumerate_plans_2d_wgrad(problem, machine) if pl.config.mode == MODE_DETERMINISTIC]
-    if not plans:
-        raise InvalidConfig("problem", f"no valid depthwise {path} configuration for {problem.key()}")
-    return min(plans, key=lambda pl: (predict(pl, machine).time_s, pl.config.key()))
+    return plans
 
 
 def predict(pl: Any, machine: MachineModel) -> Any:

@@ -4,14 +4,21 @@ Import as ``convtune.torch`` (the rest of convtune never imports torch). Both ar
 ops with autograd and fake (meta) implementations, so they work under ``torch.compile`` and in CUDA
 graphs:
 
-* CUDA float32 tensors run convtune's kernels on the caller's current stream (no host synchronisation, no
-  allocation outside torch's caching allocator: outputs and the deterministic weight-gradient workspace are
-  torch tensors, handed to the kernels by pointer). The configuration is the tuning database's best for the
-  forward problem when a database exists, else the time model's best (:mod:`convtune.depthwise_ops`),
-  chosen once per shape and device.
-* float64 tensors (any device) and CPU float32 tensors run the same operators through PyTorch reference
-  formulas: that is what ``torch.autograd.gradcheck`` exercises, and what keeps a model runnable on a CPU.
-  CUDA float16/bfloat16 raise :class:`~convtune.errors.InvalidInput` (the kernels are fp32).
+* CUDA float32, float16 and bfloat16 tensors run convtune's kernels on the caller's current stream (no host
+  synchronisation, no allocation outside torch's caching allocator: outputs and the fp32 weight-gradient
+  workspace are torch tensors, handed to the kernels by pointer). The configuration is the tuning database's
+  best for the forward problem when a database exists, else the time model's best
+  (:mod:`convtune.depthwise_ops`), chosen once per shape, dtype and device.
+* float16 / bfloat16: the kernels store x, w, y, dy, dx and dw in the tensors' dtype and accumulate in fp32
+  (:mod:`convtune.kernels.depthwise.dtypes`); outputs and gradients come back in the input dtype. The 2-D
+  forward has no 16-bit kernel yet: it runs PyTorch's ``F.conv2d`` in that dtype (its gradients run the
+  kernels); so do the 16-bit shapes no 16-bit kernel takes (1-D: more than 64 taps meeting data).
+* Gradients of shapes no gradient kernel takes (2-D input gradient: strides other than 1, 2, 4, 7, 8) run the
+  reference formulas too; a float32 forward with no valid kernel raises
+  :class:`~convtune.errors.InvalidConfig`.
+* float64 tensors (any device) and CPU tensors run the same operators through PyTorch reference formulas:
+  that is what ``torch.autograd.gradcheck`` exercises, and what keeps a model runnable on a CPU. Other CUDA
+  dtypes raise :class:`~convtune.errors.InvalidInput`.
 
 Backward runs the input- and weight-gradient kernels (1-D: ``plan1d`` dgrad/wgrad; 2-D: ``plan2d_dgrad``,
 ``plan2d_wgrad``), each only when its input needs a gradient (``ctx.needs_input_grad``), the weight gradient
@@ -33,29 +40,53 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from convtune.errors import InvalidInput
+from convtune.errors import InvalidConfig, InvalidInput
 from convtune.problem import ConvProblem
 
 __all__ = ["depthwise_conv1d", "depthwise_conv2d"]
 
 
 # ---- plumbing ---------------------------------------------------------------------------------------------
-def _use_kernels(t: torch.Tensor) -> bool:
-    """CUDA float32 → kernels; float64 or CPU → the reference formulas; CUDA half types → error."""
+#: Storage dtype names of the kernels (ConvProblem.dtype) and the CuPy dtype of a view (bfloat16: its bits).
+_DTYPES = {torch.float32: ("float32", "float32"), torch.float16: ("float16", "float16"),
+           torch.bfloat16: ("bfloat16", "uint16")}
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _use_kernels(t: torch.Tensor, half: bool = True) -> bool:
+    """CUDA float32 (and float16/bfloat16 where the path has 16-bit kernels: ``half``) → kernels; float64, CPU
+    tensors and the 16-bit tensors of a path without 16-bit kernels → the reference formulas; other CUDA
+    dtypes → error."""
     if t.dtype == torch.float64 or not t.is_cuda:
         return False
-    if t.dtype != torch.float32:
-        raise InvalidInput("x", f"dtype {t.dtype}: the depthwise kernels take float32 (float64 runs the reference)")
-    return True
+    if t.dtype not in _DTYPES:
+        raise InvalidInput("x", f"dtype {t.dtype}: the depthwise kernels take float32, float16 or bfloat16 "
+                                "(float64 runs the reference)")
+    return half or t.dtype not in _HALF
+
+
+def _dtype(t: torch.Tensor) -> str:
+    """The storage dtype name of a tensor the kernels take (ConvProblem.dtype)."""
+    return _DTYPES[t.dtype][0]
+
+
+@lru_cache(maxsize=1024)
+def _problem(**fields: Any) -> ConvProblem:
+    """A validated ConvProblem, built once per shape: the ops are called every step, and validation costs
+    tens of microseconds of host time per call."""
+    if fields.pop("causal", False):
+        return ConvProblem.depthwise1d(**fields)
+    return ConvProblem(**fields)
 
 
 def _cupy_view(t: torch.Tensor) -> Any:
-    """A CuPy array over the tensor's memory (no copy, no stream semantics: the tensor stays the owner)."""
+    """A CuPy array over the tensor's memory (no copy, no stream semantics: the tensor stays the owner);
+    bfloat16 as ``uint16`` bits (CuPy has no bfloat16)."""
     from convtune.kernels.compile import cupy_module
 
     cp = cupy_module()
     memory = cp.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t, t.device.index)
-    return cp.ndarray(tuple(t.shape), dtype=cp.float32, memptr=cp.cuda.MemoryPointer(memory, 0))
+    return cp.ndarray(tuple(t.shape), dtype=_DTYPES[t.dtype][1], memptr=cp.cuda.MemoryPointer(memory, 0))
 
 
 def _stream(t: torch.Tensor) -> Any:
@@ -64,11 +95,30 @@ def _stream(t: torch.Tensor) -> Any:
     return _stream_for(t)
 
 
-def _plan(problem: ConvProblem, device_index: int, path: str) -> Any:
+_NO_PLAN: set[tuple[ConvProblem, int, str]] = set()
+
+
+def _plan(problem: ConvProblem, device_index: int, path: str) -> Any | None:
+    """The plan an op runs (:func:`convtune.depthwise_ops.choose_plan`, cached there); None for a gradient or a
+    16-bit problem that no kernel takes (the op runs the reference formulas; remembered here, so the search
+    runs once).
+
+    Raises:
+        InvalidConfig: a float32 forward problem with no valid plan.
+    """
     from convtune.depthwise_ops import choose_plan
     from convtune.kernels.ops import device_machine
 
-    return choose_plan(problem, device_machine(device_index), path)
+    key = (problem, device_index, path)
+    if key in _NO_PLAN:
+        return None
+    try:
+        return choose_plan(problem, device_machine(device_index), path)
+    except InvalidConfig:
+        if problem.dtype == "float32" and path == "fwd":
+            raise
+        _NO_PLAN.add(key)
+        return None
 
 
 @lru_cache(maxsize=512)
@@ -87,8 +137,8 @@ def _compiled(pl: Any, device_index: int) -> Any:
 
 
 def _workspace(pl: Any, like: torch.Tensor) -> torch.Tensor | None:
-    """The fp32 partials buffer of a deterministic weight gradient, from torch's caching allocator (None when
-    the plan needs none)."""
+    """The fp32 workspace of a weight gradient (deterministic partials; 16-bit atomic sums), from torch's
+    caching allocator (None when the plan needs none)."""
     words = getattr(pl, "workspace_words", 0)
     return torch.empty(words, dtype=torch.float32, device=like.device) if words else None
 
@@ -111,12 +161,16 @@ def _ref_wgrad(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
 
 
 # ---- 1-D: kernels -------------------------------------------------------------------------------------------
-def _run_1d(path: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, problem: ConvProblem) -> torch.Tensor:
+def _run_1d(path: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+            problem: ConvProblem) -> torch.Tensor | None:
+    """``out`` computed by the plan's kernels, or None when a 16-bit problem has no plan."""
     from convtune.kernels.compile import cupy_module
     from convtune.kernels.depthwise import launcher
 
     dev = a.device.index
     pl = _plan(problem, dev, path)
+    if pl is None:
+        return None
     kernels = _compiled(pl, dev)
     workspace = _workspace(pl, a)
     with cupy_module().cuda.Device(dev):
@@ -131,7 +185,8 @@ def _dw1d_fwd(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     if not _use_kernels(x):
         return _ref_fwd(x, w)
     B, C, L = x.shape
-    return _run_1d("fwd", x, w, torch.empty_like(x), ConvProblem.depthwise1d(B, C, L, w.shape[1]))
+    y = _run_1d("fwd", x, w, torch.empty_like(x), _problem(causal=True, B=B, C=C, L=L, K=w.shape[1], dtype=_dtype(x)))
+    return y if y is not None else _ref_fwd(x, w)
 
 
 @torch.library.custom_op("convtune::depthwise_conv1d_dgrad", mutates_args=())
@@ -140,7 +195,9 @@ def _dw1d_dgrad(dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     if not _use_kernels(dy):
         return _ref_dgrad(dy, w)
     B, C, L = dy.shape
-    return _run_1d("dgrad", dy, w, torch.empty_like(dy), ConvProblem.depthwise1d(B, C, L, w.shape[1]))
+    problem = _problem(causal=True, B=B, C=C, L=L, K=w.shape[1], dtype=_dtype(dy))
+    dx = _run_1d("dgrad", dy, w, torch.empty_like(dy), problem)
+    return dx if dx is not None else _ref_dgrad(dy, w)
 
 
 @torch.library.custom_op("convtune::depthwise_conv1d_wgrad", mutates_args=())
@@ -150,7 +207,8 @@ def _dw1d_wgrad(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
         return _ref_wgrad(x, dy, K)
     B, C, L = x.shape
     out = torch.empty((C, K), dtype=x.dtype, device=x.device)
-    return _run_1d("wgrad", x, dy, out, ConvProblem.depthwise1d(B, C, L, K))
+    dw = _run_1d("wgrad", x, dy, out, _problem(causal=True, B=B, C=C, L=L, K=K, dtype=_dtype(x)))
+    return dw if dw is not None else _ref_wgrad(x, dy, K)
 
 
 @_dw1d_fwd.register_fake
@@ -196,7 +254,8 @@ def depthwise_conv1d(x: torch.Tensor, w: torch.Tensor, causal: bool = True) -> t
         y (B, C, L) equal to ``F.conv1d(F.pad(x, (K−1, 0)), w[:, None, :], groups=C)``.
 
     Raises:
-        InvalidInput: non-causal, wrong ranks or channel counts, devices or dtypes that differ, CUDA half types.
+        InvalidInput: non-causal, wrong ranks or channel counts, devices or dtypes that differ, a CUDA dtype
+            other than float32, float16, bfloat16 and float64.
     """
     if causal is not True:
         raise InvalidInput("causal", "only causal=True is implemented (left padding K−1, output length L)")
@@ -216,23 +275,24 @@ def _out_size(n: int, k: int, stride: int, pad: int) -> int:
     return (n + 2 * pad - k) // stride + 1
 
 
-def _problem_2d(N: int, C: int, H: int, W: int, R: int, S: int, stride_h: int, stride_w: int, pad_h: int,
-                pad_w: int) -> ConvProblem:
-    return ConvProblem(N=N, C=C, H=H, W=W, K=C, R=R, S=S, stride_h=stride_h, stride_w=stride_w, pad_h=pad_h,
-                       pad_w=pad_w, groups=C)
+def _problem_2d(t: torch.Tensor, N: int, C: int, H: int, W: int, R: int, S: int, stride_h: int, stride_w: int,
+                pad_h: int, pad_w: int) -> ConvProblem:
+    return _problem(N=N, C=C, H=H, W=W, K=C, R=R, S=S, stride_h=stride_h, stride_w=stride_w, pad_h=pad_h,
+                    pad_w=pad_w, groups=C, dtype=_dtype(t))
 
 
 @torch.library.custom_op("convtune::depthwise_conv2d_fwd", mutates_args=())
 def _dw2d_fwd(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pad_h: int,
               pad_w: int) -> torch.Tensor:
-    """y (N, C, P, Q) of x (N, C, H, W) and w (C, 1, R, S), groups = C; both contiguous."""
-    if not _use_kernels(x):
+    """y (N, C, P, Q) of x (N, C, H, W) and w (C, 1, R, S), groups = C; both contiguous. float16/bfloat16: PyTorch's
+    convolution (no 16-bit 2-D forward kernel yet)."""
+    if not _use_kernels(x, half=False):
         return F.conv2d(x, w, stride=(stride_h, stride_w), padding=(pad_h, pad_w), groups=x.shape[1])
     from convtune.kernels.compile import cupy_module
     from convtune.kernels.depthwise import family
 
     N, C, H, W = x.shape
-    problem = _problem_2d(N, C, H, W, *w.shape[2:], stride_h, stride_w, pad_h, pad_w)
+    problem = _problem_2d(x, N, C, H, W, *w.shape[2:], stride_h, stride_w, pad_h, pad_w)
     y = x.new_empty((N, C, problem.P, problem.Q))
     dev = x.device.index
     pl = _plan(problem, dev, "fwd")
@@ -254,15 +314,16 @@ def _dw2d_dgrad(dy: torch.Tensor, w: torch.Tensor, H: int, W: int, stride_h: int
     taps whose quotients are whole and inside P×Q (the forward's adjoint); dy (N, C, P, Q), w (C, 1, R, S)."""
     N, C = dy.shape[:2]
     stride, padding = (stride_h, stride_w), (pad_h, pad_w)
-    if not _use_kernels(dy):
+    problem = _problem_2d(dy, N, C, H, W, *w.shape[2:], stride_h, stride_w, pad_h, pad_w) \
+        if _use_kernels(dy) else None
+    pl = _plan(problem, dy.device.index, "dgrad") if problem is not None else None
+    if pl is None:
         return torch.nn.grad.conv2d_input((N, C, H, W), w, dy, stride=stride, padding=padding, groups=C)
     from convtune.kernels.compile import cupy_module
     from convtune.kernels.depthwise import plan2d_dgrad
 
-    problem = _problem_2d(N, C, H, W, *w.shape[2:], stride_h, stride_w, pad_h, pad_w)
     dx = dy.new_empty((N, C, H, W))
     dev = dy.device.index
-    pl = _plan(problem, dev, "dgrad")
     with cupy_module().cuda.Device(dev):
         plan2d_dgrad.launch(pl, _compiled(pl, dev), _cupy_view(dy), _cupy_view(w), _cupy_view(dx), _stream(dy))
     return dx
@@ -275,15 +336,15 @@ def _dw2d_wgrad(x: torch.Tensor, dy: torch.Tensor, R: int, S: int, stride_h: int
     x (N, C, H, W), dy (N, C, P, Q)."""
     N, C, H, W = x.shape
     stride, padding = (stride_h, stride_w), (pad_h, pad_w)
-    if not _use_kernels(x):
+    problem = _problem_2d(x, N, C, H, W, R, S, stride_h, stride_w, pad_h, pad_w) if _use_kernels(x) else None
+    pl = _plan(problem, x.device.index, "wgrad") if problem is not None else None
+    if pl is None:
         return torch.nn.grad.conv2d_weight(x, (C, 1, R, S), dy, stride=stride, padding=padding, groups=C)
     from convtune.kernels.compile import cupy_module
     from convtune.kernels.depthwise import plan2d_wgrad
 
-    problem = _problem_2d(N, C, H, W, R, S, stride_h, stride_w, pad_h, pad_w)
     dw = x.new_empty((C, 1, R, S))
     dev = x.device.index
-    pl = _plan(problem, dev, "wgrad")
     workspace = _workspace(pl, x)
     with cupy_module().cuda.Device(dev):
         plan2d_wgrad.launch(pl, _compiled(pl, dev), _cupy_view(x), _cupy_view(dy), _cupy_view(dw),
@@ -341,7 +402,8 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, 
         y (N, C, P, Q) equal to ``F.conv2d(x, w, stride=stride, padding=padding, groups=C)``.
 
     Raises:
-        InvalidInput: wrong ranks or shapes, stride < 1, padding < 0, devices or dtypes that differ.
+        InvalidInput: wrong ranks or shapes, stride < 1, padding < 0, devices or dtypes that differ, a CUDA dtype
+            other than float32, float16, bfloat16 and float64.
     """
     (sh, sw), (ph, pw) = _pair("stride", stride), _pair("padding", padding)
     if x.dim() != 4:

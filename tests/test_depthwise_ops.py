@@ -100,7 +100,9 @@ def test_gradient_model_terms() -> None:
     small = model2d_bwd.predict(plan2d_wgrad.plan(p, Dw2dFastWgradConfig(1, 1, 2, 1, 32), H200), H200)
     big = model2d_bwd.predict(plan2d_wgrad.plan(p, Dw2dFastWgradConfig(28, 4, 2, 1, 128), H200), H200)
     assert big.launches == 2 and big.time_s < small.time_s and big.issue_s < small.issue_s
-    assert model2d_bwd.stream_bytes({"x": 10, "partials": 3, "dw": 2}, 2) == 2 * 10 + 4 * 3 + 2 * 2
+    from convtune.kernels.depthwise.dtypes import stream_bytes
+
+    assert stream_bytes({"x": 10, "partials": 3, "dw": 2}, 2) == 2 * 10 + 4 * 3 + 2 * 2
     with pytest.raises(TypeError):
         model2d_bwd.predict(ops.model_plan(P1, H200), H200)
 

@@ -1,6 +1,10 @@
 """``convtune.torch``: the depthwise custom ops against PyTorch in float64 — forward, gradients (each only
 when needed), gradcheck through the float64 path, torch.compile — on the CPU reference path and on the
-GPU kernels (gpu). Skipped where torch is not installed."""
+GPU kernels (gpu), in float32 and with float16 / bfloat16 storage (gpu). Skipped where torch is not installed.
+
+16-bit tolerances (relative error against float64 of the same 16-bit inputs): the kernels accumulate in fp32
+and round each output once, at most half a unit in the last place — 2⁻¹¹ ≈ 4.9e-4 relative for float16,
+2⁻⁸ ≈ 3.9e-3 for bfloat16 —, so twice that: 1e-3 and 8e-3."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ SHAPES_2D = [
     pytest.param((2, 3, 9, 10), (5, 5), 1, 3, id="5x5-p3"),
     pytest.param((2, 6, 12, 20), (3, 5), (1, 2), (0, 2), id="3x5-s1x2"),
     pytest.param((4, 32, 28, 28), (3, 3), 1, 1, id="3x3-C32"),
+    pytest.param((2, 4, 15, 16), (3, 3), 3, 1, id="3x3-s3"),   # no dgrad kernel takes stride 3: reference dx
 ]
 
 
@@ -268,3 +273,114 @@ def test_s4convd_training_script_runs_and_agrees_on_cpu(tmp_path) -> None:
     report = json.loads(out.read_text())
     assert report["losses_agree"] and report["max_rel_loss_diff"] <= 1e-4
     assert report["step_ms_fft"] > 0 and report["amdahl_bound"] >= 1
+
+
+# ---- float16 / bfloat16 storage ------------------------------------------------------------------------------
+HALF = [pytest.param(torch.float16, 1e-3, id="fp16"), pytest.param(torch.bfloat16, 8e-3, id="bf16")]
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("a reference formula ran where the kernels should")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("dtype", "tol"), HALF)
+@pytest.mark.parametrize("shape", [(2, 3, 7, 3), (4, 16, 48, 7), (2, 8, 64, 1), (3, 5, 13, 20), (2, 4, 40, 64),
+                                   (8, 32, 256, 4)], ids=lambda s: "B{}C{}L{}K{}".format(*s))
+def test_conv1d_16bit_runs_the_kernels_and_matches_float64(shape, dtype, tol, monkeypatch) -> None:
+    for name in ("_ref_fwd", "_ref_dgrad", "_ref_wgrad"):
+        monkeypatch.setattr(ct, name, _refuse)
+    B, C, L, K = shape
+    g = torch.Generator().manual_seed(sum(shape))
+    x, w, dy = (torch.randn(*s, generator=g).to(dtype).cuda() for s in ((B, C, L), (C, K), (B, C, L)))
+    x.requires_grad_(), w.requires_grad_()
+    y = ct.depthwise_conv1d(x, w)
+    y.backward(dy)
+    assert y.dtype == x.grad.dtype == w.grad.dtype == dtype
+    x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
+    y64 = _ref1d(x64, w64)
+    y64.backward(dy.double())
+    assert _rel(y, y64) <= tol and _rel(x.grad, x64.grad) <= tol and _rel(w.grad, w64.grad) <= tol
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("dtype", "tol"), HALF)
+@pytest.mark.parametrize(("xshape", "rs", "stride", "padding"), [
+    pytest.param((2, 4, 9, 11), (3, 3), 1, 1, id="3x3"),
+    pytest.param((1, 4, 11, 13), (7, 7), 2, 3, id="7x7-s2-odd"),
+    pytest.param((2, 5, 15, 9), (5, 5), 1, 2, id="5x5"),
+    pytest.param((8, 32, 28, 28), (3, 3), 2, 1, id="3x3-s2-C32"),
+])
+def test_conv2d_16bit_gradients_run_the_kernels_and_match_float64(xshape, rs, stride, padding, dtype, tol,
+                                                                  monkeypatch) -> None:
+    """The 2-D forward is PyTorch's own in 16-bit (no 16-bit 2-D forward kernel yet); both gradients are the
+    kernels'."""
+    monkeypatch.setattr(torch.nn.grad, "conv2d_input", _refuse)
+    monkeypatch.setattr(torch.nn.grad, "conv2d_weight", _refuse)
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(*xshape, generator=g).to(dtype).cuda().requires_grad_()
+    w = torch.randn(xshape[1], 1, *rs, generator=g).to(dtype).cuda().requires_grad_()
+    y = ct.depthwise_conv2d(x, w, stride=stride, padding=padding)
+    dy = torch.randn(y.shape, generator=g).to(dtype).cuda()
+    y.backward(dy)
+    assert y.dtype == x.grad.dtype == w.grad.dtype == dtype
+    x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
+    y64 = F.conv2d(x64, w64, stride=stride, padding=padding, groups=xshape[1])
+    y64.backward(dy.double())
+    assert _rel(y, y64) <= tol and _rel(x.grad, x64.grad) <= tol and _rel(w.grad, w64.grad) <= tol
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("dtype", "tol"), HALF)
+def test_16bit_shapes_without_a_16bit_kernel_run_the_reference(dtype, tol) -> None:
+    """1-D with more than 64 taps meeting data: no 16-bit kernel (the fast variant keeps its taps in registers);
+    the op runs PyTorch's formulas in that dtype instead of failing."""
+    x = torch.randn(2, 3, 100, device="cuda").to(dtype).requires_grad_()
+    w = torch.randn(3, 80, device="cuda").to(dtype).requires_grad_()
+    y = ct.depthwise_conv1d(x, w)
+    y.sum().backward()
+    assert y.dtype == x.grad.dtype == w.grad.dtype == dtype
+    assert _rel(y, _ref1d(x.detach().double(), w.detach().double())) <= 4 * tol  # PyTorch's own 16-bit kernel
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_16bit_weight_gradients_are_bitwise_repeatable(dtype) -> None:
+    x1, w1 = torch.randn(16, 32, 96, device="cuda").to(dtype), torch.randn(32, 7, device="cuda").to(dtype)
+    x2, w2 = torch.randn(8, 16, 30, 30, device="cuda").to(dtype), torch.randn(16, 1, 5, 5, device="cuda").to(dtype)
+    dy1, dy2 = torch.randn_like(x1), torch.randn_like(x2)
+    grads = []
+    for _ in range(2):
+        a, b = w1.clone().requires_grad_(), w2.clone().requires_grad_()
+        torch.autograd.backward([ct.depthwise_conv1d(x1, a), ct.depthwise_conv2d(x2, b, padding=2)], [dy1, dy2])
+        grads.append((a.grad, b.grad))
+    assert all(torch.equal(u, v) for u, v in zip(*grads, strict=True))
+
+
+@COMPILE_WARNINGS
+@pytest.mark.gpu
+def test_torch_compile_in_bfloat16() -> None:
+    torch._dynamo.reset()
+    block = _Block(8, 5).cuda().to(torch.bfloat16)
+    x = torch.randn(4, 8, 32, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    eager = block(x)
+    eager.float().sum().backward()
+    eager_grads = [t.grad.clone() for t in (x, block.w, block.w2)]
+    for t in (x, block.w, block.w2):
+        t.grad = None
+    out = torch.compile(block, fullgraph=True, backend="inductor")(x)
+    # inductor fuses the elementwise ops in fp32 where eager rounds each to bfloat16: a few bfloat16 ulps apart
+    assert out.dtype == torch.bfloat16 and _rel(out, eager) <= 2e-2
+    out.float().sum().backward()
+    for a, b in zip((x.grad, block.w.grad, block.w2.grad), eager_grads, strict=True):
+        assert a.dtype == torch.bfloat16 and _rel(a, b) <= 2e-2
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_16bit_cpu_tensors_run_the_reference(dtype) -> None:
+    x = torch.randn(2, 3, 12).to(dtype).requires_grad_()
+    w = torch.randn(3, 4).to(dtype).requires_grad_()
+    y = ct.depthwise_conv1d(x, w)
+    y.sum().backward()
+    assert y.dtype == x.grad.dtype == w.grad.dtype == dtype
+    assert _rel(y, _ref1d(x.detach().double(), w.detach().double())) <= 2e-2

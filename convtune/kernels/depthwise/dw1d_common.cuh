@@ -1,4 +1,5 @@
-// Shared definitions of the causal depthwise 1-D kernels (layout (B, C, L), taps w (C, K), fp32).
+// Shared definitions of the causal depthwise 1-D kernels (layout (B, C, L), taps w (C, K); fp32, and for the
+// fast variant fp16/bf16 storage with fp32 sums: storage.cuh).
 //
 //   fwd   y[b,c,t]  = Σ_{j<K, t−j≥0}  w[c,j] · x[b,c,t−j]
 //   dgrad dx[b,c,s] = Σ_{j<K, s+j<L}  w[c,j] · dy[b,c,s+j]

@@ -22,14 +22,24 @@
 //          summed with shuffles (fixed order) and lane tp = 0 writes slot blockIdx.x·RB + rb of the
 //          partials [P, C, KE] (slot = p·C + c) or adds atomically into dw[c, :KE].
 // fwd/dgrad results go back through the stage buffer so the global stores are coalesced 16-byte stores.
+//
+// Storage type T (storage.cuh): float, or half16 / bfloat16 with fp32 taps, sums and accumulators. Shared
+// memory holds T as stored (copies of VEC elements: 16 bytes for float, 8 for 16-bit types; a single 16-bit
+// element is a plain load); window reads are 4-element vector reads converted to float; fwd/dgrad results are
+// rounded to T once, in the stage buffer. wgrad writes fp32 (partials, or atomics into an fp32 dw or, for
+// 16-bit storage, an fp32 workspace that dw_reduce converts).
 #include "depthwise/dw1d_common.cuh"
 #include "common.cuh"
+#include "storage.cuh"
 
 namespace convtune {
 namespace dw {
 
-template <int PATH_, int KE_, int TL_, int TPR_, int RB_, int VEC_, bool HALO_, int STAGES_, int PITCH_, bool ATOMIC_>
+template <int PATH_, int KE_, int TL_, int TPR_, int RB_, int VEC_, bool HALO_, int STAGES_, int PITCH_, bool ATOMIC_,
+          class T_ = float>
 struct FastTraits {
+  using T = T_;                                                    // storage type of x, w, dy, y, dx
+  using Out = typename select_type<PATH_ == PATH_WGRAD, float, T_>::type;  // wgrad: fp32 sums
   static constexpr int PATH = PATH_, KE = KE_, TL = TL_, TPR = TPR_, RB = RB_, VEC = VEC_, STAGES = STAGES_;
   static constexpr int PITCH = PITCH_;
   static constexpr bool HALO = HALO_, ATOMIC = ATOMIC_;
@@ -37,8 +47,8 @@ struct FastTraits {
   static constexpr int SEG = TL * TPR;
   static constexpr int HP = HALO ? round_up4(KE - 1) : 0;
   static constexpr int SPAN = HP + SEG;
-  static constexpr int BUF_FLOATS = RB * PITCH;
-  static constexpr int STAGE_FLOATS = (PATH == PATH_WGRAD ? 2 : 1) * BUF_FLOATS;
+  static constexpr int BUF_ELEMS = RB * PITCH;
+  static constexpr int STAGE_ELEMS = (PATH == PATH_WGRAD ? 2 : 1) * BUF_ELEMS;
   static constexpr bool REVERSE = PATH == PATH_DGRAD;
   static constexpr int SWZ = (REVERSE && VEC == 4) ? 3 : 0;
   static_assert(TL % 4 == 0, "TL must be a multiple of 4");
@@ -53,8 +63,8 @@ struct FastTraits {
 // Copy the rel indices [LO, SPAN) of the item's rows into buf; rel index i holds time a0 + i (reversed time
 // for dgrad, where a 16-byte chunk keeps its memory order: its lanes are read back swizzled).
 template <class Tr, int LO>
-__device__ __forceinline__ void fast_stage(float* buf, const float* __restrict__ src, int r0, int a0, int NR,
-                                           int L) {
+__device__ __forceinline__ void fast_stage(typename Tr::T* buf, const typename Tr::T* __restrict__ src, int r0,
+                                           int a0, int NR, int L) {
   constexpr int W = Tr::VEC;
   constexpr int CNT = (Tr::SPAN - LO) / W;  // copies per row
   static_assert(LO % 4 == 0, "chunk-aligned");
@@ -63,34 +73,30 @@ __device__ __forceinline__ void fast_stage(float* buf, const float* __restrict__
     const int rel = LO + W * q, tt = a0 + rel, row = r0 + rr;
     const bool ok = row < NR && tt >= 0 && tt < L;  // VEC = 4: L % 4 == 0, so tt < L covers the chunk
     const int off = ok ? row * L + (Tr::REVERSE ? L - W - tt : tt) : 0;
-    if (W == 4) {
-      cp_async16(buf + rr * Tr::PITCH + rel, src + off, ok);
-    } else {
-      cp_async4(buf + rr * Tr::PITCH + rel, src + off, ok);
-    }
+    cp_async_elems<W>(buf + rr * Tr::PITCH + rel, src + off, ok);
   }
 }
 
 // Issue the copies of item k (row group blockIdx.x + (k / nseg)·gridDim.x, segment k % nseg) into stage s.
 template <class Tr>
-__device__ __forceinline__ void fast_issue(float* smem, int s, int k, const float* __restrict__ a,
-                                           const float* __restrict__ b_in, int NR, int L, int nseg) {
+__device__ __forceinline__ void fast_issue(typename Tr::T* smem, int s, int k, const typename Tr::T* __restrict__ a,
+                                           const typename Tr::T* __restrict__ b_in, int NR, int L, int nseg) {
   const int g = blockIdx.x + (k / nseg) * gridDim.x, sg = k - (k / nseg) * nseg;
   const int r0 = g * Tr::RB, a0 = sg * Tr::SEG - Tr::HP;
-  float* buf = smem + s * Tr::STAGE_FLOATS;
+  typename Tr::T* buf = smem + s * Tr::STAGE_ELEMS;
   fast_stage<Tr, 0>(buf, a, r0, a0, NR, L);
-  if (Tr::PATH == PATH_WGRAD) fast_stage<Tr, Tr::HP>(buf + Tr::BUF_FLOATS, b_in, r0, a0, NR, L);
+  if (Tr::PATH == PATH_WGRAD) fast_stage<Tr, Tr::HP>(buf + Tr::BUF_ELEMS, b_in, r0, a0, NR, L);
   cp_async_commit();
 }
 
 // Window element e of thread tp ↔ time tl0 − HP + e; PEEL skips e < HP (negative times: tl0 = 0).
 // Calls f(t, j, value) for every pair with j = t + HP − e in [0, KE): compile-time t and j.
 template <class Tr, bool PEEL, class F>
-__device__ __forceinline__ void fast_window(const float* xb, F&& f) {
+__device__ __forceinline__ void fast_window(const typename Tr::T* xb, F&& f) {
 #pragma unroll
   for (int qq = PEEL ? Tr::HP / 4 : 0; qq < (Tr::HP + Tr::TL) / 4; ++qq) {
-    const float4 v4 = *reinterpret_cast<const float4*>(xb + 4 * qq);
-    const float vv[4] = {v4.x, v4.y, v4.z, v4.w};
+    float vv[4];
+    load4_f32(xb + 4 * qq, vv);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int e = 4 * qq + i;
@@ -105,17 +111,19 @@ __device__ __forceinline__ void fast_window(const float* xb, F&& f) {
 }
 
 template <class Tr>
-__device__ __forceinline__ void fast_body(const float* __restrict__ a, const float* __restrict__ b_in,
-                                          float* __restrict__ out, int NR, int C, int L, int K, int ngroups,
-                                          int nseg) {
-  extern __shared__ __align__(16) float smem[];
+__device__ __forceinline__ void fast_body(const typename Tr::T* __restrict__ a, const typename Tr::T* __restrict__ b_in,
+                                          typename Tr::Out* __restrict__ out, int NR, int C, int L, int K,
+                                          int ngroups, int nseg) {
+  using T = typename Tr::T;
+  extern __shared__ __align__(16) unsigned char dw_smem[];
+  T* smem = reinterpret_cast<T*>(dw_smem);
   const int rb = threadIdx.x / Tr::TPR, tp = threadIdx.x - (threadIdx.x / Tr::TPR) * Tr::TPR;
   const int row0 = blockIdx.x * Tr::RB + rb;  // the thread's first row: its channel for the whole kernel
   const int c = row0 % C;
   float wr[Tr::KE];  // fwd/dgrad taps; wgrad sums
 #pragma unroll
   for (int j = 0; j < Tr::KE; ++j) {
-    wr[j] = (Tr::PATH != PATH_WGRAD && row0 < NR) ? __ldg(b_in + c * K + j) : 0.f;
+    wr[j] = (Tr::PATH != PATH_WGRAD && row0 < NR) ? ldg_f32(b_in + c * K + j) : 0.f;
   }
   const int n_items = (ngroups - blockIdx.x + gridDim.x - 1) / gridDim.x * nseg;
   if (n_items > 0) fast_issue<Tr>(smem, 0, 0, a, b_in, NR, L, nseg);
@@ -134,17 +142,18 @@ __device__ __forceinline__ void fast_body(const float* __restrict__ a, const flo
     __syncthreads();
     const int g = blockIdx.x + (k / nseg) * gridDim.x, sg = k - (k / nseg) * nseg;
     const int row = g * Tr::RB + rb, seg0 = sg * Tr::SEG, tl0 = seg0 + tp * Tr::TL;
-    float* buf = smem + s * Tr::STAGE_FLOATS;
-    const float* xb = buf + rb * Tr::PITCH + tp * Tr::TL;
+    T* buf = smem + s * Tr::STAGE_ELEMS;
+    const T* xb = buf + rb * Tr::PITCH + tp * Tr::TL;
     const bool active = row < NR && tl0 < L;
-    if (Tr::PATH == PATH_WGRAD) {
+    if constexpr (Tr::PATH == PATH_WGRAD) {
       if (active) {
         float d[Tr::TL];
-        const float* db = buf + Tr::BUF_FLOATS + rb * Tr::PITCH + Tr::HP + tp * Tr::TL;
+        const T* db = buf + Tr::BUF_ELEMS + rb * Tr::PITCH + Tr::HP + tp * Tr::TL;
 #pragma unroll
         for (int q = 0; q < Tr::TL / 4; ++q) {
-          const float4 v = *reinterpret_cast<const float4*>(db + 4 * q);
-          d[4 * q] = v.x, d[4 * q + 1] = v.y, d[4 * q + 2] = v.z, d[4 * q + 3] = v.w;
+          float v[4];
+          load4_f32(db + 4 * q, v);
+          d[4 * q] = v[0], d[4 * q + 1] = v[1], d[4 * q + 2] = v[2], d[4 * q + 3] = v[3];
         }
         auto f = [&](int t, int j, float xv) { wr[j] = fmaf(d[t], xv, wr[j]); };
         if (!Tr::HALO || tl0 == 0) {
@@ -167,15 +176,11 @@ __device__ __forceinline__ void fast_body(const float* __restrict__ a, const flo
         }
       }
       __syncthreads();  // every window read: overwrite the outputs' positions with the results
-      float* ob = buf + rb * Tr::PITCH + Tr::HP + tp * Tr::TL;
+      T* ob = buf + rb * Tr::PITCH + Tr::HP + tp * Tr::TL;
 #pragma unroll
       for (int q = 0; q < Tr::TL / 4; ++q) {
-        float4 o;
-        o.x = acc[4 * q + (0 ^ Tr::SWZ)];
-        o.y = acc[4 * q + (1 ^ Tr::SWZ)];
-        o.z = acc[4 * q + (2 ^ Tr::SWZ)];
-        o.w = acc[4 * q + (3 ^ Tr::SWZ)];
-        *reinterpret_cast<float4*>(ob + 4 * q) = o;
+        store4_f32(ob + 4 * q, acc[4 * q + (0 ^ Tr::SWZ)], acc[4 * q + (1 ^ Tr::SWZ)], acc[4 * q + (2 ^ Tr::SWZ)],
+                   acc[4 * q + (3 ^ Tr::SWZ)]);
       }
       __syncthreads();
       constexpr int W = Tr::VEC, CNT = Tr::SEG / W;
@@ -184,9 +189,9 @@ __device__ __forceinline__ void fast_body(const float* __restrict__ a, const flo
         const int orow = g * Tr::RB + rr, tt = seg0 + W * q;
         if (orow >= NR || tt >= L) continue;
         const int off = orow * L + (Tr::REVERSE ? L - W - tt : tt);
-        const float* sb = buf + rr * Tr::PITCH + Tr::HP + W * q;
+        const T* sb = buf + rr * Tr::PITCH + Tr::HP + W * q;
         if (W == 4) {
-          *reinterpret_cast<float4*>(out + off) = *reinterpret_cast<const float4*>(sb);
+          copy4(out + off, sb);
         } else {
           out[off] = *sb;
         }
@@ -195,7 +200,7 @@ __device__ __forceinline__ void fast_body(const float* __restrict__ a, const flo
     }
     if (Tr::STAGES == 1 && k + 1 < n_items) fast_issue<Tr>(smem, 0, k + 1, a, b_in, NR, L, nseg);
   }
-  if (Tr::PATH == PATH_WGRAD) {
+  if constexpr (Tr::PATH == PATH_WGRAD) {
     if (Tr::TPR > 1) {  // lanes rb·TPR .. rb·TPR + TPR − 1 hold one row's sums: add them, fixed order
 #pragma unroll
       for (int off = Tr::TPR / 2; off > 0; off >>= 1) {

@@ -15,25 +15,29 @@
 //   dw:  streams the x row as float4s: dw[j] += d[t]·x[τ] for j = t − τ ∈ [0, KE) (the causal triangle).
 // At the end each thread leaves its sums in partial slot blockIdx.x·RB + rb of [P, C, KE] (slot = p·C + c,
 // summed by dw_reduce in slot order: bitwise repeatable) or adds them atomically into dw[c, :KE].
+// Storage type Tr::T as in the fast kernel: x, dy, w and dx in T, every sum in fp32, dx rounded to T once in
+// its shared slot; dw_out is fp32 (partials, an fp32 dw, or the fp32 atomic workspace of 16-bit storage).
 #include "depthwise/dw1d_fast.cu"
 
 namespace convtune {
 namespace dw {
 
 template <class Tr>
-__device__ __forceinline__ void fused_bwd_body(const float* __restrict__ x, const float* __restrict__ dy,
-                                               const float* __restrict__ w, float* __restrict__ dx,
+__device__ __forceinline__ void fused_bwd_body(const typename Tr::T* __restrict__ x, const typename Tr::T* __restrict__ dy,
+                                               const typename Tr::T* __restrict__ w, typename Tr::T* __restrict__ dx,
                                                float* __restrict__ dw_out, int NR, int C, int L, int K,
                                                int ngroups) {
   static_assert(Tr::PATH == PATH_WGRAD && !Tr::HALO && Tr::TPR == 1, "whole rows, x and dy staged");
-  extern __shared__ __align__(16) float smem[];
+  using T = typename Tr::T;
+  extern __shared__ __align__(16) unsigned char dw_smem[];
+  T* smem = reinterpret_cast<T*>(dw_smem);
   const int rb = threadIdx.x;
   const int row0 = blockIdx.x * Tr::RB + rb;
   const int c = row0 % C;
   float wt[Tr::KE], sums[Tr::KE];
 #pragma unroll
   for (int j = 0; j < Tr::KE; ++j) {
-    wt[j] = row0 < NR ? __ldg(w + c * K + j) : 0.f;
+    wt[j] = row0 < NR ? ldg_f32(w + c * K + j) : 0.f;
     sums[j] = 0.f;
   }
   const int n_items = (ngroups - blockIdx.x + gridDim.x - 1) / gridDim.x;
@@ -52,15 +56,16 @@ __device__ __forceinline__ void fused_bwd_body(const float* __restrict__ x, cons
     }
     __syncthreads();
     const int g = blockIdx.x + k * gridDim.x;
-    float* buf = smem + s * Tr::STAGE_FLOATS;
-    const float* xb = buf + rb * Tr::PITCH;
-    float* db = buf + Tr::BUF_FLOATS + rb * Tr::PITCH;
+    T* buf = smem + s * Tr::STAGE_ELEMS;
+    const T* xb = buf + rb * Tr::PITCH;
+    T* db = buf + Tr::BUF_ELEMS + rb * Tr::PITCH;
     if (g * Tr::RB + rb < NR) {
       float d[Tr::TL];
 #pragma unroll
       for (int q = 0; q < Tr::TL / 4; ++q) {
-        const float4 v = *reinterpret_cast<const float4*>(db + 4 * q);
-        d[4 * q] = v.x, d[4 * q + 1] = v.y, d[4 * q + 2] = v.z, d[4 * q + 3] = v.w;
+        float v[4];
+        load4_f32(db + 4 * q, v);
+        d[4 * q] = v[0], d[4 * q + 1] = v[1], d[4 * q + 2] = v[2], d[4 * q + 3] = v[3];
       }
 #pragma unroll
       for (int q = 0; q < Tr::TL / 4; ++q) {
@@ -75,12 +80,12 @@ __device__ __forceinline__ void fused_bwd_body(const float* __restrict__ x, cons
           }
           o[i] = acc;
         }
-        *reinterpret_cast<float4*>(db + 4 * q) = make_float4(o[0], o[1], o[2], o[3]);
+        store4_f32(db + 4 * q, o[0], o[1], o[2], o[3]);
       }
 #pragma unroll
       for (int q = 0; q < Tr::TL / 4; ++q) {
-        const float4 v4 = *reinterpret_cast<const float4*>(xb + 4 * q);
-        const float xv[4] = {v4.x, v4.y, v4.z, v4.w};
+        float xv[4];
+        load4_f32(xb + 4 * q, xv);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
 #pragma unroll
@@ -96,9 +101,9 @@ __device__ __forceinline__ void fused_bwd_body(const float* __restrict__ x, cons
       const int rr = i / CNT, q = i - (i / CNT) * CNT;
       const int orow = g * Tr::RB + rr, tt = W * q;
       if (orow >= NR || tt >= L) continue;
-      const float* sb = buf + Tr::BUF_FLOATS + rr * Tr::PITCH + tt;
+      const T* sb = buf + Tr::BUF_ELEMS + rr * Tr::PITCH + tt;
       if (W == 4) {
-        *reinterpret_cast<float4*>(dx + orow * L + tt) = *reinterpret_cast<const float4*>(sb);
+        copy4(dx + orow * L + tt, sb);
       } else {
         dx[orow * L + tt] = *sb;
       }

@@ -14,15 +14,19 @@
 // and is skipped at compile time), likewise for columns. An item walks its NE dy rows (E0 ≤ e < E0 + NE),
 // reads each row's window of NF dy values once (float4 reads when (VW/SW) % 4 == 0) and applies every tap
 // that reads it; taps and VH·VW sums stay in registers; stores as in the forward kernel.
+// Storage type T (storage.cuh): float, or half16 / bfloat16 — dy is staged as stored (copies of VEC elements:
+// 16 bytes for float, 8 for 16-bit types, a single 16-bit element by a plain load), windows are read as
+// 4-element vectors converted to float, taps and sums are fp32, dx is rounded to T once at the store.
 #include "common.cuh"
+#include "storage.cuh"
 
 namespace convtune {
 namespace dw {
 
 template <int R, int S, int SH, int SW, int PH, int PW, int H, int W, int P, int Q, int TH, int VH, int VW, int PB,
-          int THREADS, int PITCH, int OFF, int VEC, int E0, int NE, int F0, int NF>
-__device__ __forceinline__ void dw2d_dgrad_body(const float* __restrict__ dy, const float* __restrict__ w,
-                                                float* __restrict__ dx, int NC, int C, int nbands) {
+          int THREADS, int PITCH, int OFF, int VEC, int E0, int NE, int F0, int NF, class T = float>
+__device__ __forceinline__ void dw2d_dgrad_body(const T* __restrict__ dy, const T* __restrict__ w,
+                                                T* __restrict__ dx, int NC, int C, int nbands) {
   constexpr int IHD = (TH - VH) / SH + NE;                       // staged dy rows per plane
   constexpr int NQ = (W + VW - 1) / VW, NH = TH / VH;
   constexpr int ITEMS = PB * NH * NQ;
@@ -34,7 +38,8 @@ __device__ __forceinline__ void dw2d_dgrad_body(const float* __restrict__ dy, co
   static_assert(TH % VH == 0 && VH % SH == 0 && VW % SW == 0, "items aligned to the strides");
   static_assert(VEC == 1 || (VEC == 4 && Q % 4 == 0 && OFF % 4 == 0 && PITCH % 4 == 0), "16-byte copies");
   static_assert(OFF + F0 >= 0 && PITCH >= OFF + Q, "the shared row holds the halo and the dy row");
-  extern __shared__ __align__(16) float smem[];
+  extern __shared__ __align__(16) unsigned char dw_smem[];
+  T* smem = reinterpret_cast<T*>(dw_smem);
   const int bd = blockIdx.x % nbands, pg = blockIdx.x / nbands;
   const int hb = bd * TH;
   const int p0 = hb / SH + E0;  // dy row of staged row 0
@@ -45,12 +50,8 @@ __device__ __forceinline__ void dw2d_dgrad_body(const float* __restrict__ dy, co
     const int pl = prow / IHD, ir = prow - (prow / IHD) * IHD;
     const int plane = pg * PB + pl, p = p0 + ir, col = k * VEC - OFF;
     const bool ok = plane < NC && p >= 0 && p < P && col >= 0 && col < Q;
-    const float* src = ok ? dy + (static_cast<long long>(plane) * P + p) * Q + col : dy;
-    if (VEC == 4) {
-      cp_async16(smem + prow * PITCH + k * 4, src, ok);
-    } else {
-      cp_async4(smem + prow * PITCH + k, src, ok);
-    }
+    const T* src = ok ? dy + (static_cast<long long>(plane) * P + p) * Q + col : dy;
+    cp_async_elems<VEC>(smem + prow * PITCH + k * VEC, src, ok);
   }
   cp_async_commit();
   cp_async_wait<0>();
@@ -64,26 +65,27 @@ __device__ __forceinline__ void dw2d_dgrad_body(const float* __restrict__ dy, co
     const int c = plane % C;
     float wr[R * S];
 #pragma unroll
-    for (int k = 0; k < R * S; ++k) wr[k] = __ldg(w + c * (R * S) + k);
+    for (int k = 0; k < R * S; ++k) wr[k] = ldg_f32(w + c * (R * S) + k);
     float acc[VH][VW];
 #pragma unroll
     for (int v = 0; v < VH; ++v) {
 #pragma unroll
       for (int u = 0; u < VW; ++u) acc[v][u] = 0.f;
     }
-    const float* base = smem + (pl * IHD + rg * (VH / SH)) * PITCH + qg * QSTEP + START - D4;
+    const T* base = smem + (pl * IHD + rg * (VH / SH)) * PITCH + qg * QSTEP + START - D4;
 #pragma unroll
     for (int er = 0; er < NE; ++er) {
       float win[F4 ? 4 * NCH : NF];
       if (F4) {
 #pragma unroll
         for (int k = 0; k < NCH; ++k) {
-          const float4 f = *reinterpret_cast<const float4*>(base + er * PITCH + 4 * k);
-          win[4 * k] = f.x, win[4 * k + 1] = f.y, win[4 * k + 2] = f.z, win[4 * k + 3] = f.w;
+          float f[4];
+          load4_f32(base + er * PITCH + 4 * k, f);
+          win[4 * k] = f[0], win[4 * k + 1] = f[1], win[4 * k + 2] = f[2], win[4 * k + 3] = f[3];
         }
       } else {
 #pragma unroll
-        for (int k = 0; k < NF; ++k) win[k] = base[er * PITCH + k];
+        for (int k = 0; k < NF; ++k) win[k] = to_f32(base[er * PITCH + k]);
       }
 #pragma unroll
       for (int v = 0; v < VH; ++v) {
@@ -106,17 +108,16 @@ __device__ __forceinline__ void dw2d_dgrad_body(const float* __restrict__ dy, co
 #pragma unroll
     for (int v = 0; v < VH; ++v) {
       if (h0 + v >= H) break;
-      float* dst = dx + (static_cast<long long>(plane) * H + h0 + v) * W + w0;
+      T* dst = dx + (static_cast<long long>(plane) * H + h0 + v) * W + w0;
       if (W % 4 == 0 && VW % 4 == 0) {
 #pragma unroll
         for (int u = 0; u < VW; u += 4) {
-          if (w0 + u < W) *reinterpret_cast<float4*>(dst + u) = make_float4(acc[v][u], acc[v][u + 1], acc[v][u + 2],
-                                                                           acc[v][u + 3]);
+          if (w0 + u < W) store4_f32(dst + u, acc[v][u], acc[v][u + 1], acc[v][u + 2], acc[v][u + 3]);
         }
       } else {
 #pragma unroll
         for (int u = 0; u < VW; ++u) {
-          if (w0 + u < W) dst[u] = acc[v][u];
+          if (w0 + u < W) dst[u] = from_f32<T>(acc[v][u]);
         }
       }
     }

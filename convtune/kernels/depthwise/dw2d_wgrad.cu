@@ -12,14 +12,19 @@
 // The R·S sums of a thread are added over the warp (xor shuffles; lane 0's sums are used), then over the
 // warps in warp order through shared memory: one partial per block, slot (ng·nbands + bd)·C + c of
 // [P, C, R·S] (summed by dw_reduce in slot order: bitwise repeatable), or R·S atomic adds into dw[c].
+// Storage type T (storage.cuh): float, or half16 / bfloat16 — x and dy are staged as stored (copies of VEC /
+// DVEC elements: 16 bytes for float, 8 for 16-bit types, a single 16-bit element by a plain load) and read as
+// floats; every sum is fp32 and `out` is fp32 (partials, an fp32 dw, or the fp32 atomic workspace of 16-bit
+// storage that dw_reduce converts). The block reduction reuses the staging memory as floats.
 #include "common.cuh"
+#include "storage.cuh"
 
 namespace convtune {
 namespace dw {
 
 template <int R, int S, int SH, int SW, int PH, int PW, int H, int W, int P, int Q, int TH, int VH, int VW, int PB,
-          int THREADS, int PITCH, int OFF, int VEC, int DPITCH, int DVEC, bool ATOMIC>
-__device__ __forceinline__ void dw2d_wgrad_body(const float* __restrict__ x, const float* __restrict__ dy,
+          int THREADS, int PITCH, int OFF, int VEC, int DPITCH, int DVEC, bool ATOMIC, class T = float>
+__device__ __forceinline__ void dw2d_wgrad_body(const T* __restrict__ x, const T* __restrict__ dy,
                                                 float* __restrict__ out, int N, int C, int nbands, int nng) {
   constexpr int IH = (TH - 1) * SH + R;
   constexpr int NQ = (Q + VW - 1) / VW, NH = TH / VH;
@@ -36,10 +41,10 @@ __device__ __forceinline__ void dw2d_wgrad_body(const float* __restrict__ x, con
   static_assert(VEC == 1 || (VEC == 4 && W % 4 == 0 && OFF % 4 == 0 && PITCH % 4 == 0), "16-byte x copies");
   static_assert(DVEC == 1 || (DVEC == 4 && Q % 4 == 0 && DPITCH % 4 == 0), "16-byte dy copies");
   static_assert(OFF >= PW && PITCH >= OFF + W && DPITCH >= NQ * VW, "shared rows cover the reads");
-  extern __shared__ __align__(16) float smem[];
-  constexpr int XFLOATS = (PB * IH * PITCH + 3) / 4 * 4;  // the dy band starts 16-byte aligned
-  float* xs = smem;
-  float* ds = smem + XFLOATS;
+  extern __shared__ __align__(16) unsigned char dw_smem[];
+  constexpr int XELEMS = (PB * IH * PITCH + 3) / 4 * 4;  // the dy band starts 4-element (vector) aligned
+  T* xs = reinterpret_cast<T*>(dw_smem);
+  T* ds = xs + XELEMS;
   const int bd = blockIdx.x % nbands, rest = blockIdx.x / nbands;
   const int ng = rest % nng, c = rest / nng;
   const int pb0 = bd * TH, h0 = pb0 * SH - PH;
@@ -50,12 +55,8 @@ __device__ __forceinline__ void dw2d_wgrad_body(const float* __restrict__ x, con
     const int pl = prow / IH, ir = prow - (prow / IH) * IH;
     const int n = ng * PB + pl, h = h0 + ir, col = k * VEC - OFF;
     const bool ok = n < N && h >= 0 && h < H && col >= 0 && col < W;
-    const float* src = ok ? x + ((static_cast<long long>(n) * C + c) * H + h) * W + col : x;
-    if (VEC == 4) {
-      cp_async16(xs + prow * PITCH + k * 4, src, ok);
-    } else {
-      cp_async4(xs + prow * PITCH + k, src, ok);
-    }
+    const T* src = ok ? x + ((static_cast<long long>(n) * C + c) * H + h) * W + col : x;
+    cp_async_elems<VEC>(xs + prow * PITCH + k * VEC, src, ok);
   }
   constexpr int DPR = DPITCH / DVEC;
   for (int i = threadIdx.x; i < PB * TH * DPR; i += THREADS) {
@@ -63,12 +64,8 @@ __device__ __forceinline__ void dw2d_wgrad_body(const float* __restrict__ x, con
     const int pl = prow / TH, ir = prow - (prow / TH) * TH;
     const int n = ng * PB + pl, p = pb0 + ir, col = k * DVEC;
     const bool ok = n < N && p < P && col < Q;
-    const float* src = ok ? dy + ((static_cast<long long>(n) * C + c) * P + p) * Q + col : dy;
-    if (DVEC == 4) {
-      cp_async16(ds + prow * DPITCH + k * 4, src, ok);
-    } else {
-      cp_async4(ds + prow * DPITCH + k, src, ok);
-    }
+    const T* src = ok ? dy + ((static_cast<long long>(n) * C + c) * P + p) * Q + col : dy;
+    cp_async_elems<DVEC>(ds + prow * DPITCH + k * DVEC, src, ok);
   }
   cp_async_commit();
   cp_async_wait<0>();
@@ -84,31 +81,33 @@ __device__ __forceinline__ void dw2d_wgrad_body(const float* __restrict__ x, con
     float d[VH][VW];
 #pragma unroll
     for (int v = 0; v < VH; ++v) {
-      const float* dr = ds + (pl * TH + rg * VH + v) * DPITCH + qg * VW;
+      const T* dr = ds + (pl * TH + rg * VH + v) * DPITCH + qg * VW;
       if (DF4) {
 #pragma unroll
         for (int u = 0; u < VW; u += 4) {
-          const float4 f = *reinterpret_cast<const float4*>(dr + u);
-          d[v][u] = f.x, d[v][u + 1] = f.y, d[v][u + 2] = f.z, d[v][u + 3] = f.w;
+          float f[4];
+          load4_f32(dr + u, f);
+          d[v][u] = f[0], d[v][u + 1] = f[1], d[v][u + 2] = f[2], d[v][u + 3] = f[3];
         }
       } else {
 #pragma unroll
-        for (int u = 0; u < VW; ++u) d[v][u] = dr[u];
+        for (int u = 0; u < VW; ++u) d[v][u] = to_f32(dr[u]);
       }
     }
-    const float* base = xs + (pl * IH + rg * VH * SH) * PITCH + qg * VW * SW + DELTA - D4;
+    const T* base = xs + (pl * IH + rg * VH * SH) * PITCH + qg * VW * SW + DELTA - D4;
 #pragma unroll
     for (int ir = 0; ir < ROWS_IN; ++ir) {
       float win[F4 ? 4 * NCH : WIN];
       if (F4) {
 #pragma unroll
         for (int k = 0; k < NCH; ++k) {
-          const float4 f = *reinterpret_cast<const float4*>(base + ir * PITCH + 4 * k);
-          win[4 * k] = f.x, win[4 * k + 1] = f.y, win[4 * k + 2] = f.z, win[4 * k + 3] = f.w;
+          float f[4];
+          load4_f32(base + ir * PITCH + 4 * k, f);
+          win[4 * k] = f[0], win[4 * k + 1] = f[1], win[4 * k + 2] = f[2], win[4 * k + 3] = f[3];
         }
       } else {
 #pragma unroll
-        for (int k = 0; k < WIN; ++k) win[k] = base[ir * PITCH + k];
+        for (int k = 0; k < WIN; ++k) win[k] = to_f32(base[ir * PITCH + k]);
       }
 #pragma unroll
       for (int v = 0; v < VH; ++v) {
@@ -129,7 +128,7 @@ __device__ __forceinline__ void dw2d_wgrad_body(const float* __restrict__ x, con
     for (int off = 16; off > 0; off >>= 1) sums[k] += __shfl_xor_sync(0xffffffffu, sums[k], off);
   }
   __syncthreads();  // every staged value is read: reuse the memory
-  float* red = smem;  // [WARPS][RS]: the plan sizes shared memory for the larger of staging and reduction
+  float* red = reinterpret_cast<float*>(dw_smem);  // [WARPS][RS]: shared memory fits staging or reduction
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) {
 #pragma unroll

@@ -11,10 +11,12 @@ dgrad    dy (B, C, L)             w (C, K)               dx (B, C, L)
 wgrad    x (B, C, L)              dy (B, C, L)           dw (C, K)
 =======  =======================  =====================  ==========================================
 
-Every array is float32 and C-contiguous. :func:`launch` allocates nothing except, for a deterministic
-weight gradient called without ``workspace``, the partials buffer of ``plan.workspace_words`` floats
-(pass one from :func:`allocate_workspace` to keep the hot path allocation-free). Atomic weight
-gradients zero ``dw`` first (``memsetAsync`` on the same stream).
+Every array is C-contiguous and holds the problem's storage dtype (float32; the fast variant also float16,
+and bfloat16 as ``uint16`` bits: :mod:`~convtune.kernels.depthwise.dtypes`). :func:`launch` allocates nothing
+except, for a weight gradient with a workspace (deterministic partials; 16-bit atomic sums) called without
+``workspace``, the buffer of ``plan.workspace_words`` floats (pass one from :func:`allocate_workspace` to keep
+the hot path allocation-free). Weight gradients run the sequence of :mod:`~convtune.kernels.depthwise.
+wgrad_launch` (atomic ones zero their target first with ``memsetAsync`` on the same stream).
 """
 
 from __future__ import annotations
@@ -22,15 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from convtune.errors import InvalidInput, LaunchError
+from convtune.errors import LaunchError
 from convtune.kernels.compile import LoadedKernel, cupy_module, load_kernel
+from convtune.kernels.depthwise import wgrad_launch
 from convtune.kernels.depthwise.arrays import check_array
-from convtune.kernels.depthwise.plan1d import REDUCE_ENTRY, REDUCE_WARPS, Depthwise1dPlan
+from convtune.kernels.depthwise.plan1d import REDUCE_ENTRY, Depthwise1dPlan
 
 
 @dataclass(frozen=True, slots=True)
 class DepthwiseKernels:
-    """The plan's kernel, and for deterministic weight gradients the reduction kernel."""
+    """The plan's kernel, and for deterministic (and 16-bit atomic) weight gradients the reduction kernel."""
 
     main: LoadedKernel
     reduce: LoadedKernel | None = None
@@ -44,16 +47,13 @@ def compile_plan(pl: Depthwise1dPlan) -> DepthwiseKernels:
         DeviceUnavailable: no CuPy or no device.
     """
     main = load_kernel(pl.source(), pl.entry, dynamic_smem_bytes=pl.smem_bytes)
-    reduce = load_kernel(pl.reduce_source(), REDUCE_ENTRY) if pl.deterministic else None
+    reduce = load_kernel(pl.reduce_source(), REDUCE_ENTRY) if pl.needs_reduce else None
     return DepthwiseKernels(main, reduce)
 
 
 def allocate_workspace(pl: Depthwise1dPlan) -> Any:
-    """The partials buffer a deterministic weight gradient needs (None otherwise)."""
-    if not pl.workspace_words:
-        return None
-    cp = cupy_module()
-    return cp.empty(pl.workspace_words, dtype=cp.float32)
+    """The fp32 workspace a weight gradient needs (None otherwise)."""
+    return wgrad_launch.allocate_workspace(pl)
 
 
 def launch(pl: Depthwise1dPlan, kernels: DepthwiseKernels, a: Any, b: Any, out: Any, workspace: Any | None = None,
@@ -61,7 +61,7 @@ def launch(pl: Depthwise1dPlan, kernels: DepthwiseKernels, a: Any, b: Any, out: 
     """Run the plan on (a, b) into ``out`` (see the module docstring for the arrays of each path).
 
     Raises:
-        InvalidInput: an array of the wrong type, dtype, shape or layout.
+        InvalidInput: an array of the wrong type, dtype, shape or layout, or a short workspace.
         LaunchError: the launch failed.
     """
     cp = cupy_module()
@@ -70,25 +70,15 @@ def launch(pl: Depthwise1dPlan, kernels: DepthwiseKernels, a: Any, b: Any, out: 
     shapes = {"fwd": (tensor, weight, tensor), "dgrad": (tensor, weight, tensor),
               "wgrad": (tensor, tensor, weight)}[pl.path]
     for name, array, shape in zip(names, (a, b, out), shapes, strict=True):
-        check_array(name, array, shape)
+        check_array(name, array, shape, pl.problem.dtype)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     ints = tuple(cp.int32(v) for v in pl.int_args)
     try:
+        if pl.path == "wgrad":
+            wgrad_launch.run(pl, kernels, (a, b), out, workspace, ints, (pl.slices, pl.slots, pl.C, pl.K, pl.ke),
+                             stream)
+            return
         with stream:
-            if pl.deterministic:
-                if workspace is None:
-                    workspace = allocate_workspace(pl)
-                elif workspace.size < pl.workspace_words or workspace.dtype != cp.float32:
-                    raise InvalidInput("workspace", f"needs {pl.workspace_words} float32 words, got "
-                                                    f"{workspace.size} {workspace.dtype}")
-                kernels.main.function((pl.grid,), (pl.threads,), (a, b, workspace, *ints), shared_mem=pl.smem_bytes)
-                assert kernels.reduce is not None, "compile_plan gives deterministic plans a reduce kernel"
-                kernels.reduce.function((pl.reduce_grid,), (REDUCE_WARPS * 32,),
-                                        (workspace, out, cp.int32(pl.slices), cp.int32(pl.slots), cp.int32(pl.C),
-                                         cp.int32(pl.K), cp.int32(pl.ke)))
-            else:
-                if pl.atomic:
-                    cp.cuda.runtime.memsetAsync(out.data.ptr, 0, out.nbytes, stream.ptr)
-                kernels.main.function((pl.grid,), (pl.threads,), (a, b, out, *ints), shared_mem=pl.smem_bytes)
+            kernels.main.function((pl.grid,), (pl.threads,), (a, b, out, *ints), shared_mem=pl.smem_bytes)
     except cp.cuda.driver.CUDADriverError as exc:
         raise LaunchError(f"{pl.entry} launch failed ({pl.config.key()}): {exc}") from exc

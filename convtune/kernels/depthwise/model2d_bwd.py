@@ -6,8 +6,9 @@ predicted time = (max(DRAM, L2, issue) + ``OVERLAP_LOSS`` × the others) / effic
 * DRAM: ``problem.compulsory_bytes`` — dy, w, dx (dgrad) or x, dy, dw (wgrad) are the forward's three
   tensors, each moved once;
 * L2: the plan's requested words (:func:`~convtune.kernels.depthwise.plan2d_dgrad.traffic_words`,
-  :func:`~convtune.kernels.depthwise.plan2d_wgrad.traffic_words`) in bytes — tensors at the problem's
-  itemsize, the weight gradient's fp32 partials and atomics at 4 bytes — over 2.5 × the copy bandwidth;
+  :func:`~convtune.kernels.depthwise.plan2d_wgrad.traffic_words`) in bytes
+  (:func:`~convtune.kernels.depthwise.dtypes.stream_bytes`: tensors at the problem's itemsize, the weight
+  gradient's fp32 partials and atomics at 4 bytes) over 2.5 × the copy bandwidth;
 * issue: ``problem.macs`` multiply-adds (both gradients are adjoints of the forward: every (output, tap)
   pair once) × (``COST_BASE`` + ``COST_WINDOW`` × shared-memory wavefronts per multiply-add of an item: a
   float4 read counts one, times its bank-conflict degree over the block's first items) × the code-size
@@ -16,7 +17,8 @@ predicted time = (max(DRAM, L2, issue) + ``OVERLAP_LOSS`` × the others) / effic
   multiply-add slots each (shuffles issue at a quarter of the FFMA rate): what makes small blocks expensive;
 * efficiency: SM fill × tail × latency hiding from the plan's threads, shared memory and register estimate,
   times the threads' use over a block's items, items / (⌈items / threads⌉ · threads);
-* launches: dgrad 1; wgrad 2 (main + reduction when deterministic, ``memset`` + main when atomic).
+* launches: dgrad 1; wgrad 2 (main + reduction when deterministic, ``memset`` + main when atomic; 3 for an
+  atomic one of 16-bit storage: ``memset``, main into the fp32 workspace, conversion).
 
 The constants are the forward's, plus one H200 observation (convnext 7×7, N=32 C=96 56×56): the input
 gradient with 8×8 outputs per item (3136 unrolled multiply-adds) ran at twice the time of 7×4 (1372), which
@@ -30,6 +32,7 @@ from collections import Counter
 from typing import Any
 
 from convtune.kernels.depthwise import plan2d_dgrad, plan2d_wgrad
+from convtune.kernels.depthwise.dtypes import stream_bytes
 from convtune.kernels.depthwise.model import (
     COST_2D_FAST_BASE,
     COST_2D_FAST_WINDOW,
@@ -48,13 +51,6 @@ SHUFFLE_COST = 4.0
 SHUFFLE_STEPS = 5
 UNROLLED_MACS = 1536
 WARP = 32
-#: Streams of the weight gradient kept in fp32 whatever the storage dtype (partials, atomics, their reads).
-FP32_STREAMS = frozenset({"partials", "reduce_read", "atomics", "ws_zero"})
-
-
-def stream_bytes(words: dict[str, int], itemsize: int) -> int:
-    """Bytes of a traffic dict: fp32 streams (:data:`FP32_STREAMS`) at 4 bytes, tensors at ``itemsize``."""
-    return sum(n * (4 if name in FP32_STREAMS else itemsize) for name, n in words.items())
 
 
 def dgrad_item_macs(pl: Dw2dDgradPlan) -> int:
@@ -146,7 +142,7 @@ def predict_2d_wgrad(pl: Dw2dWgradPlan, machine: MachineModel) -> DepthwisePredi
     reduction = pl.grid * pl.threads * pl.taps * SHUFFLE_STEPS * SHUFFLE_COST
     issue_s = (p.macs * cost + reduction) / (machine.fp32_peak_flops_per_s / 2)
     eff = _efficiency(pl.grid, pl.threads, pl.smem_bytes, pl.regs_estimate, machine) * _thread_use(items, c.threads)
-    return _combine(dram_s, l2_s, issue_s, eff, 2)
+    return _combine(dram_s, l2_s, issue_s, eff, 3 if pl.atomic_workspace else 2)
 
 
 def predict(pl: Any, machine: MachineModel) -> DepthwisePrediction:

@@ -1,6 +1,6 @@
 """1-D causal depthwise plans: validate a (problem, config) pair and derive what the launch needs.
 
-Operator (fp32, contiguous; rows r = b·C + c of L floats; see ``dw1d_common.cuh``)::
+Operator (contiguous; rows r = b·C + c of L elements; see ``dw1d_common.cuh``)::
 
     fwd   y[b,c,t]  = Σ_{j<K, t−j≥0}  w[c,j] · x[b,c,t−j]          x, y: (B, C, L), w: (C, K)
     dgrad dx[b,c,s] = Σ_{j<K, s+j<L}  w[c,j] · dy[b,c,s+j]
@@ -12,9 +12,15 @@ left-padded input: its ``w[c, K−1]`` is the current sample), so a PyTorch/Conv
 here as ``w.flip(-1)``. Taps j ≥ L never meet data: kernels work with KE = min(K, L) taps, and the
 weight gradient is zero for j ≥ KE.
 
+Dtypes (:mod:`~convtune.kernels.depthwise.dtypes`): every variant takes float32; the ``fast`` variant also
+float16 and bfloat16 storage (x, w, y, dy, dx, dw in the problem's dtype, fp32 accumulation, shared memory
+in the storage type: ``itemsize`` bytes per staged element).
+
 A plan carries the launch geometry (1-D grid, threads, dynamic shared memory), the template arguments
 and the integer launch arguments, and for deterministic weight gradients the partials workspace
-(``slices`` × C × KE floats; slot p·C + c, the first ``slots`` of them written).
+(``slices`` × C × KE floats; slot p·C + c, the first ``slots`` of them written); an atomic weight gradient
+of 16-bit storage adds into an fp32 workspace of C × K floats instead of dw (converted by the reduction
+kernel).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from convtune.kernels.depthwise.configs import (
     PATHS,
     variant_of,
 )
+from convtune.kernels.depthwise.dtypes import FP32_ONLY, STORAGE_DTYPES, check_dtype, cuda_type
 from convtune.kernels.launch_geometry import round_regs
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -56,6 +63,8 @@ DEFAULT_SMS = 132
 MAX_WARP_TAP_GROUPS = 8   # warp wgrad: lanes own taps j = lane + 32·i, i < 8 → KE ≤ 256
 MAX_FAST_TAPS = 64        # fast: KE taps (fwd/dgrad) or sums (wgrad) live in registers
 MAX_FAST_TILE = 64
+#: Storage dtypes per variant (every other variant: float32 only).
+VARIANT_DTYPES = {"fast": STORAGE_DTYPES}
 
 
 @dataclass(frozen=True)
@@ -112,9 +121,21 @@ class Depthwise1dPlan:
         return f"dw1d_{self.variant}_{self.path}"
 
     @property
+    def atomic_workspace(self) -> bool:
+        """An atomic weight gradient of 16-bit storage: it adds into an fp32 workspace, not into dw."""
+        return self.atomic and self.problem.dtype != "float32"
+
+    @property
     def workspace_words(self) -> int:
-        """Floats of the partials workspace (deterministic wgrad), else 0."""
-        return self.slices * self.C * self.ke if self.deterministic else 0
+        """Floats of the workspace: partials (deterministic wgrad), C·K atomic sums (16-bit atomic wgrad), else 0."""
+        if self.deterministic:
+            return self.slices * self.C * self.ke
+        return self.C * self.K if self.atomic_workspace else 0
+
+    @property
+    def needs_reduce(self) -> bool:
+        """Whether the reduction kernel runs after the main one (deterministic or 16-bit atomic wgrad)."""
+        return self.deterministic or self.atomic_workspace
 
     @property
     def reduce_grid(self) -> int:
@@ -129,7 +150,7 @@ class Depthwise1dPlan:
         return _wrapper(self, entry or self.entry)
 
     def reduce_source(self) -> str:
-        return _family_source(REDUCE_SOURCE) + _REDUCE_WRAPPER.format(entry=REDUCE_ENTRY, warps=REDUCE_WARPS)
+        return reduce_source(self.problem.dtype)
 
 
 @cache
@@ -137,19 +158,29 @@ def _family_source(path: str) -> str:
     return expand_includes((KERNELS_DIR / path).read_text())
 
 
-_PTRS = "const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out"
 _REDUCE_WRAPPER = """
 extern "C" __global__ void __launch_bounds__({warps} * 32)
-{entry}(const float* __restrict__ part, float* __restrict__ dw, int P, int G, int C, int K, int KE) {{
-  convtune::dw::reduce_body<{warps}>(part, dw, P, G, C, K, KE);
+{entry}(const float* __restrict__ part, {ctype}* __restrict__ dw, int P, int G, int C, int K, int KE) {{
+  convtune::dw::reduce_body<{warps}, {ctype}>(part, dw, P, G, C, K, KE);
 }}
 """
+
+
+def reduce_source(dtype: str = "float32") -> str:
+    """CUDA text of the reduction kernel (``dw_reduce.cu``) writing dw in the storage ``dtype``."""
+    from convtune.kernels.depthwise.dtypes import CUDA_TYPES
+
+    return _family_source(REDUCE_SOURCE) + _REDUCE_WRAPPER.format(entry=REDUCE_ENTRY, warps=REDUCE_WARPS,
+                                                                  ctype=CUDA_TYPES[dtype])
 
 
 def _wrapper(pl: Depthwise1dPlan, entry: str) -> str:
     targs = ", ".join(str(a) for a in pl.template_args)
     bounds = f"__launch_bounds__({pl.threads}, {pl.min_blocks})"
     v, path = pl.variant, pl.path
+    ctype = cuda_type(pl.problem)
+    out_type = "float" if path == "wgrad" else ctype  # weight gradients write fp32 partials or atomics
+    ptrs = f"const {ctype}* __restrict__ a, const {ctype}* __restrict__ b, {out_type}* __restrict__ out"
     if v in ("naive", "coalesced"):
         coalesced = "true" if v == "coalesced" else "false"
         ints = "int B, int C, int L, int K, int KE"
@@ -174,10 +205,10 @@ def _wrapper(pl: Depthwise1dPlan, entry: str) -> str:
         call = f"warp_body<{targs}>(a, b, out, NR, C, L, K, KE)"
     else:
         ints = "int NR, int C, int L, int K, int ngroups, int nseg"
-        call = f"fast_body<convtune::dw::FastTraits<{targs}>>(a, b, out, NR, C, L, K, ngroups, nseg)"
+        call = f"fast_body<convtune::dw::FastTraits<{targs}, {ctype}>>(a, b, out, NR, C, L, K, ngroups, nseg)"
     return f"""
 extern "C" __global__ void {bounds}
-{entry}({_PTRS}, {ints}) {{
+{entry}({ptrs}, {ints}) {{
   using namespace convtune::dw;
   {call};
 }}
@@ -185,8 +216,9 @@ extern "C" __global__ void {bounds}
 
 
 # ---- validation helpers ---------------------------------------------------------------------------------
-def check_problem(problem: ConvProblem) -> None:
-    """The 1-D kernels take causal depthwise fp32 problems with dilation 1.
+def check_problem(problem: ConvProblem, dtypes: tuple[str, ...] = FP32_ONLY,
+                  kernel: str = "the depthwise 1-D kernels") -> None:
+    """The 1-D kernels take causal depthwise problems with dilation 1 whose dtype ``kernel`` supports.
 
     Raises:
         InvalidConfig: naming the problem field that is out of range.
@@ -194,8 +226,7 @@ def check_problem(problem: ConvProblem) -> None:
     p = problem
     if not p.causal:
         raise InvalidConfig("problem", f"{p.key()} is not a causal 1-D depthwise problem (B, C, L, K)")
-    if p.dtype != "float32":
-        raise InvalidConfig("dtype", f"depthwise kernels support float32 only, got {p.dtype}")
+    check_dtype(p, dtypes, kernel)
     if p.dil_w != 1:
         raise InvalidConfig("dilation", f"dilation={p.dil_w}: the depthwise 1-D kernels support 1 only")
 
@@ -433,7 +464,7 @@ def _fast(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineM
     span = hp + seg
     pitch = fast_pitch(span, rb, tpr, tl)
     bufs = 2 if path == "wgrad" else 1
-    smem_bytes = 4 * stages * bufs * rb * pitch
+    smem_bytes = p.itemsize_bytes * stages * bufs * rb * pitch
     _check_smem(smem_bytes, machine, "rows")
     threads = rb * tpr
     regs = fast_regs_estimate(tl, ke)
@@ -469,10 +500,11 @@ def plan(problem: ConvProblem, config: KernelConfig, machine: MachineModel | Non
     Raises:
         InvalidConfig: naming the field that breaks a rule, with the allowed range.
     """
-    check_problem(problem)
+    check_problem(problem, STORAGE_DTYPES)
     if not config.family.startswith("depthwise1d_") or config.direction not in PATHS:
         raise InvalidConfig("config", f"{config.key()} is not a depthwise 1-D configuration")
     variant, path = variant_of(config), config.direction
+    check_dtype(problem, VARIANT_DTYPES.get(variant, FP32_ONLY), f"depthwise1d_{variant}")
     if path == "wgrad":
         _check_mode(config)
     p = problem

@@ -8,13 +8,16 @@ One pass over x and dy (B, C, L) with lag-order taps w (C, K) (``w[c, 0]`` multi
 
 One thread per whole row (L ≤ 64; TL = L rounded up to 4 values in registers), KE = min(K, L) taps.
 Deterministic mode writes ``slices`` × C × KE partials (slot p·C + c; the grid's idle slots write zeros)
-summed by the shared reduction kernel; atomic mode zeroes dw and adds each thread's sums.
+summed by the shared reduction kernel; atomic mode zeroes dw and adds each thread's sums. Dtypes: float32,
+float16, bfloat16 storage with fp32 sums (:mod:`~convtune.kernels.depthwise.dtypes`); a 16-bit atomic plan
+adds into an fp32 workspace of C × K floats that the reduction kernel converts into dw.
 
-Words requested (zero-filled copies read nothing)::
+Words requested (zero-filled copies read nothing; bytes: :func:`~convtune.kernels.depthwise.dtypes.
+stream_bytes`, partials and atomics in fp32)::
 
     x = dy = dx = N = B·C·L;   w = KE per thread with a real first row = min(NR, grid·RB)·KE
     deterministic: partials grid·RB·KE, reduce reads slots·KE, dw C·K;  atomic: min(NR, grid·RB)·KE
-    atomics + C·K zeroing
+    atomics + C·K zeroing (16-bit storage: of the fp32 workspace, then C·K reads of it and C·K dw stores)
 """
 
 from __future__ import annotations
@@ -22,18 +25,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from convtune.errors import InvalidConfig, InvalidInput, LaunchError
+from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels.compile import LoadedKernel, cupy_module, load_kernel
+from convtune.kernels.depthwise import wgrad_launch
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import MODE_ATOMIC, FusedBwdConfig
+from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, cuda_type
 from convtune.kernels.depthwise.plan1d import (
-    _REDUCE_WRAPPER,
     DEFAULT_SMS,
     MAX_FAST_TAPS,
     MAX_FAST_TILE,
     REDUCE_ENTRY,
-    REDUCE_SOURCE,
-    REDUCE_WARPS,
     _check_mode,
     _check_smem,
     _check_threads,
@@ -41,6 +43,7 @@ from convtune.kernels.depthwise.plan1d import (
     check_problem,
     fast_pitch,
     persistent_grid,
+    reduce_source,
 )
 from convtune.kernels.launch_geometry import round_regs
 from convtune.machine import MachineModel
@@ -93,8 +96,19 @@ class FusedPlan:
         return -(-self.slots // self.C)
 
     @property
+    def atomic_workspace(self) -> bool:
+        """An atomic plan of 16-bit storage: its sums go to an fp32 workspace, not into dw."""
+        return self.atomic and self.problem.dtype != "float32"
+
+    @property
     def workspace_words(self) -> int:
-        return self.slices * self.C * self.ke if self.deterministic else 0
+        if self.deterministic:
+            return self.slices * self.C * self.ke
+        return self.C * self.K if self.atomic_workspace else 0
+
+    @property
+    def needs_reduce(self) -> bool:
+        return self.deterministic or self.atomic_workspace
 
     @property
     def ngroups(self) -> int:
@@ -109,19 +123,21 @@ class FusedPlan:
         return ENTRY
 
     def template_args(self) -> tuple[int | str, ...]:
-        """FastTraits<PATH_WGRAD, KE, TL, TPR = 1, RB, VEC, HALO = false, STAGES, PITCH, ATOMIC>."""
+        """FastTraits<PATH_WGRAD, KE, TL, TPR = 1, RB, VEC, HALO = false, STAGES, PITCH, ATOMIC> (the storage
+        type follows as the last argument in :meth:`wrapper`)."""
         c = self.config
         return (2, self.ke, self.tile_l, 1, c.rows, c.vec, "false", c.stages, self.pitch,
                 "true" if self.atomic else "false")
 
     def wrapper(self, entry: str | None = None) -> str:
         targs = ", ".join(str(a) for a in self.template_args())
+        t = cuda_type(self.problem)
         return f"""
 extern "C" __global__ void __launch_bounds__({self.threads}, {self.min_blocks})
-{entry or ENTRY}(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ w,
-                 float* __restrict__ dx, float* __restrict__ dw, int NR, int C, int L, int K, int ngroups) {{
+{entry or ENTRY}(const {t}* __restrict__ x, const {t}* __restrict__ dy, const {t}* __restrict__ w,
+                 {t}* __restrict__ dx, float* __restrict__ dw, int NR, int C, int L, int K, int ngroups) {{
   using namespace convtune::dw;
-  fused_bwd_body<FastTraits<{targs}>>(x, dy, w, dx, dw, NR, C, L, K, ngroups);
+  fused_bwd_body<FastTraits<{targs}, {t}>>(x, dy, w, dx, dw, NR, C, L, K, ngroups);
 }}
 """
 
@@ -129,7 +145,7 @@ extern "C" __global__ void __launch_bounds__({self.threads}, {self.min_blocks})
         return _family_source(SOURCE) + self.wrapper()
 
     def reduce_source(self) -> str:
-        return _family_source(REDUCE_SOURCE) + _REDUCE_WRAPPER.format(entry=REDUCE_ENTRY, warps=REDUCE_WARPS)
+        return reduce_source(self.problem.dtype)
 
 
 def regs_estimate(tile_l: int, ke: int) -> int:
@@ -143,7 +159,7 @@ def plan(problem: ConvProblem, config: FusedBwdConfig, machine: MachineModel | N
     Raises:
         InvalidConfig: naming the field that breaks a rule, with the allowed range.
     """
-    check_problem(problem)
+    check_problem(problem, STORAGE_DTYPES, "depthwise1d_fused")
     c, p = config, problem
     if not isinstance(c, FusedBwdConfig):
         raise InvalidConfig("config", f"{c.key()} is not a depthwise1d_fused configuration")
@@ -164,7 +180,7 @@ def plan(problem: ConvProblem, config: FusedBwdConfig, machine: MachineModel | N
         raise InvalidConfig("blocks_per_sm", f"blocks_per_sm={c.blocks_per_sm}: allowed 1..16")
     tl = -(-p.W // 4) * 4
     pitch = fast_pitch(tl, c.rows, 1, tl)
-    smem_bytes = 4 * c.stages * 2 * c.rows * pitch
+    smem_bytes = p.itemsize_bytes * c.stages * 2 * c.rows * pitch
     _check_smem(smem_bytes, machine, "rows")
     regs = regs_estimate(tl, ke)
     if machine is not None:
@@ -189,7 +205,9 @@ def traffic_words(pl: FusedPlan) -> dict[str, int]:
     n = pl.rows * pl.L
     real = min(pl.rows, pl.grid * pl.config.rows)
     words = {"x": n, "dy": n, "w": real * pl.ke, "dx": n}
-    if pl.atomic:
+    if pl.atomic_workspace:
+        words.update(atomics=real * pl.ke, ws_zero=pl.C * pl.K, reduce_read=pl.C * pl.K, dw=pl.C * pl.K)
+    elif pl.atomic:
         words.update(atomics=real * pl.ke, dw_zero=pl.C * pl.K)
     else:
         words.update(partials=pl.slots * pl.ke, reduce_read=pl.slots * pl.ke, dw=pl.C * pl.K)
@@ -211,20 +229,18 @@ class FusedKernels:
 
 def compile_plan(pl: FusedPlan) -> FusedKernels:
     main = load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
-    reduce = load_kernel(pl.reduce_source(), REDUCE_ENTRY) if pl.deterministic else None
+    reduce = load_kernel(pl.reduce_source(), REDUCE_ENTRY) if pl.needs_reduce else None
     return FusedKernels(main, reduce)
 
 
 def allocate_workspace(pl: FusedPlan) -> Any:
-    if not pl.workspace_words:
-        return None
-    cp = cupy_module()
-    return cp.empty(pl.workspace_words, dtype=cp.float32)
+    return wgrad_launch.allocate_workspace(pl)
 
 
 def launch(pl: FusedPlan, kernels: FusedKernels, x: Any, dy: Any, w: Any, dx: Any, dw: Any,
            workspace: Any | None = None, stream: Any | None = None) -> None:
-    """dx (B, C, L) and dw (C, K) from x, dy (B, C, L) and w (C, K), all C-contiguous float32 CuPy arrays.
+    """dx (B, C, L) and dw (C, K) from x, dy (B, C, L) and w (C, K), all C-contiguous CuPy arrays of the
+    problem's storage dtype (bfloat16 as ``uint16`` bits).
 
     Raises:
         InvalidInput: an array of the wrong type, dtype, shape or layout, or a short workspace.
@@ -234,25 +250,11 @@ def launch(pl: FusedPlan, kernels: FusedKernels, x: Any, dy: Any, w: Any, dx: An
     tensor, weight = (pl.B, pl.C, pl.L), (pl.C, pl.K)
     for name, array, shape in (("x", x, tensor), ("dy", dy, tensor), ("w", w, weight), ("dx", dx, tensor),
                                ("dw", dw, weight)):
-        check_array(name, array, shape)
+        check_array(name, array, shape, pl.problem.dtype)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     ints = (cp.int32(pl.rows), cp.int32(pl.C), cp.int32(pl.L), cp.int32(pl.K), cp.int32(pl.ngroups))
     try:
-        with stream:
-            if pl.atomic:
-                cp.cuda.runtime.memsetAsync(dw.data.ptr, 0, dw.nbytes, stream.ptr)
-                kernels.main.function((pl.grid,), (pl.threads,), (x, dy, w, dx, dw, *ints), shared_mem=pl.smem_bytes)
-                return
-            if workspace is None:
-                workspace = allocate_workspace(pl)
-            elif workspace.size < pl.workspace_words or workspace.dtype != cp.float32:
-                raise InvalidInput("workspace", f"needs {pl.workspace_words} float32 words, got {workspace.size} "
-                                                f"{workspace.dtype}")
-            kernels.main.function((pl.grid,), (pl.threads,), (x, dy, w, dx, workspace, *ints),
-                                  shared_mem=pl.smem_bytes)
-            assert kernels.reduce is not None
-            kernels.reduce.function((pl.reduce_grid,), (REDUCE_WARPS * 32,),
-                                    (workspace, dw, cp.int32(pl.slices), cp.int32(pl.slots), cp.int32(pl.C),
-                                     cp.int32(pl.K), cp.int32(pl.ke)))
+        wgrad_launch.run(pl, kernels, (x, dy, w, dx), dw, workspace, ints, (pl.slices, pl.slots, pl.C, pl.K, pl.ke),
+                         stream)
     except cp.cuda.driver.CUDADriverError as exc:
         raise LaunchError(f"{ENTRY} launch failed ({pl.config.key()}): {exc}") from exc

@@ -20,6 +20,7 @@ from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dTiledFwdConfig
+from convtune.kernels.depthwise.dtypes import FP32_ONLY, check_dtype
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -78,15 +79,15 @@ def _family_source() -> str:
     return expand_includes((KERNELS_DIR / SOURCE).read_text())
 
 
-def applies(problem: ConvProblem) -> str | None:
-    """Why the 2-D kernel cannot run ``problem`` (None when it can)."""
+def applies(problem: ConvProblem, dtypes: tuple[str, ...] = FP32_ONLY) -> str | None:
+    """Why a 2-D kernel taking ``dtypes`` cannot run ``problem`` (None when it can)."""
     p = problem
     if p.causal:
         return "causal 1-D problems use the depthwise1d kernels"
     if p.groups != p.C or p.K != p.C:
         return f"depthwise with channel multiplier 1 only (groups = C = K), got C={p.C} K={p.K} groups={p.groups}"
-    if p.dtype != "float32":
-        return f"float32 only, got {p.dtype}"
+    if p.dtype not in dtypes:
+        return f"{', '.join(dtypes)} only, got {p.dtype}"
     if (p.dil_h, p.dil_w) != (1, 1):
         return "dilation 1 only"
     if p.R * p.S > MAX_TAPS:
@@ -110,6 +111,7 @@ def plan(problem: ConvProblem, config: Dw2dTiledFwdConfig, machine: MachineModel
         InvalidConfig: naming the field that breaks a rule, with the allowed range.
     """
     p, c = problem, config
+    check_dtype(p, FP32_ONLY, "depthwise2d_tiled")
     why = applies(p)
     if why:
         raise InvalidConfig("problem", f"depthwise2d_tiled: {why}")

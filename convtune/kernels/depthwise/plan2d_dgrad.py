@@ -1,8 +1,9 @@
 """2-D depthwise input gradient (family ``depthwise2d_fast``, direction ``dgrad``, source ``dw2d_dgrad.cu``):
 plan, traffic model and launcher.
 
-Shapes (fp32, contiguous): dy (N, C, P, Q), w (C, 1, R, S), dx (N, C, H, W); any R×S (R·S ≤ 81), any
-stride, any padding, dilation 1::
+Shapes (contiguous): dy (N, C, P, Q), w (C, 1, R, S), dx (N, C, H, W); any R×S (R·S ≤ 81), any stride, any
+padding, dilation 1; float32, float16 or bfloat16 storage with fp32 sums (shared memory holds the storage type:
+``itemsize`` bytes per staged element)::
 
     dx[n,c,h,w] = Σ_{r,s} w[c,0,r,s] · dy[n, c, (h + pad_h − r)/stride_h, (w + pad_w − s)/stride_w]
 
@@ -23,6 +24,7 @@ from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dFastDgradConfig
+from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, check_dtype, cuda_type
 from convtune.kernels.depthwise.plan2d import applies
 from convtune.kernels.depthwise.plan2d_fast import MAX_ACC, MAX_REGS
 from convtune.kernels.launch_geometry import round_regs, span_inside
@@ -80,11 +82,12 @@ class Dw2dDgradPlan:
 
     def wrapper(self, entry: str | None = None) -> str:
         targs = ", ".join(str(a) for a in self.template_args())
+        t = cuda_type(self.problem)
         return f"""
 extern "C" __global__ void __launch_bounds__({self.threads}, {self.min_blocks})
-{entry or ENTRY}(const float* __restrict__ dy, const float* __restrict__ w, float* __restrict__ dx, int NC, int C,
+{entry or ENTRY}(const {t}* __restrict__ dy, const {t}* __restrict__ w, {t}* __restrict__ dx, int NC, int C,
                  int nbands) {{
-  convtune::dw::dw2d_dgrad_body<{targs}>(dy, w, dx, NC, C, nbands);
+  convtune::dw::dw2d_dgrad_body<{targs}, {t}>(dy, w, dx, NC, C, nbands);
 }}
 """
 
@@ -104,7 +107,8 @@ def plan(problem: ConvProblem, config: Dw2dFastDgradConfig, machine: MachineMode
         InvalidConfig: naming the field that breaks a rule, with the allowed range.
     """
     p, c = problem, config
-    why = applies(p)
+    check_dtype(p, STORAGE_DTYPES, "depthwise2d_fast dgrad")
+    why = applies(p, STORAGE_DTYPES)
     if why:
         raise InvalidConfig("problem", f"depthwise2d_fast dgrad: {why}")
     if not isinstance(c, Dw2dFastDgradConfig):
@@ -142,7 +146,7 @@ def plan(problem: ConvProblem, config: Dw2dFastDgradConfig, machine: MachineMode
     if step == 1 and pitch % 2 == 0:
         pitch += 1  # scalar reads of consecutive row groups: an odd pitch spreads the banks
     in_rows = (c.band_h - c.rows_per_thread) // sh + ne
-    smem_bytes = 4 * c.planes * in_rows * pitch
+    smem_bytes = p.itemsize_bytes * c.planes * in_rows * pitch
     limit = machine.smem_per_block_bytes if machine is not None else 232_448
     if smem_bytes > limit:
         raise InvalidConfig("band_h", f"{smem_bytes} B of shared memory exceed the {limit} B per block")
@@ -181,7 +185,8 @@ def compile_plan(pl: Dw2dDgradPlan) -> LoadedKernel:
 
 
 def launch(pl: Dw2dDgradPlan, kernel: LoadedKernel, dy: Any, w: Any, dx: Any, stream: Any | None = None) -> None:
-    """dx (N, C, H, W) from dy (N, C, P, Q) and w (C, 1, R, S), contiguous float32 CuPy arrays; allocates nothing.
+    """dx (N, C, H, W) from dy (N, C, P, Q) and w (C, 1, R, S), contiguous CuPy arrays of the storage dtype
+    (bfloat16 as ``uint16`` bits); allocates nothing.
 
     Raises:
         InvalidInput: an array of the wrong shape, dtype or layout.
@@ -191,7 +196,7 @@ def launch(pl: Dw2dDgradPlan, kernel: LoadedKernel, dy: Any, w: Any, dx: Any, st
     p = pl.problem
     for name, array, shape in (("dy", dy, (p.N, p.C, p.P, p.Q)), ("w", w, (p.C, 1, p.R, p.S)),
                                ("dx", dx, (p.N, p.C, p.H, p.W))):
-        check_array(name, array, shape)
+        check_array(name, array, shape, p.dtype)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     try:
         with stream:

@@ -1,16 +1,17 @@
 """2-D depthwise weight gradient (family ``depthwise2d_fast``, direction ``wgrad``, source ``dw2d_wgrad.cu``):
 plan, traffic model and launcher.
 
-Shapes (fp32, contiguous): x (N, C, H, W), dy (N, C, P, Q), dw (C, 1, R, S); any R×S (R·S ≤ 81), any
-stride, any padding, dilation 1::
+Shapes (contiguous): x (N, C, H, W), dy (N, C, P, Q), dw (C, 1, R, S); any R×S (R·S ≤ 81), any stride, any
+padding, dilation 1; float32, float16 or bfloat16 storage with fp32 sums (partials and atomics in fp32; a
+16-bit atomic plan adds into an fp32 workspace of C × R·S floats converted by the reduction kernel)::
 
     dw[c,0,r,s] = Σ_{n,p,q} dy[n,c,p,q] · x[n, c, p·stride_h − pad_h + r, q·stride_w − pad_w + s]
 
 Grid: C · ⌈N / planes⌉ · ⌈P / band_h⌉ blocks (band fastest, then batch group, then channel); a block sums
 one channel over ``planes`` batch entries and one band of dy rows, leaving one partial of R·S floats
 (deterministic: slot (ng·nbands + bd)·C + c of the [slices, C, R·S] workspace, then the shared reduction
-kernel) or R·S atomic adds into the zeroed dw. Shared memory: max(⌈planes·IH·pitch⌉₄ + planes·band_h·dpitch,
-warps · R·S) floats (the dy band starts 16-byte aligned).
+kernel) or R·S atomic adds into the zeroed dw. Shared memory: max(itemsize · (⌈planes·IH·pitch⌉₄ +
+planes·band_h·dpitch), 4 · warps · R·S) bytes (the dy band starts on a 4-element boundary).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, InvalidInput, LaunchError
+from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.kernels.depthwise import wgrad_launch
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import MODE_ATOMIC, MODES, Dw2dFastWgradConfig
-from convtune.kernels.depthwise.plan1d import _REDUCE_WRAPPER, REDUCE_ENTRY, REDUCE_SOURCE, REDUCE_WARPS
-from convtune.kernels.depthwise.plan1d import _family_source as _source_of
+from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, check_dtype, cuda_type
+from convtune.kernels.depthwise.plan1d import REDUCE_ENTRY, reduce_source
 from convtune.kernels.depthwise.plan2d import applies
 from convtune.kernels.depthwise.plan2d_fast import MAX_ACC, MAX_REGS, window_reads
 from convtune.kernels.launch_geometry import round_regs, span_inside
@@ -82,8 +84,19 @@ class Dw2dWgradPlan:
         return self.slices * self.problem.C
 
     @property
+    def atomic_workspace(self) -> bool:
+        """An atomic plan of 16-bit storage: its sums go to an fp32 workspace [C, R·S], not into dw."""
+        return self.atomic and self.problem.dtype != "float32"
+
+    @property
     def workspace_words(self) -> int:
-        return self.slots * self.taps if self.deterministic else 0
+        if self.deterministic:
+            return self.slots * self.taps
+        return self.problem.C * self.taps if self.atomic_workspace else 0
+
+    @property
+    def needs_reduce(self) -> bool:
+        return self.deterministic or self.atomic_workspace
 
     @property
     def reduce_grid(self) -> int:
@@ -97,11 +110,12 @@ class Dw2dWgradPlan:
 
     def wrapper(self, entry: str | None = None) -> str:
         targs = ", ".join(str(a) for a in self.template_args())
+        t = cuda_type(self.problem)
         return f"""
 extern "C" __global__ void __launch_bounds__({self.threads}, {self.min_blocks})
-{entry or ENTRY}(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ out, int N, int C,
+{entry or ENTRY}(const {t}* __restrict__ x, const {t}* __restrict__ dy, float* __restrict__ out, int N, int C,
                  int nbands, int nng) {{
-  convtune::dw::dw2d_wgrad_body<{targs}>(x, dy, out, N, C, nbands, nng);
+  convtune::dw::dw2d_wgrad_body<{targs}, {t}>(x, dy, out, N, C, nbands, nng);
 }}
 """
 
@@ -109,7 +123,7 @@ extern "C" __global__ void __launch_bounds__({self.threads}, {self.min_blocks})
         return _family_source() + self.wrapper()
 
     def reduce_source(self) -> str:
-        return _source_of(REDUCE_SOURCE) + _REDUCE_WRAPPER.format(entry=REDUCE_ENTRY, warps=REDUCE_WARPS)
+        return reduce_source(self.problem.dtype)
 
 
 @cache
@@ -124,7 +138,8 @@ def plan(problem: ConvProblem, config: Dw2dFastWgradConfig, machine: MachineMode
         InvalidConfig: naming the field that breaks a rule, with the allowed range.
     """
     p, c = problem, config
-    why = applies(p)
+    check_dtype(p, STORAGE_DTYPES, "depthwise2d_fast wgrad")
+    why = applies(p, STORAGE_DTYPES)
     if why:
         raise InvalidConfig("problem", f"depthwise2d_fast wgrad: {why}")
     if not isinstance(c, Dw2dFastWgradConfig):
@@ -158,7 +173,7 @@ def plan(problem: ConvProblem, config: Dw2dFastWgradConfig, machine: MachineMode
     dstep = 4 if (dvec == 4 or c.outputs_per_thread % 4 == 0) else 1
     dpitch = -(-nq * c.outputs_per_thread // dstep) * dstep
     staging = -(-c.planes * in_rows * pitch // 4) * 4 + c.planes * c.band_h * dpitch
-    smem_bytes = 4 * max(staging, c.threads // WARP * p.R * p.S)
+    smem_bytes = max(p.itemsize_bytes * staging, 4 * (c.threads // WARP) * p.R * p.S)
     limit = machine.smem_per_block_bytes if machine is not None else 232_448
     if smem_bytes > limit:
         raise InvalidConfig("band_h", f"{smem_bytes} B of shared memory exceed the {limit} B per block")
@@ -184,12 +199,15 @@ def traffic_words(pl: Dw2dWgradPlan) -> dict[str, int]:
         x  = N·C · Σ_bands |[band·TH·SH − pad_h, … + IH) ∩ [0, H)| · W;   dy = N·C·P·Q
         deterministic: partials = blocks·R·S, reduce_read = slots·R·S, dw = C·R·S
         atomic: atomics = blocks·R·S, dw_zero = C·R·S
+        atomic, 16-bit storage: atomics = blocks·R·S, ws_zero = reduce_read = dw = C·R·S
     """
     p, c = pl.problem, pl.config
     rows_in = sum(span_inside(b * c.band_h * p.stride_h - p.pad_h, pl.in_rows, p.H) for b in range(pl.nbands))
     planes = p.N * p.C
     words = {"x": planes * rows_in * p.W, "dy": planes * p.P * p.Q}
-    if pl.atomic:
+    if pl.atomic_workspace:
+        words.update(atomics=pl.grid * pl.taps, ws_zero=p.C * pl.taps, reduce_read=p.C * pl.taps, dw=p.C * pl.taps)
+    elif pl.atomic:
         words.update(atomics=pl.grid * pl.taps, dw_zero=p.C * pl.taps)
     else:
         words.update(partials=pl.grid * pl.taps, reduce_read=pl.slots * pl.taps, dw=p.C * pl.taps)
@@ -204,20 +222,18 @@ class Dw2dWgradKernels:
 
 def compile_plan(pl: Dw2dWgradPlan) -> Dw2dWgradKernels:
     main = load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
-    reduce = load_kernel(pl.reduce_source(), REDUCE_ENTRY) if pl.deterministic else None
+    reduce = load_kernel(pl.reduce_source(), REDUCE_ENTRY) if pl.needs_reduce else None
     return Dw2dWgradKernels(main, reduce)
 
 
 def allocate_workspace(pl: Dw2dWgradPlan) -> Any:
-    if not pl.workspace_words:
-        return None
-    cp = cupy_module()
-    return cp.empty(pl.workspace_words, dtype=cp.float32)
+    return wgrad_launch.allocate_workspace(pl)
 
 
 def launch(pl: Dw2dWgradPlan, kernels: Dw2dWgradKernels, x: Any, dy: Any, dw: Any, workspace: Any | None = None,
            stream: Any | None = None) -> None:
-    """dw (C, 1, R, S) from x (N, C, H, W) and dy (N, C, P, Q), contiguous float32 CuPy arrays.
+    """dw (C, 1, R, S) from x (N, C, H, W) and dy (N, C, P, Q), contiguous CuPy arrays of the storage dtype
+    (bfloat16 as ``uint16`` bits).
 
     Raises:
         InvalidInput: an array of the wrong shape, dtype or layout, or a short workspace.
@@ -227,24 +243,11 @@ def launch(pl: Dw2dWgradPlan, kernels: Dw2dWgradKernels, x: Any, dy: Any, dw: An
     p = pl.problem
     for name, array, shape in (("x", x, (p.N, p.C, p.H, p.W)), ("dy", dy, (p.N, p.C, p.P, p.Q)),
                                ("dw", dw, (p.C, 1, p.R, p.S))):
-        check_array(name, array, shape)
+        check_array(name, array, shape, p.dtype)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     ints = (cp.int32(p.N), cp.int32(p.C), cp.int32(pl.nbands), cp.int32(pl.n_groups))
     try:
-        with stream:
-            if pl.atomic:
-                cp.cuda.runtime.memsetAsync(dw.data.ptr, 0, dw.nbytes, stream.ptr)
-                kernels.main.function((pl.grid,), (pl.threads,), (x, dy, dw, *ints), shared_mem=pl.smem_bytes)
-                return
-            if workspace is None:
-                workspace = allocate_workspace(pl)
-            elif workspace.size < pl.workspace_words or workspace.dtype != cp.float32:
-                raise InvalidInput("workspace", f"needs {pl.workspace_words} float32 words, got {workspace.size} "
-                                                f"{workspace.dtype}")
-            kernels.main.function((pl.grid,), (pl.threads,), (x, dy, workspace, *ints), shared_mem=pl.smem_bytes)
-            assert kernels.reduce is not None
-            kernels.reduce.function((pl.reduce_grid,), (REDUCE_WARPS * 32,),
-                                    (workspace, dw, cp.int32(pl.slices), cp.int32(pl.slots), cp.int32(p.C),
-                                     cp.int32(pl.taps), cp.int32(pl.taps)))
+        wgrad_launch.run(pl, kernels, (x, dy), dw, workspace, ints, (pl.slices, pl.slots, p.C, pl.taps, pl.taps),
+                         stream)
     except cp.cuda.driver.CUDADriverError as exc:
         raise LaunchError(f"{ENTRY} launch failed ({pl.config.key()}): {exc}") from exc

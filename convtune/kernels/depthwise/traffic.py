@@ -1,8 +1,10 @@
 """Counter-free traffic model of the depthwise 1-D kernels: compulsory words, the words each variant's
 dataflow requests from global memory, and FLOP counts.
 
-Notation: NR = B·C rows of L floats, KE = min(K, L) taps that meet data, N = B·C·L,
-S_c = Σ_{t<L} min(KE, t+1) = L·KE − KE(KE−1)/2 (causal tap count per row). Words are 4-byte floats.
+Notation: NR = B·C rows of L elements, KE = min(K, L) taps that meet data, N = B·C·L,
+S_c = Σ_{t<L} min(KE, t+1) = L·KE − KE(KE−1)/2 (causal tap count per row). Words are elements: bytes are
+the problem's itemsize per tensor element (4 for float32, 2 for float16 / bfloat16) and 4 per fp32 partial,
+atomic or workspace word (:func:`~convtune.kernels.depthwise.dtypes.stream_bytes`).
 
 Compulsory (every used element read once, every result written once):
 
@@ -31,13 +33,15 @@ re-loads included, zero-filled copies read nothing; caches may serve part of it)
   real row (and the segment of dy in wgrad); KE taps once per thread with a real first row; wgrad:
   grid·RB·KE partial stores (idle slots write zeros) or one atomic per (real row slot, j).
 - deterministic wgrad adds the reduction: slots·KE reads + C·K stores; atomic wgrad adds the C·K
-  zeroing of dw.
+  zeroing of dw (16-bit storage: the C·K zeroing of the fp32 workspace its atomics go to, then C·K reads
+  of it and C·K stores of dw by the reduction kernel).
 
 ``tests/kernels/test_depthwise_traffic.py`` checks each formula against a replay of the kernel's loops.
 """
 
 from __future__ import annotations
 
+from convtune.kernels.depthwise.dtypes import stream_bytes
 from convtune.kernels.depthwise.plan1d import Depthwise1dPlan
 from convtune.kernels.launch_geometry import span_inside
 from convtune.problem import ConvProblem
@@ -73,10 +77,13 @@ def compulsory_words(problem: ConvProblem, path: str) -> int:
 
 
 def compulsory_bytes(problem: ConvProblem, path: str) -> int:
-    return 4 * compulsory_words(problem, path)
+    """:func:`compulsory_words` at the problem's itemsize (every compulsory word is a tensor element)."""
+    return problem.itemsize_bytes * compulsory_words(problem, path)
 
 
 def _reduction_terms(pl: Depthwise1dPlan, partial_stores: int, atomics: int) -> dict[str, int]:
+    if pl.atomic_workspace:
+        return {"atomics": atomics, "ws_zero": pl.C * pl.K, "reduce_read": pl.C * pl.K, "dw": pl.C * pl.K}
     if pl.atomic:
         return {"atomics": atomics, "dw_zero": pl.C * pl.K}
     return {"partials": partial_stores, "reduce_read": pl.slots * pl.ke, "dw": pl.C * pl.K}
@@ -141,7 +148,8 @@ def total_traffic_words(pl: Depthwise1dPlan) -> int:
 
 
 def total_traffic_bytes(pl: Depthwise1dPlan) -> int:
-    return 4 * total_traffic_words(pl)
+    """Requested bytes: tensor words at the problem's itemsize, fp32 partials and atomics at 4."""
+    return stream_bytes(traffic_words(pl), pl.problem.itemsize_bytes)
 
 
 def fast_issued_macs(pl: Depthwise1dPlan) -> int:
