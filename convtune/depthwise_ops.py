@@ -25,7 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.depthwise import model, model2d_bwd, plan1d, plan2d_dgrad, plan2d_wgrad, space
+from convtune.kernels.depthwise import (
+    model,
+    model2d_bwd,
+    plan1d,
+    plan2d_dgrad,
+    plan2d_fast,
+    plan2d_packed,
+    plan2d_wgrad,
+    space,
+)
 from convtune.kernels.depthwise.configs import MODE_DETERMINISTIC, PATHS, VARIANTS_1D
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -34,7 +43,8 @@ DATABASE_URL_ENV = "CONVTUNE_DATABASE_URL"
 #: The plan functions that re-validate a float32 twin's configuration for a 16-bit problem: the kernels with
 #: 16-bit storage (1-D: the fast variant accepts it, the others refuse with InvalidConfig on ``dtype``).
 REPLAN = {plan1d.Depthwise1dPlan: plan1d.plan, plan2d_dgrad.Dw2dDgradPlan: plan2d_dgrad.plan,
-          plan2d_wgrad.Dw2dWgradPlan: plan2d_wgrad.plan}
+          plan2d_wgrad.Dw2dWgradPlan: plan2d_wgrad.plan, plan2d_fast.Dw2dFastPlan: plan2d_fast.plan,
+          plan2d_packed.Dw2dPackedPlan: plan2d_packed.plan}
 FAMILIES_2D = ("depthwise2d_tiled", "depthwise2d_fast", "depthwise2d_packed")
 
 

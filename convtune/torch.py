@@ -10,9 +10,9 @@ graphs:
   best for the forward problem when a database exists, else the time model's best
   (:mod:`convtune.depthwise_ops`), chosen once per shape, dtype and device.
 * float16 / bfloat16: the kernels store x, w, y, dy, dx and dw in the tensors' dtype and accumulate in fp32
-  (:mod:`convtune.kernels.depthwise.dtypes`); outputs and gradients come back in the input dtype. The 2-D
-  forward has no 16-bit kernel yet: it runs PyTorch's ``F.conv2d`` in that dtype (its gradients run the
-  kernels); so do the 16-bit shapes no 16-bit kernel takes (1-D: more than 64 taps meeting data).
+  (:mod:`convtune.kernels.depthwise.dtypes`); outputs and gradients come back in the input dtype. The
+  16-bit shapes no 16-bit kernel takes (1-D: more than 64 taps meeting data) run PyTorch's own operators in
+  that dtype.
 * Gradients of shapes no gradient kernel takes (2-D input gradient: strides other than 1, 2, 4, 7, 8) run the
   reference formulas too; a float32 forward with no valid kernel raises
   :class:`~convtune.errors.InvalidConfig`.
@@ -87,6 +87,13 @@ def _cupy_view(t: torch.Tensor) -> Any:
     cp = cupy_module()
     memory = cp.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t, t.device.index)
     return cp.ndarray(tuple(t.shape), dtype=_DTYPES[t.dtype][1], memptr=cp.cuda.MemoryPointer(memory, 0))
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """``t`` contiguous and starting 16-byte aligned: the kernels copy rows with 16-byte (4-element) accesses,
+    so a view at an odd offset into its storage (``x[1:]``) is copied once instead of faulting."""
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
 def _stream(t: torch.Tensor) -> Any:
@@ -233,7 +240,7 @@ def _dw1d_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None
 
 def _dw1d_backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     x, w = ctx.saved_tensors
-    dy = dy.contiguous()
+    dy = _dense(dy)
     dx = _dw1d_dgrad(dy, w) if ctx.needs_input_grad[0] else None
     dw = _dw1d_wgrad(x, dy, w.shape[1]) if ctx.needs_input_grad[1] else None
     return dx, dw
@@ -267,7 +274,7 @@ def depthwise_conv1d(x: torch.Tensor, w: torch.Tensor, causal: bool = True) -> t
         raise InvalidInput("w", f"must be (C, K) or (C, 1, K) with C={x.shape[1]}, got shape {tuple(w.shape)}")
     if w.device != x.device or w.dtype != x.dtype:
         raise InvalidInput("w", f"must match x's device and dtype ({x.device}, {x.dtype}), got {w.device}, {w.dtype}")
-    return _dw1d_fwd(x.contiguous(), w.flip(-1).contiguous())
+    return _dw1d_fwd(_dense(x), w.flip(-1).contiguous())
 
 
 # ---- 2-D ----------------------------------------------------------------------------------------------------
@@ -284,18 +291,20 @@ def _problem_2d(t: torch.Tensor, N: int, C: int, H: int, W: int, R: int, S: int,
 @torch.library.custom_op("convtune::depthwise_conv2d_fwd", mutates_args=())
 def _dw2d_fwd(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pad_h: int,
               pad_w: int) -> torch.Tensor:
-    """y (N, C, P, Q) of x (N, C, H, W) and w (C, 1, R, S), groups = C; both contiguous. float16/bfloat16: PyTorch's
-    convolution (no 16-bit 2-D forward kernel yet)."""
-    if not _use_kernels(x, half=False):
+    """y (N, C, P, Q) of x (N, C, H, W) and w (C, 1, R, S), groups = C; both contiguous (float32, float16 or
+    bfloat16 on the kernels)."""
+    if not _use_kernels(x):
         return F.conv2d(x, w, stride=(stride_h, stride_w), padding=(pad_h, pad_w), groups=x.shape[1])
     from convtune.kernels.compile import cupy_module
     from convtune.kernels.depthwise import family
 
     N, C, H, W = x.shape
     problem = _problem_2d(x, N, C, H, W, *w.shape[2:], stride_h, stride_w, pad_h, pad_w)
-    y = x.new_empty((N, C, problem.P, problem.Q))
     dev = x.device.index
     pl = _plan(problem, dev, "fwd")
+    if pl is None:  # a 16-bit shape no 16-bit kernel takes
+        return F.conv2d(x, w, stride=(stride_h, stride_w), padding=(pad_h, pad_w), groups=C)
+    y = x.new_empty((N, C, problem.P, problem.Q))
     with cupy_module().cuda.Device(dev):
         family.launch(pl, _compiled(pl, dev), _cupy_view(x), _cupy_view(w), _cupy_view(y), _stream(x))
     return y
@@ -372,7 +381,7 @@ def _dw2d_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None
 
 def _dw2d_backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
     x, w = ctx.saved_tensors
-    dy = dy.contiguous()
+    dy = _dense(dy)
     dx = _dw2d_dgrad(dy, w, x.shape[2], x.shape[3], *ctx.geometry) if ctx.needs_input_grad[0] else None
     dw = _dw2d_wgrad(x, dy, w.shape[2], w.shape[3], *ctx.geometry) if ctx.needs_input_grad[1] else None
     return dx, dw, None, None, None, None
@@ -419,4 +428,4 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, 
     if _out_size(x.shape[2], w.shape[2], sh, ph) < 1 or _out_size(x.shape[3], w.shape[3], sw, pw) < 1:
         raise InvalidInput("x", f"output is empty: input {tuple(x.shape[2:])} is smaller than the filter "
                                 f"{tuple(w.shape[2:])} with padding {(ph, pw)}")
-    return _dw2d_fwd(x.contiguous(), w.contiguous(), sh, sw, ph, pw)
+    return _dw2d_fwd(_dense(x), w.contiguous(), sh, sw, ph, pw)

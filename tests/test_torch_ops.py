@@ -8,6 +8,8 @@ and round each output once, at most half a unit in the last place — 2⁻¹¹ �
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -283,6 +285,13 @@ def _refuse(*args, **kwargs):
     raise AssertionError("a reference formula ran where the kernels should")
 
 
+class _NoTorchFunctional:
+    """Stands in for ``torch.nn.functional`` inside ``convtune.torch``: any use fails the test."""
+
+    def __getattr__(self, name: str):
+        return _refuse
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(("dtype", "tol"), HALF)
 @pytest.mark.parametrize("shape", [(2, 3, 7, 3), (4, 16, 48, 7), (2, 8, 64, 1), (3, 5, 13, 20), (2, 4, 40, 64),
@@ -313,8 +322,9 @@ def test_conv1d_16bit_runs_the_kernels_and_matches_float64(shape, dtype, tol, mo
 ])
 def test_conv2d_16bit_gradients_run_the_kernels_and_match_float64(xshape, rs, stride, padding, dtype, tol,
                                                                   monkeypatch) -> None:
-    """The 2-D forward is PyTorch's own in 16-bit (no 16-bit 2-D forward kernel yet); both gradients are the
-    kernels'."""
+    """The forward (fast or packed kernel) and both gradients run the 16-bit kernels: PyTorch's own
+    convolutions are refused inside the op."""
+    monkeypatch.setattr(ct, "F", _NoTorchFunctional())
     monkeypatch.setattr(torch.nn.grad, "conv2d_input", _refuse)
     monkeypatch.setattr(torch.nn.grad, "conv2d_weight", _refuse)
     g = torch.Generator().manual_seed(11)
@@ -328,6 +338,26 @@ def test_conv2d_16bit_gradients_run_the_kernels_and_match_float64(xshape, rs, st
     y64 = F.conv2d(x64, w64, stride=stride, padding=padding, groups=xshape[1])
     y64.backward(dy.double())
     assert _rel(y, y64) <= tol and _rel(x.grad, x64.grad) <= tol and _rel(w.grad, w64.grad) <= tol
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rank", [1, 2])
+def test_inputs_at_an_odd_offset_run_on_a_copy(rank: int) -> None:
+    """A contiguous view starting 4 bytes into its storage (x[1:] of a flat tensor) cannot feed the kernels'
+    16-byte copies: the op copies it once instead of faulting, and the result is right."""
+    shape = (4, 8, 64) if rank == 1 else (4, 8, 16, 20)
+    flat = torch.randn(math.prod(shape) + 1, device="cuda")
+    x = flat[1:].view(shape)
+    assert x.data_ptr() % 16 == 4
+    if rank == 1:
+        w = torch.randn(8, 5, device="cuda")
+        y, ref = ct.depthwise_conv1d(x, w), _ref1d(x.double(), w.double())
+    else:
+        w = torch.randn(8, 1, 3, 3, device="cuda")
+        y = ct.depthwise_conv2d(x, w, padding=1)
+        ref = F.conv2d(x.double(), w.double(), padding=1, groups=8)
+    torch.cuda.synchronize()
+    assert _rel(y, ref) <= 1e-5
 
 
 @pytest.mark.gpu

@@ -12,10 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from convtune.depthwise_ops import model_plan
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import expand_includes, nvcc_available, nvcc_compile
 from convtune.kernels.config import parse_config_key
-from convtune.kernels.depthwise import plan2d_packed
+from convtune.kernels.depthwise import plan2d_fast, plan2d_packed
+from convtune.kernels.depthwise.configs import Dw2dFastFwdConfig as Fast
 from convtune.kernels.depthwise.configs import Dw2dPackedFwdConfig as Packed
 from convtune.kernels.depthwise.plan2d_packed import plan, traffic_words
 from convtune.kernels.depthwise.reference import dw2d_fwd_reference
@@ -120,6 +122,43 @@ def test_compiles_without_spills(problem: ConvProblem, config: Packed) -> None:
     assert not r.spills, f"{config.key()}: {r.local_bytes} B stack, {r.spill_store_bytes} B spilled"
     assert r.num_regs <= min(255, 65536 // (pl.threads * pl.min_blocks))
     assert r.static_smem_bytes == 0
+
+
+HALF_CASES = [("N=32 C=960 H=7 W=7 K=960 R=3 S=3 pad=1 groups=960", Packed(32, 7, 32)),
+              ("N=32 C=384 H=14 W=14 K=384 R=3 S=3 pad=1 groups=384", Packed(8, 2, 64)),
+              ("N=32 C=144 H=56 W=56 K=144 R=3 S=3 pad=1 groups=144", Fast(8, 2, 4, 1, 64)),
+              ("N=32 C=96 H=56 W=56 K=96 R=7 S=7 pad=3 groups=96", Fast(8, 4, 8, 2, 32)),
+              ("N=8 C=96 H=112 W=112 K=96 R=3 S=3 stride=2 pad=1 groups=96", Fast(8, 2, 4, 1, 64))]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16bit_storage_plans_and_traffic(dtype: str) -> None:
+    """The 2-D forwards take 16-bit storage: same plans and element counts, half the modelled bytes."""
+    for text, config in HALF_CASES:
+        p32 = ConvProblem.parse(text)
+        p16 = p32.replace(dtype=dtype)
+        module = plan2d_packed if isinstance(config, Packed) else plan2d_fast
+        pl32, pl16 = module.plan(p32, config, H200), module.plan(p16, config, H200)
+        assert module.traffic_words(pl16) == module.traffic_words(pl32)
+        assert pl16.grid == pl32.grid and pl16.smem_bytes == pl32.smem_bytes  # shared memory stays fp32
+        spec = get_spec(config.family)
+        assert spec.predict_s(pl16, H200) <= spec.predict_s(pl32, H200)
+        assert not spec.supports(p16)  # the tuner's rows measure fp32 problems
+        assert f"const convtune::{'half16' if dtype == 'float16' else 'bfloat16'}* __restrict__ x" in pl16.source()
+    chosen = model_plan(ConvProblem.parse(HALF_CASES[0][0]).replace(dtype=dtype), H200)  # the op's choice
+    assert chosen.config.family == "depthwise2d_packed" and chosen.problem.dtype == dtype
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH: the compile check needs the CUDA toolkit")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16bit_instantiations_compile_without_spills(dtype: str) -> None:
+    for text, config in HALF_CASES:
+        module = plan2d_packed if isinstance(config, Packed) else plan2d_fast
+        pl = module.plan(ConvProblem.parse(text).replace(dtype=dtype), config, H200)
+        res = nvcc_compile(expand_includes(f'#include "{module.SOURCE}"\n') + pl.wrapper(), "sm_90").resources
+        r = res[module.ENTRY]
+        assert not r.spills, f"{dtype} {config.key()}: {r.local_bytes} B stack"
+        assert r.num_regs <= min(255, 65536 // (pl.threads * pl.min_blocks))
 
 
 def _gpu_cases() -> list:

@@ -161,8 +161,9 @@ def test_2d_gradient_traffic_and_model_at_the_itemsize(dtype: str) -> None:
 # ---- what convtune.depthwise_ops chooses -------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", HALF)
 def test_model_plan_for_16bit_problems(dtype: str) -> None:
-    """1-D: the fast variant (the only one with 16-bit storage), every path; 2-D: both gradients; the 2-D
-    forward has no 16-bit kernel yet; configurations come from the float32 twin's space."""
+    """1-D: the fast variant (the only one with 16-bit storage), every path; 2-D: the forward (fast or
+    packed, never the fp32-only tiled kernel) and both gradients; configurations come from the float32 twin's
+    space."""
     from convtune import depthwise_ops as ops
 
     ops.clear_cache()
@@ -173,8 +174,8 @@ def test_model_plan_for_16bit_problems(dtype: str) -> None:
     assert ops.model_plan(p1, H200, "wgrad").config.mode == MODE_DETERMINISTIC
     assert isinstance(ops.model_plan(p2, H200, "dgrad"), plan2d_dgrad.Dw2dDgradPlan)
     assert ops.model_plan(p2, H200, "wgrad").problem == p2
-    with pytest.raises(InvalidConfig, match="no valid depthwise fwd"):
-        ops.model_plan(p2, H200, "fwd")
+    fwd = ops.model_plan(p2, H200, "fwd")
+    assert fwd.problem == p2 and fwd.config.family in ("depthwise2d_fast", "depthwise2d_packed")
     with pytest.raises(InvalidConfig, match="no valid"):                  # 80 taps: more than 64 in registers
         ops.model_plan(ConvProblem.depthwise1d(2, 3, 100, 80, dtype=dtype), H200, "fwd")
     ops.clear_cache()

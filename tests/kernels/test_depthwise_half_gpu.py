@@ -2,9 +2,10 @@
 float64 references computed from the same 16-bit inputs (needs a CUDA device).
 
 Kernels: the 1-D fast variant (fwd, dgrad, wgrad in both modes), the fused 1-D backward (both modes), the 2-D
-input and weight gradients (both modes). Inputs are normal draws rounded to the storage type; the reference
-is the float64 operator of those rounded values, so the only differences left are the kernel's fp32 sums
-(relative ~1e-6 at these sizes) and the single rounding of each output to the storage type.
+fast and packed forwards, the 2-D input and weight gradients (both modes). Inputs are normal draws rounded to
+the storage type; the reference is the float64 operator of those rounded values, so the only differences left
+are the kernel's fp32 sums (relative ~1e-6 at these sizes) and the single rounding of each output to the storage
+type.
 
 Tolerances (relative error ‖out − ref‖₂ / ‖ref‖₂): rounding to nearest moves every output by at most half a
 unit in the last place, a relative 2⁻¹¹ ≈ 4.9e-4 for float16 (11 significant bits) and 2⁻⁸ ≈ 3.9e-3 for
@@ -270,6 +271,51 @@ def test_2d_gradients_16bit_match_float64(text: str, config, dtype: str, machine
         assert bool(cp.array_equal(dw, run())), "deterministic wgrad differs between runs"
 
 
+# ---- 2-D forwards (fast, packed) --------------------------------------------------------------------------
+def _cases_2d_fwd() -> list:
+    from convtune.kernels.depthwise.space import enumerate_plans_2d_fast, enumerate_plans_2d_packed
+
+    rng = random.Random(20261213)
+    cases = []
+    for i, text in enumerate(SHAPES_2D):
+        twin = ConvProblem.parse(text)
+        for name, plans in (("fast", list(enumerate_plans_2d_fast(twin, H200))),
+                            ("packed", list(enumerate_plans_2d_packed(twin, H200)))):
+            for k, pl in enumerate(_picks(plans, rng) if plans else []):
+                cases.append(pytest.param(text, pl.config, id=f"2d-fwd-{name}-{i}-{k}"))
+    return cases
+
+
+CASES_2D_FWD = _cases_2d_fwd()
+
+
+def _fwd_module(config):
+    from convtune.kernels.depthwise import plan2d_fast, plan2d_packed
+
+    return plan2d_packed if config.family == "depthwise2d_packed" else plan2d_fast
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("text", "config"), CASES_2D_FWD)
+def test_2d_forward_16bit_matches_float64(text: str, config, dtype: str, machine) -> None:
+    from convtune.kernels.depthwise.reference import dw2d_fwd_reference
+
+    problem = replace(ConvProblem.parse(text), dtype=dtype)
+    module = _fwd_module(config)
+    try:
+        pl = module.plan(problem, config, machine)
+    except InvalidConfig as exc:
+        pytest.skip(f"not valid on this device: {exc}")
+    p = problem
+    seed = zlib.crc32(f"{problem.key()} {config.key()}".encode())
+    x, x64 = _draw((p.N, p.C, p.H, p.W), dtype, seed)
+    w, w64 = _draw((p.C, 1, p.R, p.S), dtype, seed + 1)
+    y = _nan_storage((p.N, p.C, p.P, p.Q), dtype)
+    module.launch(pl, module.compile_plan(pl), x, w, y)
+    ref = dw2d_fwd_reference(x64, w64, (p.stride_h, p.stride_w), (p.pad_h, p.pad_w))
+    _check(y, ref, dtype, f"fwd {p.key()} / {config.key()}")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def precompiled(machine, cubin_cache) -> None:
     """Compile every distinct kernel of this module with nvcc in parallel before the first test."""
@@ -285,6 +331,9 @@ def precompiled(machine, cubin_cache) -> None:
         for case in CASES_2D:
             module = plan2d_dgrad if case.values[1].direction == "dgrad" else plan2d_wgrad
             made.append((module.plan, replace(ConvProblem.parse(case.values[0]), dtype=dtype), case.values[1]))
+        for case in CASES_2D_FWD:
+            made.append((_fwd_module(case.values[1]).plan, replace(ConvProblem.parse(case.values[0]), dtype=dtype),
+                         case.values[1]))
         for make, problem, config in made:
             try:
                 pl = make(problem, config, machine)

@@ -10,7 +10,8 @@ kernel converts.
 kernels                                                dtypes
 =====================================================  ==================================================
 1-D ``fast`` (fwd, dgrad, wgrad), fused 1-D backward,  float32, float16, bfloat16 (:data:`STORAGE_DTYPES`)
-2-D input and weight gradients
+2-D ``fast`` and ``packed`` forwards, 2-D input and
+weight gradients
 every other depthwise kernel                           float32
 =====================================================  ==================================================
 

@@ -16,15 +16,19 @@
 // (output row, tap row) pair that uses it — compile-time indices throughout. Results go straight to
 // global memory (float4 stores when Q % 4 == 0 and VW % 4 == 0); a warp's items are consecutive columns
 // then rows of one plane, so its stores cover contiguous stretches of y.
-#include "common.cuh"
+//
+// Storage type T: float, or half16 / bfloat16 (storage.cuh) with every tap and sum in fp32. Shared memory
+// holds fp32 either way: 16-bit rows are converted while staged (VEC = 4: an 8-byte load of 4 elements and a
+// float4 shared store, synchronous instead of cp.async) and each output is rounded once when stored.
+#include "storage.cuh"
 
 namespace convtune {
 namespace dw {
 
-template <int R, int S, int SH, int SW, int PH, int PW, int H, int W, int P, int Q, int TH, int VH, int VW, int PB,
-          int THREADS, int PITCH, int OFF, int VEC>
-__device__ __forceinline__ void dw2d_fast_fwd_body(const float* __restrict__ x, const float* __restrict__ w,
-                                                   float* __restrict__ y, int NC, int C, int nbands) {
+template <class T, int R, int S, int SH, int SW, int PH, int PW, int H, int W, int P, int Q, int TH, int VH, int VW,
+          int PB, int THREADS, int PITCH, int OFF, int VEC>
+__device__ __forceinline__ void dw2d_fast_fwd_body(const T* __restrict__ x, const T* __restrict__ w,
+                                                   T* __restrict__ y, int NC, int C, int nbands) {
   constexpr int IH = (TH - 1) * SH + R;
   constexpr int NQ = (Q + VW - 1) / VW, NH = (TH + VH - 1) / VH;  // column groups, row groups per band
   constexpr int ITEMS = PB * NH * NQ;
@@ -47,11 +51,19 @@ __device__ __forceinline__ void dw2d_fast_fwd_body(const float* __restrict__ x, 
     const int pl = prow / IH, ir = prow - (prow / IH) * IH;
     const int plane = pg * PB + pl, h = h0 + ir, col = k * VEC - OFF;
     const bool ok = plane < NC && h >= 0 && h < H && col >= 0 && col < W;
-    const float* src = ok ? x + (static_cast<long long>(plane) * H + h) * W + col : x;
-    if (VEC == 4) {
-      cp_async16(smem + prow * PITCH + k * 4, src, ok);
+    const T* src = ok ? x + (static_cast<long long>(plane) * H + h) * W + col : x;
+    if constexpr (sizeof(T) == 4) {
+      if (VEC == 4) {
+        cp_async16(smem + prow * PITCH + k * 4, reinterpret_cast<const float*>(src), ok);
+      } else {
+        cp_async4(smem + prow * PITCH + k, reinterpret_cast<const float*>(src), ok);
+      }
+    } else if (VEC == 4) {
+      float v[4] = {0.f, 0.f, 0.f, 0.f};
+      if (ok) load4_f32(src, v);
+      *reinterpret_cast<float4*>(smem + prow * PITCH + k * 4) = make_float4(v[0], v[1], v[2], v[3]);
     } else {
-      cp_async4(smem + prow * PITCH + k, src, ok);
+      smem[prow * PITCH + k] = ok ? ldg_f32(src) : 0.f;
     }
   }
   cp_async_commit();
@@ -66,7 +78,7 @@ __device__ __forceinline__ void dw2d_fast_fwd_body(const float* __restrict__ x, 
     const int c = plane % C;
     float wr[R * S];
 #pragma unroll
-    for (int k = 0; k < R * S; ++k) wr[k] = __ldg(w + c * (R * S) + k);
+    for (int k = 0; k < R * S; ++k) wr[k] = ldg_f32(w + c * (R * S) + k);
     float acc[VH][VW];
 #pragma unroll
     for (int v = 0; v < VH; ++v) {
@@ -101,17 +113,16 @@ __device__ __forceinline__ void dw2d_fast_fwd_body(const float* __restrict__ x, 
 #pragma unroll
     for (int v = 0; v < VH; ++v) {
       if (p + v >= P) break;
-      float* dst = y + (static_cast<long long>(plane) * P + p + v) * Q + q;
+      T* dst = y + (static_cast<long long>(plane) * P + p + v) * Q + q;
       if (Q % 4 == 0 && VW % 4 == 0) {
 #pragma unroll
         for (int u = 0; u < VW; u += 4) {
-          if (q + u < Q) *reinterpret_cast<float4*>(dst + u) = make_float4(acc[v][u], acc[v][u + 1], acc[v][u + 2],
-                                                                          acc[v][u + 3]);
+          if (q + u < Q) store4_f32(dst + u, acc[v][u], acc[v][u + 1], acc[v][u + 2], acc[v][u + 3]);
         }
       } else {
 #pragma unroll
         for (int u = 0; u < VW; ++u) {
-          if (q + u < Q) dst[u] = acc[v][u];
+          if (q + u < Q) dst[u] = from_f32<T>(acc[v][u]);
         }
       }
     }

@@ -15,14 +15,20 @@
 // (VH−1)·SH + R input rows it needs, skipping rows outside the image (the one runtime test); each row is read
 // once into registers (W floats) and feeds every (output row, tap row) pair that uses it. Column validity
 // (q·SW − PW + s inside [0, W)) is a compile-time fact, so the padding costs nothing.
-#include "common.cuh"
+//
+// Storage type T: float, or half16 / bfloat16 (storage.cuh) with every tap and sum in fp32. Shared memory
+// holds fp32 either way: 16-bit inputs are converted while staged (8-byte loads of 4 elements, then a float4
+// shared store) and each output is rounded once when written back (8-byte stores of 4 elements).
+#include "storage.cuh"
 
 namespace convtune {
 namespace dw {
 
-template <int R, int S, int SH, int SW, int PH, int PW, int H, int W, int P, int Q, int VH, int PB, int THREADS>
-__device__ __forceinline__ void dw2d_packed_fwd_body(const float* __restrict__ x, const float* __restrict__ w,
-                                                     float* __restrict__ y, int NC, int C) {
+template <class T, int R, int S, int SH, int SW, int PH, int PW, int H, int W, int P, int Q, int VH, int PB,
+          int THREADS>
+__device__ __forceinline__ void dw2d_packed_fwd_body(const T* __restrict__ x, const T* __restrict__ w,
+                                                     T* __restrict__ y, int NC, int C) {
+  constexpr unsigned long long VEC_ALIGN = 4 * sizeof(T) - 1;  // a 4-element access: 16 (fp32) or 8 bytes
   constexpr int PLANE_IN = H * W, PLANE_OUT = P * Q;
   constexpr int IN = PB * PLANE_IN, OUT = PB * PLANE_OUT;
   constexpr int IN_ROUNDED = (IN + 3) / 4 * 4;       // the output stretch starts 16-byte aligned
@@ -33,13 +39,27 @@ __device__ __forceinline__ void dw2d_packed_fwd_body(const float* __restrict__ x
   float* ys = smem + IN_ROUNDED;
   const int first = blockIdx.x * PB;
   const int np = min(PB, NC - first);                // planes of this block (the last group may be partial)
-  const float* xb = x + static_cast<long long>(first) * PLANE_IN;
-  float* yb = y + static_cast<long long>(first) * PLANE_OUT;
+  const T* xb = x + static_cast<long long>(first) * PLANE_IN;
+  T* yb = y + static_cast<long long>(first) * PLANE_OUT;
 
-  if (IN % 4 == 0 && np == PB && (reinterpret_cast<unsigned long long>(x) & 15) == 0) {
-    for (int i = threadIdx.x; i < IN / 4; i += THREADS) cp_async16(xs + 4 * i, xb + 4 * i, true);
+  if (IN % 4 == 0 && np == PB && (reinterpret_cast<unsigned long long>(x) & VEC_ALIGN) == 0) {
+    for (int i = threadIdx.x; i < IN / 4; i += THREADS) {
+      if constexpr (sizeof(T) == 4) {
+        cp_async16(xs + 4 * i, reinterpret_cast<const float*>(xb) + 4 * i, true);
+      } else {
+        float v[4];
+        load4_f32(xb + 4 * i, v);
+        *reinterpret_cast<float4*>(xs + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
+      }
+    }
   } else {
-    for (int i = threadIdx.x; i < np * PLANE_IN; i += THREADS) cp_async4(xs + i, xb + i, true);
+    for (int i = threadIdx.x; i < np * PLANE_IN; i += THREADS) {
+      if constexpr (sizeof(T) == 4) {
+        cp_async4(xs + i, reinterpret_cast<const float*>(xb) + i, true);
+      } else {
+        xs[i] = ldg_f32(xb + i);
+      }
+    }
   }
   cp_async_commit();
   cp_async_wait<0>();
@@ -51,7 +71,7 @@ __device__ __forceinline__ void dw2d_packed_fwd_body(const float* __restrict__ x
     const int c = (first + pl) % C;
     float wr[R * S];
 #pragma unroll
-    for (int k = 0; k < R * S; ++k) wr[k] = __ldg(w + c * (R * S) + k);
+    for (int k = 0; k < R * S; ++k) wr[k] = ldg_f32(w + c * (R * S) + k);
     float acc[VH][Q];
 #pragma unroll
     for (int v = 0; v < VH; ++v) {
@@ -90,12 +110,13 @@ __device__ __forceinline__ void dw2d_packed_fwd_body(const float* __restrict__ x
   }
   __syncthreads();
 
-  if (OUT % 4 == 0 && np == PB && (reinterpret_cast<unsigned long long>(y) & 15) == 0) {
+  if (OUT % 4 == 0 && np == PB && (reinterpret_cast<unsigned long long>(y) & VEC_ALIGN) == 0) {
     for (int i = threadIdx.x; i < OUT / 4; i += THREADS) {
-      reinterpret_cast<float4*>(yb)[i] = reinterpret_cast<const float4*>(ys)[i];
+      const float4 v = reinterpret_cast<const float4*>(ys)[i];
+      store4_f32(yb + 4 * i, v.x, v.y, v.z, v.w);
     }
   } else {
-    for (int i = threadIdx.x; i < np * PLANE_OUT; i += THREADS) yb[i] = ys[i];
+    for (int i = threadIdx.x; i < np * PLANE_OUT; i += THREADS) yb[i] = from_f32<T>(ys[i]);
   }
 }
 

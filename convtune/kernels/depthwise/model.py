@@ -161,7 +161,7 @@ def predict_2d_fast(pl: Dw2dFastPlan, machine: MachineModel) -> DepthwisePredict
     bw = machine.copy_bandwidth_bytes_per_s
     p, c = pl.problem, pl.config
     dram_s = p.compulsory_bytes / bw
-    l2_s = 4 * sum(traffic_words_2d_fast(pl).values()) / (L2_OVER_DRAM_BANDWIDTH * bw)
+    l2_s = p.itemsize_bytes * sum(traffic_words_2d_fast(pl).values()) / (L2_OVER_DRAM_BANDWIDTH * bw)
     vh, vw = c.rows_per_thread, c.outputs_per_thread
     loads = ((vh - 1) * p.stride_h + p.R) * ((vw - 1) * p.stride_w + p.S) / 4   # float4 reads
     cost = COST_2D_FAST_BASE + COST_2D_FAST_WINDOW * loads / (vh * vw * p.R * p.S)
@@ -175,7 +175,7 @@ def predict_2d_packed(pl: Dw2dPackedPlan, machine: MachineModel) -> DepthwisePre
     bw = machine.copy_bandwidth_bytes_per_s
     p, vh = pl.problem, pl.config.rows_per_thread
     dram_s = p.compulsory_bytes / bw
-    l2_s = 4 * sum(traffic_words_2d_packed(pl).values()) / (L2_OVER_DRAM_BANDWIDTH * bw)
+    l2_s = p.itemsize_bytes * sum(traffic_words_2d_packed(pl).values()) / (L2_OVER_DRAM_BANDWIDTH * bw)
     row_loads = ((vh - 1) * p.stride_h + p.R) * p.W
     cost = COST_2D_FAST_BASE + COST_2D_PACKED_ROW * row_loads / (vh * p.Q * p.R * p.S)
     issue_s = p.macs * cost / (machine.fp32_peak_flops_per_s / 2)

@@ -1,8 +1,9 @@
 """2-D depthwise forward, fast variant: plans, traffic model and launcher (family ``depthwise2d_fast``,
 source ``dw2d_fast.cu``).
 
-Shapes (fp32, contiguous): x (N, C, H, W), w (C, 1, R, S), y (N, C, P, Q); groups = C, any R×S (R·S ≤ 81),
-stride 1 or 2 (any stride works; the spaces use 1 and 2), any padding, dilation 1::
+Shapes (contiguous; float32, or float16 / bfloat16 storage with fp32 sums, see
+:mod:`~convtune.kernels.depthwise.dtypes`): x (N, C, H, W), w (C, 1, R, S), y (N, C, P, Q); groups = C,
+any R×S (R·S ≤ 81), stride 1 or 2 (any stride works; the spaces use 1 and 2), any padding, dilation 1::
 
     y[n,c,p,q] = Σ_{r<R, s<S} w[c,0,r,s] · x[n, c, p·stride_h − pad_h + r, q·stride_w − pad_w + s]
 
@@ -19,10 +20,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, LaunchError
+from convtune.errors import InvalidConfig, InvalidInput, LaunchError
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dFastFwdConfig
+from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, check_dtype, cuda_type
 from convtune.kernels.depthwise.plan2d import applies
 from convtune.kernels.launch_geometry import round_regs, span_inside
 from convtune.machine import MachineModel
@@ -73,12 +75,13 @@ class Dw2dFastPlan:
                 c.outputs_per_thread, c.planes, c.threads, self.pitch, self.off, self.vec)
 
     def wrapper(self, entry: str | None = None) -> str:
+        t = cuda_type(self.problem)
         targs = ", ".join(str(a) for a in self.template_args())
         return f"""
 extern "C" __global__ void __launch_bounds__({self.threads}, {self.min_blocks})
-{entry or ENTRY}(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, int NC, int C,
+{entry or ENTRY}(const {t}* __restrict__ x, const {t}* __restrict__ w, {t}* __restrict__ y, int NC, int C,
                  int nbands) {{
-  convtune::dw::dw2d_fast_fwd_body<{targs}>(x, w, y, NC, C, nbands);
+  convtune::dw::dw2d_fast_fwd_body<{t}, {targs}>(x, w, y, NC, C, nbands);
 }}
 """
 
@@ -140,7 +143,8 @@ def plan(problem: ConvProblem, config: Dw2dFastFwdConfig, machine: MachineModel 
         InvalidConfig: naming the field that breaks a rule, with the allowed range.
     """
     p, c = problem, config
-    why = applies(p)
+    check_dtype(p, STORAGE_DTYPES, "depthwise2d_fast")
+    why = applies(p, STORAGE_DTYPES)
     if why:
         raise InvalidConfig("problem", f"depthwise2d_fast: {why}")
     if not isinstance(c, Dw2dFastFwdConfig):
@@ -188,7 +192,7 @@ def plan(problem: ConvProblem, config: Dw2dFastFwdConfig, machine: MachineModel 
 
 
 def traffic_words(pl: Dw2dFastPlan) -> dict[str, int]:
-    """Words the kernel requests from global memory::
+    """Elements the kernel requests from global memory (bytes: × the storage dtype's itemsize)::
 
         x = N·C · Σ_bands rows_in(band) · W,    rows_in(band) = |[band·TH·SH − pad_h, … + IH) ∩ [0, H)|
         w = R·S per item of a real plane with a real first row:  N·C · Σ_bands ⌈rows(band) / VH⌉ · ⌈Q / VW⌉ · R·S
@@ -209,7 +213,9 @@ def compile_plan(pl: Dw2dFastPlan) -> LoadedKernel:
 
 
 def launch(pl: Dw2dFastPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, stream: Any | None = None) -> None:
-    """Run on contiguous float32 CuPy arrays x (N, C, H, W), w (C, 1, R, S), y (N, C, P, Q); allocates nothing.
+    """Run on contiguous CuPy arrays of the problem's dtype (bfloat16: uint16 bits) x (N, C, H, W),
+    w (C, 1, R, S), y (N, C, P, Q); allocates nothing; x and y must start 4-element aligned (16 bytes in fp32,
+    8 in 16-bit storage) for the vector copies and stores.
 
     Raises:
         InvalidInput: an array of the wrong shape, dtype or layout.
@@ -219,7 +225,13 @@ def launch(pl: Dw2dFastPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, strea
     p = pl.problem
     for name, array, shape in (("x", x, (p.N, p.C, p.H, p.W)), ("w", w, (p.C, 1, p.R, p.S)),
                                ("y", y, (p.N, p.C, p.P, p.Q))):
-        check_array(name, array, shape)
+        check_array(name, array, shape, p.dtype)
+    align = 4 * p.itemsize_bytes
+    y_vector = p.Q % 4 == 0 and pl.config.outputs_per_thread % 4 == 0
+    for name, array, vector in (("x", x, pl.vec == 4), ("y", y, y_vector)):
+        if vector and array.data.ptr % align:
+            raise InvalidInput(name, f"must start {align}-byte aligned for the 4-element copies (a view at an "
+                                     f"offset: pass a copy)")
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     args = (x, w, y, cp.int32(p.N * p.C), cp.int32(p.C), cp.int32(pl.nbands))
     try:

@@ -1,14 +1,17 @@
 """2-D depthwise forward for small images, packed variant: plans, traffic model and launcher (family
 ``depthwise2d_packed``, source ``dw2d_packed.cu``).
 
-Shapes (fp32, contiguous): x (N, C, H, W), w (C, 1, R, S), y (N, C, P, Q); groups = C, W ≤ 32 and Q ≤ 32
-(a whole input row and a whole output row per item live in registers), any stride and padding, dilation 1::
+Shapes (contiguous; float32, or float16 / bfloat16 storage with fp32 sums, see
+:mod:`~convtune.kernels.depthwise.dtypes`): x (N, C, H, W), w (C, 1, R, S), y (N, C, P, Q); groups = C,
+W ≤ 32 and Q ≤ 32 (a whole input row and a whole output row per item live in registers), any stride and
+padding, dilation 1::
 
     y[n,c,p,q] = Σ_{r<R, s<S} w[c,0,r,s] · x[n, c, p·stride_h − pad_h + r, q·stride_w − pad_w + s]
 
 Grid: ⌈N·C / planes⌉ blocks; block b owns planes [b·planes, (b + 1)·planes), i.e. the contiguous input stretch
 of planes·H·W floats and output stretch of planes·P·Q floats. Shared memory: ⌈planes·H·W⌉₄ + planes·P·Q
-floats. Items per block: planes · ⌈P / rows_per_thread⌉.
+floats (fp32 whatever the storage dtype: 16-bit inputs are converted while staged). Items per block:
+planes · ⌈P / rows_per_thread⌉.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dPackedFwdConfig
+from convtune.kernels.depthwise.dtypes import FP32_ONLY, STORAGE_DTYPES, check_dtype, cuda_type
 from convtune.kernels.depthwise.plan2d import applies as applies_2d
 from convtune.kernels.launch_geometry import round_regs
 from convtune.machine import MachineModel
@@ -34,9 +38,10 @@ MAX_ACC = 64        # rows_per_thread · Q accumulators
 MAX_REGS = 255
 
 
-def applies(problem: ConvProblem) -> str | None:
-    """None when the packed kernel can run ``problem``, else why not."""
-    why = applies_2d(problem)
+def applies(problem: ConvProblem, dtypes: tuple[str, ...] = FP32_ONLY) -> str | None:
+    """None when the packed kernel taking ``dtypes`` can run ``problem``, else why not (the registry's rows,
+    which the tuner measures in fp32, ask with the default)."""
+    why = applies_2d(problem, dtypes)
     if why:
         return why
     if problem.W > MAX_ROW or problem.Q > MAX_ROW:
@@ -72,11 +77,12 @@ class Dw2dPackedPlan:
                 c.planes, c.threads)
 
     def wrapper(self, entry: str | None = None) -> str:
+        t = cuda_type(self.problem)
         targs = ", ".join(str(a) for a in self.template_args())
         return f"""
 extern "C" __global__ void __launch_bounds__({self.threads}, {self.min_blocks})
-{entry or ENTRY}(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, int NC, int C) {{
-  convtune::dw::dw2d_packed_fwd_body<{targs}>(x, w, y, NC, C);
+{entry or ENTRY}(const {t}* __restrict__ x, const {t}* __restrict__ w, {t}* __restrict__ y, int NC, int C) {{
+  convtune::dw::dw2d_packed_fwd_body<{t}, {targs}>(x, w, y, NC, C);
 }}
 """
 
@@ -101,7 +107,8 @@ def plan(problem: ConvProblem, config: Dw2dPackedFwdConfig, machine: MachineMode
         InvalidConfig: naming the field that breaks a rule, with the allowed range.
     """
     p, c = problem, config
-    why = applies(p)
+    check_dtype(p, STORAGE_DTYPES, "depthwise2d_packed")
+    why = applies(p, STORAGE_DTYPES)
     if why:
         raise InvalidConfig("problem", f"depthwise2d_packed: {why}")
     if not isinstance(c, Dw2dPackedFwdConfig):
@@ -134,7 +141,8 @@ def plan(problem: ConvProblem, config: Dw2dPackedFwdConfig, machine: MachineMode
 
 
 def traffic_words(pl: Dw2dPackedPlan) -> dict[str, int]:
-    """Words the kernel requests from global memory: every input and output element once, R·S taps per item::
+    """Elements the kernel requests from global memory (bytes: × the storage dtype's itemsize): every input
+    and output element once, R·S taps per item::
 
         x = N·C·H·W,    w = N·C · ⌈P / rows_per_thread⌉ · R·S,    y = N·C·P·Q
     """
@@ -148,7 +156,8 @@ def compile_plan(pl: Dw2dPackedPlan) -> LoadedKernel:
 
 
 def launch(pl: Dw2dPackedPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, stream: Any | None = None) -> None:
-    """Run on contiguous float32 CuPy arrays x (N, C, H, W), w (C, 1, R, S), y (N, C, P, Q); allocates nothing.
+    """Run on contiguous CuPy arrays of the problem's dtype (bfloat16: uint16 bits) x (N, C, H, W),
+    w (C, 1, R, S), y (N, C, P, Q); allocates nothing.
 
     Raises:
         InvalidInput: an array of the wrong shape, dtype or layout.
@@ -158,7 +167,7 @@ def launch(pl: Dw2dPackedPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, str
     p = pl.problem
     for name, array, shape in (("x", x, (p.N, p.C, p.H, p.W)), ("w", w, (p.C, 1, p.R, p.S)),
                                ("y", y, (p.N, p.C, p.P, p.Q))):
-        check_array(name, array, shape)
+        check_array(name, array, shape, p.dtype)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     args = (x, w, y, cp.int32(p.N * p.C), cp.int32(p.C))
     try:
