@@ -8,6 +8,8 @@
 #     analyze   convtune analyze at the S4ConvD paper shape (table + roofline PNG/SVG; $ANALYZE_ARGS, e.g. --candidates 16)
 #     s4convd   benchmarks/s4convd_train.py: S4ConvD training, FFT conv vs convtune.torch ($S4CONVD_ARGS)
 #     dw_bench  benchmarks/depthwise_bench.py: depthwise variants × paths vs PyTorch ($DW_BENCH_ARGS)
+#     dw_dtypes benchmarks/depthwise_dtypes.py: the op's forward in fp32/fp16/bf16 vs PyTorch in the same dtype
+#     dw_half_tests pytest -m gpu: 16-bit depthwise kernels, the packed 2-D kernel, the torch ops
 #     vs_cudnn  benchmarks/vs_cudnn.py (best of the model's top configs vs cuDNN, same run)
 #     sample    benchmarks/space_sample.py (uniform sample of the unpruned direct space on 3 shapes)
 #     tune      `convtune tune` on every public conv2d shape (budget $TUNE_BUDGET_S s each) + cuDNN
@@ -51,6 +53,12 @@ for step in "$@"; do
             | tee "$OUT/s4convd_train.log" | tail -20 ;;
     dw_bench)
         python3 benchmarks/depthwise_bench.py --out "$OUT" ${DW_BENCH_ARGS:-} 2>&1 | tee "$OUT/depthwise_bench.log" | tail -40 ;;
+    dw_dtypes)
+        python3 benchmarks/depthwise_dtypes.py --out "$OUT" 2>&1 | tee "$OUT/depthwise_dtypes.log" | tail -30 ;;
+    dw_half_tests)
+        python3 -m pytest -m gpu -q -p no:cacheprovider -W default --maxfail=40 -ra \
+            tests/kernels/test_depthwise_half_gpu.py tests/kernels/test_depthwise2d_packed.py tests/test_torch_ops.py \
+            tests/test_depthwise_ops.py 2>&1 | tee "$OUT/gpu_depthwise_half_tests.txt" | tail -30 ;;
     vs_cudnn)
         python3 benchmarks/vs_cudnn.py --out "$OUT" ${VS_CUDNN_ARGS:-} 2>&1 | tee "$OUT/vs_cudnn.log" | tail -30 ;;
     sample)
