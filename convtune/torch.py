@@ -89,11 +89,12 @@ def _cupy_view(t: torch.Tensor) -> Any:
     return cp.ndarray(tuple(t.shape), dtype=_DTYPES[t.dtype][1], memptr=cp.cuda.MemoryPointer(memory, 0))
 
 
-def _dense(t: torch.Tensor) -> torch.Tensor:
-    """``t`` contiguous and starting 16-byte aligned: the kernels copy rows with 16-byte (4-element) accesses,
-    so a view at an odd offset into its storage (``x[1:]``) is copied once instead of faulting."""
-    t = t.contiguous()
-    return t if t.data_ptr() % 16 == 0 else t.clone()
+def _input_view(t: torch.Tensor) -> Any:
+    """:func:`_cupy_view` of a contiguous kernel input, copied first when it does not start 16-byte aligned:
+    the kernels copy rows with 16-byte (4-element) accesses, so a view at an odd offset into its storage
+    (``x[1:]``) runs on a copy instead of faulting. Called inside the ops' real implementations only (under
+    ``torch.compile`` tracing a tensor has no data pointer)."""
+    return _cupy_view(t if t.data_ptr() % 16 == 0 else t.clone())
 
 
 def _stream(t: torch.Tensor) -> Any:
@@ -181,7 +182,7 @@ def _run_1d(path: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
     kernels = _compiled(pl, dev)
     workspace = _workspace(pl, a)
     with cupy_module().cuda.Device(dev):
-        launcher.launch(pl, kernels, _cupy_view(a), _cupy_view(b), _cupy_view(out),
+        launcher.launch(pl, kernels, _input_view(a), _input_view(b), _cupy_view(out),
                         _cupy_view(workspace) if workspace is not None else None, stream=_stream(a))
     return out
 
@@ -240,7 +241,7 @@ def _dw1d_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None
 
 def _dw1d_backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     x, w = ctx.saved_tensors
-    dy = _dense(dy)
+    dy = dy.contiguous()
     dx = _dw1d_dgrad(dy, w) if ctx.needs_input_grad[0] else None
     dw = _dw1d_wgrad(x, dy, w.shape[1]) if ctx.needs_input_grad[1] else None
     return dx, dw
@@ -274,7 +275,7 @@ def depthwise_conv1d(x: torch.Tensor, w: torch.Tensor, causal: bool = True) -> t
         raise InvalidInput("w", f"must be (C, K) or (C, 1, K) with C={x.shape[1]}, got shape {tuple(w.shape)}")
     if w.device != x.device or w.dtype != x.dtype:
         raise InvalidInput("w", f"must match x's device and dtype ({x.device}, {x.dtype}), got {w.device}, {w.dtype}")
-    return _dw1d_fwd(_dense(x), w.flip(-1).contiguous())
+    return _dw1d_fwd(x.contiguous(), w.flip(-1).contiguous())
 
 
 # ---- 2-D ----------------------------------------------------------------------------------------------------
@@ -306,7 +307,7 @@ def _dw2d_fwd(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pa
         return F.conv2d(x, w, stride=(stride_h, stride_w), padding=(pad_h, pad_w), groups=C)
     y = x.new_empty((N, C, problem.P, problem.Q))
     with cupy_module().cuda.Device(dev):
-        family.launch(pl, _compiled(pl, dev), _cupy_view(x), _cupy_view(w), _cupy_view(y), _stream(x))
+        family.launch(pl, _compiled(pl, dev), _input_view(x), _input_view(w), _cupy_view(y), _stream(x))
     return y
 
 
@@ -334,7 +335,7 @@ def _dw2d_dgrad(dy: torch.Tensor, w: torch.Tensor, H: int, W: int, stride_h: int
     dx = dy.new_empty((N, C, H, W))
     dev = dy.device.index
     with cupy_module().cuda.Device(dev):
-        plan2d_dgrad.launch(pl, _compiled(pl, dev), _cupy_view(dy), _cupy_view(w), _cupy_view(dx), _stream(dy))
+        plan2d_dgrad.launch(pl, _compiled(pl, dev), _input_view(dy), _input_view(w), _cupy_view(dx), _stream(dy))
     return dx
 
 
@@ -356,7 +357,7 @@ def _dw2d_wgrad(x: torch.Tensor, dy: torch.Tensor, R: int, S: int, stride_h: int
     dev = x.device.index
     workspace = _workspace(pl, x)
     with cupy_module().cuda.Device(dev):
-        plan2d_wgrad.launch(pl, _compiled(pl, dev), _cupy_view(x), _cupy_view(dy), _cupy_view(dw),
+        plan2d_wgrad.launch(pl, _compiled(pl, dev), _input_view(x), _input_view(dy), _cupy_view(dw),
                             _cupy_view(workspace) if workspace is not None else None, stream=_stream(x))
     return dw
 
@@ -381,7 +382,7 @@ def _dw2d_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None
 
 def _dw2d_backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
     x, w = ctx.saved_tensors
-    dy = _dense(dy)
+    dy = dy.contiguous()
     dx = _dw2d_dgrad(dy, w, x.shape[2], x.shape[3], *ctx.geometry) if ctx.needs_input_grad[0] else None
     dw = _dw2d_wgrad(x, dy, w.shape[2], w.shape[3], *ctx.geometry) if ctx.needs_input_grad[1] else None
     return dx, dw, None, None, None, None
@@ -428,4 +429,4 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, 
     if _out_size(x.shape[2], w.shape[2], sh, ph) < 1 or _out_size(x.shape[3], w.shape[3], sw, pw) < 1:
         raise InvalidInput("x", f"output is empty: input {tuple(x.shape[2:])} is smaller than the filter "
                                 f"{tuple(w.shape[2:])} with padding {(ph, pw)}")
-    return _dw2d_fwd(_dense(x), w.contiguous(), sh, sw, ph, pw)
+    return _dw2d_fwd(x.contiguous(), w.contiguous(), sh, sw, ph, pw)
