@@ -227,3 +227,19 @@ def test_16bit_instantiations_compile_without_spills(compiled: dict, entry) -> N
     assert not res.spills, f"{name}: {res.local_bytes} B stack, spills {res.spill_store_bytes}/{res.spill_load_bytes}"
     assert res.num_regs <= min(255, 65536 // (threads * min_blocks))
     assert res.static_smem_bytes == (2048 if name.endswith("reduce") else 0)
+
+
+def test_model_counts_the_launches_of_each_weight_gradient_mode() -> None:
+    """fp32 atomic: memset + main; deterministic: main + reduction; 16-bit atomic: memset of the fp32
+    workspace + main + the converting reduction."""
+    from convtune.kernels.depthwise import model
+    from convtune.kernels.depthwise.space import enumerate_plans
+
+    problem = ConvProblem.depthwise1d(64, 32, 256, 7)
+    plans = list(enumerate_plans(problem, H200, "fast", "wgrad"))
+    atomic = next(pl for pl in plans if pl.config.mode == MODE_ATOMIC)
+    det = next(pl for pl in plans if pl.config.mode == MODE_DETERMINISTIC)
+    half = plan1d.plan(_half(problem, "float16"), atomic.config, H200)
+    assert model.predict(atomic, H200).launches == 2
+    assert model.predict(det, H200).launches == 2
+    assert model.predict(half, H200).launches == 3

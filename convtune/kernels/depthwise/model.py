@@ -26,7 +26,8 @@ predicted time = max(DRAM time, L2 time, issue time) / efficiency + launch overh
   also separates configurations whose binding term ties); the fast variant's scalar copies (vec = 1)
   reach 0.85 of the float4 bandwidth;
 * launch overhead: 2.5 µs per kernel (the deterministic weight gradient adds its reduction kernel, the
-  atomic one the ``memset`` of dw).
+  atomic one the ``memset`` of dw, and with 16-bit storage the memset of its fp32 workspace and the
+  reduction kernel that converts it).
 
 Every term is a lower-bound-like estimate, so the model ranks configurations within a variant by traffic
 and occupancy, and across variants by the calibrated issue cost; the tuner's measurements decide.
@@ -132,7 +133,10 @@ def predict_1d(pl: Depthwise1dPlan, machine: MachineModel) -> DepthwisePredictio
     if pl.variant == "fast" and pl.config.vec == 1:  # type: ignore[attr-defined]
         dram_s, l2_s = dram_s / SCALAR_COPY_EFFICIENCY, l2_s / SCALAR_COPY_EFFICIENCY
     eff = _efficiency(pl.grid, pl.threads, pl.smem_bytes, pl.regs_estimate, machine)
-    return _combine(dram_s, l2_s, issue_s, eff, 2 if pl.path == "wgrad" else 1)
+    # wgrad: the main kernel + the memset of dw or its fp32 workspace + (deterministic or 16-bit atomic) the
+    # reduction kernel; the deterministic mode writes every partial, so it needs no memset
+    launches = 1 if pl.path != "wgrad" else 2 + (pl.atomic_workspace and not pl.deterministic)
+    return _combine(dram_s, l2_s, issue_s, eff, launches)
 
 
 def _warp_registers(pl: Depthwise1dPlan) -> bool:
