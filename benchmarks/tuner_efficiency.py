@@ -20,6 +20,7 @@ times up to and including the first one within 3% of the sample's best. Runs on 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -89,6 +90,14 @@ def run_baseline(space: ConfigSpace, values: dict[str, float], sampler: str, see
     return order
 
 
+def spearman(a: list[float], b: list[float]) -> float:
+    """Rank correlation (ties broken by position; the measured medians have none)."""
+    ra = {i: r for r, i in enumerate(sorted(range(len(a)), key=a.__getitem__))}
+    rb = {i: r for r, i in enumerate(sorted(range(len(b)), key=b.__getitem__))}
+    n = len(a)
+    return 1 - 6 * sum((ra[i] - rb[i]) ** 2 for i in range(n)) / (n * (n * n - 1))
+
+
 def summarize(hits: list[tuple[int | None, float]], cap: int) -> dict:
     trials = sorted(h if h is not None else cap + 1 for h, _ in hits)
     secs = sorted(s for _, s in hits)
@@ -112,9 +121,11 @@ def main() -> int:
              f"Universe: {args.table} (uniform sample of the unpruned direct space, measured on {table.device.name};"
              f" {table.source}). {args.seeds} seeds per method; trials until the first config within 3% of the"
              f" sample's best; runs capped at {args.max_trials} trials (a run that never reaches counts as"
-             f" {args.max_trials + 1}). `python benchmarks/tuner_efficiency.py --seeds {args.seeds}`.", "",
-             "| shape | sample best ms | pruned space keeps a ≤3% config | survivors in sample | method |"
-             " median trials (p25–p75) | median nvcc s | reached |", "|---|---|---|---|---|---|---|---|"]
+             f" {args.max_trials + 1}). model ρ: Spearman correlation of the direct model's predicted time with the"
+             f" measured time over the sample's configs (the order pruning and the warm start trust)."
+             f" `python benchmarks/tuner_efficiency.py --seeds {args.seeds}`.", "",
+             "| shape | sample best ms | model ρ | pruned space keeps a ≤3% config | survivors in sample | method |"
+             " median trials (p25–p75) | median nvcc s | reached |", "|---|---|---|---|---|---|---|---|---|"]
     for problem_key, rows in table.problems.items():
         problem = ConvProblem.parse(problem_key)
         ok = {k: r for k, r in rows.items() if r.get("status") == "ok"}
@@ -125,6 +136,9 @@ def main() -> int:
         everything = [c for c in build_candidates(problem, machine, specs_for(problem)) if c.key in rows]
         space = ConfigSpace(everything)
         values = {k: r["median_ms"] for k, r in ok.items()}
+        ranked = [(c.predicted_s, values[c.key]) for c in everything
+                  if c.key in values and math.isfinite(c.predicted_s)]
+        rho = spearman([p for p, _ in ranked], [m for _, m in ranked])
         results = {}
         for method in ("ours", "tpe", "random"):
             hits = []
@@ -138,11 +152,12 @@ def main() -> int:
             print(f"{problem_key[:40]} {method}: {results[method]}", file=sys.stderr)
         for method, s in results.items():
             med = f">{args.max_trials}" if s["median_censored"] else f"{s['median_trials']:g}"
-            lines.append(f"| `{problem_key}` | {target:.4f} | {'yes' if kept & good else 'NO'} ({len(kept & good)}) |"
+            lines.append(f"| `{problem_key}` | {target:.4f} | {rho:.2f} | {'yes' if kept & good else 'NO'}"
+                         f" ({len(kept & good)}) |"
                          f" {len(kept)} of {len(rows)} | {method} | {med} ({s['p25']}–{s['p75']}) |"
                          f" {s['median_nvcc_s']:.0f} | {s['reached']}/{s['runs']} |")
         ours, tpe = results["ours"]["median_trials"], results["tpe"]["median_trials"]
-        lines.append(f"| | | | | ours / tpe | {ours / tpe:.3f} | | |")
+        lines.append(f"| | | | | | ours / tpe | {ours / tpe:.3f} | | |")
     text = "\n".join(lines) + "\n"
     Path(args.out, "tuner_efficiency.md").write_text(text)
     print(text)
