@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,25 +27,18 @@ import torch.nn.functional as F
 
 from convtune.depthwise_ops import model_plan
 from convtune.errors import InvalidConfig
-from convtune.kernels.depthwise import family, launcher
-from convtune.kernels.depthwise.plan1d import Depthwise1dPlan
+from convtune.kernels.depthwise import family
 from convtune.kernels.depthwise.reference import dw1d_fwd_reference, dw2d_fwd_reference
 from convtune.kernels.ops import device_machine
 from convtune.kernels.reference import relative_error
 from convtune.kernels.timing import rotation_sets, time_launches
 from convtune.problem import ConvProblem
 
-DEFAULT_SUITE = Path(__file__).resolve().parent / "suites" / "public.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from depthwise_bench import DEFAULT_SUITE, measure_copy_bandwidth
+
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TOLERANCE = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
-
-
-def measure_copy_bandwidth(nbytes: int = 2 << 30) -> float:
-    """Device-to-device copy: (bytes read + bytes written) / median time."""
-    src = cp.empty(nbytes // 4, dtype=cp.float32)
-    dst = cp.empty_like(src)
-    timing = time_launches(lambda _i: dst.__setitem__(Ellipsis, src), warmup=2, reps=10)
-    return 2 * nbytes / (timing.median_ms * 1e-3)
 
 
 def cupy_view(t: torch.Tensor):
@@ -73,14 +67,11 @@ def bench(name: str, problem: ConvProblem, dtype: str, machine, reps: int) -> di
         row.update(status="no kernel", error=str(exc))
         return row
     row["config"] = pl.config.key()
-    kernel = (launcher.compile_plan(pl) if isinstance(pl, Depthwise1dPlan) else family.compile_plan(pl))
+    kernel = family.compile_plan(pl)
     xc, yc, wc = [cupy_view(t) for t in xs], [cupy_view(t) for t in ys], cupy_view(w)
 
-    def ours(i: int) -> None:
-        if isinstance(pl, Depthwise1dPlan):
-            launcher.launch(pl, kernel, xc[i], wc, yc[i])
-        else:
-            family.launch(pl, kernel, xc[i], wc, yc[i])
+    def ours(i: int) -> None:  # 1-D and 2-D forward plans alike (w already in the kernels' order)
+        family.launch(pl, kernel, xc[i], wc, yc[i])
 
     ys[0].fill_(float("nan"))
     ours(0)
