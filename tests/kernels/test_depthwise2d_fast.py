@@ -21,13 +21,9 @@ from convtune.problem import ConvProblem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from depthwise2d_sim import emulate_dw2d_fast
+from dw2d_problems import dw
 
 H200 = MachineModel.preset("h200")
-
-
-def dw(n: int, c: int, h: int, w: int, r: int, s: int, stride: int = 1, ph: int = 0, pw: int | None = None):
-    return ConvProblem(N=n, C=c, H=h, W=w, K=c, R=r, S=s, stride_h=stride, stride_w=stride, pad_h=ph,
-                       pad_w=ph if pw is None else pw, groups=c)
 
 
 CASES = [
