@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 import convtune
+from convtune.api.answers import AnswerCache
 from convtune.api.deps import Database, get_settings, open_database
 from convtune.api.errors import BodyLimitMiddleware, install_error_handlers
 from convtune.api.pages import router as pages_router
@@ -63,8 +64,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = None
     app.state.revision = None
     app.state.worker = None
+    app.state.answers = AnswerCache(settings.answer_cache_s)
     app.state.database = Database(app, max_in_flight=settings.max_in_flight, max_waiting=settings.max_waiting,
-                                  queue_timeout_s=settings.queue_timeout_s)
+                                  queue_timeout_s=settings.queue_timeout_s, key_cache_s=settings.key_cache_s)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     for module in (tune, configs, problems, jobs, batches, health):

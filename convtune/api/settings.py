@@ -72,6 +72,12 @@ class Settings(BaseSettings):
                                                                 "more is answered 503 + Retry-After at once")
     queue_timeout_s: float = Field(2.0, gt=0, le=60, description="how long a request waits for its turn before 503")
     db_pool_timeout_s: float = Field(5.0, gt=0, le=120, description="connection checkout timeout")
+    answer_cache_s: float = Field(1.0, ge=0, le=60, description="seconds a stored (200) answer is served from "
+                                                                "memory before the database is asked again "
+                                                                "(0: always ask)")
+    key_cache_s: float = Field(1.0, ge=0, le=60, description="seconds an API key that checked out is trusted "
+                                                             "without the database (a revoked key stops working "
+                                                             "within this; 0: always ask)")
     predict_budget_s: float = Field(0.5, gt=0, le=30, description="CPU seconds the analytic model may rank "
                                                                   "configurations for one request's provisional "
                                                                   "answer; the rest is finished in the background")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -156,9 +157,14 @@ def tune_after_wait(session: Session, settings: Settings, body: TuneRequest, job
 
 def _with_choice(outcome: TuneOutcome, problem: ConvProblem, machine: MachineModel) -> TuneOutcome:
     """Attach the bound's family choice (floor times side by side) to the answer."""
-    choice = FamilyChoiceOut.model_validate(family_choice(problem, machine))
-    outcome.body = outcome.body.model_copy(update={"family_choice": choice})
+    outcome.body = outcome.body.model_copy(update={"family_choice": choice_out(problem, machine)})
     return outcome
+
+
+@lru_cache(maxsize=4096)
+def choice_out(problem: ConvProblem, machine: MachineModel) -> FamilyChoiceOut:
+    """The bound's family choice of a shape (pure arithmetic of the bounds, so cached per shape and machine)."""
+    return FamilyChoiceOut.model_validate(family_choice(problem, machine))
 
 
 def poll_job_status(session: Session, job_id: int) -> str:

@@ -29,7 +29,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from convtune.errors import InvalidInput, NotFound
@@ -223,13 +223,18 @@ def create_api_key(session: Session, name: str, *, max_queued_jobs: int = 100,
     return key, secret
 
 
-def find_api_key(session: Session, secret: str | None) -> ApiKey | None:
-    """The active (not revoked) key with this secret, or ``None``. Looked up by hash: the secret
-    itself is never compared, stored or logged."""
+#: The active key of a secret's hash, built once (it runs on every authenticated request).
+_ACTIVE_KEY = (select(ApiKey.id, ApiKey.name, ApiKey.prefix, ApiKey.max_queued_jobs, ApiKey.is_admin)
+               .where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None)))
+
+
+def find_api_key(session: Session, secret: str | None) -> Any:
+    """The active (not revoked) key with this secret — a row of its ``id``, ``name``, ``prefix``,
+    ``max_queued_jobs`` and ``is_admin`` — or ``None``. Looked up by hash: the secret itself is never
+    compared, stored or logged."""
     if not secret or not isinstance(secret, str):
         return None
-    return session.scalars(select(ApiKey).where(ApiKey.key_hash == hash_secret(secret),
-                                                ApiKey.revoked_at.is_(None))).first()
+    return session.execute(_ACTIVE_KEY, {"key_hash": hash_secret(secret)}).first()
 
 
 def find_api_key_by_name(session: Session, name: str) -> ApiKey | None:
