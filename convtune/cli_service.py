@@ -12,6 +12,7 @@ server's JSON detail included); 1 the server failed (5xx) or could not be reache
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -185,6 +187,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if worker is not None:
                 worker.stop()
             super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn raises the signal again once it has shut down; a graceful stop exits 0 instead, as
+            # `convtune worker` does
+            with super().capture_signals():
+                yield
+                self._captured_signals.clear()
 
     _emit(f"convtune serve: http://{args.host}:{args.port} (backend {settings.backend}, "
           f"{'one worker in process' if settings.worker_in_process else 'no worker in process'})", err=True)

@@ -58,10 +58,11 @@ class _Cut(Exception):
 
 
 def rank(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
-         deadline: float | None = None, clock: Callable[[], float] = time.monotonic
+         deadline: float | None = None, clock: Callable[[], float] | None = None
          ) -> tuple[tuple[float, str, KernelConfig] | None, int, bool]:
     """(best (seconds, key, config) or None, configurations ranked, complete) over ``specs``, smallest space
     first, stopping at ``deadline`` (a ``clock()`` value). Ties go to the smaller config key, as in the tuner."""
+    clock = clock or time.monotonic
     best: tuple[float, str, KernelConfig] | None = None
     ranked = 0
     try:
@@ -78,7 +79,8 @@ def rank(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
     return best, ranked, True
 
 
-def predict(problem: ConvProblem, machine: MachineModel, budget_s: float | None = None) -> Prediction | None:
+def predict(problem: ConvProblem, machine: MachineModel, budget_s: float | None = None,
+            clock: Callable[[], float] | None = None) -> Prediction | None:
     """The fastest predicted configuration over every family that can run ``problem``, or ``None`` when no
     family has a valid one. With ``budget_s`` the ranking stops after that many seconds (a partial answer,
     ``complete=False``, whose completion is started in the background); without, it ranks everything."""
@@ -89,8 +91,9 @@ def predict(problem: ConvProblem, machine: MachineModel, budget_s: float | None 
     specs = specs_for(problem)
     if not specs:
         return None
-    deadline = time.monotonic() + budget_s if budget_s is not None else None
-    best, ranked, complete = rank(problem, machine, specs, deadline)
+    clock = clock or time.monotonic
+    deadline = clock() + budget_s if budget_s is not None else None
+    best, ranked, complete = rank(problem, machine, specs, deadline, clock)
     floor = floor_ms(problem, machine)
     answer = (Prediction(machine.name, best[2], best[0] * 1e3, floor if floor is not None else 0.0, complete, ranked)
               if best is not None else None)

@@ -229,3 +229,61 @@ def test_sigterm_mid_job_releases_it_and_the_next_worker_continues(sqlite_url: s
         assert f"trials={budget}" in second.text() and done_before < budget
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_killed_worker_and_a_database_outage_lose_and_miscount_nothing(postgres_url: URL, tmp_path: Path) -> None:
+    """Two workers through a proxy to PostgreSQL: one is SIGKILLed mid-job, then the database is cut for 10 s
+    mid-run. Every job ends ``finished`` exactly once with exactly its budget of trials, each counted once:
+    a job's recorded trials equal the measurements its runs stored, no measurement is stored twice, and no
+    Optuna trial is left ``RUNNING``."""
+    from db_proxy import CuttableProxy
+
+    direct = make_engine(postgres_url)
+    proxy = CuttableProxy(postgres_url.host or "127.0.0.1", postgres_url.port or 5432)
+    through = postgres_url.set(host="127.0.0.1", port=proxy.port)
+    problems = MODEL_PROBLEMS[:12]
+    try:
+        job_ids = [add_job(direct, p, budget_trials=MODEL_BUDGET) for p in problems]
+        with workers(2, through, tmp_path) as procs:
+            wait_for("2 finished jobs", lambda: sum(j.status == "finished" for j in jobs(direct)) >= 2, 60)
+            victim, killed_job = wait_for("a worker mid-job", lambda: mid_job(direct, procs), 30, poll_s=0.01)
+            victim.signal(signal.SIGKILL)
+            assert victim.wait(10) == -signal.SIGKILL
+            survivor = next(w for w in procs if w is not victim)
+            wait_for("the survivor mid-job", lambda: mid_job(direct, [survivor]), 30, poll_s=0.01)
+            proxy.cut()
+            time.sleep(10.0)  # the outage
+            proxy.restore()
+            wait_for("every job ended", lambda: all(j.status in repo.FINAL_JOB_STATUSES for j in jobs(direct)), 120,
+                     poll_s=0.2)
+            survivor.signal(signal.SIGTERM)
+            assert survivor.wait(30) == 0
+        logs = "".join(w.text() for w in procs)
+        rows = {j.id: j for j in jobs(direct)}
+        assert {j.status for j in rows.values()} == {"finished"}, {i: (j.status, j.error) for i, j in rows.items()}
+        finished = collections.Counter(int(job_id) for job_id, _ in FINISHED.findall(logs))
+        assert sorted(finished) == sorted(job_ids) and set(finished.values()) == {1}, finished
+        assert "the database failed mid-job" in logs or "heartbeat failed" in logs  # the outage was felt
+        with session_scope(direct) as session:
+            for job_id in job_ids:
+                stored = repo.count_job_trials(session, job_id)
+                assert rows[job_id].trials_done == stored == MODEL_BUDGET, (job_id, rows[job_id].trials_done, stored)
+            dupes = session.execute(select(*[getattr(Measurement, c) for c in repo.MEASUREMENT_IDENTITY])
+                                    .group_by(*[getattr(Measurement, c) for c in repo.MEASUREMENT_IDENTITY])
+                                    .having(func.count() > 1)).all()
+            assert dupes == []
+            assert session.scalar(select(func.count()).select_from(TuningRun).where(TuningRun.status == "running")) == 0
+        assert rows[killed_job.id].attempts >= 2
+        plain = _url(postgres_url)
+        for name in optuna.get_all_study_names(storage=plain):
+            study = optuna.load_study(study_name=name, storage=plain)
+            running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+            assert running == [], (name, [t.number for t in running])
+            configs = [t.user_attrs["config"] for t in study.trials if "config" in t.user_attrs]
+            assert len(configs) == len(set(configs)), name
+        print(f"\noutage test: 12 jobs, 2 workers; SIGKILL {victim.name} in job {killed_job.id}; database cut "
+              f"for 10 s; every job finished once with {MODEL_BUDGET} trials = its stored measurements")
+    finally:
+        proxy.close()
+        direct.dispose()
