@@ -92,12 +92,13 @@ def test_cancel_unknown_job_is_404(env: ApiEnv) -> None:
 
 
 def test_jobs_filter_by_status_batch_and_problem(env: ApiEnv) -> None:
+    auth = env.headers
     a = env.client.post("/v1/jobs", json=key_body(TINY), headers=env.headers).json()
     b = env.client.post("/v1/jobs", json=key_body(TINY2), headers=env.headers).json()
     env.client.delete(f"/v1/jobs/{a['id']}", headers=env.headers)
     assert [j["id"] for j in env.client.get("/v1/jobs", headers=env.headers).json()] == [b["id"], a["id"]]
-    assert [j["id"] for j in env.client.get("/v1/jobs", params={"status": "cancelled"}, headers=env.headers).json()] == [a["id"]]
-    assert [j["id"] for j in env.client.get("/v1/jobs", params={"problem_id": b["problem"]["id"]}, headers=env.headers).json()] == [b["id"]]
+    assert [j["id"] for j in env.client.get("/v1/jobs", params={"status": "cancelled"}, headers=auth).json()] == [a["id"]]
+    assert [j["id"] for j in env.client.get("/v1/jobs", params={"problem_id": b["problem"]["id"]}, headers=auth).json()] == [b["id"]]
     assert env.client.get("/v1/jobs", params={"limit": 1, "offset": 1}, headers=env.headers).json()[0]["id"] == a["id"]
     assert env.client.get("/v1/jobs", params={"status": "sleeping"}, headers=env.headers).status_code == 422
 
@@ -132,6 +133,7 @@ def test_bad_job_options_are_422(env: ApiEnv, extra: dict, field: str) -> None:
 def test_a_batch_runs_only_inside_its_window(env: ApiEnv) -> None:
     """22:00-06:00 in the server's zone (UTC here): nothing is claimed at noon, everything at 23:00 and at
     03:00 the next day (the window wraps midnight); time is injected into the worker, never waited for."""
+    auth = env.headers
     body = {"problems": [key_body(TINY)["problem"], {"N": 2, "C": 8, "H": 8, "W": 8, "K": 8, "R": 3, "S": 3,
                                                      "pad": 1}],
             "window": "22:00-06:00", "name": "nightly", "budget_trials": 5}
@@ -152,7 +154,7 @@ def test_a_batch_runs_only_inside_its_window(env: ApiEnv) -> None:
     done = env.client.get(f"/v1/batches/{batch['id']}", headers=env.headers).json()
     assert done["status"] == "finished" and done["counts"] == {"finished": 2}
     assert [j["trials_done"] for j in done["jobs"]] == [5, 5]
-    assert env.client.get("/v1/jobs", params={"batch_id": batch["id"]}, headers=env.headers).json()[0]["status"] == "finished"
+    assert env.client.get("/v1/jobs", params={"batch_id": batch["id"]}, headers=auth).json()[0]["status"] == "finished"
 
 
 def test_a_batch_waits_for_not_before(env: ApiEnv) -> None:
@@ -185,6 +187,7 @@ def test_a_preset_batch_queues_every_layer_a_family_runs(env: ApiEnv) -> None:
 
 
 def test_a_batch_skips_problems_no_family_runs(env: ApiEnv) -> None:
+    auth = env.headers
     r = env.client.post("/v1/batches", json={"problems": [key_body(TINY)["problem"], key_body(GROUPED)["problem"]]},
                         headers=env.headers)
     assert r.status_code == 202, r.text
@@ -192,7 +195,7 @@ def test_a_batch_skips_problems_no_family_runs(env: ApiEnv) -> None:
     assert len(batch["jobs"]) == 1
     assert [s["key"] for s in batch["skipped"]] == [GROUPED.key()]
     assert all("no kernel family" in s["reason"] for s in batch["skipped"])
-    assert env.client.get(f"/v1/batches/{batch['id']}", headers=env.headers).json()["skipped"] == []  # only in the POST answer
+    assert env.client.get(f"/v1/batches/{batch['id']}", headers=auth).json()["skipped"] == []  # only in the POST answer
 
 
 def test_a_batch_of_problems_dedupes_and_checks_each_problem(env: ApiEnv) -> None:

@@ -16,8 +16,8 @@ from convtune.api.errors import ServiceBusy
 from convtune.kernels.registry import specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
-from convtune.storage import session_scope
 from convtune.storage import repository as repo
+from convtune.storage import session_scope
 
 #: Valid, and the largest 1×1 layer the API takes: 46,000 rows and channels (the traffic sums per tile made
 #: ranking one configuration of it cost 46,000 steps).
@@ -27,7 +27,7 @@ HUGE = ConvProblem(N=1, C=46000, H=46000, W=1, K=46000, R=1, S=1)
 class _App:
     """Just enough of a FastAPI app for :class:`Database` (an engine on ``state``)."""
 
-    class state:  # noqa: N801 - mirrors app.state
+    class state:
         engine = None
 
 
@@ -88,8 +88,8 @@ def test_the_models_ranking_stops_at_its_budget_and_is_finished_in_the_backgroun
     provisional.wait_for_background()
     full = provisional.predict(problem, machine, budget_s=0.01)  # the background thread finished it
     assert full is not None and full.complete and full.ranked > 50_000 and full.time_ms <= cut.time_ms
-    best = min(((spec.predict_s(pl, machine), pl.config.key()) for spec in specs_for(problem)
-                for pl in spec.enumerate_plans(problem, machine)))
+    best = min((spec.predict_s(pl, machine), pl.config.key()) for spec in specs_for(problem)
+                for pl in spec.enumerate_plans(problem, machine))
     assert (full.time_ms, full.config.key()) == (pytest.approx(best[0] * 1e3), best[1])
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from api_samples import TINY, TINY2, ApiEnv, key_body
 
-from convtune.storage import session_scope
 from convtune.storage import repository as repo
+from convtune.storage import session_scope
 
 
 def _admin(env: ApiEnv) -> dict[str, str]:

@@ -20,7 +20,7 @@ from convtune.storage import repository as repo
 from convtune.storage import session_scope
 from convtune.tuner import prune as prune_module
 from convtune.tuner.benchmark import ModelBenchmarker
-from convtune.tuner.study import open_study, make_sampler
+from convtune.tuner.study import make_sampler, open_study
 from convtune.tuner.tune import fail_running_trials
 
 
