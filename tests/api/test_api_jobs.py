@@ -97,8 +97,10 @@ def test_jobs_filter_by_status_batch_and_problem(env: ApiEnv) -> None:
     b = env.client.post("/v1/jobs", json=key_body(TINY2), headers=env.headers).json()
     env.client.delete(f"/v1/jobs/{a['id']}", headers=env.headers)
     assert [j["id"] for j in env.client.get("/v1/jobs", headers=env.headers).json()] == [b["id"], a["id"]]
-    assert [j["id"] for j in env.client.get("/v1/jobs", params={"status": "cancelled"}, headers=auth).json()] == [a["id"]]
-    assert [j["id"] for j in env.client.get("/v1/jobs", params={"problem_id": b["problem"]["id"]}, headers=auth).json()] == [b["id"]]
+    listed = env.client.get("/v1/jobs", params={"status": "cancelled"}, headers=auth).json()
+    assert [j["id"] for j in listed] == [a["id"]]
+    listed = env.client.get("/v1/jobs", params={"problem_id": b["problem"]["id"]}, headers=auth).json()
+    assert [j["id"] for j in listed] == [b["id"]]
     assert env.client.get("/v1/jobs", params={"limit": 1, "offset": 1}, headers=env.headers).json()[0]["id"] == a["id"]
     assert env.client.get("/v1/jobs", params={"status": "sleeping"}, headers=env.headers).status_code == 422
 
