@@ -22,6 +22,7 @@ from convtune.api.errors import BodyLimitMiddleware, install_error_handlers
 from convtune.api.pages import router as pages_router
 from convtune.api.routes import batches, configs, health, jobs, problems, tune
 from convtune.api.settings import Settings
+from convtune.api.shedding import DoorCount, LoadShedding
 from convtune.api.shutdown import shutdown_event, signal_shutdown
 from convtune.storage.migrate import head_revision
 
@@ -69,6 +70,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                   queue_timeout_s=settings.queue_timeout_s, key_cache_s=settings.key_cache_s)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.state.door = DoorCount()
+    app.add_middleware(LoadShedding, max_concurrent=settings.max_concurrent, count=app.state.door)  # outermost
     for module in (tune, configs, problems, jobs, batches, health):
         app.include_router(module.router)
     app.include_router(pages_router)

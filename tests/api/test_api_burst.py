@@ -123,7 +123,8 @@ def test_a_burst_of_200_mixed_requests_is_answered_or_shed_and_the_server_recove
         statuses = asyncio.run(_burst(served.url, _requests(served.key)))
         counts = collections.Counter(statuses)
         assert len(statuses) == 200 and set(counts) <= {200, 202, 503}, (counts, served.log.read_text()[-3000:])
-        assert counts[200] + counts[202] >= 100, counts  # most are answered; the rest shed, none hang
+        # beyond max_concurrent (64) requests inside, the door sheds at once; the admitted ones are answered
+        assert counts[200] + counts[202] >= 50, counts
         # healthy afterwards: probes, a stored answer, a new shape
         assert httpx.get(served.url + "/healthz", timeout=ANSWER_WITHIN_S).status_code == 200
         assert httpx.get(served.url + "/readyz", timeout=ANSWER_WITHIN_S).status_code == 200

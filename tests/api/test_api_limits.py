@@ -151,3 +151,42 @@ def test_a_revoked_key_stops_working_within_key_cache_s() -> None:
     now[0] += 1.01
     assert cache.get("ct_secret") is None  # the next request reads the key again: a revoked one is 401
     assert KeyCache(0.0).get("ct_secret") is None
+
+
+def test_the_door_sheds_beyond_max_concurrent_but_never_healthz() -> None:
+    from convtune.api.shedding import DoorCount, LoadShedding
+
+    inside = asyncio.Event()
+    release = asyncio.Event()
+
+    async def app(scope, receive, send):  # a request that holds its place until released
+        inside.set()
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    count = DoorCount()
+    door = LoadShedding(app, max_concurrent=1, count=count)
+
+    async def call(path: str) -> list[dict]:
+        sent: list[dict] = []
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        await door({"type": "http", "path": path}, None, send)
+        return sent
+
+    async def scenario() -> tuple[list[dict], list[dict], list[dict]]:
+        first = asyncio.create_task(call("/v1/problems"))
+        await inside.wait()
+        shed = await call("/v1/problems")
+        health = asyncio.create_task(call("/healthz"))
+        await asyncio.sleep(0)
+        release.set()
+        return await first, shed, await health
+
+    first, shed, health = asyncio.run(scenario())
+    assert first[0]["status"] == 200 and health[0]["status"] == 200
+    assert shed[0]["status"] == 503 and (b"retry-after", b"1") in shed[0]["headers"]
+    assert b"limit of 1 concurrent" in shed[1]["body"] and (count.inside, count.shed) == (0, 1)

@@ -50,7 +50,7 @@ async def readyz(request: Request, settings: SettingsDep, db: DbDep) -> HealthOu
 @router.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics: queue, jobs, trials/s",
             responses={200: {"content": {PROMETHEUS_CONTENT_TYPE: {}}, "description": "text exposition format"},
                        **error_responses(401, 503)})
-async def metrics(db: DbDep, clock: ClockDep, caller: ReaderDep) -> PlainTextResponse:
+async def metrics(request: Request, db: DbDep, clock: ClockDep, caller: ReaderDep) -> PlainTextResponse:
     """Behind the API key when reads need one (a Prometheus scrape sends it as a bearer token)."""
 
     def work(session: Session) -> dict[str, Any]:
@@ -58,13 +58,15 @@ async def metrics(db: DbDep, clock: ClockDep, caller: ReaderDep) -> PlainTextRes
         return repo.queue_stats(session, now=clock())
 
     stats = await db.run(work)
-    gate = {"in_flight": db.in_flight, "waiting": db.waiting, "shed": db.shed}
+    door = request.app.state.door
+    gate = {"in_flight": db.in_flight, "waiting": db.waiting, "shed": db.shed, "inside": door.inside,
+            "door_shed": door.shed}
     return PlainTextResponse(render_metrics(stats, gate), media_type=PROMETHEUS_CONTENT_TYPE)
 
 
 def render_metrics(stats: dict[str, Any], gate: dict[str, int] | None = None) -> str:
     """The text exposition of :func:`~convtune.storage.repository.queue_stats`' figures and of the database
-    gate (``gate``: in_flight, waiting, shed)."""
+    gate and the door (``gate``: in_flight, waiting, shed, inside, door_shed)."""
     by_status = dict.fromkeys(JOB_STATUSES, 0) | {str(k): int(v) for k, v in stats["jobs_by_status"].items()}
     recent = int(stats["measurements_last_60s"])
     gauges = [
@@ -83,6 +85,9 @@ def render_metrics(stats: dict[str, Any], gate: dict[str, int] | None = None) ->
             ("convtune_requests_waiting", "Requests waiting for a turn at the database.", [("", gate["waiting"])]),
             ("convtune_requests_shed", "Requests answered 503 by the database gate since start.",
              [("", gate["shed"])]),
+            ("convtune_requests_inside", "Requests inside the server now.", [("", gate.get("inside", 0))]),
+            ("convtune_requests_shed_at_door", "Requests answered 503 at the door (max_concurrent) since start.",
+             [("", gate.get("door_shed", 0))]),
         ]
     lines = []
     for name, help_text, samples in gauges:
