@@ -141,6 +141,37 @@ def test_batch_of_a_suite_file_and_of_a_problem_list(server: Server, capsys, tmp
     assert " 2 jobs queued" in out and "skipped" in out
 
 
+def test_batch_tz_reads_the_window_and_a_bare_not_before_in_that_zone(server: Server, capsys) -> None:
+    code, out, err = run(capsys, "batch", "--preset", "resnet18", "--window", "22:00-06:00", "--tz", "Asia/Tokyo",
+                         "--not-before", "2031-01-02T03:04:00", "--json", "--url", server.url, "--key", server.key)
+    assert code == 0, err
+    batch = json.loads(out)
+    assert (batch["window"], batch["timezone"]) == ("22:00-06:00", "Asia/Tokyo")
+    assert batch["not_before"].startswith("2031-01-01T18:04:00")  # 03:04 in Tokyo is 18:04 UTC the day before
+    assert "read in Asia/Tokyo" in err  # the CLI says how it read a time without offset
+    code, out, err = run(capsys, "cancel", "--batch", str(batch["id"]), "--url", server.url, "--key", server.key)
+    assert code == 0, err
+    assert out.startswith(f"batch {batch['id']}: cancelled")
+
+
+def test_cancel_jobs_by_id_and_another_keys_job_is_not_found(server: Server, capsys) -> None:
+    code, out, err = run(capsys, "batch", "--preset", "resnet18", "--window", closed_window(), "--json",
+                         "--url", server.url, "--key", server.key)
+    assert code == 0, err
+    first, second = (j["id"] for j in json.loads(out)["jobs"][:2])
+    code, out, err = run(capsys, "cancel", str(first), str(second), "--url", server.url, "--key", server.key)
+    assert code == 0, err
+    assert out.splitlines() == [f"job {first}: cancelled", f"job {second}: cancelled"]
+    engine = make_engine(server.db_url)
+    with session_scope(engine) as session:
+        _, other = repo.create_api_key(session, "cli-other")
+    engine.dispose()
+    code, out, err = run(capsys, "cancel", str(first), "--url", server.url, "--key", other)
+    assert code == 2 and "HTTP 404" in err and '"field": "job_id"' in err
+    code, _, err = run(capsys, "cancel", "--url", server.url, "--key", server.key)
+    assert code == 2 and "JOB_ID" in err
+
+
 def test_the_key_may_come_from_the_environment(server: Server, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONVTUNE_API_KEY", server.key)
     monkeypatch.setenv("CONVTUNE_URL", server.url)
@@ -156,6 +187,8 @@ def test_the_key_may_come_from_the_environment(server: Server, capsys, monkeypat
     ["batch", str(SUITE), "--preset", "vgg16"],
     ["batch", "--preset", "vgg16", "--window", "22-06"],
     ["batch", "--preset", "vgg16", "--not-before", "tomorrow"],
+    ["batch", "--preset", "vgg16", "--tz", "Mars/Olympus"],
+    ["cancel", "0"],
     ["batch", "/nonexistent/problems.json"],
     ["batch", str(SUITE), "--batch-size", "4"],
     ["submit", "N=1", "C=8", "H=8", "W=8", "K=8", "R=3", "S=3", "--url", "ftp://example"],
