@@ -69,20 +69,34 @@ class Memset:
 Step = Launch | Memset
 
 
-@dataclass(frozen=True, slots=True)
 class FilterLayout:
     """How the filter operand is made from the weight tensor ``w``.
 
     ``prep`` is a prepared launch with operands ``("w", "filters")`` writing ``words`` float32 words (direct:
-    packed (C, R, S, Kp); Winograd: U (α², Cp, Kp)); ``None`` when the kernels take the weights as they are
-    (depthwise: (C, 1, R, S) in 2-D, lag-order taps (C, K) in 1-D). Plans with equal ``key`` share one
-    prepared filter tensor.
+    packed (C, R, S, Kp); Winograd: U (α², Cp, Kp)), built on first use from ``make_prep`` (the CuPy
+    ``launch(...)`` path never needs it); ``None`` when the kernels take the weights as they are (depthwise:
+    (C, 1, R, S) in 2-D, lag-order taps (C, K) in 1-D). Plans with equal ``key`` share one prepared filter
+    tensor.
     """
 
-    name: str
-    key: tuple[Any, ...]
-    words: int = 0
-    prep: PreparedLaunch | None = None
+    __slots__ = ("_make_prep", "_prep", "key", "name", "words")
+
+    def __init__(self, name: str, key: tuple[Any, ...], words: int = 0,
+                 make_prep: Callable[[], PreparedLaunch] | None = None) -> None:
+        self.name = name
+        self.key = key
+        self.words = int(words)
+        self._make_prep = make_prep
+        self._prep: PreparedLaunch | None = None
+
+    @property
+    def prep(self) -> PreparedLaunch | None:
+        if self._prep is None and self._make_prep is not None:
+            self._prep = self._make_prep()
+        return self._prep
+
+    def __repr__(self) -> str:
+        return f"FilterLayout({self.name!r}, key={self.key}, words={self.words})"
 
 
 # ---- the driver seam (tests replace it to record launches without a GPU) ---------------------------------
@@ -219,9 +233,11 @@ def _build_call(steps: tuple[Step, ...], device: int, n_operands: int, kind: str
     identity = tuple((i, 0) for i in range(n_operands))
     if len(compiled) == 1 and compiled[0][0] and compiled[0][3] == identity:
         # the common single-launch path: the operands are the kernel's pointers, in order
-        _, pack, buf, _, f, gx, gy, gz, bx, by, bz, smem, params, _keep = compiled[0]
+        _, pack, buf, _, f, gx, gy, gz, bx, by, bz, smem, params, _ = compiled[0]
+        keep_alive = compiled  # the ctypes arrays behind ``params``: freed buffers would be read by the driver
 
         def call_one(ptrs: Sequence[int], stream: int) -> None:
+            assert keep_alive
             try:
                 with lock:
                     pack(buf, 0, *ptrs)

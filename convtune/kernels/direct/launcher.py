@@ -305,17 +305,21 @@ def pack_weights(w: Any, out: Any | None = None) -> Any:
 
 
 def filter_layout(pl: DirectFwdPlan, device: int, kernel: LoadedKernel | None = None) -> FilterLayout:
-    """The packed layout wpk (C, R, S, Kp) and its prepared packing launch: operands (w, filters)."""
+    """The packed layout wpk (C, R, S, Kp) and (built on first use) its packing launch: operands (w, filters)."""
     p = pl.problem
     crs = p.C * p.R * p.S
-    if kernel is None:
-        with driver().use_device(device):
-            kernel = load_kernel(_family_source(), PACK_ENTRY)
-    step = Launch(kernel, grid3(-(-crs * pl.kp // PACK_THREADS)), (PACK_THREADS, 1, 1), 0, pointers(0, 1),
-                  (p.K, pl.kp, crs))
-    prep = PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=kernel,
-                          output_shape=(p.C, p.R, p.S, pl.kp), kind="direct_pack_weights")
-    return FilterLayout(f"packed (C, R, S, Kp={pl.kp})", ("direct",), crs * pl.kp, prep)
+
+    def make_prep() -> PreparedLaunch:
+        pack = kernel
+        if pack is None:
+            with driver().use_device(device):
+                pack = load_kernel(_family_source(), PACK_ENTRY)
+        step = Launch(pack, grid3(-(-crs * pl.kp // PACK_THREADS)), (PACK_THREADS, 1, 1), 0, pointers(0, 1),
+                      (p.K, pl.kp, crs))
+        return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
+                              output_shape=(p.C, p.R, p.S, pl.kp), kind="direct_pack_weights")
+
+    return FilterLayout(f"packed (C, R, S, Kp={pl.kp})", ("direct",), crs * pl.kp, make_prep)
 
 
 def prepare_plan(pl: DirectFwdPlan, device: int = 0, kernels: LoadedKernel | None = None) -> PreparedLaunch:

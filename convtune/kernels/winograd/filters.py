@@ -38,17 +38,22 @@ extern "C" __global__ void __launch_bounds__({THREADS})
 
 
 def layout(pl: Any, device: int, kernel: Any = None) -> FilterLayout:
-    """The U layout of a (fused or unfused) Winograd plan, with its prepared transform: operands (w, filters)."""
+    """The U layout of a (fused or unfused) Winograd plan and (built on first use) its transform launch:
+    operands (w, filters)."""
     from convtune.kernels.prepared import driver
 
     p, c = pl.problem, pl.config
     words = c.alpha ** 2 * pl.cp * pl.kp
-    if kernel is None:
-        with driver().use_device(device):
-            kernel = load_kernel(source(c.m), ENTRY)
-    step = Launch(kernel, grid3(-(-pl.cp * pl.kp // THREADS)), (THREADS, 1, 1), 0, pointers(0, 1),
-                  (p.C, p.K, pl.cp, pl.kp))
-    prep = PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=kernel,
-                          output_shape=(c.alpha ** 2, pl.cp, pl.kp), kind=f"winograd_filter.m{c.m}")
+
+    def make_prep() -> PreparedLaunch:
+        transform = kernel
+        if transform is None:
+            with driver().use_device(device):
+                transform = load_kernel(source(c.m), ENTRY)
+        step = Launch(transform, grid3(-(-pl.cp * pl.kp // THREADS)), (THREADS, 1, 1), 0, pointers(0, 1),
+                      (p.C, p.K, pl.cp, pl.kp))
+        return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=transform,
+                              output_shape=(c.alpha ** 2, pl.cp, pl.kp), kind=f"winograd_filter.m{c.m}")
+
     return FilterLayout(f"U = G g Gᵀ (α²={c.alpha ** 2}, Cp={pl.cp}, Kp={pl.kp})", ("winograd", c.m, pl.cp, pl.kp),
-                        words, prep)
+                        words, make_prep)
