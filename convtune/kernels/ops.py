@@ -308,9 +308,10 @@ def torch_filters(torch: Any, layout: Any, device: Any, stream_capturing: Callab
     return filters
 
 
-def torch_runner(prepared: PreparedLaunch, torch: Any) -> Runner:
-    """``run(x, w) -> y`` for contiguous float32 CUDA tensors of the prepared signature."""
-    device = torch.device("cuda", prepared.device)
+def torch_runner(prepared: PreparedLaunch, torch: Any, device: Any = None) -> Runner:
+    """``run(x, w) -> y`` for contiguous float32 CUDA tensors of the prepared signature (outputs on ``device``,
+    default the prepared launch's GPU; tests allocate on the CPU)."""
+    device = device if device is not None else torch.device("cuda", prepared.device)
     index = prepared.device
     out_shape, ws_bytes = prepared.output_shape, prepared.workspace_bytes
     f32, u8, empty = torch.float32, torch.uint8, torch.empty

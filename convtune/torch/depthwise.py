@@ -133,12 +133,17 @@ def _prepared(problem: ConvProblem, device_index: int, path: str) -> Any | None:
     return prepare_plan(pl, device_index, _compiled(pl, device_index))
 
 
-def _kernel_runner(prepared: Any, dtype: torch.dtype) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def _device_index(t: torch.Tensor) -> int:
+    return int(t.device.index)
+
+
+def _kernel_runner(prepared: Any, dtype: torch.dtype,
+                   device: torch.device | None = None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """``run(a, b) -> out`` on the prepared launch: operands (a, b, out[, workspace]); inputs that do not start
-    16-byte aligned (a view at an odd offset) run on a copy."""
+    16-byte aligned (a view at an odd offset) run on a copy. Outputs on ``device`` (default the launch's GPU)."""
     from convtune.kernels.ops import torch_stream_getter
 
-    device = torch.device("cuda", prepared.device)
+    device = device if device is not None else torch.device("cuda", prepared.device)
     index, out_shape, ws_bytes = prepared.device, prepared.output_shape, prepared.workspace_bytes
     empty, u8 = torch.empty, torch.uint8
     stream_of = torch_stream_getter(torch)
@@ -234,7 +239,7 @@ def _runner_1d(path: str, a: torch.Tensor, K: int) -> Callable[[torch.Tensor, to
     if not _use_kernels(a):
         return reference
     B, C, L = a.shape
-    prepared = _prepared(_problem(causal=True, B=B, C=C, L=L, K=K, dtype=_dtype(a)), a.device.index, path)
+    prepared = _prepared(_problem(causal=True, B=B, C=C, L=L, K=K, dtype=_dtype(a)), _device_index(a), path)
     return reference if prepared is None else _kernel_runner(prepared, a.dtype)
 
 
@@ -385,7 +390,7 @@ def _runner_2d(path: str, t: torch.Tensor, geometry: tuple[int, ...],
     """The first call of a 2-D signature; ``geometry`` = (N, C, H, W, R, S, sh, sw, ph, pw)."""
     if not _use_kernels(t):
         return reference
-    prepared = _prepared(_problem_2d(t, *geometry), t.device.index, path)
+    prepared = _prepared(_problem_2d(t, *geometry), _device_index(t), path)
     return reference if prepared is None else _kernel_runner(prepared, t.dtype)
 
 
