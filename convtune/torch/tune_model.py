@@ -112,8 +112,8 @@ class ModelTuning:
                  "|---|---|---|---|---|---|---|---|"]
         for row in self.rows():
             share = num(100 * row["share"], ".1f") + "%" if row["share"] is not None else "—"
-            lines.append(f"| {row['layer']} | {row['shape']} | {row['family'] or '—'} | {num(row['tuned_ms'], '.4f')} "
-                         f"| {num(row['floor_ms'], '.4f')} | {num(row['efficiency'], '.2f')} | {share} "
+            lines.append(f"| {row['layer']} | {row['shape']} | {row['family'] or '—'} | {num(row['tuned_ms'], '.4g')} "
+                         f"| {num(row['floor_ms'], '.4g')} | {num(row['efficiency'], '.3f')} | {share} "
                          f"| {row['note'] or row['source'] or ''} |")
         lines.append(f"\nconvolution time of the model (Σ tuned ms over layers): {self.conv_time_ms:.4f} ms; "
                      f"{len(self.results)} distinct problems; {self.elapsed_s:.0f} s")
@@ -302,7 +302,8 @@ def _tune_remote(problems: list[ConvProblem], budget_s: float, budget_trials: in
         measured = backend == "gpu" and best is not None and not best.get("provisional", True)
         if measured and (device_name is None or best["device"] == device_name):
             resolver.remember(problem, best["device"], config)
-        source = "service" if measured else f"service ({backend}{', provisional' if best and not measured else ''})"
+        provisional = ", provisional" if best is not None and best.get("provisional", True) else ""
+        source = "service" if measured else f"service ({backend}{provisional})"
         results[key] = ProblemResult(problem, config, best["time_ms"] if best else job.get("best_time_ms"),
                                      best["floor_ms"] if best else job.get("floor_ms"),
                                      best["efficiency"] if best else job.get("efficiency"), source,
@@ -317,7 +318,8 @@ def _tune_remote(problems: list[ConvProblem], budget_s: float, budget_trials: in
 def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | None = None, *,
          budget_trials: int = 200, patience: int = 60, db: str | None = None, api_key: str | None = None,
          benchmarker: Any = None, transport: Transport | None = None, poll_s: float = 5.0,
-         timeout_s: float | None = None, progress: bool = True, out: TextIO | None = sys.stdout) -> ModelTuning:
+         timeout_s: float | None = None, progress: bool = True, show: bool = True,
+         out: TextIO | None = None) -> ModelTuning:
     """Tune every distinct convolution of ``model`` for ``example_inputs`` (module docstring).
 
     Args:
@@ -332,7 +334,7 @@ def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | No
             device); transport: the service client (default: JSON over HTTP to ``url``).
         poll_s, timeout_s: how often, and how long at most, to poll the service's batch.
         progress: show a progress bar over the problems (tqdm, on stderr).
-        out: where the table is printed (None: not printed).
+        show, out: print the table (to ``out``, default stdout).
 
     Returns:
         The per-layer :class:`ModelTuning`; its ``table()`` is what was printed.
@@ -362,8 +364,8 @@ def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | No
         results = _tune_local(problems, budget_s, budget_trials, patience, db, benchmarker, device_index, progress)
     resolver.clear_cache()
     tuning = ModelTuning(layers, results, time.perf_counter() - start)
-    if out is not None:
-        print(tuning.table(), file=out)
+    if show:
+        print(tuning.table(), file=out or sys.stdout)
     return tuning
 
 
