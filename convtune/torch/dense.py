@@ -94,17 +94,18 @@ _conv2d_op.register_autograd(_backward, setup_context=_setup)
 
 
 class _Conv2dFunction(torch.autograd.Function):
-    """Eager mode with gradients: the op's forward and backward without the dispatcher."""
+    """Eager mode with gradients: the op's forward and backward without the dispatcher (the geometry as one
+    tuple: ``Function.apply`` inspects every argument)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, sh: int, sw: int, ph: int,
-                pw: int, dh: int, dw: int) -> torch.Tensor:
-        _setup(ctx, (x, w, bias, sh, sw, ph, pw, dh, dw), None)  # type: ignore[arg-type]
-        return _conv2d_impl(x, w, bias, sh, sw, ph, pw, dh, dw)
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
+                geometry: tuple[int, ...]) -> torch.Tensor:
+        _setup(ctx, (x, w, bias, *geometry), None)  # type: ignore[arg-type]
+        return _conv2d_impl(x, w, bias, *geometry)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
-        return _backward(ctx, dy)
+        return _backward(ctx, dy)[:3] + (None,)
 
 
 # ---- arguments ---------------------------------------------------------------------------------------------
@@ -205,5 +206,5 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, s
     if not direct_call_ok(x, w, bias):
         return _conv2d_op(x, w, bias, *geometry)
     if needs_grad(x, w, bias):
-        return _Conv2dFunction.apply(x, w, bias, *geometry)
+        return _Conv2dFunction.apply(x, w, bias, geometry)
     return _conv2d_impl(x, w, bias, *geometry)

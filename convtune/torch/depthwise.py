@@ -491,14 +491,14 @@ class _Dw2dFunction(torch.autograd.Function):
     """Eager mode with gradients: the same forward and backward as the op, without the dispatcher."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, sh: int, sw: int, ph: int, pw: int) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, geometry: tuple[int, int, int, int]) -> torch.Tensor:
         ctx.save_for_backward(x, w)
-        ctx.geometry = (sh, sw, ph, pw)
-        return _dw2d_fwd_impl(x, w, sh, sw, ph, pw)
+        ctx.geometry = geometry
+        return _dw2d_fwd_impl(x, w, *geometry)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
-        return _dw2d_backward(ctx, dy)
+        return _dw2d_backward(ctx, dy)[:2] + (None,)
 
 
 def _pair(name: str, value: Any) -> tuple[int, int]:
@@ -566,7 +566,7 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, 
     if not direct_call_ok(x, w):
         return _dw2d_fwd_op(x, w, *geometry)
     if needs_grad(x, w):
-        return _Dw2dFunction.apply(x, w, *geometry)
+        return _Dw2dFunction.apply(x, w, geometry)
     return _dw2d_fwd_impl(x, w, *geometry)
 
 
