@@ -4,7 +4,6 @@
 // One thread per (c, k) of the padded Cp × Kp plane, k fastest, so the α² stores of a warp are coalesced.
 // The products and sums run in double and round to float once (what the float64 host transform gave);
 // G (α × 3) comes from the launcher's generated wrapper (transforms.py's exact fractions as doubles).
-#pragma once
 
 namespace convtune {
 
