@@ -289,7 +289,11 @@ def torch_filters(torch: Any, layout: Any, device: Any, stream_capturing: Callab
     def filters(w: Any, stream: int) -> Any:
         key = (id(w), lkey)
         hit = _torch_filters.get(key)
-        if hit is not None and hit[0]() is w and hit[1] == w._version and hit[2] == w.data_ptr():
+        try:
+            version = w._version
+        except RuntimeError:  # an inference tensor has no version counter (and cannot change outside one)
+            version = -1
+        if hit is not None and hit[0]() is w and hit[1] == version and hit[2] == w.data_ptr():
             if not w.requires_grad or not stream_capturing():
                 return hit[3]
             return make(w, stream)  # trainable weights inside a capture: made in the graph, every replay
@@ -302,7 +306,7 @@ def torch_filters(torch: Any, layout: Any, device: Any, stream_capturing: Callab
             if entry is not None and entry[0] is ref:
                 del _torch_filters[key]
 
-        _torch_filters[key] = [weakref.ref(w, drop), w._version, w.data_ptr(), out]
+        _torch_filters[key] = [weakref.ref(w, drop), version, w.data_ptr(), out]
         return out
 
     return filters

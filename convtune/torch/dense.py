@@ -105,7 +105,7 @@ class _Conv2dFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
-        return _backward(ctx, dy)[:3] + (None,)
+        return (*_backward(ctx, dy)[:3], None)
 
 
 # ---- arguments ---------------------------------------------------------------------------------------------

@@ -195,7 +195,11 @@ def _lag_taps(w: torch.Tensor) -> torch.Tensor:
     import weakref
 
     hit = _lag_taps_cache.get(id(w))
-    if hit is not None and hit[0]() is w and hit[1] == w._version and hit[2] == w.data_ptr():
+    try:
+        version = w._version
+    except RuntimeError:  # an inference tensor has no version counter
+        version = -1
+    if hit is not None and hit[0]() is w and hit[1] == version and hit[2] == w.data_ptr():
         if not (w.requires_grad and w.is_cuda and torch.cuda.is_current_stream_capturing()):
             return hit[3]
         return w.flip(-1)
@@ -209,7 +213,7 @@ def _lag_taps(w: torch.Tensor) -> torch.Tensor:
         if entry is not None and entry[0] is ref:
             del _lag_taps_cache[key]
 
-    _lag_taps_cache[key] = [weakref.ref(w, drop), w._version, w.data_ptr(), lag]
+    _lag_taps_cache[key] = [weakref.ref(w, drop), version, w.data_ptr(), lag]
     return lag
 
 
@@ -498,7 +502,7 @@ class _Dw2dFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
-        return _dw2d_backward(ctx, dy)[:2] + (None,)
+        return (*_dw2d_backward(ctx, dy)[:2], None)
 
 
 def _pair(name: str, value: Any) -> tuple[int, int]:
