@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from convtune.errors import InvalidInput
+from convtune.kernels.ops import conv2d as kernel_conv2d
 from convtune.torch._dispatch import direct_call_ok, needs_grad
 
 __all__ = ["conv2d", "conv2d_geometry"]
@@ -47,8 +48,6 @@ def _conv2d_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, st
     """y (N, K, P, Q) of x (N, C, H, W) and w (K, C, R, S), contiguous, groups = 1 (the op's implementation)."""
     if not _kernels_run(x):
         return F.conv2d(x, w, bias, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
-    from convtune.kernels.ops import conv2d as kernel_conv2d
-
     y = kernel_conv2d(x, w, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
     if bias is not None:
         y.add_(bias.view(1, -1, 1, 1))
