@@ -27,6 +27,12 @@ MODEL_CHOICE = WinogradFwdConfig(tile_k=32)          # a sentinel: what the "mod
 _UPSERT_PARAMS = inspect.signature(repo.upsert_best_config).parameters
 
 
+@pytest.fixture
+def db(db_url: Any) -> str:
+    """The test database's URL as a string (the PostgreSQL fixture gives a URL object)."""
+    return db_url if isinstance(db_url, str) else db_url.render_as_string(hide_password=False)
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv(resolver.DATABASE_URL_ENV, raising=False)
@@ -70,54 +76,54 @@ def _resolve(url: str | None = None) -> resolver.Resolution:
     return resolver.resolve(PROBLEM, H200, FAMILIES, lambda: MODEL_CHOICE, url=url)
 
 
-def test_the_gpu_row_serves_not_the_faster_replay_and_model_rows(db_url: str) -> None:
-    _store(db_url, WinogradUnfusedConfig(), "replay", 0.010, "*")                 # fastest, but replayed
-    _store(db_url, WinogradFwdConfig(), "model", 0.001, "winograd")              # a prediction
-    _store(db_url, DirectFwdConfig(), "gpu", 0.050, "direct")                    # measured on this device
-    found = _resolve(db_url)
+def test_the_gpu_row_serves_not_the_faster_replay_and_model_rows(db: str) -> None:
+    _store(db, WinogradUnfusedConfig(), "replay", 0.010, "*")                 # fastest, but replayed
+    _store(db, WinogradFwdConfig(), "model", 0.001, "winograd")              # a prediction
+    _store(db, DirectFwdConfig(), "gpu", 0.050, "direct")                    # measured on this device
+    found = _resolve(db)
     assert found.source == "database" and found.config == DirectFwdConfig()
 
 
-def test_only_replay_and_model_rows_give_the_models_choice(db_url: str) -> None:
-    _store(db_url, WinogradUnfusedConfig(), "replay", 0.010, "*")
-    _store(db_url, WinogradFwdConfig(), "model", 0.001, "winograd")
-    assert _resolve(db_url) == resolver.Resolution(MODEL_CHOICE, "model")
+def test_only_replay_and_model_rows_give_the_models_choice(db: str) -> None:
+    _store(db, WinogradUnfusedConfig(), "replay", 0.010, "*")
+    _store(db, WinogradFwdConfig(), "model", 0.001, "winograd")
+    assert _resolve(db) == resolver.Resolution(MODEL_CHOICE, "model")
 
 
-def test_a_stale_kernel_version_is_ignored(db_url: str) -> None:
-    _store(db_url, DirectFwdConfig(), "gpu", 0.020, "*", sha="f" * 64)          # an older direct source
-    assert _resolve(db_url).source == "model"
+def test_a_stale_kernel_version_is_ignored(db: str) -> None:
+    _store(db, DirectFwdConfig(), "gpu", 0.020, "*", sha="f" * 64)          # an older direct source
+    assert _resolve(db).source == "model"
     resolver.clear_cache()
-    _store(db_url, WinogradUnfusedConfig(), "gpu", 0.040, "winograd_unfused")   # current: serves
-    found = _resolve(db_url)
+    _store(db, WinogradUnfusedConfig(), "gpu", 0.040, "winograd_unfused")   # current: serves
+    found = _resolve(db)
     assert found.source == "database" and found.config == WinogradUnfusedConfig()
 
 
-def test_only_the_callers_families_and_this_device_serve(db_url: str) -> None:
-    _store(db_url, DirectFwdConfig(), "gpu", 0.050, "direct", device_name="NVIDIA A100-SXM4-80GB")
-    assert _resolve(db_url).source == "model"
-    _store(db_url, DirectFwdConfig(), "gpu", 0.050, "direct")
+def test_only_the_callers_families_and_this_device_serve(db: str) -> None:
+    _store(db, DirectFwdConfig(), "gpu", 0.050, "direct", device_name="NVIDIA A100-SXM4-80GB")
+    assert _resolve(db).source == "model"
+    _store(db, DirectFwdConfig(), "gpu", 0.050, "direct")
     resolver.clear_cache()
-    assert resolver.resolve(PROBLEM, H200, ("winograd",), lambda: MODEL_CHOICE, url=db_url).source == "model"
-    assert _resolve(db_url).config == DirectFwdConfig()
+    assert resolver.resolve(PROBLEM, H200, ("winograd",), lambda: MODEL_CHOICE, url=db).source == "model"
+    assert _resolve(db).config == DirectFwdConfig()
 
 
-def test_answers_are_cached_in_process(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    _store(db_url, DirectFwdConfig(), "gpu", 0.050, "direct")
+def test_answers_are_cached_in_process(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _store(db, DirectFwdConfig(), "gpu", 0.050, "direct")
     reads = []
     real = repo.find_measured_best
     monkeypatch.setattr(repo, "find_measured_best", lambda *a, **k: reads.append(1) or real(*a, **k))
     for _ in range(5):
-        assert _resolve(db_url).source == "database"
+        assert _resolve(db).source == "database"
     assert len(reads) == 1
     resolver.clear_cache()
-    _resolve(db_url)
+    _resolve(db)
     assert len(reads) == 2
 
 
-def test_lookups_can_be_turned_off(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    _store(db_url, DirectFwdConfig(), "gpu", 0.050, "direct")
-    monkeypatch.setenv(resolver.DATABASE_URL_ENV, db_url)
+def test_lookups_can_be_turned_off(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _store(db, DirectFwdConfig(), "gpu", 0.050, "direct")
+    monkeypatch.setenv(resolver.DATABASE_URL_ENV, db)
     assert _resolve().source == "database"
     monkeypatch.setenv(resolver.LOOKUP_ENV, "off")
     assert _resolve().source == "model"
@@ -127,11 +133,11 @@ def test_lookups_can_be_turned_off(db_url: str, monkeypatch: pytest.MonkeyPatch)
     assert _resolve().source == "model"
 
 
-def test_which_database(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_which_database(db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolver.database_url() is None and not (tmp_path / "xdg").exists()   # never created
-    _store(db_url, DirectFwdConfig(), "gpu", 0.050, "direct")
+    _store(db, DirectFwdConfig(), "gpu", 0.050, "direct")
     assert _resolve().source == "model"             # no database known
-    monkeypatch.setenv(resolver.DATABASE_URL_ENV, db_url)
+    monkeypatch.setenv(resolver.DATABASE_URL_ENV, db)
     assert _resolve().source == "database"
     other = f"sqlite:///{tmp_path / 'empty.db'}"
     from convtune.storage import upgrade
@@ -147,20 +153,20 @@ def test_an_unreadable_database_gives_the_models_choice(tmp_path: Path) -> None:
     assert _resolve(f"sqlite:///{tmp_path / 'no_schema.db'}").source == "model"
 
 
-def test_a_remembered_service_answer_wins_when_it_fits(db_url: str) -> None:
-    _store(db_url, DirectFwdConfig(), "gpu", 0.050, "direct")
+def test_a_remembered_service_answer_wins_when_it_fits(db: str) -> None:
+    _store(db, DirectFwdConfig(), "gpu", 0.050, "direct")
     resolver.remember(PROBLEM, H200.name, WinogradUnfusedConfig().key())
-    assert _resolve(db_url) == resolver.Resolution(WinogradUnfusedConfig(), "service")
+    assert _resolve(db) == resolver.Resolution(WinogradUnfusedConfig(), "service")
     resolver.remember(PROBLEM, H200.name, "direct.fwd tile_h=4 tile_w=32 tile_k=64 chunk_c=8 thread_h=1 thread_w=3 "
                                           "thread_k=8 stages=2 vec=1 splits=1")   # invalid: thread_w ∤ tile_w
-    assert _resolve(db_url).source == "database"
+    assert _resolve(db).source == "database"
 
 
-def test_find_measured_best_considers_every_scope(db_url: str) -> None:
+def test_find_measured_best_considers_every_scope(db: str) -> None:
     """The query itself: a stale overall best does not hide a current per-family best."""
-    _store(db_url, DirectFwdConfig(), "gpu", 0.020, "*", sha="e" * 64)
-    _store(db_url, WinogradUnfusedConfig(), "gpu", 0.040, "winograd_unfused")
-    engine = make_engine(db_url)
+    _store(db, DirectFwdConfig(), "gpu", 0.020, "*", sha="e" * 64)
+    _store(db, WinogradUnfusedConfig(), "gpu", 0.040, "winograd_unfused")
+    engine = make_engine(db)
     try:
         with session_scope(engine) as session:
             view = repo.find_measured_best(session, problem_key=PROBLEM, device_name=H200.name,
