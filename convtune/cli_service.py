@@ -1,4 +1,4 @@
-"""``convtune serve | submit | jobs | batch``: run the service, and talk to a running one.
+"""``convtune serve | submit | jobs | cancel | batch``: run the service, and talk to a running one.
 
 ``serve`` runs the API (uvicorn) on a SQLite file by default, with one in-process worker when a GPU is
 present or with ``--backend model`` (no GPU: results flagged predicted). The client commands send HTTP
@@ -21,6 +21,7 @@ import urllib.parse
 import urllib.request
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from convtune.errors import InvalidInput
 from convtune.problem import ConvProblem
@@ -41,7 +42,7 @@ def _emit(text: str, *, err: bool = False) -> None:
 
 # ---- parsers ---------------------------------------------------------------------------------------------
 def add_service_parsers(sub: Any) -> None:
-    """Register ``serve``, ``submit``, ``jobs`` and ``batch`` (called by :func:`convtune.cli.build_parser`)."""
+    """Register ``serve``, ``submit``, ``jobs``, ``cancel`` and ``batch`` (by :func:`convtune.cli.build_parser`)."""
     p = sub.add_parser("serve", help="run the HTTP API (and one worker when a GPU is present)",
                        epilog="example: convtune serve --backend model   (a demo without a GPU)")
     p.add_argument("--host", default="127.0.0.1")
@@ -53,6 +54,14 @@ def add_service_parsers(sub: Any) -> None:
                         "model, for demos without a GPU (results flagged predicted)")
     p.add_argument("--replay", metavar="FILE", default=None, help="timing table for --backend replay")
     p.add_argument("--no-worker", action="store_true", help="do not run a worker inside the server")
+    p.add_argument("--heartbeat-s", type=float, default=None, metavar="S",
+                   help="the in-process worker's heartbeat interval (default: $CONVTUNE_WORKER_HEARTBEAT_S, else 10)")
+    p.add_argument("--stale-after-s", type=float, default=None, metavar="S",
+                   help="claim a running job again when its heartbeat is this old (default: "
+                        "$CONVTUNE_WORKER_STALE_AFTER_S, else 120); a restarted server resumes its own job at once")
+    p.add_argument("--graceful-s", type=float, default=5.0, metavar="S",
+                   help="on SIGTERM, close connections still open after S seconds (waiting requests answer at "
+                        "once; default 5)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     p.set_defaults(func=cmd_serve)
 
@@ -65,12 +74,19 @@ def add_service_parsers(sub: Any) -> None:
     _client_args(p)
     p.set_defaults(func=cmd_submit)
 
-    p = sub.add_parser("jobs", help="list the jobs of a running server, newest first")
+    p = sub.add_parser("jobs", help="list your jobs on a running server, newest first (an admin key: everyone's)")
     p.add_argument("--status", choices=JOB_STATUSES, default=None)
     p.add_argument("--batch", type=int, default=None, metavar="ID", help="only the jobs of this batch")
     p.add_argument("--limit", type=int, default=50)
     _client_args(p)
     p.set_defaults(func=cmd_jobs)
+
+    p = sub.add_parser("cancel", help="cancel jobs (or every job of a batch) on a running server",
+                       epilog="examples: convtune cancel 12 13   ·   convtune cancel --batch 4")
+    p.add_argument("job_ids", nargs="*", type=int, metavar="JOB_ID")
+    p.add_argument("--batch", type=int, default=None, metavar="ID", help="cancel every job of this batch")
+    _client_args(p)
+    p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("batch", help="queue one tuning job per problem of a file or per layer of a network",
                        epilog="example: convtune batch --preset resnet18 --window 22:00-06:00")
@@ -79,8 +95,13 @@ def add_service_parsers(sub: Any) -> None:
     p.add_argument("--preset", choices=PRESETS, default=None)
     p.add_argument("--batch-size", type=int, default=None, metavar="N", help="N of a preset's layers (default 1)")
     p.add_argument("--window", default=None, metavar="HH:MM-HH:MM",
-                   help="run only inside this daily window (server time zone), e.g. 22:00-06:00")
-    p.add_argument("--not-before", default=None, metavar="ISO", help="start no earlier (ISO 8601; local if no offset)")
+                   help="run only inside this daily window, e.g. 22:00-06:00 (read in --tz, default the server's zone)")
+    p.add_argument("--tz", default=None, metavar="ZONE",
+                   help="IANA time zone of --window and of a --not-before without offset, e.g. Europe/Berlin "
+                        "(default: the server's zone for the window, this machine's for --not-before)")
+    p.add_argument("--not-before", default=None, metavar="ISO",
+                   help="start no earlier (ISO 8601; without an offset it is read in --tz, else in this machine's "
+                        "zone, and the zone used is printed)")
     p.add_argument("--name", default=None)
     p.add_argument("--budget-trials", type=int, default=None)
     p.add_argument("--budget-s", type=float, default=None)
@@ -117,7 +138,16 @@ def serve_settings(args: argparse.Namespace) -> Any:
         overrides["backend"] = args.backend
     if args.replay:
         overrides["replay_path"] = args.replay
-    settings = Settings(**overrides)
+    for flag, name in (("heartbeat_s", "worker_heartbeat_s"), ("stale_after_s", "worker_stale_after_s")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            if not value > 0:
+                raise InvalidInput(f"--{flag.replace('_', '-')}", f"{value:g} must be > 0")
+            overrides[name] = value
+    try:
+        settings = Settings(**overrides)
+    except ValueError as exc:  # pydantic's ValidationError: one line naming the setting
+        raise InvalidInput("settings", " ".join(str(exc).split())) from None
     if settings.backend == "replay" and not settings.replay_path:
         raise InvalidInput("--replay", "required with --backend replay (a timing table .json[.gz])")
     if not 0 < args.port < 65536:
@@ -138,12 +168,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from convtune.api.main import create_app
+    from convtune.api.shutdown import signal_shutdown
 
     settings = serve_settings(args)
+    if not args.graceful_s > 0:
+        raise InvalidInput("--graceful-s", f"{args.graceful_s:g} must be > 0")
     app = create_app(settings)
+
+    class Server(uvicorn.Server):
+        """uvicorn, told at the signal (not after the connections drained) that the app is stopping: waiting
+        requests answer with their job at once and the in-process worker stops after its trial."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            signal_shutdown(app)
+            worker = getattr(app.state, "worker", None)
+            if worker is not None:
+                worker.stop()
+            super().handle_exit(sig, frame)
+
     _emit(f"convtune serve: http://{args.host}:{args.port} (backend {settings.backend}, "
           f"{'one worker in process' if settings.worker_in_process else 'no worker in process'})", err=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                            timeout_graceful_shutdown=args.graceful_s)
+    Server(config).run()
     return EXIT_OK
 
 
@@ -262,8 +309,21 @@ def _jobs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _schedule(j: dict[str, Any]) -> str:
+    """When a job may run: its window (and zone) and not-before; for a queued job whether it may start now."""
+    parts = []
+    if j.get("window"):
+        parts.append(f"{j['window']} {j.get('timezone') or 'UTC'}")
+    if j.get("not_before"):
+        parts.append(f"after {j['not_before'][:16].replace('T', ' ')}Z")
+    if j["status"] == "queued":
+        parts.append("starts now" if j.get("eligible") else "waits")
+    return ", ".join(parts) or "—"
+
+
 def format_jobs(jobs: list[dict[str, Any]]) -> str:
-    header = f"{'id':>5}  {'status':9}  {'trials':>11}  {'best ms':>9}  {'eff':>5}  {'batch':>5}  problem"
+    header = (f"{'id':>5}  {'status':9}  {'trials':>11}  {'best ms':>9}  {'eff':>5}  {'batch':>5}  "
+              f"{'schedule':28}  problem")
     lines = [header]
     for j in jobs:
         best = f"{j['best_time_ms']:.4f}" if j.get("best_time_ms") else "—"
@@ -271,10 +331,34 @@ def format_jobs(jobs: list[dict[str, Any]]) -> str:
         status = j["status"] + ("*" if j.get("cancel_requested") and j["status"] == "running" else "")
         trials = f"{j['trials_done']}/{j['budget_trials']}"
         lines.append(f"{j['id']:>5}  {status:9}  {trials:>11}  {best:>9}  {eff:>5}  {j.get('batch_id') or '':>5}  "
-                     f"{j['problem']['key']}")
+                     f"{_schedule(j):28}  {j['problem']['key']}")
     if not jobs:
         lines.append("(no jobs)")
     return "\n".join(lines)
+
+
+# ---- cancel ----------------------------------------------------------------------------------------------
+def cmd_cancel(args: argparse.Namespace) -> int:
+    if bool(args.job_ids) == (args.batch is not None):
+        raise InvalidInput("JOB_ID", "give job ids or --batch ID (not both)")
+    for value in [*args.job_ids, *([args.batch] if args.batch is not None else [])]:
+        if not 1 <= value <= 2**31 - 1:
+            raise InvalidInput("JOB_ID" if args.batch is None else "--batch", f"{value} is not an id (1..2^31-1)")
+    return _run(_cancel, args)
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    if args.batch is not None:
+        _, batch = request(args, "DELETE", f"/v1/batches/{args.batch}")
+        _emit(json.dumps(batch, indent=1) if args.json else
+              f"batch {batch['id']}: {batch['status']} ({', '.join(f'{k} {v}' for k, v in batch['counts'].items())})")
+        return EXIT_OK
+    for job_id in args.job_ids:
+        _, job = request(args, "DELETE", f"/v1/jobs/{job_id}")
+        _emit(json.dumps(job, indent=1) if args.json else
+              f"job {job['id']}: {job['status']}" + (" (stops after its current trial)"
+                                                      if job["status"] == "running" else ""))
+    return EXIT_OK
 
 
 # ---- batch -----------------------------------------------------------------------------------------------
@@ -295,13 +379,24 @@ def batch_body(args: argparse.Namespace) -> dict[str, Any]:
         if not WINDOW_RE.match(args.window):
             raise InvalidInput("--window", f"{args.window!r} must be HH:MM-HH:MM, e.g. 22:00-06:00")
         body["window"] = args.window
+    zone = None
+    if args.tz is not None:
+        try:
+            zone = ZoneInfo(args.tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise InvalidInput("--tz", f"{args.tz!r} is not an IANA time zone, e.g. Europe/Berlin or UTC") from None
+        body["timezone"] = args.tz
     if args.not_before is not None:
         try:
             when = datetime.fromisoformat(args.not_before)
         except ValueError:
             raise InvalidInput("--not-before", f"{args.not_before!r} is not an ISO 8601 time, e.g. "
                                                "2026-12-01T22:00:00+01:00") from None
-        body["not_before"] = (when if when.tzinfo else when.astimezone()).isoformat()
+        if when.tzinfo is None:  # say which zone a time without offset was read in
+            when = when.replace(tzinfo=zone) if zone is not None else when.astimezone()
+            where = args.tz if zone is not None else "this machine's time zone"
+            _emit(f"convtune batch: --not-before without an offset read in {where}: {when.isoformat()}", err=True)
+        body["not_before"] = when.isoformat()
     for name, value in (("name", args.name), ("budget_trials", args.budget_trials), ("budget_s", args.budget_s)):
         if value is not None:
             body[name] = value
@@ -343,6 +438,8 @@ def _batch(args: argparse.Namespace, body: dict[str, Any]) -> int:
         _emit(json.dumps(batch, indent=1))
         return EXIT_OK
     window = f", window {batch['window']} ({batch['timezone']})" if batch.get("window") else ""
+    if batch.get("not_before"):
+        window += f", not before {batch['not_before']}"
     _emit(f"batch {batch['id']}{' ' + batch['name'] if batch.get('name') else ''}: {len(batch['jobs'])} jobs "
           f"{batch['status']}{window}")
     for s in batch.get("skipped", []):

@@ -64,6 +64,8 @@ def add_worker_parser(sub: Any) -> None:
     create.add_argument("name")
     create.add_argument("--max-queued", type=int, default=100, metavar="N",
                         help="queued + running jobs this key may have (default 100)")
+    create.add_argument("--admin", action="store_true",
+                        help="an admin key: sees and cancels every key's jobs and batches (others see their own)")
     _db_arg(create)
     create.set_defaults(func=cmd_keys_create)
     listing = keys.add_parser("list", help="every key: name, prefix, limit, created, revoked")
@@ -134,11 +136,11 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
     from convtune.storage.session import session_scope
 
     with session_scope(_engine(args.db)) as session:
-        key, secret = repo.create_api_key(session, args.name, max_queued_jobs=args.max_queued)
+        key, secret = repo.create_api_key(session, args.name, max_queued_jobs=args.max_queued, is_admin=args.admin)
         name, limit = key.name, key.max_queued_jobs
     _emit(secret)
-    _emit(f"created API key {name!r} (at most {limit} queued jobs). The secret above is shown only now: "
-          "send it as 'X-API-Key: <secret>'.", err=True)
+    _emit(f"created {'an admin' if args.admin else 'an'} API key {name!r} (at most {limit} queued jobs). The secret "
+          "above is shown only now: send it as 'X-API-Key: <secret>'.", err=True)
     return 0
 
 
@@ -147,7 +149,7 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
     from convtune.storage.session import session_scope
 
     with session_scope(_engine(args.db)) as session:
-        rows = [(k.name, k.prefix, k.max_queued_jobs, k.created_at, k.revoked_at,
+        rows = [(k.name + (" (admin)" if k.is_admin else ""), k.prefix, k.max_queued_jobs, k.created_at, k.revoked_at,
                  repo.count_active_jobs(session, k.id)) for k in repo.list_api_keys(session)]
     _emit(f"{'name':<24} {'prefix':<9} {'max queued':>10} {'active':>6}  {'created':<19}  revoked")
     for name, prefix, limit, created, revoked, active in rows:

@@ -83,13 +83,26 @@ class ResourceNotFound(ApiError):
     status_code = 404
 
 
+#: Seconds a shed client is told to wait (``Retry-After``).
+RETRY_AFTER_S = 1
+
+
+class ServiceBusy(ApiError):
+    """Too many requests at the database (503 with ``Retry-After``): shed at once instead of queued."""
+
+    status_code = 503
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, None, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
 #: Documented error answers, for the OpenAPI ``responses`` of each route.
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {400: "The body cannot be read (e.g. not UTF-8)", 401: "Missing, unknown or revoked API key",
                     404: "Not found",
                     409: "Conflicts with the resource's state", 413: "Request body too large",
                     422: "Invalid input; `field` names it", 429: "The key's queue limit is reached",
-                    503: "Database unavailable"}
+                    503: "Database unavailable, or the server is busy (shed: retry after `Retry-After` seconds)"}
     return {code: {"model": ErrorOut, "description": descriptions[code]} for code in codes}
 
 

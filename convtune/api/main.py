@@ -16,11 +16,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 import convtune
-from convtune.api.deps import get_settings, open_database
+from convtune.api.answers import AnswerCache
+from convtune.api.deps import Database, get_settings, open_database
 from convtune.api.errors import BodyLimitMiddleware, install_error_handlers
 from convtune.api.pages import router as pages_router
 from convtune.api.routes import batches, configs, health, jobs, problems, tune
 from convtune.api.settings import Settings
+from convtune.api.shutdown import shutdown_event, signal_shutdown
 from convtune.storage.migrate import head_revision
 
 log = logging.getLogger(__name__)
@@ -44,12 +46,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = open_database(app)
         app.state.revision = head_revision()
+        shutdown_event(app)  # made in the serving loop, so a signal handler can set it
         worker = start_in_process_worker(app) if settings.worker_in_process else None
+        app.state.worker = worker
         try:
             yield
         finally:
+            signal_shutdown(app)
             if worker is not None:
                 worker.stop()
+                worker.join()
             engine.dispose()
             app.state.engine = None
 
@@ -57,6 +63,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = None
     app.state.revision = None
+    app.state.worker = None
+    app.state.answers = AnswerCache(settings.answer_cache_s)
+    app.state.database = Database(app, max_in_flight=settings.max_in_flight, max_waiting=settings.max_waiting,
+                                  queue_timeout_s=settings.queue_timeout_s, key_cache_s=settings.key_cache_s)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     for module in (tune, configs, problems, jobs, batches, health):
@@ -66,7 +76,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 class InProcessWorker:
-    """A worker thread inside the API process (``worker_in_process``); see :mod:`convtune.api.worker`."""
+    """A worker thread inside the API process (``worker_in_process``); see :mod:`convtune.api.worker`.
+
+    :meth:`stop` only asks (it is called from a signal handler too); :meth:`join` waits for the trial in
+    flight to finish and the job to be released.
+    """
 
     def __init__(self, app: FastAPI) -> None:
         from convtune.api.worker import Worker  # the worker imports the tuner (Optuna) and perhaps CuPy
@@ -77,9 +91,11 @@ class InProcessWorker:
 
     def stop(self) -> None:
         self.worker.stop()
-        self.thread.join(timeout=60)
+
+    def join(self, timeout_s: float = 60.0) -> None:
+        self.thread.join(timeout=timeout_s)
         if self.thread.is_alive():
-            log.warning("the in-process worker did not stop within 60 s")
+            log.warning("the in-process worker did not stop within %g s", timeout_s)
 
 
 def start_in_process_worker(app: FastAPI) -> InProcessWorker:

@@ -20,11 +20,12 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from convtune.api.deps import ReadKeyDep, SessionDep
+from convtune.api.deps import DbDep, ReaderDep
+from convtune.api.params import MAX_ID
 from convtune.api.report import (
     BLUE,
     GREEN,
@@ -263,7 +264,15 @@ _BEST_HEADERS = ["scope", "config", "time", "TFLOP/s", "GB/s", "floor", "efficie
 
 # ---- GET / ------------------------------------------------------------------------------------------------
 @router.get("/", response_class=HTMLResponse, summary="History: jobs, best configs per device, problems")
-def index(session: SessionDep, _: ReadKeyDep) -> HTMLResponse:
+async def index(db: DbDep, caller: ReaderDep) -> HTMLResponse:
+    def work(session: Session) -> HTMLResponse:
+        caller.reader(session)
+        return _index(session)
+
+    return await db.run(work)
+
+
+def _index(session: Session) -> HTMLResponse:
     lookup = _Lookup(session)
     parts = ["<h1>Tuning history</h1>"]
     stats = _queue_summary(session)
@@ -338,10 +347,18 @@ def _queue_summary(session: Session) -> str:
 
 # ---- GET /problems/{id} -------------------------------------------------------------------------------------
 @router.get("/problems/{problem_id}", response_class=HTMLResponse, summary="One problem: best configs, report, trials")
-def problem_page(problem_id: int, session: SessionDep, _: ReadKeyDep,
-                 page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
-                 device: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
-                 per_page: Annotated[int, Query(ge=5, le=500)] = PAGE_SIZE) -> HTMLResponse:
+async def problem_page(problem_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: DbDep, caller: ReaderDep,
+                       page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+                       device: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+                       per_page: Annotated[int, Query(ge=5, le=500)] = PAGE_SIZE) -> HTMLResponse:
+    def work(session: Session) -> HTMLResponse:
+        caller.reader(session)
+        return _problem_page(session, problem_id, page, device, per_page)
+
+    return await db.run(work)
+
+
+def _problem_page(session: Session, problem_id: int, page: int, device: int | None, per_page: int) -> HTMLResponse:
     try:
         problem = repo.get_problem(session, problem_id)
     except NotFound:

@@ -98,13 +98,28 @@ class _JobOptions(BaseModel):
     not_before: AwareDatetime | None = Field(None, description="do not start before this time (ISO 8601 with "
                                                                "offset)")
     window: str | None = Field(None, pattern=WINDOW_PATTERN, examples=["22:00-06:00"],
-                               description="run only between these times of day in the server's time zone; "
-                                           "may wrap midnight")
+                               description="run only between these times of day (in `timezone`); may wrap midnight")
+    timezone: str | None = Field(None, min_length=1, max_length=64, examples=["Europe/Berlin"],
+                                 description="IANA time zone the window is read in; default: the server's "
+                                             "(GET /healthz names it)")
 
     @field_validator("not_before")
     @classmethod
     def _to_utc(cls, value: datetime | None) -> datetime | None:
         return _utc(value)
+
+    @field_validator("timezone")
+    @classmethod
+    def _iana(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not an IANA time zone (e.g. 'Europe/Berlin', 'UTC')") from None
+        return value
 
 
 class JobCreate(_JobOptions):
@@ -177,6 +192,8 @@ class BestConfigOut(BaseModel):
     floor_ms: float = Field(description="the I/O lower bound's floor time on this device")
     efficiency: float = Field(description="floor_ms / time_ms")
     provisional: bool = Field(description="model-predicted, not measured")
+    backend: str = Field("gpu", description="what measured it: gpu (a GPU of this device name), replay (a "
+                                            "recorded timing table), model (the analytic model)")
     run_id: int | None
     measurement_id: int | None
     updated_at: datetime
@@ -198,6 +215,8 @@ class JobOut(BaseModel):
     not_before: datetime | None
     window: str | None
     timezone: str | None
+    eligible: bool = Field(False, description="a queued job a worker may start now (past not_before, inside "
+                                              "its window)")
     worker_id: str | None
     attempts: int
     trials_done: int
@@ -256,6 +275,11 @@ class TuneResponse(BaseModel):
     run_id: int | None
     job_id: int | None
     job: JobOut | None
+    backend: str | None = Field(None, description="what the figures come from: gpu (measured on a GPU of this "
+                                                  "device name), replay (a recorded table), model (the analytic "
+                                                  "model)")
+    prediction_complete: bool | None = Field(None, description="provisional answers: whether the model ranked "
+                                                               "every configuration within the request's budget")
     note: str | None = None
     family_choice: FamilyChoiceOut | None = Field(
         None, description="the algorithm the bound favours and why; `config.kind` says which family won")
@@ -370,9 +394,15 @@ class BatchOut(BaseModel):
 
 
 class HealthOut(BaseModel):
+    """GET /healthz (liveness: the process answers; the database is not asked) and GET /readyz (readiness:
+    the database answered)."""
+
     status: Literal["ok"]
-    database: Literal["ok"]
+    database: Literal["ok", "not checked"]
     revision: str | None
     backend: str
     worker_in_process: bool
     version: str
+    timezone: str = Field(description="the time zone windows are read in when a request names none")
+    in_flight: int = Field(0, description="requests working on the database now")
+    waiting: int = Field(0, description="requests waiting for a turn at the database")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from convtune.storage.session import default_database_url
@@ -58,12 +58,39 @@ class Settings(BaseSettings):
     default_budget_trials: int = Field(200, ge=1)
     default_budget_s: float = Field(300.0, gt=0)
     timezone: str = Field(default_factory=server_timezone,
-                          description="IANA time zone batch windows are read in (the server's)")
+                          description="IANA time zone batch windows are read in when a request names none "
+                                      "(default: the server's)")
     backend: Backend = Field("gpu", description="backend of the jobs the API queues; 'model' for demos without a GPU")
     worker_in_process: bool = Field(False, description="run one worker thread inside the API process")
     default_device: str = Field("h200", description="machine preset of provisional, model-predicted configs")
     max_wait_s: float = Field(600.0, gt=0, description="upper bound of POST /v1/tune?wait=SECONDS")
     replay_path: str | None = Field(None, description="timing table of the in-process worker with backend 'replay'")
+    # ---- load: what a request may cost, and how many may work at once (docs/service.md, "Limits")
+    max_in_flight: int = Field(16, ge=1, le=512, description="requests working on the database at once (the "
+                                                             "connection pool holds this many plus the worker's)")
+    max_waiting: int = Field(256, ge=0, le=100_000, description="requests waiting for a turn at the database; one "
+                                                                "more is answered 503 + Retry-After at once")
+    queue_timeout_s: float = Field(2.0, gt=0, le=60, description="how long a request waits for its turn before 503")
+    db_pool_timeout_s: float = Field(5.0, gt=0, le=120, description="connection checkout timeout")
+    answer_cache_s: float = Field(1.0, ge=0, le=60, description="seconds a stored (200) answer is served from "
+                                                                "memory before the database is asked again "
+                                                                "(0: always ask)")
+    key_cache_s: float = Field(1.0, ge=0, le=60, description="seconds an API key that checked out is trusted "
+                                                             "without the database (a revoked key stops working "
+                                                             "within this; 0: always ask)")
+    predict_budget_s: float = Field(0.5, gt=0, le=30, description="CPU seconds the analytic model may rank "
+                                                                  "configurations for one request's provisional "
+                                                                  "answer; the rest is finished in the background")
+    worker_heartbeat_s: float = Field(10.0, gt=0, description="the in-process worker's heartbeat interval")
+    worker_stale_after_s: float = Field(120.0, gt=0, description="a running job whose heartbeat is this old is "
+                                                                 "claimed again")
+
+    @model_validator(mode="after")
+    def _heartbeat_below_stale(self) -> Settings:
+        if self.worker_heartbeat_s >= self.worker_stale_after_s:
+            raise ValueError(f"worker_heartbeat_s ({self.worker_heartbeat_s:g}) must be below worker_stale_after_s "
+                             f"({self.worker_stale_after_s:g}), or live jobs would be claimed again")
+        return self
 
     @field_validator("default_device")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -58,17 +59,23 @@ def best_out(view: repo.BestConfigView) -> BestConfigOut:
         compute_capability=view.compute_capability, scope=view.scope,
         config=ConfigOut(key=view.config_key, kind=view.config_kind, params=view.params), time_ms=view.time_ms,
         tflops=tflops, gbps=gbps, floor_ms=view.floor_ms, efficiency=view.efficiency, provisional=view.provisional,
-        run_id=view.tuning_run_id, measurement_id=view.measurement_id, updated_at=view.updated_at)
+        backend=view.backend, run_id=view.tuning_run_id, measurement_id=view.measurement_id,
+        updated_at=view.updated_at)
+
+
+_NOTES = {"model": "predicted by the analytic model (this server runs the model backend)",
+          "replay": "replayed from a recorded timing table (this server runs the replay backend), not measured here"}
 
 
 def tune_measured(view: repo.BestConfigView) -> TuneResponse:
-    """The 200 answer of POST /v1/tune: a stored best (model-predicted only on a model-backend server)."""
+    """The 200 answer of POST /v1/tune: a stored best (model-predicted or replayed only on a server of that
+    backend, and flagged so)."""
     best = best_out(view)
     return TuneResponse(
         problem=best.problem, provisional=view.provisional, predicted=view.provisional, device=view.device_name,
         config=best.config, time_ms=best.time_ms, tflops=best.tflops, gbps=best.gbps, floor_ms=best.floor_ms,
-        efficiency=best.efficiency, run_id=best.run_id, job_id=None, job=None,
-        note="predicted by the analytic model (this server runs the model backend)" if view.provisional else None)
+        efficiency=best.efficiency, run_id=best.run_id, job_id=None, job=None, backend=view.backend,
+        note=_NOTES.get(view.backend))
 
 
 def tune_provisional(problem: ConvProblem, problem_row: Any, prediction: Prediction | None, job: JobOut | None,
@@ -81,12 +88,17 @@ def tune_provisional(problem: ConvProblem, problem_row: Any, prediction: Predict
                             note=note or "the model has no valid configuration for this problem")
     tflops, gbps = rates(problem, prediction.time_ms)
     config = prediction.config
+    default = "provisional: predicted by the analytic model; a tuning job will measure it"
+    if not prediction.complete:
+        default = (f"provisional: the best of the {prediction.ranked} configurations the analytic model ranked "
+                   "within this request's budget (the rest is ranked in the background: ask again); a tuning job "
+                   "will measure it")
     return TuneResponse(
         problem=problem_ref(problem_row), provisional=True, predicted=True, device=prediction.machine,
         config=ConfigOut(key=config.key(), kind=config.kind, params=config.to_dict()), time_ms=prediction.time_ms,
         tflops=tflops, gbps=gbps, floor_ms=prediction.floor_ms, efficiency=prediction.efficiency, run_id=None,
-        job_id=job.id if job else None, job=job,
-        note=note or "provisional: predicted by the analytic model; a tuning job will measure it")
+        job_id=job.id if job else None, job=job, backend="model", prediction_complete=prediction.complete,
+        note=note or default)
 
 
 def _families(text: str | None) -> list[str] | None:
@@ -113,7 +125,8 @@ def job_out(session: Session, job: Any, default_machine: MachineModel, *,
         id=job.id, problem=problem_ref(row), device_name=job.device_name, backend=job.backend,
         families=_families(job.families), budget_trials=job.budget_trials, budget_s=job.budget_s,
         status=job.status, cancel_requested=bool(job.cancel_requested), batch_id=job.batch_id,
-        not_before=job.not_before, window=_window(job), timezone=job.timezone, worker_id=job.worker_id,
+        not_before=job.not_before, window=_window(job), timezone=job.timezone,
+        eligible=job.status == "queued" and repo.is_eligible(job, datetime.now(UTC)), worker_id=job.worker_id,
         attempts=job.attempts or 0, trials_done=job.trials_done or 0, best_time_ms=best, floor_ms=floor,
         efficiency=floor / best if floor and best else None, tuning_run_id=job.tuning_run_id, error=job.error,
         created_at=job.created_at, updated_at=job.updated_at, started_at=job.started_at,

@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -187,20 +187,49 @@ class _Claim:
     budget_trials: int
     budget_s: float
     attempts: int
-    trials_before: int
+    trials_before: int  # measurements its earlier attempts stored (counted in the database)
 
 
 class _JobState:
-    """Progress of the running job, shared by the progress callback and the heartbeat thread."""
+    """Progress of the running job, shared by tune()'s callbacks and the heartbeat thread."""
 
     def __init__(self, claim: _Claim) -> None:
         self.claim = claim
-        self.trials_done = claim.trials_before
         self.best_time_ms: float | None = None
         self.run_id: int | None = None
         self.lost: str | None = None  # why the job must stop: "cancel" or "lost"
         self.lock = threading.Lock()
         self.last_beat = time.monotonic()
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """The database failed (outage, lost connection), as opposed to the job itself: ours, SQLAlchemy's or
+    Optuna's storage error."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if isinstance(exc, StorageError | SQLAlchemyError):
+        return True
+    try:
+        from optuna.exceptions import StorageInternalError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, StorageInternalError)
+
+
+def dead_local_workers(worker_ids: Sequence[str], host: str) -> list[str]:
+    """The default-named workers (``host:pid:random``) of this host whose process is gone."""
+    dead = []
+    for worker_id in worker_ids:
+        parts = worker_id.split(":")
+        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            dead.append(worker_id)
+        except (PermissionError, OverflowError, OSError):  # alive under another user, or not a pid at all
+            continue
+    return dead
 
 
 class Worker:
@@ -217,6 +246,8 @@ class Worker:
         poll_s: wait between claims when nothing is eligible.
         heartbeat_s: at most this often, at least this often while a job runs.
         stale_after_s: a running job whose heartbeat is older than this is claimed again.
+        cancel_poll_s: how often a running job's cancel flag is read (a cancel takes effect within about
+            this, in every phase: pruning, compiling, trials).
         clock: ``now`` of claims and heartbeats (tests inject it: windows open without waiting).
         tune_options: extra keyword arguments of ``tune()`` (``patience``, ``sampler``, ``seed``...).
 
@@ -228,13 +259,15 @@ class Worker:
 
     def __init__(self, engine: Engine, benchmarker_factory: BenchmarkerFactory, *, worker_id: str | None = None,
                  backends: Sequence[str] = ("gpu",), device_name: str | None = None, poll_s: float = 2.0,
-                 heartbeat_s: float = 10.0, stale_after_s: float = 120.0, clock: Callable[[], datetime] = utc_now,
-                 tune_options: dict[str, Any] | None = None) -> None:
+                 heartbeat_s: float = 10.0, stale_after_s: float = 120.0, cancel_poll_s: float = 1.0,
+                 clock: Callable[[], datetime] = utc_now, tune_options: dict[str, Any] | None = None) -> None:
         if not backends:
             raise InvalidConfig("backends", "a worker needs at least one backend")
         if not 0 < heartbeat_s < stale_after_s:
             raise InvalidConfig("heartbeat_s", f"{heartbeat_s:g} must be > 0 and below stale_after_s "
                                                f"({stale_after_s:g}), or live jobs would be claimed again")
+        if not cancel_poll_s > 0:
+            raise InvalidConfig("cancel_poll_s", f"{cancel_poll_s:g} must be > 0")
         self.engine = engine
         self.benchmarker_factory = benchmarker_factory
         self.worker_id = worker_id or default_worker_id()
@@ -243,6 +276,7 @@ class Worker:
         self.poll_s = poll_s
         self.heartbeat_s = heartbeat_s
         self.stale_after_s = stale_after_s
+        self.cancel_poll_s = cancel_poll_s
         self.clock = clock
         self.tune_options = dict(tune_options or {})
         self.jobs_run = 0
@@ -254,14 +288,19 @@ class Worker:
     def for_settings(cls, settings: Any, *, engine: Engine, **kwargs: Any) -> Worker:
         """The in-process worker of ``convtune serve`` (:class:`convtune.api.settings.Settings`): jobs of
         ``settings.backend``; replay from ``settings.replay_path``; the model backend predicts for the
-        ``settings.default_device`` preset."""
+        ``settings.default_device`` preset; heartbeats and staleness from the settings."""
         factory = benchmarker_factory(replay=getattr(settings, "replay_path", None),
                                       machine=getattr(settings, "default_device", "h200"))
+        for name in ("heartbeat_s", "stale_after_s"):
+            value = getattr(settings, f"worker_{name}", None)
+            if value is not None:
+                kwargs.setdefault(name, value)
         return cls(engine, factory, backends=(settings.backend,), **kwargs)
 
     # ---- life cycle ------------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Ask the worker to stop: the running trial finishes and is stored, the job is released."""
+        """Ask the worker to stop: the running trial finishes and is stored (pruning stops at once), the job
+        is released."""
         self._stop.set()
 
     @property
@@ -275,7 +314,8 @@ class Worker:
         return thread
 
     def open(self) -> None:
-        """Build the benchmarkers and learn the device name (done by the first claim otherwise).
+        """Build the benchmarkers and learn the device name (done by the first claim otherwise); make the
+        jobs of dead workers of this host claimable at once.
 
         Raises:
             ConvtuneError: a benchmarker cannot be built (no GPU, unreadable replay table...).
@@ -288,6 +328,15 @@ class Worker:
         if not self._optuna_ready:
             prepare_optuna_schema(self.engine)
             self._optuna_ready = True
+            self._expire_dead_local_claims()
+
+    def _expire_dead_local_claims(self) -> None:
+        with session_scope(self.engine) as session:
+            dead = [w for w in dead_local_workers(sorted(repo.running_worker_ids(session)), socket.gethostname())
+                    if w != self.worker_id]
+            if dead and repo.expire_claims(session, dead):
+                log.info("worker %s: the jobs of dead workers %s of this host are claimable now", self.worker_id,
+                         ", ".join(dead))
 
     def close(self) -> None:
         """Close the benchmarkers (a GPU worker's child process ends)."""
@@ -334,21 +383,26 @@ class Worker:
                                  device_name=self.device_name, stale_after_s=self.stale_after_s)
             if job is None:
                 return False
+            again = job.attempts > 1
             claim = _Claim(job.id, dict(repo.get_problem(session, job.problem_id).spec), job.problem_id, job.backend,
                            job.families.split(",") if job.families else None, job.budget_trials, job.budget_s,
-                           job.attempts, job.trials_done if job.attempts > 1 else 0)
-            if job.attempts > 1 and job.tuning_run_id is not None:
-                self._close_orphan_run(session, job.tuning_run_id, job.id)
-        log.info("job=%d event=claimed attempt=%d worker=%s", claim.job_id, claim.attempts, self.worker_id)
+                           job.attempts, repo.count_job_trials(session, job.id) if again else 0)
+            if again:
+                self._close_orphan_runs(session, job.id, job.tuning_run_id)
+        log.info("job=%d event=claimed attempt=%d worker=%s trials_before=%d", claim.job_id, claim.attempts,
+                 self.worker_id, claim.trials_before)
         self.jobs_run += 1
         self._run(claim)
         return True
 
-    def _close_orphan_run(self, session: Any, run_id: int, job_id: int) -> None:
-        """The run a dead worker left ``running``: failed, so history shows it ended (its trials stay)."""
-        run = repo.find_run(session, run_id)
-        if run is not None and run.status == "running":
-            repo.finish_run(session, run_id, "failed", f"its worker stopped heartbeating; job {job_id} was claimed "
+    def _close_orphan_runs(self, session: Any, job_id: int, run_id: int | None) -> None:
+        """The runs a dead worker left ``running``: failed, so history shows they ended (their trials stay)."""
+        runs = repo.open_job_runs(session, job_id)
+        legacy = repo.find_run(session, run_id) if run_id is not None else None  # runs stored before job_id
+        if legacy is not None and legacy.status == "running" and legacy not in runs:
+            runs.append(legacy)
+        for run in runs:
+            repo.finish_run(session, run.id, "failed", f"its worker stopped heartbeating; job {job_id} was claimed "
                                                        f"again by {self.worker_id}")
 
     # ---- one job -----------------------------------------------------------------------------------------
@@ -357,18 +411,17 @@ class Worker:
 
         state = _JobState(claim)
         bench = self._benchmarkers[claim.backend]
-        device_name = bench.device().name
-        since = datetime.now(UTC) - timedelta(seconds=1)  # the run tune() opens starts after this
         beats = threading.Event()
-        thread = threading.Thread(target=self._beat_loop, args=(state, beats, since, device_name), daemon=True,
+        thread = threading.Thread(target=self._beat_loop, args=(state, beats), daemon=True,
                                   name=f"convtune-heartbeat-{claim.job_id}")
         thread.start()
         try:
             problem = ConvProblem(**claim.problem)
             result = tune(problem, bench, self.engine, families=claim.families,
                           budget_trials=max(0, claim.budget_trials - claim.trials_before), budget_s=claim.budget_s,
-                          progress=lambda p: self._progress(state, p, since, device_name), force=False,
-                          **self.tune_options)
+                          progress=lambda p: self._progress(state, p), force=False, job_id=claim.job_id,
+                          on_run=lambda run_id: self._on_run(state, run_id), check=lambda: self._check(state),
+                          fail_orphans=claim.attempts > 1, **self.tune_options)
         except JobCancelled as exc:
             beats.set()
             thread.join()
@@ -376,8 +429,13 @@ class Worker:
         except Exception as exc:
             beats.set()
             thread.join()
-            log.exception("job=%d tuning raised", claim.job_id)
-            self._finish(state, "failed", error=f"{type(exc).__name__}: {exc}")
+            if is_database_error(exc):
+                log.warning("job=%d: the database failed mid-job (%s: %s); releasing it", claim.job_id,
+                            type(exc).__name__, exc)
+                self._release_when_possible(state)
+            else:
+                log.exception("job=%d tuning raised", claim.job_id)
+                self._finish(state, "failed", error=f"{type(exc).__name__}: {exc}")
         except BaseException:  # KeyboardInterrupt, SystemExit: give the job back, then go
             beats.set()
             thread.join()
@@ -387,50 +445,60 @@ class Worker:
             beats.set()
             thread.join()
             state.best_time_ms = result.time_ms
-            self._finish(state, "finished", run_id=result.run_id, trials_done=claim.trials_before + result.trials,
-                         note=result.stop_reason)
+            self._finish(state, "finished", run_id=result.run_id, note=result.stop_reason)
 
-    def _progress(self, state: _JobState, progress: Progress, since: datetime, device_name: str) -> None:
-        """tune()'s callback, after each stored trial: record progress, heartbeat when due, stop if told."""
-        with state.lock:
-            state.trials_done = state.claim.trials_before + progress.trials
-            state.best_time_ms = progress.best_ms
-        if state.run_id is None:
-            self._find_run(state, since, device_name)
-        if time.monotonic() - state.last_beat >= self.heartbeat_s:
-            self._beat(state)
+    def _on_run(self, state: _JobState, run_id: int) -> None:
+        """tune() opened its run: the job names it at once (a worker that dies now leaves no run unnamed)."""
+        state.run_id = run_id
+        self._beat(state)
+
+    def _check(self, state: _JobState) -> None:
+        """tune()'s check, called through pruning and before each trial: stop if told."""
         if state.lost is not None:
             raise JobCancelled(state.lost, f"job {state.claim.job_id}: "
                                            + ("cancel requested" if state.lost == "cancel" else "claimed elsewhere"))
         if self._stop.is_set():
             raise JobCancelled("stopping", f"worker {self.worker_id} is stopping")
 
-    def _find_run(self, state: _JobState, since: datetime, device_name: str) -> None:
+    def _progress(self, state: _JobState, progress: Progress) -> None:
+        """tune()'s callback, after each stored trial: record progress, heartbeat when due, stop if told."""
+        with state.lock:
+            state.best_time_ms = progress.best_ms
+        if time.monotonic() - state.last_beat >= self.heartbeat_s:
+            self._beat(state)
+        self._check(state)
+
+    def _beat_loop(self, state: _JobState, done: threading.Event) -> None:
+        """Heartbeats through phases without trials (pruning, compiling, re-timing), and the cancel flag read
+        every ``cancel_poll_s``, so a cancel stops pruning within about that."""
+        poll_s = min(self.cancel_poll_s, self.heartbeat_s / 2)
+        while not done.wait(poll_s):
+            if time.monotonic() - state.last_beat >= self.heartbeat_s:
+                self._beat(state)
+            else:
+                self._poll_cancel(state)
+
+    def _poll_cancel(self, state: _JobState) -> None:
         try:
             with session_scope(self.engine) as session:
-                run = repo.find_current_run(session, problem_id=state.claim.problem_id, backend=state.claim.backend,
-                                            since=since, device_name=device_name)
-                state.run_id = run.id if run is not None else None
+                job = repo.find_job(session, state.claim.job_id)
+                if job is not None and state.lost is None:
+                    if job.status != "running" or job.worker_id != self.worker_id:
+                        state.lost = "lost"
+                    elif job.cancel_requested:
+                        state.lost = "cancel"
         except StorageError as exc:
-            log.warning("job=%d: could not look up its tuning run: %s", state.claim.job_id, exc)
-
-    def _beat_loop(self, state: _JobState, done: threading.Event, since: datetime, device_name: str) -> None:
-        """Heartbeats through phases without trials (pruning, compiling, re-timing); the run's id is sent as
-        soon as tune() has opened it, so a worker that dies before its first trial leaves no run unnamed."""
-        while not done.wait(self.heartbeat_s / 2):
-            if time.monotonic() - state.last_beat >= self.heartbeat_s:
-                if state.run_id is None:
-                    self._find_run(state, since, device_name)
-                self._beat(state)
+            log.debug("job=%d: cancel poll failed: %s", state.claim.job_id, exc)
 
     def _beat(self, state: _JobState) -> None:
         with state.lock:
             state.last_beat = time.monotonic()
-            trials, best, run_id = state.trials_done, state.best_time_ms, state.run_id
+            best, run_id = state.best_time_ms, state.run_id
             try:
                 with session_scope(self.engine) as session:
                     ok = repo.heartbeat(session, state.claim.job_id, worker_id=self.worker_id, now=self.clock(),
-                                        trials_done=trials, best_time_ms=best, tuning_run_id=run_id)
+                                        trials_done=repo.count_job_trials(session, state.claim.job_id),
+                                        best_time_ms=best, tuning_run_id=run_id)
                     if not ok and state.lost is None:
                         job = repo.find_job(session, state.claim.job_id)
                         mine = job is not None and job.status == "running" and job.worker_id == self.worker_id
@@ -445,7 +513,7 @@ class Worker:
         if exc.reason == "stopping":
             self._release(state)
         elif exc.reason == "cancel":
-            self._finish(state, "cancelled", error=f"cancelled on request after {state.trials_done} trials")
+            self._finish(state, "cancelled", error="cancelled on request after {trials} trials")
         else:
             log.warning("job=%d event=lost worker=%s (claimed again by another worker, or ended)", job_id,
                         self.worker_id)
@@ -461,25 +529,47 @@ class Worker:
             log.warning("job=%d: could not mark run %s %s: %s", state.claim.job_id, state.run_id, status, exc)
 
     def _finish(self, state: _JobState, status: str, *, error: str | None = None, run_id: int | None = None,
-                trials_done: int | None = None, note: str = "") -> None:
+                note: str = "") -> None:
+        """End the job; its trial count is read from the stored measurements in the same transaction
+        (``error`` may contain ``{trials}``)."""
         job_id = state.claim.job_id
         with session_scope(self.engine) as session:
-            ended = repo.finish_job(session, job_id, worker_id=self.worker_id, status=status, error=error,
-                                    tuning_run_id=run_id or state.run_id,
-                                    trials_done=trials_done if trials_done is not None else state.trials_done,
+            trials = repo.count_job_trials(session, job_id)
+            ended = repo.finish_job(session, job_id, worker_id=self.worker_id, status=status,
+                                    error=error.format(trials=trials) if error else None,
+                                    tuning_run_id=run_id or state.run_id, trials_done=trials,
                                     best_time_ms=state.best_time_ms, now=self.clock())
         if ended:
             log.info("job=%d event=%s worker=%s run=%s trials=%s best_ms=%s %s", job_id, status, self.worker_id,
-                     run_id or state.run_id, trials_done if trials_done is not None else state.trials_done,
-                     state.best_time_ms, note or error or "")
+                     run_id or state.run_id, trials, state.best_time_ms, note or error or "")
         else:
             log.warning("job=%d event=lost worker=%s (not ours any more: its %s result was not recorded)", job_id,
                         self.worker_id, status)
 
-    def _release(self, state: _JobState) -> None:
+    def _release(self, state: _JobState) -> bool:
         job_id = state.claim.job_id
         with session_scope(self.engine) as session:
-            released = repo.release_job(session, job_id, worker_id=self.worker_id, trials_done=state.trials_done,
+            trials = repo.count_job_trials(session, job_id)
+            released = repo.release_job(session, job_id, worker_id=self.worker_id, trials_done=trials,
                                         tuning_run_id=state.run_id)
+            if released and state.run_id is not None:
+                run = repo.find_run(session, state.run_id)
+                if run is not None and run.status == "running":
+                    repo.finish_run(session, state.run_id, "cancelled", f"worker {self.worker_id} released job "
+                                                                        f"{job_id}")
         log.info("job=%d event=%s worker=%s trials=%d", job_id, "released" if released else "lost",
-                 self.worker_id, state.trials_done)
+                 self.worker_id, trials)
+        return released
+
+    def _release_when_possible(self, state: _JobState) -> None:
+        """Release the job once the database answers again (retrying every ``poll_s``), so that the next claim
+        continues it at once instead of after ``stale_after_s``; gives up when the worker stops (the job then
+        goes stale and is claimed again)."""
+        while True:
+            try:
+                self._release(state)
+                return
+            except StorageError as exc:
+                log.warning("job=%d: cannot release it yet: %s", state.claim.job_id, exc)
+            if self._stop.wait(self.poll_s):
+                return

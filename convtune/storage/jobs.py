@@ -25,11 +25,11 @@ import hashlib
 import re
 import secrets
 from collections.abc import Iterable, Sequence
-from datetime import datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from convtune.errors import InvalidInput, NotFound
@@ -196,8 +196,10 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def create_api_key(session: Session, name: str, *, max_queued_jobs: int = 100) -> tuple[ApiKey, str]:
-    """A new API key: its row and the secret, ``ct_`` + 32 url-safe characters.
+def create_api_key(session: Session, name: str, *, max_queued_jobs: int = 100,
+                   is_admin: bool = False) -> tuple[ApiKey, str]:
+    """A new API key: its row and the secret, ``ct_`` + 32 url-safe characters. An admin key
+    (``is_admin``) sees and cancels every key's jobs and batches; others only their own.
 
     The secret is returned once and never stored: only its SHA-256 and its first 8 characters
     (``prefix``, to recognise it in listings) are.
@@ -215,19 +217,24 @@ def create_api_key(session: Session, name: str, *, max_queued_jobs: int = 100) -
         raise InvalidInput("name", f"an API key named {name!r} exists already (revoked keys keep their names)")
     secret = SECRET_PREFIX + secrets.token_urlsafe(24)  # 24 bytes -> 32 url-safe characters
     key = ApiKey(name=name, key_hash=hash_secret(secret), prefix=secret[:PREFIX_CHARS],
-                 max_queued_jobs=max_queued_jobs, created_at=utcnow())
+                 max_queued_jobs=max_queued_jobs, is_admin=bool(is_admin), created_at=utcnow())
     session.add(key)
     session.flush()
     return key, secret
 
 
-def find_api_key(session: Session, secret: str | None) -> ApiKey | None:
-    """The active (not revoked) key with this secret, or ``None``. Looked up by hash: the secret
-    itself is never compared, stored or logged."""
+#: The active key of a secret's hash, built once (it runs on every authenticated request).
+_ACTIVE_KEY = (select(ApiKey.id, ApiKey.name, ApiKey.prefix, ApiKey.max_queued_jobs, ApiKey.is_admin)
+               .where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None)))
+
+
+def find_api_key(session: Session, secret: str | None) -> Any:
+    """The active (not revoked) key with this secret — a row of its ``id``, ``name``, ``prefix``,
+    ``max_queued_jobs`` and ``is_admin`` — or ``None``. Looked up by hash: the secret itself is never
+    compared, stored or logged."""
     if not secret or not isinstance(secret, str):
         return None
-    return session.scalars(select(ApiKey).where(ApiKey.key_hash == hash_secret(secret),
-                                                ApiKey.revoked_at.is_(None))).first()
+    return session.execute(_ACTIVE_KEY, {"key_hash": hash_secret(secret)}).first()
 
 
 def find_api_key_by_name(session: Session, name: str) -> ApiKey | None:
@@ -308,9 +315,12 @@ def get_job(session: Session, job_id: int) -> Job:
 
 
 def list_jobs(session: Session, *, status: str | Sequence[str] | None = None, batch_id: int | None = None,
-              problem_id: int | None = None, limit: int = 100, offset: int = 0) -> list[Job]:
-    """One page of jobs, newest first, optionally of some statuses, one batch or one problem."""
+              problem_id: int | None = None, api_key_id: int | None = None, limit: int = 100,
+              offset: int = 0) -> list[Job]:
+    """One page of jobs, newest first, optionally of some statuses, one batch, one problem or one key."""
     query = select(Job)
+    if api_key_id is not None:
+        query = query.where(Job.api_key_id == api_key_id)
     if status is not None:
         statuses = [status] if isinstance(status, str) else list(status)
         for s in statuses:
@@ -329,16 +339,52 @@ def count_active_jobs(session: Session, api_key_id: int) -> int:
         Job.api_key_id == api_key_id, Job.status.in_(ACTIVE_JOB_STATUSES))) or 0)
 
 
-def find_active_job(session: Session, *, problem_id: int, device_name: str | None, backend: str) -> Job | None:
-    """The oldest queued or running job of (problem, device name, backend), or ``None``.
+def find_active_job(session: Session, *, problem_id: int, device_name: str | None, backend: str,
+                    api_key_id: int | None = None) -> Job | None:
+    """The oldest queued or running job of (problem, device name, backend[, key]), or ``None``.
 
-    ``device_name=None`` matches jobs for any device. A second request for the same shape joins this
-    job instead of queueing a duplicate.
+    ``device_name=None`` matches jobs for any device. A second request of the same key for the same shape
+    joins this job instead of queueing a duplicate (another key's request gets a job of its own, which the
+    queue runs after this one and answers from its stored run).
     """
     device = Job.device_name.is_(None) if device_name is None else Job.device_name == device_name
-    return session.scalars(select(Job).where(Job.problem_id == problem_id, device, Job.backend == backend,
-                                             Job.status.in_(ACTIVE_JOB_STATUSES))
-                           .order_by(Job.id).limit(1)).first()
+    query = select(Job).where(Job.problem_id == problem_id, device, Job.backend == backend,
+                              Job.status.in_(ACTIVE_JOB_STATUSES))
+    if api_key_id is not None:
+        query = query.where(Job.api_key_id == api_key_id)
+    return session.scalars(query.order_by(Job.id).limit(1)).first()
+
+
+def count_job_trials(session: Session, job_id: int) -> int:
+    """Measurements stored by the tuning runs of a job: its trial count, exact after any crash (each row and
+    its run are written in one transaction; nothing is counted in memory)."""
+    return int(session.scalar(select(func.count()).select_from(Measurement)
+                              .join(TuningRun, TuningRun.id == Measurement.tuning_run_id)
+                              .where(TuningRun.job_id == job_id)) or 0)
+
+
+def open_job_runs(session: Session, job_id: int) -> list[TuningRun]:
+    """The job's tuning runs still marked ``running`` (a worker that died left them so)."""
+    return list(session.scalars(select(TuningRun).where(TuningRun.job_id == job_id, TuningRun.status == "running")
+                                .order_by(TuningRun.id)))
+
+
+def running_worker_ids(session: Session) -> set[str]:
+    """The ``worker_id`` of every running job."""
+    return set(session.scalars(select(Job.worker_id).where(Job.status == "running", Job.worker_id.is_not(None))))
+
+
+def expire_claims(session: Session, worker_ids: Iterable[str]) -> int:
+    """Make the running jobs of these (dead) workers claimable now, as if their heartbeats had gone stale;
+    returns how many. A restarted ``convtune serve`` resumes its own job at once instead of after
+    ``stale_after_s``."""
+    ids = list(worker_ids)
+    if not ids:
+        return 0
+    long_ago = datetime(1970, 1, 1, tzinfo=UTC)
+    result = session.execute(update(Job).where(Job.status == "running", Job.worker_id.in_(ids))
+                             .values(heartbeat_at=long_ago).execution_options(synchronize_session=False))
+    return int(result.rowcount or 0)
 
 
 def request_cancel(session: Session, job_id: int, *, now: datetime | None = None) -> Job:
@@ -516,19 +562,6 @@ def release_job(session: Session, job_id: int, *, worker_id: str, trials_done: i
     return True
 
 
-def find_current_run(session: Session, *, problem_id: int, backend: str, since: datetime,
-                     device_name: str | None = None) -> TuningRun | None:
-    """The newest run of (problem, backend[, device name]) started at or after ``since``: the tuning run a
-    worker's ``tune()`` call opened for the job it claimed at ``since``."""
-    from convtune.storage.models import Device
-
-    query = select(TuningRun).where(TuningRun.problem_id == problem_id, TuningRun.backend == backend,
-                                    TuningRun.started_at >= since)
-    if device_name is not None:
-        query = query.join(Device, Device.id == TuningRun.device_id).where(Device.name == device_name)
-    return session.scalars(query.order_by(TuningRun.id.desc()).limit(1)).first()
-
-
 # ---- batches ------------------------------------------------------------------------------------------------
 def create_batch(session: Session, *, problems: Iterable[ConvProblem | Problem | int], preset: str | None = None,
                  name: str | None = None, not_before: datetime | None = None, window: str | Sequence[str] | None = None,
@@ -571,9 +604,12 @@ def get_batch(session: Session, batch_id: int) -> Batch:
     return batch
 
 
-def list_batches(session: Session, *, status: str | None = None, limit: int = 100, offset: int = 0) -> list[Batch]:
-    """One page of batches, newest first (optionally of one status)."""
+def list_batches(session: Session, *, status: str | None = None, api_key_id: int | None = None, limit: int = 100,
+                 offset: int = 0) -> list[Batch]:
+    """One page of batches, newest first (optionally of one status, or of one key)."""
     query = select(Batch)
+    if api_key_id is not None:
+        query = query.where(Batch.api_key_id == api_key_id)
     if status is not None:
         query = query.where(Batch.status == _choice("status", status, BATCH_STATUSES))
     return list(session.scalars(query.order_by(Batch.id.desc()).limit(limit).offset(offset)))

@@ -188,7 +188,10 @@ class TuningRun(_Timestamps, Base):
     space_size: Mapped[int | None] = mapped_column(BigInteger)
     stage_survivors: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)  # {"stage": count}
     pruning_s: Mapped[float | None] = mapped_column(Float)
+    # measurements stored by this run: incremented in the transaction that stores each one
     trials_done: Mapped[int] = mapped_column(Integer, default=0)
+    # the job this run tunes for (NULL: `convtune tune`); use_alter: jobs.tuning_run_id points back here
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL", use_alter=True), index=True)
     # use_alter: tuning_runs and measurements reference each other; the migration adds this FK last.
     best_measurement_id: Mapped[int | None] = mapped_column(
         ForeignKey("measurements.id", ondelete="SET NULL", use_alter=True))
@@ -253,10 +256,17 @@ class PruningDecision(_CreatedAt, Base):
 
 
 class BestConfig(_Timestamps, Base):
-    """The best configuration known for (device, problem, scope); scope is a family name or ``"*"``."""
+    """The best configuration known for (device, problem, scope, backend); scope is a family name or ``"*"``.
+
+    One row per backend: a replayed or model-predicted best never replaces (or passes for) one measured on
+    the GPU; readers that serve configurations to ops ask for ``backend = "gpu"``.
+    """
 
     __tablename__ = "best_configs"
-    __table_args__ = (UniqueConstraint("device_id", "problem_id", "scope", name="uq_best_configs_scope"),)
+    __table_args__ = (
+        UniqueConstraint("device_id", "problem_id", "scope", "backend", name="uq_best_configs_scope"),
+        CheckConstraint(_in("backend", BACKENDS), name="backend"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
@@ -269,6 +279,7 @@ class BestConfig(_Timestamps, Base):
     efficiency: Mapped[float] = mapped_column(Float)  # floor_ms / time_ms
     provisional: Mapped[bool] = mapped_column(Boolean)  # model-predicted, not measured
     tuning_run_id: Mapped[int | None] = mapped_column(ForeignKey("tuning_runs.id", ondelete="SET NULL"))
+    backend: Mapped[str] = mapped_column(String(16), default="gpu")  # what measured it: gpu, replay or model
 
 
 # ---- the service: API keys, batches, jobs (docs/service.md) ------------------------------------------------
@@ -294,6 +305,8 @@ class ApiKey(_CreatedAt, Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256 hex of the secret
     prefix: Mapped[str] = mapped_column(String(8))  # the secret's first 8 characters
     max_queued_jobs: Mapped[int] = mapped_column(Integer, default=100)
+    # an admin key sees, and may cancel, every key's jobs and batches; others only their own
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), sort_order=101)
 
 

@@ -17,9 +17,10 @@ import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, TypeVar
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import bindparam, case, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from convtune.errors import InvalidInput, NotFound, StorageError
@@ -276,13 +277,14 @@ def get_config(session: Session, config_id: int) -> Config:
 # ---- tuning runs -----------------------------------------------------------------------------------------
 def create_run(session: Session, *, device_id: int, problem_id: int, families: str | Sequence[str], backend: str,
                sampler: str, budget_trials: int | None = None, budget_s: float | None = None,
-               study_name: str | None = None, space_size: int | None = None) -> TuningRun:
-    """Start a tuning run (status ``"running"``); ``families`` is a list or a comma-separated string."""
+               study_name: str | None = None, space_size: int | None = None, job_id: int | None = None) -> TuningRun:
+    """Start a tuning run (status ``"running"``); ``families`` is a list or a comma-separated string;
+    ``job_id`` names the service job it tunes for."""
     run = TuningRun(device_id=device_id, problem_id=problem_id,
                     families=families if isinstance(families, str) else ",".join(families),
                     backend=_choice("backend", backend, BACKENDS), sampler=sampler, budget_trials=budget_trials,
                     budget_s=_plain(budget_s), study_name=study_name, space_size=_plain(space_size),
-                    status="running", stage_survivors={}, trials_done=0, started_at=utcnow())
+                    status="running", stage_survivors={}, trials_done=0, job_id=job_id, started_at=utcnow())
     session.add(run)
     session.flush()
     return run
@@ -354,6 +356,8 @@ def record_measurement(session: Session, **fields: Any) -> Measurement:
             ``kernel_version_id``, ``config_id``, ``backend`` and ``status``. ``predicted`` defaults
             to ``backend == "model"`` and may not say otherwise.
 
+    A new row with a ``tuning_run_id`` adds one to that run's ``trials_done`` in the same transaction.
+
     Returns:
         The stored row. When (device, problem, kernel version, config, backend) was already measured,
         that earlier row, unchanged: a configuration is never measured twice. Concurrent workers
@@ -375,8 +379,12 @@ def record_measurement(session: Session, **fields: Any) -> Measurement:
         raise InvalidInput("predicted", f"must be {predicted} for backend {backend!r}: model rows, and only "
                                         "they, are predictions")
     values = {name: _plain(value) for name, value in fields.items()}
-    session.execute(_insert(session, Measurement).values(**values).on_conflict_do_nothing(
-        index_elements=list(MEASUREMENT_IDENTITY)))
+    inserted = session.execute(_insert(session, Measurement).values(**values).on_conflict_do_nothing(
+        index_elements=list(MEASUREMENT_IDENTITY))).rowcount
+    if inserted and values.get("tuning_run_id") is not None:
+        # the run's count moves in the transaction that stores the row: a crash can lose neither alone
+        session.execute(update(TuningRun).where(TuningRun.id == values["tuning_run_id"])
+                        .values(trials_done=TuningRun.trials_done + 1).execution_options(synchronize_session=False))
     row = find_measurement(session, **{name: values[name] for name in MEASUREMENT_IDENTITY})
     if row is None:  # pragma: no cover
         raise StorageError(f"measurements: could not insert or find {values}")
@@ -473,6 +481,12 @@ class BestConfigView:
     measurement_id: int | None
     tuning_run_id: int | None
     updated_at: datetime
+    backend: str = "gpu"  # what measured it: "gpu" (this device), "replay" (a recorded table), "model"
+
+    @property
+    def measured_here(self) -> bool:
+        """Measured on a GPU of this device name: the only rows served to ops as measured."""
+        return self.backend == "gpu" and not self.provisional
 
 
 _BEST_UPDATABLE = ("config_id", "measurement_id", "time_ms", "floor_ms", "efficiency", "provisional", "tuning_run_id",
@@ -481,66 +495,102 @@ _BEST_UPDATABLE = ("config_id", "measurement_id", "time_ms", "floor_ms", "effici
 
 def upsert_best_config(session: Session, *, device_id: int, problem_id: int, scope: str, config_id: int,
                        measurement_id: int | None, time_ms: float, floor_ms: float, efficiency: float,
-                       provisional: bool, tuning_run_id: int | None) -> BestConfig:
-    """Insert or replace the best configuration of (device, problem, scope) in one statement.
+                       provisional: bool, tuning_run_id: int | None, backend: str | None = None) -> BestConfig:
+    """Insert or replace the best configuration of (device, problem, scope, backend) in one statement.
 
-    ``scope`` is a family name or ``"*"`` (overall). The row is replaced unconditionally: the caller
-    decides what is better (e.g. a measured result over a provisional, model-predicted one).
+    ``scope`` is a family name or ``"*"`` (overall). ``backend`` defaults to the measurement's backend
+    (``"model"`` for a provisional row without one, else ``"gpu"``). The row is replaced unconditionally:
+    the caller decides what is better; rows of other backends are never touched.
     """
     if not scope:
         raise InvalidInput("scope", "must be a family name or '*'")
+    if backend is None:
+        measured = session.get(Measurement, measurement_id) if measurement_id is not None else None
+        backend = measured.backend if measured is not None else ("model" if provisional else "gpu")
+    backend = _choice("backend", backend, BACKENDS)
     now = utcnow()
     stmt = _insert(session, BestConfig).values(
-        device_id=device_id, problem_id=problem_id, scope=scope, config_id=config_id, measurement_id=measurement_id,
-        time_ms=_plain(time_ms), floor_ms=_plain(floor_ms), efficiency=_plain(efficiency),
-        provisional=bool(provisional), tuning_run_id=tuning_run_id, created_at=now, updated_at=now)
-    stmt = stmt.on_conflict_do_update(index_elements=["device_id", "problem_id", "scope"],
+        device_id=device_id, problem_id=problem_id, scope=scope, backend=backend, config_id=config_id,
+        measurement_id=measurement_id, time_ms=_plain(time_ms), floor_ms=_plain(floor_ms),
+        efficiency=_plain(efficiency), provisional=bool(provisional), tuning_run_id=tuning_run_id, created_at=now,
+        updated_at=now)
+    stmt = stmt.on_conflict_do_update(index_elements=["device_id", "problem_id", "scope", "backend"],
                                       set_={name: stmt.excluded[name] for name in _BEST_UPDATABLE})
     session.execute(stmt)
     return session.scalars(
-        select(BestConfig).filter_by(device_id=device_id, problem_id=problem_id, scope=scope)
+        select(BestConfig).filter_by(device_id=device_id, problem_id=problem_id, scope=scope, backend=backend)
         .execution_options(populate_existing=True)).one()
 
 
-def _best_query(problem_key: str, device_name: str | None, scope: str | None) -> Any:
-    query = (select(BestConfig, Problem, Device, Config)
-             .join(Problem, Problem.id == BestConfig.problem_id)
+#: The columns of a best row's view, in one Core statement: the ORM would build four entities per row, which
+#: is most of a cached POST /v1/tune's server time.
+_BEST_COLUMNS = (Problem.key.label("problem_key"), Problem.id.label("problem_id"),
+                 Device.name.label("device_name"), Device.id.label("device_id"), Device.compute_capability,
+                 BestConfig.scope, Config.key.label("config_key"), Config.kind.label("config_kind"),
+                 Config.params, BestConfig.time_ms, BestConfig.floor_ms, BestConfig.efficiency,
+                 BestConfig.provisional, BestConfig.measurement_id, BestConfig.tuning_run_id, BestConfig.updated_at,
+                 BestConfig.backend)
+
+
+@lru_cache(maxsize=8)
+def _best_statement(by_device: bool, by_scope: bool, by_backend: bool) -> Any:
+    """The best-rows query for one combination of filters, built once: its parameters are bound at
+    execution (``problem_key``, ``device_name``, ``scope``, ``backend``), so a lookup skips building a
+    statement (half of its cost when built per call)."""
+    query = (select(*_BEST_COLUMNS)
+             .join_from(BestConfig, Problem, Problem.id == BestConfig.problem_id)
              .join(Device, Device.id == BestConfig.device_id)
              .join(Config, Config.id == BestConfig.config_id)
-             .where(Problem.key == problem_key))
+             .where(Problem.key == bindparam("problem_key")))
+    if by_device:
+        query = query.where(Device.name == bindparam("device_name"))
+    if by_scope:
+        query = query.where(BestConfig.scope == bindparam("scope"))
+    if by_backend:
+        query = query.where(BestConfig.backend == bindparam("backend"))
+    # measured on the GPU, then replayed, then predicted; then fastest
+    rank = case((BestConfig.backend == "gpu", 0), (BestConfig.backend == "replay", 1), else_=2)
+    return query.order_by(BestConfig.provisional, rank, BestConfig.time_ms, BestConfig.id)
+
+
+def _best_rows(session: Session, problem_key: str, device_name: str | None, scope: str | None,
+               backend: str | None = None, limit: int | None = None) -> list[Any]:
+    params: dict[str, Any] = {"problem_key": problem_key}
     if device_name is not None:
-        query = query.where(Device.name == device_name)
+        params["device_name"] = device_name
     if scope is not None:
-        query = query.where(BestConfig.scope == scope)
-    # measured before provisional, then fastest
-    return query.order_by(BestConfig.provisional, BestConfig.time_ms, BestConfig.id)
+        params["scope"] = scope
+    if backend is not None:
+        params["backend"] = _choice("backend", backend, BACKENDS)
+    query = _best_statement(device_name is not None, scope is not None, backend is not None)
+    if limit is not None:
+        query = query.limit(limit)
+    return list(session.execute(query, params))
 
 
-def _view(best: BestConfig, problem: Problem, device: Device, config: Config) -> BestConfigView:
-    return BestConfigView(
-        problem_key=problem.key, problem_id=problem.id, device_name=device.name, device_id=device.id,
-        compute_capability=device.compute_capability, scope=best.scope, config_key=config.key,
-        config_kind=config.kind, params=dict(config.params), time_ms=best.time_ms, floor_ms=best.floor_ms,
-        efficiency=best.efficiency, provisional=best.provisional, measurement_id=best.measurement_id,
-        tuning_run_id=best.tuning_run_id, updated_at=best.updated_at)
+def _view(row: Any) -> BestConfigView:
+    values = row._asdict()
+    values["params"] = dict(values["params"] or {})
+    return BestConfigView(**values)
 
 
 def find_best_config(session: Session, *, problem_key: str | ConvProblem, device_name: str | None = None,
-                     scope: str = OVERALL_SCOPE) -> BestConfigView | None:
-    """The best configuration of a problem (on devices called ``device_name``, or on any device).
+                     scope: str = OVERALL_SCOPE, backend: str | None = None) -> BestConfigView | None:
+    """The best configuration of a problem (on devices called ``device_name``, or on any device; of one
+    ``backend``, or of any).
 
-    Among several matching rows (several devices, driver versions), a measured one beats a
-    provisional one, then the lowest time wins.
+    Among several matching rows (several devices, driver versions, backends), a measured one beats a
+    provisional one, a GPU measurement a replayed one, then the lowest time wins.
     """
     key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
-    row = session.execute(_best_query(key, device_name, scope).limit(1)).first()
-    return None if row is None else _view(*row)
+    rows = _best_rows(session, key, device_name, scope, backend)
+    return _view(rows[0]) if rows else None
 
 
 def get_best_config(session: Session, *, problem_key: str | ConvProblem, device_name: str | None = None,
-                    scope: str = OVERALL_SCOPE) -> BestConfigView:
+                    scope: str = OVERALL_SCOPE, backend: str | None = None) -> BestConfigView:
     """:func:`find_best_config`, raising :class:`NotFound` when nothing is known yet."""
-    view = find_best_config(session, problem_key=problem_key, device_name=device_name, scope=scope)
+    view = find_best_config(session, problem_key=problem_key, device_name=device_name, scope=scope, backend=backend)
     if view is None:
         where = f" on {device_name!r}" if device_name is not None else ""
         key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
@@ -552,7 +602,7 @@ def list_best_configs(session: Session, *, problem_key: str | ConvProblem,
                       device_name: str | None = None) -> list[BestConfigView]:
     """Every scope's best configuration of a problem (measured first, then fastest)."""
     key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
-    return [_view(*row) for row in session.execute(_best_query(key, device_name, None))]
+    return [_view(row) for row in _best_rows(session, key, device_name, None)]
 
 
 # ---- the service: API keys, jobs, batches (convtune/storage/jobs.py) ---------------------------------------
@@ -566,14 +616,15 @@ from convtune.storage.jobs import cancel_batch as cancel_batch  # noqa: E402
 from convtune.storage.jobs import check_timezone as check_timezone  # noqa: E402
 from convtune.storage.jobs import claim_job as claim_job  # noqa: E402
 from convtune.storage.jobs import count_active_jobs as count_active_jobs  # noqa: E402
+from convtune.storage.jobs import count_job_trials as count_job_trials  # noqa: E402
 from convtune.storage.jobs import create_api_key as create_api_key  # noqa: E402
 from convtune.storage.jobs import create_batch as create_batch  # noqa: E402
 from convtune.storage.jobs import create_job as create_job  # noqa: E402
+from convtune.storage.jobs import expire_claims as expire_claims  # noqa: E402
 from convtune.storage.jobs import find_active_job as find_active_job  # noqa: E402
 from convtune.storage.jobs import find_api_key as find_api_key  # noqa: E402
 from convtune.storage.jobs import find_api_key_by_name as find_api_key_by_name  # noqa: E402
 from convtune.storage.jobs import find_batch as find_batch  # noqa: E402
-from convtune.storage.jobs import find_current_run as find_current_run  # noqa: E402
 from convtune.storage.jobs import find_job as find_job  # noqa: E402
 from convtune.storage.jobs import finish_job as finish_job  # noqa: E402
 from convtune.storage.jobs import get_api_key as get_api_key  # noqa: E402
@@ -587,11 +638,13 @@ from convtune.storage.jobs import job_counts as job_counts  # noqa: E402
 from convtune.storage.jobs import list_api_keys as list_api_keys  # noqa: E402
 from convtune.storage.jobs import list_batches as list_batches  # noqa: E402
 from convtune.storage.jobs import list_jobs as list_jobs  # noqa: E402
+from convtune.storage.jobs import open_job_runs as open_job_runs  # noqa: E402
 from convtune.storage.jobs import parse_window as parse_window  # noqa: E402
 from convtune.storage.jobs import queue_stats as queue_stats  # noqa: E402
 from convtune.storage.jobs import release_job as release_job  # noqa: E402
 from convtune.storage.jobs import request_cancel as request_cancel  # noqa: E402
 from convtune.storage.jobs import revoke_api_key as revoke_api_key  # noqa: E402
+from convtune.storage.jobs import running_worker_ids as running_worker_ids  # noqa: E402
 
 
 # ---- paged history of a problem across devices (GET /v1/problems/{id}, /trials, the pages) ---------------

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,23 +84,34 @@ class PruneResult:
         return f"grid {self.grid_size} -> {stages} ({self.elapsed_s:.1f} s)"
 
 
-def build_candidates(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec]) -> list[Candidate]:
-    """Every valid configuration of ``specs`` with its prediction, traffic and own-memory bound."""
+#: Configurations between two calls of the ``check`` callback (a few milliseconds of modelling).
+CHECK_EVERY = 64
+
+
+def build_candidates(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
+                     check: Callable[[], None] | None = None) -> list[Candidate]:
+    """Every valid configuration of ``specs`` with its prediction, traffic and own-memory bound.
+
+    ``check`` is called every :data:`CHECK_EVERY` configurations and may raise to stop (a cancelled job).
+    """
     out = []
     for spec in specs:
-        for pl in spec.enumerate_plans(problem, machine):
+        for i, pl in enumerate(spec.enumerate_plans(problem, machine)):
+            if check is not None and i % CHECK_EVERY == 0:
+                check()
             bound = spec.bound_words(pl, spec.onchip_words(pl))   # memoised per (problem, S, algorithm)
             out.append(Candidate(spec, pl, spec.predict_s(pl, machine), spec.traffic_words(pl), bound))
     return out
 
 
 def prune(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
-          settings: PruneSettings | None = None) -> PruneResult:
-    """Run the pruning stages of the module docstring over ``specs``' configurations."""
+          settings: PruneSettings | None = None, check: Callable[[], None] | None = None) -> PruneResult:
+    """Run the pruning stages of the module docstring over ``specs``' configurations (``check``: see
+    :func:`build_candidates`)."""
     settings = settings or PruneSettings()
     start = time.perf_counter()
     grid = sum(spec.grid_size(problem) for spec in specs)
-    candidates = build_candidates(problem, machine, specs)
+    candidates = build_candidates(problem, machine, specs, check)
     feasible = [c for c in candidates if c.predicted_s != float("inf")]
     infeasible = Counter({"rejected by plan()": grid - len(candidates)})
     if len(feasible) < len(candidates):

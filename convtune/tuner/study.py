@@ -89,6 +89,16 @@ class ConfigSpace:
             params["family"] = family
         return params
 
+    def distributions_of(self, candidate: Candidate) -> dict[str, optuna.distributions.BaseDistribution]:
+        """The distributions :meth:`suggest` samples ``candidate``'s parameters from (for stored trials)."""
+        family = candidate.config.family
+        out: dict[str, optuna.distributions.BaseDistribution] = {
+            f"{family}.{n}": optuna.distributions.CategoricalDistribution(self.values[family][n])
+            for n in self.fields[family]}
+        if len(self.families) > 1:
+            out["family"] = optuna.distributions.CategoricalDistribution(self.families)
+        return out
+
     def nearest(self, params: dict[str, Any], exclude: set[str]) -> Candidate | None:
         """The survivor of ``params['family']`` closest to ``params`` whose key is not in ``exclude``;
         when that family is exhausted, the best-ranked unevaluated survivor of any family."""

@@ -114,10 +114,20 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
          budget_trials: int = 200, budget_s: float = 300.0, patience: int = 60, epsilon: float = 0.05,
          sampler: str = "tpe", seed: int | None = 0, warm_start: int = 16, settings: PruneSettings | None = None,
          force: bool = False, progress: Callable[[Progress], None] | None = None,
-         stop_at_ms: float | None = None) -> TuneResult:
+         stop_at_ms: float | None = None, job_id: int | None = None, on_run: Callable[[int], None] | None = None,
+         check: Callable[[], None] | None = None, fail_orphans: bool = False) -> TuneResult:
     """Tune ``problem`` on ``benchmarker``'s device; every trial is stored through ``engine``.
 
-    ``stop_at_ms`` ends the search as soon as a configuration at or below that time is found.
+    Args:
+        stop_at_ms: end the search as soon as a configuration at or below that time is found.
+        job_id: the service job this run tunes for (stored with the run, so the job's trials are counted
+            from the measurements its runs stored).
+        on_run: called with the new run's id as soon as the run is stored (before pruning).
+        check: called often — through pruning, between phases, before each trial — and raises to stop
+            (the worker's cancel and shutdown); the run then ends ``failed`` with the exception's message
+            unless the caller marks it otherwise, and every trial stored so far stays.
+        fail_orphans: mark the study's trials left ``RUNNING`` failed before searching (a worker died in
+            them); the job queue guarantees that no other process tunes this study at the same time.
     """
     start = time.perf_counter()
     device = benchmarker.device()
@@ -153,30 +163,40 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
             if done:
                 return _stored_result(session, problem, device.name, backend, done[0], overall_floor_s, start)
 
-    pruned = prune(problem, machine, specs, settings)
-    survivors = pruned.survivors
-    if available is not None:  # a replay table answers only what was measured
-        survivors = [c for c in survivors if c.key in available]
+    # the run exists before pruning (seconds on large spaces), so a job can name it and a crash leaves it visible
     with session_scope(engine) as session:
-        run = repo.create_run(session, device_id=rows.device_id, problem_id=rows.problem_id, families=family_names,
-                              backend=backend, sampler=sampler, budget_trials=budget_trials, budget_s=budget_s,
-                              study_name=name, space_size=pruned.grid_size)
-        run_id = run.id
-        repo.update_run(session, run_id, pruning_s=pruned.elapsed_s,
-                        stage_survivors=pruned.stage_counts | {"replayable": len(survivors)})
-        repo.record_pruning_decisions(session, run_id, rows.device_id, rows.problem_id,
-                                      [(d.candidate.config, d.stage, d.reason, d.numbers) for d in pruned.decisions])
+        run_id = repo.create_run(session, device_id=rows.device_id, problem_id=rows.problem_id, families=family_names,
+                                 backend=backend, sampler=sampler, budget_trials=budget_trials, budget_s=budget_s,
+                                 study_name=name, job_id=job_id).id
+    if on_run is not None:
+        on_run(run_id)
     result = TuneResult(problem, device.name, backend, run_id, None, None, overall_floor_s * 1e3, None,
-                        prune_summary=pruned.summary(), floors_ms={f: s * 1e3 for f, s in floors.items()})
+                        floors_ms={f: s * 1e3 for f, s in floors.items()})
     try:
+        pruned = prune(problem, machine, specs, settings, check=check)
+        survivors = pruned.survivors
+        if available is not None:  # a replay table answers only what was measured
+            survivors = [c for c in survivors if c.key in available]
+        result.prune_summary = pruned.summary()
+        with session_scope(engine) as session:
+            repo.update_run(session, run_id, pruning_s=pruned.elapsed_s, space_size=pruned.grid_size,
+                            stage_survivors=pruned.stage_counts | {"replayable": len(survivors)})
+            repo.record_pruning_decisions(session, run_id, rows.device_id, rows.problem_id,
+                                          [(d.candidate.config, d.stage, d.reason, d.numbers)
+                                           for d in pruned.decisions])
+        if check is not None:
+            check()
         _search(problem, benchmarker, engine, rows, result, survivors, name, sampler, seed, warm_start,
-                budget_trials, budget_s, patience, epsilon, overall_floor_s, start, progress, available, stop_at_ms)
+                budget_trials, budget_s, patience, epsilon, overall_floor_s, start, progress, available, stop_at_ms,
+                check, fail_orphans)
         _finalize(problem, benchmarker, engine, rows, result, survivors, specs, floors)
     except BaseException as exc:
-        with session_scope(engine) as session:
-            repo.update_run(session, run_id, trials_done=result.trials)
-            repo.finish_run(session, run_id, "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
-                            f"{type(exc).__name__}: {exc}"[:255])
+        try:
+            with session_scope(engine) as session:
+                repo.finish_run(session, run_id, "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
+                                f"{type(exc).__name__}: {exc}"[:255])
+        except Exception:  # the database is away: the run stays "running" and its job's next claim ends it
+            pass
         raise
     result.elapsed_s = time.perf_counter() - start
     return result
@@ -186,7 +206,8 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
             survivors: list[Candidate], name: str, sampler: str, seed: int | None, warm_start: int,
             budget_trials: int, budget_s: float, patience: int, epsilon: float, floor_s: float, start: float,
             progress: Callable[[Progress], None] | None, available: set[str] | None = None,
-            stop_at_ms: float | None = None) -> None:
+            stop_at_ms: float | None = None, check: Callable[[], None] | None = None,
+            fail_orphans: bool = False) -> None:
     if not survivors:
         result.stop_reason = ("no configuration survived pruning" if available is None else
                               "none of the surviving configurations is in the replay table")
@@ -198,6 +219,8 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
     batch_size = max(BATCH, warm_start) if prefetch is not None else 1
     storage_url = engine.url.render_as_string(hide_password=False)
     study = open_study(storage_url, name, make_sampler(sampler, seed))
+    if fail_orphans:
+        fail_running_trials(study)
     evaluated: set[str] = set()
     local = LocalSearch(space)
     for t in study.trials:
@@ -205,6 +228,7 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
             evaluated.add(t.user_attrs["config"])
             if t.state == optuna.trial.TrialState.COMPLETE and t.value is not None:
                 local.record(t.user_attrs["config"], t.value)
+    _adopt_stored(study, space, engine, rows, benchmarker.backend, evaluated, local)
     for cand in warm_start_order(survivors, warm_start):
         if cand.key not in evaluated:
             study.enqueue_trial(space.params_of(cand), skip_if_exists=True)
@@ -236,6 +260,12 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
             close_pending()
             result.stop_reason = stop
             return
+        if check is not None:
+            try:
+                check()
+            except BaseException:
+                close_pending()
+                raise
         trial, cand = pending.pop(0)
         try:
             outcome, reused = _evaluate(problem, benchmarker, engine, rows, result.run_id, by_key[cand.key])
@@ -267,9 +297,42 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
             progress(Progress(result.trials, budget_trials, time.perf_counter() - start,
                               best_ms if math.isfinite(best_ms) else None, result.best_config, eff, cand.key,
                               outcome.status, reused))
-        if result.trials % 10 == 0:
-            with session_scope(engine) as session:
-                repo.update_run(session, result.run_id, trials_done=result.trials)
+
+
+def fail_running_trials(study: optuna.Study) -> int:
+    """Mark the study's ``RUNNING`` trials failed (a worker died in them, or was cut off from the database);
+    returns how many. Their configurations were never stored as evaluated, so they can be asked again."""
+    orphans = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))]
+    for t in orphans:
+        study._storage.set_trial_state_values(t._trial_id, state=optuna.trial.TrialState.FAIL)
+    return len(orphans)
+
+
+def _adopt_stored(study: optuna.Study, space: ConfigSpace, engine: Engine, rows: _Rows, backend: str,
+                  evaluated: set[str], local: LocalSearch) -> None:
+    """Add to the study, as finished trials, the survivors stored on this device, kernel version and backend
+    that it does not hold: a configuration measured by a worker that died before telling Optuna, or by
+    another study of the problem. They are never measured again nor counted as this run's trials."""
+    kv_ids = set(rows.kernel_version_ids.values())
+    by_key = {c.key: c for fam in space.families for c in space.by_family[fam]}
+    with session_scope(engine) as session:
+        stored = [(m.config_id, m.status, m.median_ms)
+                  for m in repo.measurements_for(session, device_id=rows.device_id, problem_id=rows.problem_id,
+                                                 backend=backend) if m.kernel_version_id in kv_ids]
+        keys = repo.config_keys_by_id(session, {config_id for config_id, _, _ in stored})
+    for config_id, status, median_ms in stored:
+        key = keys.get(config_id)
+        cand = by_key.get(key) if key is not None else None
+        if cand is None or cand.key in evaluated:
+            continue
+        ok = status == "ok" and median_ms is not None
+        study.add_trial(optuna.trial.create_trial(
+            params=space.params_of(cand), distributions=space.distributions_of(cand), value=median_ms if ok else None,
+            state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL,
+            user_attrs={"config": cand.key, "adopted": True}))
+        evaluated.add(cand.key)
+        if ok:
+            local.record(cand.key, median_ms)
 
 
 def _ask_batch(study: optuna.Study, space: ConfigSpace, evaluated: set[str], size: int,
@@ -340,7 +403,6 @@ def _finalize(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, ro
         candidates = {c.key: c for c in survivors}
         finalists = [m for m in ranked if keys[m.id] in candidates][:FINALISTS]
         if not finalists:
-            repo.update_run(session, result.run_id, trials_done=result.trials)
             repo.finish_run(session, result.run_id, "finished", result.stop_reason or "no configuration verified")
             return
     plans = [candidates[keys[m.id]].plan for m in finalists]
@@ -357,22 +419,20 @@ def _finalize(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, ro
     result.efficiency = efficiency(floors[best_family], best_time * 1e-3)
     with session_scope(engine) as session:
         config_id = repo.get_or_create_config(session, candidates[best_key].config).id
+        # one best row per backend: a replayed or predicted best never replaces the GPU's
         for scope, floor_s in ((best_family, floors[best_family]), ("*", min(floors.values()))):
-            current = repo.find_best_config(session, problem_key=problem.key(), device_name=result.device_name,
-                                            scope=scope)
-            if best_row.predicted and current is not None and not current.provisional:
-                continue  # a model prediction never replaces a measured best
             repo.upsert_best_config(session, device_id=rows.device_id, problem_id=rows.problem_id, scope=scope,
                                     config_id=config_id, measurement_id=best_row.id, time_ms=best_time,
                                     floor_ms=floor_s * 1e3, efficiency=efficiency(floor_s, best_time * 1e-3),
-                                    provisional=best_row.predicted, tuning_run_id=result.run_id)
-        repo.update_run(session, result.run_id, trials_done=result.trials, best_measurement_id=best_row.id)
+                                    provisional=best_row.predicted, tuning_run_id=result.run_id,
+                                    backend=benchmarker.backend)
+        repo.update_run(session, result.run_id, best_measurement_id=best_row.id)
         repo.finish_run(session, result.run_id, "finished", result.stop_reason)
 
 
 def _stored_result(session: Any, problem: ConvProblem, device_name: str, backend: str, run: Any, floor_s: float,
                    start: float) -> TuneResult:
-    best = repo.find_best_config(session, problem_key=problem.key(), device_name=device_name)
+    best = repo.find_best_config(session, problem_key=problem.key(), device_name=device_name, backend=backend)
     return TuneResult(problem, device_name, backend, run.id, best.config_key if best else None,
                       best.time_ms if best else None, best.floor_ms if best else floor_s * 1e3,
                       best.efficiency if best else None, trials=0, stop_reason="already tuned (stored result)",

@@ -59,11 +59,12 @@ def tuned_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def tuned_env(tuned_template: Path, tmp_path: Path) -> Iterator[ApiEnv]:
-    """:func:`env` on a copy of the tuned database (server backend gpu: only measured results answer)."""
+    """:func:`env` on a copy of the tuned database (server backend replay: its replayed rows answer 200, flagged
+    ``backend: replay``; a gpu server answers only rows measured on a GPU)."""
     path = tmp_path / "tuned.db"
     # the backup API, not a file copy: committed pages may still sit in the template's WAL file
     with contextlib.closing(sqlite3.connect(tuned_template)) as source, \
             contextlib.closing(sqlite3.connect(path)) as dest:
         source.backup(dest)
-    with make_env(f"sqlite:///{path}", backend="gpu") as e:
+    with make_env(f"sqlite:///{path}", backend="replay") as e:
         yield e

@@ -50,20 +50,28 @@ def test_the_key_may_come_as_a_bearer_token(env: ApiEnv) -> None:
     assert r.json()["status"] == "queued"
 
 
-def test_reads_are_open_by_default(env: ApiEnv) -> None:
-    for path in ("/v1/jobs", "/v1/problems", "/v1/batches", "/healthz", "/metrics"):
+def test_reads_are_open_by_default_but_jobs_and_batches_belong_to_keys(env: ApiEnv) -> None:
+    for path in ("/v1/problems", "/healthz", "/readyz", "/metrics", "/", "/docs", "/openapi.json"):
         assert env.client.get(path).status_code == 200, path
+    for path in ("/v1/jobs", "/v1/batches", "/v1/jobs/1", "/v1/batches/1"):
+        r = env.client.get(path)
+        assert r.status_code == 401 and r.json()["field"] == "X-API-Key", path
+        assert env.client.get(path, headers=env.headers).status_code in (200, 404), path
 
 
 def test_reads_can_be_closed_by_a_setting(sqlite_url: str) -> None:
+    """Closed reads cover every route with stored data, /metrics included; /healthz (liveness), /docs and
+    /openapi.json (the API's description, no data) stay open."""
     with make_env(sqlite_url, require_key_for_reads=True) as env:
-        for path in ("/v1/jobs", "/v1/problems", "/v1/batches", "/v1/jobs/1", "/v1/problems/1",
-                     "/v1/configs/best?problem=N%3D1+C%3D8+H%3D8+W%3D8+K%3D8+R%3D3+S%3D3"):
+        for path in ("/v1/jobs", "/v1/problems", "/v1/batches", "/v1/jobs/1", "/v1/problems/1", "/metrics", "/",
+                     "/problems/1", "/v1/configs/best?problem=N%3D1+C%3D8+H%3D8+W%3D8+K%3D8+R%3D3+S%3D3"):
             assert env.client.get(path).status_code == 401, path
             assert env.client.get(path, headers={"X-API-Key": "ct_wrong"}).status_code == 401, path
         assert env.client.get("/v1/jobs", headers=env.headers).status_code == 200
         assert env.client.get("/v1/problems", headers={"Authorization": f"Bearer {env.secret}"}).status_code == 200
-        assert env.client.get("/healthz").status_code == 200  # liveness stays open
+        for path in ("/healthz", "/docs", "/openapi.json"):
+            assert env.client.get(path).status_code == 200, path
+        assert env.client.get("/metrics", headers={"Authorization": f"Bearer {env.secret}"}).status_code == 200
 
 
 def test_over_the_keys_queue_limit_is_429(env: ApiEnv) -> None:
@@ -80,10 +88,10 @@ def test_over_the_keys_queue_limit_is_429(env: ApiEnv) -> None:
     assert _send(env, "post", "/v1/batches", {"preset": "resnet18"}, headers).status_code == 429
     assert _send(env, "post", "/v1/jobs", key_body(TINY), env.headers).status_code == 202
     # an ended job frees its place
-    job_id = env.client.get("/v1/jobs", params={"status": "queued"}).json()[-1]["id"]
+    job_id = env.client.get("/v1/jobs", params={"status": "queued"}, headers=headers).json()[-1]["id"]
     assert _send(env, "delete", f"/v1/jobs/{job_id}", None, headers).status_code == 200
     assert _send(env, "post", "/v1/jobs", key_body(TINY), headers).status_code == 202
-    assert env.client.get("/v1/jobs").json()[0]["status"] == "queued"
+    assert env.client.get("/v1/jobs", headers=headers).json()[0]["status"] == "queued"
 
 
 def test_a_body_over_the_limit_is_413_before_it_is_read(env: ApiEnv) -> None:
@@ -104,7 +112,7 @@ def test_a_streamed_body_over_the_limit_is_413(env: ApiEnv) -> None:
     r = env.client.post("/v1/batches", content=chunks(), headers=env.headers | {"content-type": "application/json"})
     assert r.status_code == 413
     assert r.json()["field"] == "body"
-    assert env.client.get("/v1/batches").json() == []
+    assert env.client.get("/v1/batches", headers=env.headers).json() == []
 
 
 def test_the_limit_is_a_setting(sqlite_url: str) -> None:

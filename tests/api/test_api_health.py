@@ -1,4 +1,4 @@
-"""GET /healthz and GET /metrics (Prometheus text), the OpenAPI document, JSON errors for unknown routes."""
+"""GET /healthz, /readyz and /metrics (Prometheus text), the OpenAPI document, JSON errors for unknown routes."""
 
 from __future__ import annotations
 
@@ -26,18 +26,22 @@ def parse_metrics(text: str) -> dict[str, float]:
     return samples
 
 
-def test_healthz_reports_the_database_at_head(env: ApiEnv) -> None:
+def test_healthz_answers_without_the_database_and_readyz_asks_it(env: ApiEnv) -> None:
+    expected = {"status": "ok", "revision": head_revision(), "backend": "model", "worker_in_process": False,
+                "timezone": "UTC", "in_flight": 0, "waiting": 0}
     r = env.client.get("/healthz")
     assert r.status_code == 200
-    assert r.json() == {"status": "ok", "database": "ok", "revision": head_revision(), "backend": "model",
-                        "worker_in_process": False, "version": r.json()["version"]}
+    assert r.json() == expected | {"database": "not checked", "version": r.json()["version"]}
+    r = env.client.get("/readyz")
+    assert r.status_code == 200
+    assert r.json() == expected | {"database": "ok", "version": r.json()["version"]}
 
 
 def test_metrics_count_jobs_by_status_and_queue_depth(env: ApiEnv, clock) -> None:
     env.app.dependency_overrides[get_clock] = lambda: clock
     for problem in (TINY, TINY2):
         assert env.client.post("/v1/jobs", json=key_body(problem), headers=env.headers).status_code == 202
-    job = env.client.get("/v1/jobs").json()[0]
+    job = env.client.get("/v1/jobs", headers=env.headers).json()[0]
     assert env.client.delete(f"/v1/jobs/{job['id']}", headers=env.headers).status_code == 200
     r = env.client.get("/metrics")
     assert r.status_code == 200
@@ -67,15 +71,17 @@ def test_openapi_lists_every_endpoint_with_examples(env: ApiEnv) -> None:
                          ("/v1/problems/{problem_id}", "get"), ("/v1/problems/{problem_id}/trials", "get"),
                          ("/v1/problems/{problem_id}/report.svg", "get"), ("/v1/jobs", "post"), ("/v1/jobs", "get"),
                          ("/v1/jobs/{job_id}", "get"), ("/v1/jobs/{job_id}", "delete"), ("/v1/batches", "post"),
-                         ("/v1/batches/{batch_id}", "get"), ("/healthz", "get"), ("/metrics", "get")]:
+                         ("/v1/batches/{batch_id}", "get"), ("/v1/batches/{batch_id}", "delete"), ("/healthz", "get"),
+                         ("/readyz", "get"), ("/metrics", "get")]:
         assert method in paths[path], (path, method)
     components = schema["components"]["schemas"]
     assert components["TuneRequest"]["examples"]
     assert components["BatchCreate"]["examples"]
     assert components["TuneRequest"]["properties"]["problem"]["examples"]
-    # writes declare the key, reads (open by default) do not
+    # writes and the per-key job and batch routes declare the key, the shared reads (open by default) do not
     assert paths["/v1/tune"]["post"]["security"]
-    assert "security" not in paths["/v1/jobs"]["get"]
+    assert paths["/v1/jobs"]["get"]["security"] and paths["/v1/batches/{batch_id}"]["get"]["security"]
+    assert "security" not in paths["/v1/problems"]["get"]
     assert {"202", "401", "413", "422", "429"} <= set(paths["/v1/tune"]["post"]["responses"])
 
 

@@ -28,23 +28,23 @@ def test_job_lifecycle(db_url: str | URL) -> None:
         job = r.json()
         assert job["status"] == "queued" and job["backend"] == "replay" and job["budget_trials"] == 20
         assert job["attempts"] == 0 and job["trials_done"] == 0 and job["best_time_ms"] is None
-        assert env.client.get("/v1/jobs", params={"status": "queued"}).json()[0]["id"] == job["id"]
+        assert env.client.get("/v1/jobs", params={"status": "queued"}, headers=env.headers).json()[0]["id"] == job["id"]
 
         assert run_worker_once(env)
-        done = env.client.get(f"/v1/jobs/{job['id']}").json()
+        done = env.client.get(f"/v1/jobs/{job['id']}", headers=env.headers).json()
         assert done["status"] == "finished", done
         assert done["trials_done"] == 20 and done["attempts"] == 1 and done["worker_id"] == "test-worker"
         assert done["best_time_ms"] > 0 and done["tuning_run_id"] is not None
         assert done["efficiency"] == pytest.approx(done["floor_ms"] / done["best_time_ms"])
         assert done["started_at"] and done["finished_at"] and done["error"] is None
-        assert env.client.get("/v1/jobs", params={"status": "queued"}).json() == []
+        assert env.client.get("/v1/jobs", params={"status": "queued"}, headers=env.headers).json() == []
         assert not run_worker_once(env)  # nothing left
 
         tuned = env.client.post("/v1/tune", json=key_body(TUNED), headers=env.headers)
         assert tuned.status_code == 200
         assert tuned.json()["run_id"] == done["tuning_run_id"]
         assert tuned.json()["time_ms"] == pytest.approx(done["best_time_ms"])
-        detail = env.client.get(f"/v1/problems/{job['problem']['id']}").json()
+        detail = env.client.get(f"/v1/problems/{job['problem']['id']}", headers=env.headers).json()
         assert [j["id"] for j in detail["jobs"]] == [job["id"]]
         assert detail["runs"][0]["id"] == done["tuning_run_id"] and detail["measurements"] == 20
 
@@ -70,7 +70,7 @@ def test_cancel_a_running_job_stops_it_after_the_current_trial(sqlite_url: str) 
         worker.start()
         try:
             deadline = time.monotonic() + 30
-            while env.client.get(f"/v1/jobs/{job['id']}").json()["trials_done"] < 3:
+            while env.client.get(f"/v1/jobs/{job['id']}", headers=env.headers).json()["trials_done"] < 3:
                 assert time.monotonic() < deadline, "the worker made no progress"
                 time.sleep(0.02)
             r = env.client.delete(f"/v1/jobs/{job['id']}", headers=env.headers)
@@ -78,7 +78,7 @@ def test_cancel_a_running_job_stops_it_after_the_current_trial(sqlite_url: str) 
             assert r.json()["status"] == "running" and r.json()["cancel_requested"] is True
         finally:
             worker.join(timeout=60)
-        done = env.client.get(f"/v1/jobs/{job['id']}").json()
+        done = env.client.get(f"/v1/jobs/{job['id']}", headers=env.headers).json()
         assert done["status"] == "cancelled"
         assert 3 <= done["trials_done"] < 40
         page = env.client.get(f"/v1/problems/{job['problem']['id']}/trials").json()
@@ -88,18 +88,18 @@ def test_cancel_a_running_job_stops_it_after_the_current_trial(sqlite_url: str) 
 def test_cancel_unknown_job_is_404(env: ApiEnv) -> None:
     r = env.client.delete("/v1/jobs/12345", headers=env.headers)
     assert r.status_code == 404 and r.json()["field"] == "job_id"
-    assert env.client.get("/v1/jobs/12345").status_code == 404
+    assert env.client.get("/v1/jobs/12345", headers=env.headers).status_code == 404
 
 
 def test_jobs_filter_by_status_batch_and_problem(env: ApiEnv) -> None:
     a = env.client.post("/v1/jobs", json=key_body(TINY), headers=env.headers).json()
     b = env.client.post("/v1/jobs", json=key_body(TINY2), headers=env.headers).json()
     env.client.delete(f"/v1/jobs/{a['id']}", headers=env.headers)
-    assert [j["id"] for j in env.client.get("/v1/jobs").json()] == [b["id"], a["id"]]
-    assert [j["id"] for j in env.client.get("/v1/jobs", params={"status": "cancelled"}).json()] == [a["id"]]
-    assert [j["id"] for j in env.client.get("/v1/jobs", params={"problem_id": b["problem"]["id"]}).json()] == [b["id"]]
-    assert env.client.get("/v1/jobs", params={"limit": 1, "offset": 1}).json()[0]["id"] == a["id"]
-    assert env.client.get("/v1/jobs", params={"status": "sleeping"}).status_code == 422
+    assert [j["id"] for j in env.client.get("/v1/jobs", headers=env.headers).json()] == [b["id"], a["id"]]
+    assert [j["id"] for j in env.client.get("/v1/jobs", params={"status": "cancelled"}, headers=env.headers).json()] == [a["id"]]
+    assert [j["id"] for j in env.client.get("/v1/jobs", params={"problem_id": b["problem"]["id"]}, headers=env.headers).json()] == [b["id"]]
+    assert env.client.get("/v1/jobs", params={"limit": 1, "offset": 1}, headers=env.headers).json()[0]["id"] == a["id"]
+    assert env.client.get("/v1/jobs", params={"status": "sleeping"}, headers=env.headers).status_code == 422
 
 
 def test_job_options_are_stored(env: ApiEnv) -> None:
@@ -126,7 +126,7 @@ def test_bad_job_options_are_422(env: ApiEnv, extra: dict, field: str) -> None:
     r = env.client.post("/v1/jobs", json=key_body(TINY) | extra, headers=env.headers)
     assert r.status_code == 422, r.text
     assert r.json()["field"] == field
-    assert env.client.get("/v1/jobs").json() == []
+    assert env.client.get("/v1/jobs", headers=env.headers).json() == []
 
 
 def test_a_batch_runs_only_inside_its_window(env: ApiEnv) -> None:
@@ -144,15 +144,15 @@ def test_a_batch_runs_only_inside_its_window(env: ApiEnv) -> None:
 
     assert not run_worker_once(env, NOON)
     assert not run_worker_once(env, NIGHT.replace(hour=6))  # the end is excluded
-    assert env.client.get(f"/v1/batches/{batch['id']}").json()["counts"] == {"queued": 2}
+    assert env.client.get(f"/v1/batches/{batch['id']}", headers=env.headers).json()["counts"] == {"queued": 2}
     assert run_worker_once(env, NIGHT)
-    mid = env.client.get(f"/v1/batches/{batch['id']}").json()
+    mid = env.client.get(f"/v1/batches/{batch['id']}", headers=env.headers).json()
     assert mid["status"] == "running" and mid["counts"] == {"finished": 1, "queued": 1}
     assert run_worker_once(env, NIGHT + timedelta(hours=4))
-    done = env.client.get(f"/v1/batches/{batch['id']}").json()
+    done = env.client.get(f"/v1/batches/{batch['id']}", headers=env.headers).json()
     assert done["status"] == "finished" and done["counts"] == {"finished": 2}
     assert [j["trials_done"] for j in done["jobs"]] == [5, 5]
-    assert env.client.get("/v1/jobs", params={"batch_id": batch["id"]}).json()[0]["status"] == "finished"
+    assert env.client.get("/v1/jobs", params={"batch_id": batch["id"]}, headers=env.headers).json()[0]["status"] == "finished"
 
 
 def test_a_batch_waits_for_not_before(env: ApiEnv) -> None:
@@ -181,7 +181,7 @@ def test_a_preset_batch_queues_every_layer_a_family_runs(env: ApiEnv) -> None:
     assert batch["preset"] == "mobilenet_v2"
     assert len(batch["jobs"]) == len(problems)
     assert batch["skipped"] == []
-    assert [b["id"] for b in env.client.get("/v1/batches").json()] == [batch["id"]]
+    assert [b["id"] for b in env.client.get("/v1/batches", headers=env.headers).json()] == [batch["id"]]
 
 
 def test_a_batch_skips_problems_no_family_runs(env: ApiEnv) -> None:
@@ -192,7 +192,7 @@ def test_a_batch_skips_problems_no_family_runs(env: ApiEnv) -> None:
     assert len(batch["jobs"]) == 1
     assert [s["key"] for s in batch["skipped"]] == [GROUPED.key()]
     assert all("no kernel family" in s["reason"] for s in batch["skipped"])
-    assert env.client.get(f"/v1/batches/{batch['id']}").json()["skipped"] == []  # only in the POST answer
+    assert env.client.get(f"/v1/batches/{batch['id']}", headers=env.headers).json()["skipped"] == []  # only in the POST answer
 
 
 def test_a_batch_of_problems_dedupes_and_checks_each_problem(env: ApiEnv) -> None:
@@ -218,11 +218,11 @@ def test_bad_batches_are_422(env: ApiEnv, body: dict, field: str) -> None:
     r = env.client.post("/v1/batches", json=body, headers=env.headers)
     assert r.status_code == 422, r.text
     assert r.json()["field"] == field
-    assert env.client.get("/v1/batches").json() == []
+    assert env.client.get("/v1/batches", headers=env.headers).json() == []
 
 
 def test_get_unknown_batch_is_404(env: ApiEnv) -> None:
-    assert env.client.get("/v1/batches/77").status_code == 404
+    assert env.client.get("/v1/batches/77", headers=env.headers).status_code == 404
 
 
 # ---- presets ---------------------------------------------------------------------------------------------

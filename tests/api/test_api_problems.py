@@ -108,8 +108,12 @@ def test_report_of_an_untuned_problem_is_404(tuned_env: ApiEnv) -> None:
     job = tuned_env.client.post("/v1/jobs", json=key_body(TINY), headers=tuned_env.headers).json()
     r = tuned_env.client.get(f"/v1/problems/{job['problem']['id']}/report.svg")
     assert r.status_code == 404
-    detail = tuned_env.client.get(f"/v1/problems/{job['problem']['id']}").json()
+    detail = tuned_env.client.get(f"/v1/problems/{job['problem']['id']}", headers=tuned_env.headers).json()
     assert detail["best_configs"] == [] and detail["measurements"] == 0 and detail["jobs"][0]["id"] == job["id"]
+    # the problem's history is shared, its jobs are the caller's: none without a key, none for another key
+    assert tuned_env.client.get(f"/v1/problems/{job['problem']['id']}").json()["jobs"] == []
+    other = {"X-API-Key": tuned_env.new_key("other")}
+    assert tuned_env.client.get(f"/v1/problems/{job['problem']['id']}", headers=other).json()["jobs"] == []
 
 
 def test_configs_best(tuned_env: ApiEnv) -> None:

@@ -75,7 +75,7 @@ def test_an_unseen_shape_answers_202_with_the_models_config_and_a_job(env: ApiEn
     assert job["budget_trials"] == env.settings.default_budget_trials
     assert job["budget_s"] == env.settings.default_budget_s
     assert job["problem"] == a["problem"]
-    assert env.client.get(f"/v1/jobs/{job['id']}").json()["status"] == "queued"
+    assert env.client.get(f"/v1/jobs/{job['id']}", headers=env.headers).json()["status"] == "queued"
 
 
 def test_a_second_request_joins_the_active_job(env: ApiEnv) -> None:
@@ -85,7 +85,7 @@ def test_a_second_request_joins_the_active_job(env: ApiEnv) -> None:
     assert second["job_id"] == first["job_id"]
     other = env.client.post("/v1/tune", json=key_body(TINY2), headers=env.headers).json()
     assert other["job_id"] != first["job_id"]
-    assert len(env.client.get("/v1/jobs").json()) == 2
+    assert len(env.client.get("/v1/jobs", headers=env.headers).json()) == 2
 
 
 def test_after_a_job_ended_a_new_request_queues_a_new_one(env: ApiEnv) -> None:
@@ -98,7 +98,7 @@ def test_after_a_job_ended_a_new_request_queues_a_new_one(env: ApiEnv) -> None:
 def test_a_model_backend_server_answers_200_predicted_once_the_job_ran(env: ApiEnv) -> None:
     job_id = env.client.post("/v1/tune", json=key_body(TINY), headers=env.headers).json()["job_id"]
     assert run_worker_once(env)
-    assert env.client.get(f"/v1/jobs/{job_id}").json()["status"] == "finished"
+    assert env.client.get(f"/v1/jobs/{job_id}", headers=env.headers).json()["status"] == "finished"
     r = env.client.post("/v1/tune", json=key_body(TINY), headers=env.headers)
     assert r.status_code == 200, r.text
     a = r.json()
@@ -167,7 +167,7 @@ def test_a_problem_no_family_can_run_is_422(env: ApiEnv) -> None:
         assert r.status_code == 422
         assert r.json()["field"] == "problem"
         assert "no kernel family" in r.json()["detail"]
-    assert env.client.get("/v1/jobs").json() == []
+    assert env.client.get("/v1/jobs", headers=env.headers).json() == []
 
 
 def test_wait_is_bounded(env: ApiEnv) -> None:

@@ -99,12 +99,12 @@ def test_submit_wait_returns_the_tuned_result(server: Server, capsys) -> None:
 
 def test_jobs_lists_the_jobs(server: Server, capsys) -> None:
     run(capsys, "submit", *TINY2.key().split(), "--url", server.url, "--key", server.key)
-    code, out, err = run(capsys, "jobs", "--url", server.url)
+    code, out, err = run(capsys, "jobs", "--url", server.url, "--key", server.key)
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["id", "status", "trials"]
     assert any(TINY2.key() in line for line in lines[1:])
-    code, out, _ = run(capsys, "jobs", "--status", "cancelled", "--json", "--url", server.url)
+    code, out, _ = run(capsys, "jobs", "--status", "cancelled", "--json", "--url", server.url, "--key", server.key)
     assert code == 0 and all(j["status"] == "cancelled" for j in json.loads(out))
 
 
@@ -115,8 +115,11 @@ def test_batch_of_a_preset_inside_a_window(server: Server, capsys) -> None:
     assert code == 0, err
     assert out.splitlines()[0].startswith("batch ") and f"11 jobs queued, window {window} (UTC)" in out
     batch_id = int(out.split()[1])
-    code, out, _ = run(capsys, "jobs", "--batch", str(batch_id), "--json", "--url", server.url)
-    assert len(json.loads(out)) == 11
+    code, out, _ = run(capsys, "jobs", "--batch", str(batch_id), "--json", "--url", server.url, "--key", server.key)
+    jobs = json.loads(out)
+    assert len(jobs) == 11 and all(j["window"] == window and j["eligible"] is False for j in jobs)
+    code, out, _ = run(capsys, "jobs", "--batch", str(batch_id), "--url", server.url, "--key", server.key)
+    assert code == 0 and f"{window} UTC" in out and "waits" in out
 
 
 def test_batch_of_a_suite_file_and_of_a_problem_list(server: Server, capsys, tmp_path: Path) -> None:

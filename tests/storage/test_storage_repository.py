@@ -335,22 +335,30 @@ def test_ten_thousand_pruning_decisions_insert_in_seconds(session: Session, devi
 
 
 # ---- best configurations ---------------------------------------------------------------------------------
-def test_upsert_best_config_inserts_then_replaces(session: Session, device: Device, problem: Problem,
-                                                  kernel_version: KernelVersion) -> None:
+def test_upsert_best_config_inserts_then_replaces_per_backend(session: Session, device: Device, problem: Problem,
+                                                              kernel_version: KernelVersion) -> None:
     a, b = (repository.get_or_create_config(session, c) for c in (CONFIG, OTHER_CONFIG))
     run = repository.create_run(session, device_id=device.id, problem_id=problem.id, families="direct",
                                 backend="model", sampler="grid")
     kw = dict(device_id=device.id, problem_id=problem.id, scope="*")
     first = repository.upsert_best_config(session, **kw, config_id=a.id, measurement_id=None, time_ms=2.0,
                                           floor_ms=0.5, efficiency=0.25, provisional=True, tuning_run_id=run.id)
-    assert (first.config_id, first.provisional, first.time_ms) == (a.id, True, 2.0)
+    assert (first.config_id, first.provisional, first.time_ms, first.backend) == (a.id, True, 2.0, "model")
     m = _measure(session, device, problem, kernel_version, b, median_ms=1.0)
-    second = repository.upsert_best_config(session, **kw, config_id=b.id, measurement_id=m.id, time_ms=np.float64(1.0),
-                                           floor_ms=0.5, efficiency=0.5, provisional=False, tuning_run_id=None)
-    assert second.id == first.id
+    # a GPU measurement gets a row of its own: the model's row stays, and never passes for a measurement
+    gpu = repository.upsert_best_config(session, **kw, config_id=b.id, measurement_id=m.id, time_ms=np.float64(1.0),
+                                        floor_ms=0.5, efficiency=0.5, provisional=False, tuning_run_id=None)
+    assert gpu.id != first.id and (gpu.backend, first.backend) == ("gpu", "model")
+    second = repository.upsert_best_config(session, **kw, config_id=b.id, measurement_id=m.id, time_ms=np.float64(0.9),
+                                           floor_ms=0.5, efficiency=0.55, provisional=False, tuning_run_id=None)
+    assert second.id == gpu.id
     assert (second.config_id, second.measurement_id, second.time_ms, second.efficiency, second.provisional,
-            second.tuning_run_id) == (b.id, m.id, 1.0, 0.5, False, None)
+            second.tuning_run_id) == (b.id, m.id, 0.9, 0.55, False, None)
     assert second.updated_at >= second.created_at
+    view = repository.find_best_config(session, problem_key=problem.key)
+    assert (view.backend, view.measured_here) == ("gpu", True)
+    model_view = repository.find_best_config(session, problem_key=problem.key, backend="model")
+    assert (model_view.backend, model_view.measured_here, model_view.time_ms) == ("model", False, 2.0)
     family = repository.upsert_best_config(session, **{**kw, "scope": "direct"}, config_id=b.id, measurement_id=m.id,
                                            time_ms=1.0, floor_ms=0.5, efficiency=0.5, provisional=False,
                                            tuning_run_id=None)

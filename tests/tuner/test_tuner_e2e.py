@@ -132,16 +132,21 @@ def test_force_tunes_again_without_measuring_anything_twice(engine: Engine, repl
 
 def test_configs_measured_before_are_answered_from_the_database(sqlite_engine: Engine,
                                                                 replay: ReplayBenchmarker) -> None:
-    """Without the study's record of them (e.g. a lost Optuna study), measured configs are not measured again."""
+    """Without the study's record of them (e.g. a lost Optuna study, or a worker that died between storing a
+    measurement and telling Optuna), measured configs are adopted into the study as finished trials: never
+    measured again, never counted as the new run's trials."""
     first = tune(PROBLEM, replay, sqlite_engine, budget_trials=6, seed=0)
     name = run_row(sqlite_engine, first.run_id).study_name
     optuna.delete_study(study_name=name, storage=_engine_url(sqlite_engine))
     forced = tune(PROBLEM, replay, sqlite_engine, budget_trials=6, seed=0, force=True)
-    assert forced.reused == 6 and forced.measured == 0 and forced.trials == 6
-    assert len(replay.measured) == 6
-    assert forced.best_config == first.best_config and forced.time_ms == first.time_ms
-    assert run_measurements(sqlite_engine, forced.run_id) == []  # the rows stay with the run that measured them
+    assert forced.reused == 0 and forced.measured == 6 and forced.trials == 6
+    assert len(replay.measured) == 12 and len(set(replay.measured)) == 12  # six new configs, none twice
+    assert forced.time_ms <= first.time_ms
+    assert len(run_measurements(sqlite_engine, forced.run_id)) == 6  # the old rows stay with the run that made them
     assert run_row(sqlite_engine, forced.run_id).trials_done == 6
+    trials = optuna.load_study(study_name=name, storage=_engine_url(sqlite_engine)).trials
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert sum(bool(t.user_attrs.get("adopted")) for t in complete) == 6 and len(complete) == 12
 
 
 def test_the_same_seed_picks_the_same_best_on_fresh_databases(tmp_path, replay_table: ReplayTable) -> None:

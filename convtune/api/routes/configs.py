@@ -4,34 +4,56 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
+from sqlalchemy.orm import Session
 
-from convtune.api.deps import ReadKeyDep, SessionDep
+from convtune.api.answers import AnswerCache, json_response
+from convtune.api.deps import DbDep, ReaderDep
 from convtune.api.errors import ResourceNotFound, error_responses
 from convtune.api.inputs import to_problem
 from convtune.api.schemas import EXAMPLE_KEY, PRINTABLE, BestConfigOut
 from convtune.api.views import best_out
 from convtune.storage import repository as repo
-from convtune.storage.models import OVERALL_SCOPE
+from convtune.storage.models import BACKENDS, OVERALL_SCOPE
 
 router = APIRouter(prefix="/v1/configs", tags=["configs"])
 
 
 @router.get("/best", response_model=BestConfigOut, summary="The stored best configuration of a problem",
             responses=error_responses(401, 404, 422, 503))
-def best_config(session: SessionDep, _: ReadKeyDep,
-                problem: Annotated[str, Query(min_length=1, max_length=512, examples=[EXAMPLE_KEY],
-                                              description="the problem's key (FIELD=VALUE tokens)")],
-                device: Annotated[str | None, Query(min_length=1, max_length=64, pattern=PRINTABLE,
-                                                    description="a stored device name; default: any")] = None,
-                family: Annotated[str, Query(min_length=1, max_length=32, pattern=PRINTABLE,
-                                             description="a kernel family, or '*' for the overall best")]
-                = OVERALL_SCOPE) -> BestConfigOut:
-    """Measured results come before provisional (model-predicted) ones, then the fastest; 404 when nothing
-    is stored for the problem (POST /v1/tune queues a tuning job)."""
+async def best_config(request: Request, db: DbDep, caller: ReaderDep,
+                      problem: Annotated[str, Query(min_length=1, max_length=512, examples=[EXAMPLE_KEY],
+                                                    description="the problem's key (FIELD=VALUE tokens)")],
+                      device: Annotated[str | None, Query(min_length=1, max_length=64, pattern=PRINTABLE,
+                                                          description="a stored device name; default: any")] = None,
+                      family: Annotated[str, Query(min_length=1, max_length=32, pattern=PRINTABLE,
+                                                   description="a kernel family, or '*' for the overall best")]
+                      = OVERALL_SCOPE,
+                      backend: Annotated[str | None, Query(pattern="^(" + "|".join(BACKENDS) + ")$",
+                                                           description="only rows of this backend (gpu: measured "
+                                                                       "on a GPU); default: any, GPU rows first")]
+                      = None) -> BestConfigOut:
+    """Rows measured on a GPU come first, then replayed ones, then model predictions (each flagged by
+    ``backend`` and ``provisional``), then the fastest; 404 when nothing is stored for the problem (POST
+    /v1/tune queues a tuning job)."""
     conv = to_problem({"key": problem})
-    view = repo.find_best_config(session, problem_key=conv, device_name=device, scope=family)
-    if view is None:
-        where = f" on {device!r}" if device else ""
-        raise ResourceNotFound(f"no stored best configuration (scope {family!r}) for {conv.key()}{where}", "problem")
-    return best_out(view)
+    answers: AnswerCache = request.app.state.answers
+    cache_key = ("best", conv.key(), device, family, backend)
+    cached = answers.get(cache_key)
+    if cached is not None:
+        if caller.secret or caller.required:
+            await db.key(caller)
+        return json_response(cached)  # type: ignore[return-value]
+
+    def work(session: Session) -> bytes:
+        caller.reader(session)
+        view = repo.find_best_config(session, problem_key=conv, device_name=device, scope=family, backend=backend)
+        if view is None:
+            where = f" on {device!r}" if device else ""
+            raise ResourceNotFound(f"no stored best configuration (scope {family!r}) for {conv.key()}{where}",
+                                   "problem")
+        return best_out(view).model_dump_json().encode()
+
+    data = await db.run(work)
+    answers.put(cache_key, data)
+    return json_response(data)  # type: ignore[return-value]

@@ -161,11 +161,11 @@ def traffic_words(pl: Dw2dPlan) -> dict[str, int]:
         w = N·C · tiles_p·tiles_q · threads_per_plane · R·S
         y = N·C·P·Q
     """
-    from convtune.kernels.launch_geometry import span_inside
+    from convtune.kernels.launch_geometry import spans_inside
 
     p, c = pl.problem, pl.config
-    rows = sum(span_inside(tp * c.tile_h * p.stride_h - p.pad_h, pl.patch_h, p.H) for tp in range(pl.tiles_p))
-    cols = sum(span_inside(tq * c.tile_w * p.stride_w - p.pad_w, pl.patch_w, p.W) for tq in range(pl.tiles_q))
+    rows = spans_inside(pl.tiles_p, c.tile_h * p.stride_h, -p.pad_h, pl.patch_h, p.H)
+    cols = spans_inside(pl.tiles_q, c.tile_w * p.stride_w, -p.pad_w, pl.patch_w, p.W)
     planes = p.N * p.C
     per_plane_threads = c.threads // c.planes
     return {"x": planes * rows * cols, "w": planes * pl.tiles_p * pl.tiles_q * per_plane_threads * p.R * p.S,

@@ -26,7 +26,7 @@ from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dFastFwdConfig
 from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, check_dtype, cuda_type
 from convtune.kernels.depthwise.plan2d import applies
-from convtune.kernels.launch_geometry import round_regs, span_inside
+from convtune.kernels.launch_geometry import round_regs, spans_inside
 from convtune.kernels.prepared import (
     FilterLayout,
     Launch,
@@ -213,7 +213,7 @@ def traffic_words(pl: Dw2dFastPlan) -> dict[str, int]:
     """
     p, c = pl.problem, pl.config
     th, vh = c.band_h, c.rows_per_thread
-    rows_in = sum(span_inside(b * th * p.stride_h - p.pad_h, pl.in_rows, p.H) for b in range(pl.nbands))
+    rows_in = spans_inside(pl.nbands, th * p.stride_h, -p.pad_h, pl.in_rows, p.H)
     groups = sum(-(-min(th, p.P - b * th) // vh) for b in range(pl.nbands))
     planes = p.N * p.C
     return {"x": planes * rows_in * p.W, "w": planes * groups * pl.n_q * p.R * p.S, "y": planes * p.P * p.Q}

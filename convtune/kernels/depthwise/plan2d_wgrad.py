@@ -29,7 +29,7 @@ from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, check_dtype, cuda_
 from convtune.kernels.depthwise.plan1d import REDUCE_ENTRY, reduce_source
 from convtune.kernels.depthwise.plan2d import applies
 from convtune.kernels.depthwise.plan2d_fast import MAX_ACC, MAX_REGS, window_reads
-from convtune.kernels.launch_geometry import round_regs, span_inside
+from convtune.kernels.launch_geometry import round_regs, spans_inside
 from convtune.kernels.prepared import (
     FilterLayout,
     PreparedLaunch,
@@ -210,7 +210,7 @@ def traffic_words(pl: Dw2dWgradPlan) -> dict[str, int]:
         atomic, 16-bit storage: atomics = blocks·R·S, ws_zero = reduce_read = dw = C·R·S
     """
     p, c = pl.problem, pl.config
-    rows_in = sum(span_inside(b * c.band_h * p.stride_h - p.pad_h, pl.in_rows, p.H) for b in range(pl.nbands))
+    rows_in = spans_inside(pl.nbands, c.band_h * p.stride_h, -p.pad_h, pl.in_rows, p.H)
     planes = p.N * p.C
     words = {"x": planes * rows_in * p.W, "dy": planes * p.P * p.Q}
     if pl.atomic_workspace:

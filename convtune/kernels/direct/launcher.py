@@ -27,7 +27,7 @@ from typing import Any
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.launch_geometry import round_regs, span_inside
+from convtune.kernels.launch_geometry import round_regs, spans_inside, tiles_sum
 from convtune.kernels.prepared import (
     FilterLayout,
     Launch,
@@ -251,16 +251,23 @@ def plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | 
 def traffic_words(pl: DirectFwdPlan) -> dict[str, int]:
     """Words loaded/stored by the kernel per the formula in the module docstring."""
     p, c = pl.problem, pl.config
-    rows = sum(span_inside(tp * c.tile_h * p.stride_h - p.pad_h, pl.patch_h, p.H) for tp in range(pl.tiles_p))
-    cols = 0
-    for tq in range(pl.tiles_q):
-        iw0 = tq * c.tile_w * p.stride_w - p.pad_w
-        if c.vec == 4:
-            base = (iw0 // 4) * 4
-            cols += 4 * sum(1 for j in range(pl.patch_pitch // 4) if 0 <= base + 4 * j < p.W)
-        else:
-            cols += span_inside(iw0, pl.patch_w, p.W)
-    k_words = sum(min(c.tile_k, pl.kp - kt * c.tile_k) for kt in range(pl.k_tiles))
+    # sums over tiles in closed form (spans_inside, tiles_sum): the prediction of a 46,000-row map must not
+    # cost 46,000 steps per configuration
+    rows = spans_inside(pl.tiles_p, c.tile_h * p.stride_h, -p.pad_h, pl.patch_h, p.H)
+    step_w = c.tile_w * p.stride_w
+    if c.vec == 4:
+        vectors = pl.patch_pitch // 4
+
+        def vector_words(tq: int) -> int:  # 4 × the aligned float4 loads of the patch that start inside the row
+            base = ((tq * step_w - p.pad_w) // 4) * 4
+            first, last = max(0, -(base // 4)), min(vectors - 1, (p.W - 1 - base) // 4)
+            return 4 * max(0, last - first + 1)
+
+        # a tile whose first column is inside and whose last float4 starts inside reads every float4
+        cols = tiles_sum(pl.tiles_q, step_w, -p.pad_w, 4 * vectors - 3, p.W, vector_words)
+    else:
+        cols = spans_inside(pl.tiles_q, step_w, -p.pad_w, pl.patch_w, p.W)
+    k_words = min(pl.kp, pl.k_tiles * c.tile_k)  # Σ_kt min(tile_k, kp - kt·tile_k): every term is positive
     out = p.output_elements
     return {
         "input": pl.k_tiles * p.N * p.C * rows * cols,

@@ -26,7 +26,7 @@ from typing import Any
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.launch_geometry import round_regs, span_inside
+from convtune.kernels.launch_geometry import round_regs, spans_inside
 from convtune.kernels.prepared import (
     Launch,
     PreparedLaunch,
@@ -199,8 +199,8 @@ def plan(problem: ConvProblem, config: WinogradFwdConfig, machine: MachineModel 
 def traffic_words(pl: WinogradFwdPlan) -> dict[str, int]:
     """Words loaded/stored by the kernel per the formula in the module docstring."""
     p, c = pl.problem, pl.config
-    rows = sum(span_inside(tp * c.m - p.pad_h, c.alpha, p.H) for tp in range(pl.tiles_p))
-    cols = sum(span_inside(tq * c.m - p.pad_w, c.alpha, p.W) for tq in range(pl.tiles_q))
+    rows = spans_inside(pl.tiles_p, c.m, -p.pad_h, c.alpha, p.H)
+    cols = spans_inside(pl.tiles_q, c.m, -p.pad_w, c.alpha, p.W)
     return {
         "input": (pl.kp // c.tile_k) * p.N * p.C * rows * cols,
         "filter": pl.grid[0] * c.alpha ** 2 * pl.cp * pl.kp,

@@ -28,7 +28,7 @@ from typing import Any
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.launch_geometry import round_regs, span_inside
+from convtune.kernels.launch_geometry import round_regs, spans_inside
 from convtune.kernels.prepared import (
     Launch,
     PreparedLaunch,
@@ -201,8 +201,8 @@ def traffic_words(pl: WinogradUnfusedPlan) -> dict[str, int]:
     """Words loaded/stored by the three kernels per the formula in the module docstring."""
     p, c = pl.problem, pl.config
     a2 = c.alpha ** 2
-    rows = sum(span_inside(tp * c.m - p.pad_h, c.alpha, p.H) for tp in range(pl.tiles_p))
-    cols = sum(span_inside(tq * c.m - p.pad_w, c.alpha, p.W) for tq in range(pl.tiles_q))
+    rows = spans_inside(pl.tiles_p, c.m, -p.pad_h, c.alpha, p.H)
+    cols = spans_inside(pl.tiles_q, c.m, -p.pad_w, c.alpha, p.W)
     return {
         "input": p.N * p.C * rows * cols,
         "v_store": a2 * pl.cp * pl.tp,
