@@ -113,13 +113,15 @@ class FakeService:
         if method == "GET" and path.startswith("/v1/configs/best?"):
             from urllib.parse import parse_qs, urlsplit
 
-            key = parse_qs(urlsplit(path).query)["problem"][0]
+            query = parse_qs(urlsplit(path).query)
+            key = query["problem"][0]
+            assert query["backend"] == [self.backend]          # only the batch's backend's rows are asked for
             problem = ConvProblem.parse(key)
             config = ("depthwise2d_fast.fwd band_h=1 rows_per_thread=1 outputs_per_thread=1 planes=1 threads=32"
                       if problem.groups > 1 else "direct.fwd tile_h=4 tile_w=16 tile_k=8 chunk_c=8 thread_h=1 "
                                                  "thread_w=4 thread_k=4 stages=2 vec=1 splits=1")
             return {"device": self.device, "config": {"key": config}, "time_ms": 0.04, "floor_ms": 0.01,
-                    "efficiency": 0.25, "provisional": self.backend == "model"}
+                    "efficiency": 0.25, "provisional": self.backend == "model", "backend": self.backend}
         raise AssertionError(f"unexpected request {method} {path}")
 
 

@@ -714,7 +714,7 @@ def find_measured_best(session: Session, *, problem_key: str | ConvProblem, devi
     key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
     current = or_(*(and_(KernelVersion.family == family, KernelVersion.source_sha256 == sha)
                     for family, sha in kernel_shas.items()))
-    query = (select(BestConfig, Problem, Device, Config)
+    query = (select(BestConfig, Problem, Device, Config, Measurement)
              .join(Problem, Problem.id == BestConfig.problem_id)
              .join(Device, Device.id == BestConfig.device_id)
              .join(Config, Config.id == BestConfig.config_id)
@@ -725,4 +725,19 @@ def find_measured_best(session: Session, *, problem_key: str | ConvProblem, devi
                     Measurement.config_id == BestConfig.config_id, KernelVersion.direction == direction, current)
              .order_by(BestConfig.time_ms, BestConfig.id).limit(1))
     row = session.execute(query).first()
-    return None if row is None else _view(*row)
+    return None if row is None else _measured_view(*row)
+
+
+def _measured_view(best: BestConfig, problem: Problem, device: Device, config: Config,
+                   measurement: Measurement) -> BestConfigView:
+    """The :class:`BestConfigView` of one row of :func:`find_measured_best` (the view's fields, whatever they are)."""
+    from dataclasses import fields
+
+    values = {"problem_key": problem.key, "problem_id": problem.id, "device_name": device.name,
+              "device_id": device.id, "compute_capability": device.compute_capability, "scope": best.scope,
+              "config_key": config.key, "config_kind": config.kind, "params": dict(config.params or {}),
+              "time_ms": best.time_ms, "floor_ms": best.floor_ms, "efficiency": best.efficiency,
+              "provisional": best.provisional, "measurement_id": best.measurement_id,
+              "tuning_run_id": best.tuning_run_id, "updated_at": best.updated_at, "backend": measurement.backend}
+    wanted = {f.name for f in fields(BestConfigView)}
+    return BestConfigView(**{name: value for name, value in values.items() if name in wanted})

@@ -8,7 +8,7 @@
    results stored in the tuning database (the resolver's: ``db``, else ``$CONVTUNE_DATABASE_URL``, else the
    default file); or, with ``url``, queued on a running service as one batch (``POST /v1/batches``, the problems'
    keys, an API key from ``api_key`` or ``$CONVTUNE_API_KEY``) and polled (``GET /v1/batches/{id}``) until it
-   ends; each GPU-measured best (``GET /v1/configs/best``) is then served to this process's ops
+   ends; each GPU-measured best (``GET /v1/configs/best?backend=...``) is then served to this process's ops
    (:func:`convtune.resolver.remember`; replayed or predicted results are shown, never served).
 3. The resolver's caches are cleared, so the next call of every op runs the tuned configs.
 4. A per-layer table (shape, family, tuned ms, floor ms, efficiency = floor / tuned, share of the model's
@@ -295,11 +295,13 @@ def _tune_remote(problems: list[ConvProblem], budget_s: float, budget_trials: in
     for job in batch.get("jobs", []):
         key = job["problem"]["key"]
         problem = by_key.get(key) or ConvProblem.parse(key)
-        query = urllib.parse.urlencode({"problem": key, **({"device": job["device_name"]} if job.get("device_name")
-                                                           else {})})
+        # the batch's backend rows only (a service that stores one best row per backend answers with that one)
+        query = urllib.parse.urlencode({"problem": key, "backend": backend,
+                                        **({"device": job["device_name"]} if job.get("device_name") else {})})
         best = transport("GET", f"/v1/configs/best?{query}", None) if job["status"] == "finished" else None
         config = best["config"]["key"] if best else None
-        measured = backend == "gpu" and best is not None and not best.get("provisional", True)
+        measured = (best is not None and best.get("backend", backend) == "gpu"
+                    and not best.get("provisional", True))
         if measured and (device_name is None or best["device"] == device_name):
             resolver.remember(problem, best["device"], config)
         provisional = ", provisional" if best is not None and best.get("provisional", True) else ""
