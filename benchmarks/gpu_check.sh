@@ -20,7 +20,8 @@
 #               torch.compile / tune(model), the depthwise ops, the operator API
 #     call_overhead benchmarks/call_overhead.py: host/kernel µs per call, convtune vs PyTorch ($CALL_OVERHEAD_ARGS)
 #     user_suite benchmarks/user_suite.py: the public conv2d suite via convtune.torch.conv2d vs cuDNN fp32, eager,
-#               CUDA graph, torch.compile (tuned configs from $USER_SUITE_DB, e.g. the tune step's database)
+#               CUDA graph, torch.compile (tuned configs from $USER_SUITE_DB, e.g. the tune step's database, or
+#               tuned first for $USER_SUITE_TUNE_S seconds in all into $USER_SUITE_DB / /tmp/convtune-user-suite.db)
 #     models    benchmarks/model_inference.py: $MODELS (default resnet50 vgg16 mobilenet_v2) tuned
 #               ($MODEL_BUDGET_S s, $MODEL_BUDGET_TRIALS trials per convolution; $MODEL_DB) and converted vs cuDNN
 # Python packages missing on the host (optuna, sqlalchemy, ...) come as wheels in .whl/
@@ -90,7 +91,8 @@ for step in "$@"; do
             | tee "$OUT/call_overhead.log" | tail -45 ;;
     user_suite)
         python3 benchmarks/user_suite.py --out "$OUT/user_suite" ${USER_SUITE_DB:+--db "$USER_SUITE_DB"} \
-            ${USER_SUITE_ARGS:-} 2>&1 | tee "$OUT/user_suite.log" | tail -25 ;;
+            ${USER_SUITE_TUNE_S:+--tune-budget-s "$USER_SUITE_TUNE_S"} ${USER_SUITE_ARGS:-} 2>&1 \
+            | tee "$OUT/user_suite.log" | tail -25 ;;
     models)
         models=${MODELS:-resnet50 vgg16 mobilenet_v2}
         python3 benchmarks/model_inference.py --models $models --budget-s "${MODEL_BUDGET_S:-150}" \

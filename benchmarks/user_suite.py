@@ -3,7 +3,9 @@
 
 Per suite entry: the config the op runs (the resolver's: the tuning database's best GPU-measured config when
 ``--db`` names one, e.g. the ``tune`` step's ``/tmp/convtune-tune-suite.db``, else the model's choice) and where it
-came from; the output against float64; then three ways of calling, each for convtune and for cuDNN:
+came from — ``--tune-budget-s S`` first tunes every entry into ``--db`` (S seconds for the whole suite,
+``--tune-budget-trials`` per shape; shapes already tuned there are not tuned again); the output against float64;
+then three ways of calling, each for convtune and for cuDNN:
 
 * eager: wall µs per call of 200 back-to-back calls (host and GPU time together: what a loop pays);
 * graph: a CUDA graph of one call, replayed back-to-back;
@@ -123,13 +125,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="benchmarks/results/user_suite")
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--tune-budget-s", type=float, default=0.0, help="tune the suite into --db first (0: no)")
+    ap.add_argument("--tune-budget-trials", type=int, default=40)
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args(argv)
     strict_fp32()
     torch.backends.cudnn.benchmark = True
+    entries = [e for e in json.loads(Path(args.suite).read_text())["conv2d"] if not args.only or e["name"] in args.only]
+    if args.tune_budget_s > 0:
+        from convtune.torch.tune_model import tune_problems
+
+        db = args.db or "sqlite:////tmp/convtune-user-suite.db"
+        problems = [ConvProblem.from_mapping({k: v for k, v in e.items() if k != "name"}) for e in entries]
+        tune_problems(problems, args.tune_budget_s, args.tune_budget_trials, patience=30, db=db)
+        args.db = db
     if args.db:
         resolver.use_database(args.db)
-    entries = [e for e in json.loads(Path(args.suite).read_text())["conv2d"] if not args.only or e["name"] in args.only]
     rows = []
     for entry in entries:
         print(f"== {entry['name']}", file=sys.stderr, flush=True)

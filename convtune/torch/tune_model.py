@@ -198,8 +198,11 @@ def _bar(items: Sequence[Any], progress: bool, desc: str) -> Any:
 
 
 # ---- 2a. local tuning ---------------------------------------------------------------------------------------
-def _tune_local(problems: list[ConvProblem], budget_s: float, budget_trials: int, patience: int, db: str | None,
-                benchmarker: Any, device_index: int, progress: bool) -> dict[str, ProblemResult]:
+def tune_problems(problems: list[ConvProblem], budget_s: float, budget_trials: int = 200, patience: int = 60,
+                  db: str | None = None, benchmarker: Any = None, device_index: int = 0,
+                  progress: bool = True) -> dict[str, ProblemResult]:
+    """Tune ``problems`` on the local GPU (``budget_s`` split evenly; results stored in ``db``, else the resolver's
+    database, else the default file, which the resolver then reads); one :class:`ProblemResult` per problem key."""
     from convtune.storage.migrate import upgrade
     from convtune.storage.session import default_database_url, make_engine
     from convtune.tuner.tune import tune as tune_problem
@@ -363,7 +366,7 @@ def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | No
         results = _tune_remote(problems, budget_s, budget_trials, transport, _device_name(device_index), poll_s,
                                timeout_s, progress)
     else:
-        results = _tune_local(problems, budget_s, budget_trials, patience, db, benchmarker, device_index, progress)
+        results = tune_problems(problems, budget_s, budget_trials, patience, db, benchmarker, device_index, progress)
     resolver.clear_cache()
     tuning = ModelTuning(layers, results, time.perf_counter() - start)
     if show:
