@@ -135,3 +135,19 @@ def test_depthwise_hits_do_no_validation_work(rec, counts, monkeypatch) -> None:
     assert len(launches) == 12
     one_d = [c for c in launches if c.name.startswith("dw1d")]
     assert len({c.pointers[1] for c in one_d}) == 1      # w.flip(-1) made once for a weight without grad
+
+
+def test_op_implementations_take_any_strides(rec) -> None:
+    """A compiled graph may hand an op other strides than the wrapper's contiguous ones: the implementations
+    launch on a contiguous copy, never on the strided memory."""
+    from convtune.torch import dense
+    from convtune.torch import depthwise as dw
+
+    x = torch.randn(2, 16, 14, 13).to(memory_format=torch.channels_last)
+    w = torch.randn(24, 16, 3, 3)
+    y = dense._conv2d_impl(x, w, None, 1, 1, 1, 1, 1, 1)
+    main = [c for c in rec.launches() if c.name != "direct_pack_weights"][-1]
+    assert y.shape == (2, 24, 14, 13) and main.pointers[0] != x.data_ptr()
+    x2 = torch.randn(2, 15, 17, 8).permute(0, 3, 1, 2)          # (2, 8, 15, 17), not contiguous
+    dw._dw2d_fwd_impl(x2, torch.randn(8, 1, 3, 3), 1, 1, 1, 1)
+    assert rec.launches()[-1].pointers[0] != x2.data_ptr()

@@ -48,6 +48,9 @@ def _conv2d_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, st
     """y (N, K, P, Q) of x (N, C, H, W) and w (K, C, R, S), contiguous, groups = 1 (the op's implementation)."""
     if not _kernels_run(x):
         return F.conv2d(x, w, bias, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
+    # compiled graphs may hand the op other strides than the contiguous ones the kernels index
+    x = x if x.is_contiguous() else x.contiguous()
+    w = w if w.is_contiguous() else w.contiguous()
     y = kernel_conv2d(x, w, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
     if bias is not None:
         y.add_(bias.view(1, -1, 1, 1))

@@ -56,6 +56,11 @@ _ALIGN_MASK = 15          # the kernels copy rows with 16-byte accesses
 RUNNER_ENTRIES = 4096
 
 
+def _c(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in the contiguous layout the kernels index (compiled graphs may hand the ops other strides)."""
+    return t if t.is_contiguous() else t.contiguous()
+
+
 # ---- plumbing (first call of a signature only) ----------------------------------------------------------------
 def _use_kernels(t: torch.Tensor, half: bool = True) -> bool:
     """CUDA float32 (and float16/bfloat16 where the path has 16-bit kernels: ``half``) → kernels; float64, CPU
@@ -253,7 +258,7 @@ def _dw1d_fwd_impl(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     run = _runners.get(key)
     if run is None:
         run = _remember(key, _runner_1d("fwd", x, w.shape[1]))
-    return run(x, w)
+    return run(_c(x), _c(w))
 
 
 def _dw1d_dgrad_impl(dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -262,7 +267,7 @@ def _dw1d_dgrad_impl(dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     run = _runners.get(key)
     if run is None:
         run = _remember(key, _runner_1d("dgrad", dy, w.shape[1]))
-    return run(dy, w)
+    return run(_c(dy), _c(w))
 
 
 def _dw1d_wgrad_impl(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
@@ -271,7 +276,7 @@ def _dw1d_wgrad_impl(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
     run = _runners.get(key)
     if run is None:
         run = _remember(key, _runner_1d("wgrad", x, K))
-    return run(x, dy)
+    return run(_c(x), _c(dy))
 
 
 _dw1d_fwd_op = torch.library.custom_op("convtune::depthwise_conv1d_fwd", _dw1d_fwd_impl, mutates_args=())
@@ -410,7 +415,7 @@ def _dw2d_fwd_impl(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: in
         run = _remember(key, _runner_2d(
             "fwd", x, (N, C, H, W, *w.shape[2:], stride_h, stride_w, pad_h, pad_w),
             lambda a, b: F.conv2d(a, b, stride=stride, padding=padding, groups=C)))
-    return run(x, w)
+    return run(_c(x), _c(w))
 
 
 def _dw2d_dgrad_impl(dy: torch.Tensor, w: torch.Tensor, H: int, W: int, stride_h: int, stride_w: int, pad_h: int,
@@ -425,7 +430,7 @@ def _dw2d_dgrad_impl(dy: torch.Tensor, w: torch.Tensor, H: int, W: int, stride_h
         run = _remember(key, _runner_2d(
             "dgrad", dy, (N, C, H, W, *w.shape[2:], stride_h, stride_w, pad_h, pad_w),
             lambda a, b: torch.nn.grad.conv2d_input((N, C, H, W), b, a, stride=stride, padding=padding, groups=C)))
-    return run(dy, w)
+    return run(_c(dy), _c(w))
 
 
 def _dw2d_wgrad_impl(x: torch.Tensor, dy: torch.Tensor, R: int, S: int, stride_h: int, stride_w: int, pad_h: int,
@@ -440,7 +445,7 @@ def _dw2d_wgrad_impl(x: torch.Tensor, dy: torch.Tensor, R: int, S: int, stride_h
         run = _remember(key, _runner_2d(
             "wgrad", x, (N, C, H, W, R, S, stride_h, stride_w, pad_h, pad_w),
             lambda a, b: torch.nn.grad.conv2d_weight(a, (C, 1, R, S), b, stride=stride, padding=padding, groups=C)))
-    return run(x, dy)
+    return run(_c(x), _c(dy))
 
 
 _dw2d_fwd_op = torch.library.custom_op("convtune::depthwise_conv2d_fwd", _dw2d_fwd_impl, mutates_args=())
