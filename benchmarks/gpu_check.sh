@@ -16,6 +16,14 @@
 #     retime    benchmarks/retime.py: the tuned and brute-force configs of $OUT/tune_suite.json, interleaved
 #     wsweep    benchmarks/winograd_sweep.py: sampled fused-Winograd configs per 3×3 stride-1 shape vs cuDNN
 #     batch     benchmarks/serve_batch.py: `convtune serve` + POST /v1/batches {"preset": $BATCH_PRESET}
+#     dense_torch_tests pytest -m gpu: prepared launches of every family, convtune.torch.conv2d / modules / graphs /
+#               torch.compile / tune(model), the depthwise ops, the operator API
+#     call_overhead benchmarks/call_overhead.py: host/kernel µs per call, convtune vs PyTorch ($CALL_OVERHEAD_ARGS)
+#     user_suite benchmarks/user_suite.py: the public conv2d suite via convtune.torch.conv2d vs cuDNN fp32, eager,
+#               CUDA graph, torch.compile (tuned configs from $USER_SUITE_DB, e.g. the tune step's database, or
+#               tuned first for $USER_SUITE_TUNE_S seconds in all into $USER_SUITE_DB / /tmp/convtune-user-suite.db)
+#     models    benchmarks/model_inference.py: $MODELS (default resnet50 vgg16 mobilenet_v2) tuned
+#               ($MODEL_BUDGET_S s, $MODEL_BUDGET_TRIALS trials per convolution; $MODEL_DB) and converted vs cuDNN
 # Python packages missing on the host (optuna, sqlalchemy, ...) come as wheels in .whl/
 # (../shared/tools/device-wheels); they are installed first when present.
 set -uo pipefail
@@ -74,6 +82,22 @@ for step in "$@"; do
     batch)
         python3 benchmarks/serve_batch.py --preset "${BATCH_PRESET:-resnet18}" --budget-s "${BATCH_BUDGET_S:-25}" \
             --out "$OUT/batch_${BATCH_PRESET:-resnet18}" --db /tmp/convtune-service.db 2>&1 | tee "$OUT/serve_batch.log" | tail -20 ;;
+    dense_torch_tests)
+        python3 -m pytest -m gpu -q -p no:cacheprovider -W default --maxfail=40 -ra tests/kernels/test_prepared_gpu.py \
+            tests/test_torch_dense_gpu.py tests/kernels/test_ops_gpu.py tests/test_torch_ops.py tests/test_torch_dense.py \
+            tests/test_call_cache.py tests/test_torch_tune.py 2>&1 | tee "$OUT/gpu_dense_torch_tests.txt" | tail -30 ;;
+    call_overhead)
+        python3 benchmarks/call_overhead.py --out "$OUT/call_overhead" ${CALL_OVERHEAD_ARGS:-} 2>&1 \
+            | tee "$OUT/call_overhead.log" | tail -45 ;;
+    user_suite)
+        python3 benchmarks/user_suite.py --out "$OUT/user_suite" ${USER_SUITE_DB:+--db "$USER_SUITE_DB"} \
+            ${USER_SUITE_TUNE_S:+--tune-budget-s "$USER_SUITE_TUNE_S"} ${USER_SUITE_ARGS:-} 2>&1 \
+            | tee "$OUT/user_suite.log" | tail -25 ;;
+    models)
+        models=${MODELS:-resnet50 vgg16 mobilenet_v2}
+        python3 benchmarks/model_inference.py --models $models --budget-s "${MODEL_BUDGET_S:-150}" \
+            --budget-trials "${MODEL_BUDGET_TRIALS:-6}" --db "${MODEL_DB:-sqlite:////tmp/convtune-models.db}" \
+            --out "$OUT/models_${models// /_}" 2>&1 | tee "$OUT/models_${models// /_}.log" | tail -40 ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
 done

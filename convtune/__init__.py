@@ -1,6 +1,10 @@
 """convtune: auto-tuning of GPU convolution kernels driven by I/O lower bounds.
 
-``import convtune`` works without CUDA: CuPy is imported lazily by the kernel modules.
+``import convtune`` works without CUDA: CuPy is imported lazily by the kernel modules, and
+:func:`convtune.conv2d` (:func:`convtune.kernels.ops.conv2d`) is looked up on first access.
+
+Configs reach the ops through :mod:`convtune.resolver`: :func:`set_config_lookup` turns database lookups off
+(or ``CONVTUNE_LOOKUP=off``), :func:`use_config_database` picks the database (or ``CONVTUNE_DATABASE_URL``).
 """
 
 from __future__ import annotations
@@ -10,16 +14,21 @@ from typing import Any
 from convtune.errors import ConvtuneError, InvalidConfig, InvalidInput, InvalidProblem
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
+from convtune.resolver import set_lookup as set_config_lookup
+from convtune.resolver import use_database as use_config_database
 
 __all__ = ["ConvProblem", "ConvtuneError", "InvalidConfig", "InvalidInput", "InvalidProblem", "MachineModel",
-           "conv2d"]
+           "conv2d", "set_config_lookup", "use_config_database"]
 
 
-def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1, config: Any = None,
-           algorithm: str = "auto", cache_filters: bool = False) -> Any:
-    """GPU conv2d forward (fp32 NCHW); see :func:`convtune.kernels.ops.conv2d`. Imports CuPy on first call."""
-    from convtune.kernels.ops import conv2d as _conv2d
+def __getattr__(name: str) -> Any:
+    # conv2d is the operator API's own function (no wrapper frame on the hot path), imported on first use
+    if name == "conv2d":
+        from convtune.kernels.ops import conv2d
 
-    return _conv2d(x, w, stride=stride, padding=padding, dilation=dilation, config=config, algorithm=algorithm,
-                   cache_filters=cache_filters)
+        globals()["conv2d"] = conv2d
+        return conv2d
+    raise AttributeError(f"module 'convtune' has no attribute {name!r}")
+
+
 __version__ = "0.1.0"

@@ -3,9 +3,10 @@
 :mod:`convtune.torch` calls :func:`choose_plan` once per (problem, device, path); the answer is cached for
 the life of the process, so the hot path never touches the database:
 
-* forward: the stored best configuration of the problem on this device (``convtune tune`` writes it), read
-  only when a database exists — ``$CONVTUNE_DATABASE_URL``, or the default SQLite file when it is already
-  there (nothing is created) — and only if it is a depthwise configuration this problem's kernels accept;
+* forward: the config :mod:`convtune.resolver` finds for the problem on this device — the service's answer
+  (``convtune.torch.tune(..., url=...)``), else the fastest best row *measured on a GPU* with the current
+  kernel source (``convtune tune`` writes it; replay and model rows never serve), read only when lookups are
+  on and a database exists — if it is a depthwise configuration this problem's kernels accept;
 * otherwise, and for dgrad and wgrad (the tuner measures forward problems), the configuration the time
   model predicts fastest (:mod:`convtune.kernels.depthwise.model`; 2-D gradients:
   :mod:`convtune.kernels.depthwise.model2d_bwd`). Weight gradients use the deterministic mode: bitwise
@@ -18,12 +19,11 @@ problem takes the configurations of its float32 twin that its own plans accept (
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from convtune import resolver
 from convtune.errors import InvalidConfig
 from convtune.kernels.depthwise import (
     model,
@@ -39,67 +39,37 @@ from convtune.kernels.depthwise.configs import MODE_DETERMINISTIC, PATHS, VARIAN
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
-DATABASE_URL_ENV = "CONVTUNE_DATABASE_URL"
+DATABASE_URL_ENV = resolver.DATABASE_URL_ENV
 #: The plan functions that re-validate a float32 twin's configuration for a 16-bit problem: the kernels with
 #: 16-bit storage (1-D: the fast variant accepts it, the others refuse with InvalidConfig on ``dtype``).
 REPLAN = {plan1d.Depthwise1dPlan: plan1d.plan, plan2d_dgrad.Dw2dDgradPlan: plan2d_dgrad.plan,
           plan2d_wgrad.Dw2dWgradPlan: plan2d_wgrad.plan, plan2d_fast.Dw2dFastPlan: plan2d_fast.plan,
           plan2d_packed.Dw2dPackedPlan: plan2d_packed.plan}
+FAMILIES_1D = tuple(f"depthwise1d_{v}" for v in VARIANTS_1D)
 FAMILIES_2D = ("depthwise2d_tiled", "depthwise2d_fast", "depthwise2d_packed")
 
 
 def database_url() -> str | None:
-    """``$CONVTUNE_DATABASE_URL``, else the default SQLite file if it exists (never created here), else None."""
-    url = os.environ.get(DATABASE_URL_ENV)
-    if url:
-        return url
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    path = Path(data_home) / "convtune" / "convtune.db"
-    return f"sqlite:///{path}" if path.is_file() else None
+    """The database the resolver reads (:func:`convtune.resolver.database_url`; never created here)."""
+    return resolver.database_url()
 
 
-@lru_cache(maxsize=256)
 def database_config(problem_key: str, device_name: str, url: str) -> str | None:
-    """The stored best config key of a problem on a device; None when absent or the database is unreadable."""
-    try:
-        from convtune.storage import repository as repo
-        from convtune.storage.session import make_engine, session_scope
-
-        engine = make_engine(url)
-        try:
-            with session_scope(engine) as session:
-                view = repo.find_best_config(session, problem_key=problem_key, device_name=device_name)
-                return None if view is None else view.config_key
-        finally:
-            engine.dispose()
-    except Exception:  # no schema yet, a locked file, an unreachable server: fall back to the model
-        return None
+    """The best measured depthwise forward config key of a problem on a device (current kernel versions, GPU
+    measurements only); None when absent or the database is unreadable."""
+    return resolver.measured_config_key(problem_key, device_name, url, FAMILIES_1D + FAMILIES_2D)
 
 
-def _accepts(problem: ConvProblem, family: str, direction: str) -> bool:
-    if direction != "fwd":
-        return False
-    return family.startswith("depthwise1d_") if problem.causal else family in FAMILIES_2D
+def _plan_of(problem: ConvProblem, config: Any, machine: MachineModel) -> Any:
+    from convtune.kernels.registry import get_spec
+
+    return get_spec(config.family, config.direction).plan(problem, config, machine)
 
 
 def stored_plan(problem: ConvProblem, machine: MachineModel) -> Any | None:
-    """The database's best forward plan of ``problem`` on ``machine`` (None when there is none that fits)."""
-    url = database_url()
-    if url is None:
-        return None
-    key = database_config(problem.key(), machine.name, url)
-    if key is None:
-        return None
-    from convtune.kernels.config import parse_config_key
-    from convtune.kernels.registry import get_spec
-
-    try:
-        config = parse_config_key(key)
-        if not _accepts(problem, config.family, config.direction):
-            return None
-        return get_spec(config.family, config.direction).plan(problem, config, machine)
-    except (InvalidConfig, ValueError):
-        return None
+    """The resolver's stored forward plan of ``problem`` on ``machine`` (None when nothing stored fits)."""
+    found = resolver.stored(problem, machine, FAMILIES_1D if problem.causal else FAMILIES_2D, validate=_plan_of)
+    return None if found is None else _plan_of(problem, found.config, machine)
 
 
 @lru_cache(maxsize=256)
@@ -162,7 +132,11 @@ def choose_plan(problem: ConvProblem, machine: MachineModel, path: str = "fwd") 
 
 
 def clear_cache() -> None:
-    """Forget every cached choice (e.g. after tuning more problems in this process)."""
-    for cached in (database_config, model_plan, choose_plan):
+    """Forget every cached choice (e.g. after tuning more problems in this process), the resolver's too."""
+    for cached in (model_plan, choose_plan):
         if hasattr(cached, "cache_clear"):  # tests may have replaced one with a plain function
             cached.cache_clear()
+    resolver.clear_cache()
+
+
+resolver.on_clear(lambda: choose_plan.cache_clear() if hasattr(choose_plan, "cache_clear") else None)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from convtune import depthwise_ops as ops
+from convtune import resolver
 from convtune.errors import InvalidConfig
 from convtune.kernels.depthwise.configs import MODE_DETERMINISTIC
 from convtune.machine import MachineModel
@@ -23,6 +24,7 @@ P2 = ConvProblem.parse("N=2 C=16 H=14 W=14 K=16 R=3 S=3 pad=1 groups=16")
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv(ops.DATABASE_URL_ENV, raising=False)
+    monkeypatch.delenv(resolver.LOOKUP_ENV, raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     ops.clear_cache()
     yield
@@ -109,8 +111,9 @@ def test_gradient_model_terms() -> None:
 
 def test_the_stored_forward_config_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     stored = "depthwise1d_shared.fwd rows=2 tile_l=48 threads=64"
-    monkeypatch.setattr(ops, "database_url", lambda: "sqlite:///stored.db")
-    monkeypatch.setattr(ops, "database_config", lambda key, device, url: stored if key == P1.key() else None)
+    monkeypatch.setattr(resolver, "database_url", lambda url=None: "sqlite:///stored.db")
+    monkeypatch.setattr(resolver, "measured_config_key",
+                        lambda key, device, url, families: stored if key == P1.key() else None)
     assert ops.choose_plan(P1, H200, "fwd").config.key() == stored
     assert ops.choose_plan(P1, H200, "dgrad") is ops.model_plan(P1, H200, "dgrad")   # tuner stores fwd only
 
@@ -121,8 +124,8 @@ def test_the_stored_forward_config_wins(monkeypatch: pytest.MonkeyPatch) -> None
                                     "blocks_per_sm=40", "not a key"], ids=["other-family", "invalid", "garbage"])
 def test_a_stored_config_that_does_not_fit_falls_back_to_the_model(stored: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ops, "database_url", lambda: "sqlite:///stored.db")
-    monkeypatch.setattr(ops, "database_config", lambda key, device, url: stored)
+    monkeypatch.setattr(resolver, "database_url", lambda url=None: "sqlite:///stored.db")
+    monkeypatch.setattr(resolver, "measured_config_key", lambda key, device, url, families: stored)
     assert ops.choose_plan(P1, H200, "fwd") is ops.model_plan(P1, H200, "fwd")
 
 

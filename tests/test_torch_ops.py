@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 ct = pytest.importorskip("convtune.torch")
+dw = pytest.importorskip("convtune.torch.depthwise")   # the module whose internals tests replace
 
 SHAPES_1D = [(2, 3, 7, 3), (1, 4, 48, 48), (3, 5, 13, 20), (2, 8, 64, 1), (4, 16, 48, 7)]
 # (x shape, (R, S), stride, padding): odd sizes, strides 1 and 2, padding 0..3, 3×3 / 5×5 / 7×7, C = 3, N = 1
@@ -74,8 +75,8 @@ def test_conv1d_forward_and_gradients_match_float64(shape, device) -> None:
 def test_conv1d_computes_only_the_gradients_needed(device, monkeypatch) -> None:
     calls = []
     for name in ("_dw1d_dgrad", "_dw1d_wgrad"):
-        real = getattr(ct, name)
-        monkeypatch.setattr(ct, name, lambda *a, _n=name, _r=real: calls.append(_n) or _r(*a))
+        real = getattr(dw, name)
+        monkeypatch.setattr(dw, name, lambda *a, _n=name, _r=real: calls.append(_n) or _r(*a))
     x = torch.randn(2, 3, 16, device=device)
     w = torch.randn(3, 4, device=device, requires_grad=True)
     ct.depthwise_conv1d(x, w).sum().backward()
@@ -123,8 +124,8 @@ def test_conv2d_gradcheck_float64(device) -> None:
 def test_conv2d_computes_only_the_gradients_needed(device, monkeypatch) -> None:
     calls = []
     for name in ("_dw2d_dgrad", "_dw2d_wgrad"):
-        real = getattr(ct, name)
-        monkeypatch.setattr(ct, name, lambda *a, _n=name, _r=real: calls.append(_n) or _r(*a))
+        real = getattr(dw, name)
+        monkeypatch.setattr(dw, name, lambda *a, _n=name, _r=real: calls.append(_n) or _r(*a))
     x = torch.randn(2, 3, 9, 9, device=device)
     w = torch.randn(3, 1, 3, 3, device=device, requires_grad=True)
     ct.depthwise_conv2d(x, w, padding=1).sum().backward()
@@ -286,7 +287,7 @@ def _refuse(*args, **kwargs):
 
 
 class _NoTorchFunctional:
-    """Stands in for ``torch.nn.functional`` inside ``convtune.torch``: any use fails the test."""
+    """Stands in for ``torch.nn.functional`` inside ``convtune.torch.depthwise``: any use fails the test."""
 
     def __getattr__(self, name: str):
         return _refuse
@@ -298,7 +299,7 @@ class _NoTorchFunctional:
                                    (8, 32, 256, 4)], ids=lambda s: "B{}C{}L{}K{}".format(*s))
 def test_conv1d_16bit_runs_the_kernels_and_matches_float64(shape, dtype, tol, monkeypatch) -> None:
     for name in ("_ref_fwd", "_ref_dgrad", "_ref_wgrad"):
-        monkeypatch.setattr(ct, name, _refuse)
+        monkeypatch.setattr(dw, name, _refuse)
     B, C, L, K = shape
     g = torch.Generator().manual_seed(sum(shape))
     x, w, dy = (torch.randn(*s, generator=g).to(dtype).cuda() for s in ((B, C, L), (C, K), (B, C, L)))
@@ -324,7 +325,7 @@ def test_conv2d_16bit_gradients_run_the_kernels_and_match_float64(xshape, rs, st
                                                                   monkeypatch) -> None:
     """The forward (fast or packed kernel) and both gradients run the 16-bit kernels: PyTorch's own
     convolutions are refused inside the op."""
-    monkeypatch.setattr(ct, "F", _NoTorchFunctional())
+    monkeypatch.setattr(dw, "F", _NoTorchFunctional())
     monkeypatch.setattr(torch.nn.grad, "conv2d_input", _refuse)
     monkeypatch.setattr(torch.nn.grad, "conv2d_weight", _refuse)
     g = torch.Generator().manual_seed(11)

@@ -15,7 +15,10 @@ the functions the tuner needs to treat every family alike:
 * ``supports(problem)`` — whether the family can run the problem at all;
 * ``launcher`` — the module that runs a plan on the GPU: ``compile_plan(plan)``,
   ``prepare_filters(plan, w)`` (packed or transformed weights, shared by plans with equal
-  ``filters_key(plan)``), ``launch(plan, kernel, x, filters, y, stream)`` and ``tolerance(plan)``.
+  ``filters_key(plan)``), ``launch(plan, kernel, x, filters, y, stream)`` and ``tolerance(plan)``; every
+  family module also has ``prepare(problem, config, device)`` / ``prepare_plan(plan, device, kernels)`` returning
+  the plan's :class:`~convtune.kernels.prepared.PreparedLaunch` (what ``launch`` itself runs, and what the ops
+  call by data pointers; :func:`convtune.kernels.prepared.prepare` dispatches on the config's kind).
 
 Adding a family adds a folder under ``kernels/`` and one row here. The depthwise rows (one forward row per
 1-D variant and one for the 2-D kernel) share :mod:`convtune.kernels.depthwise.family` as launcher.

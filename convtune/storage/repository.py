@@ -691,3 +691,53 @@ def config_keys_by_id(session: Session, config_ids: Iterable[int]) -> dict[int, 
     for start in range(0, len(ids), 500):
         found.update(session.execute(select(Config.id, Config.key).where(Config.id.in_(ids[start:start + 500]))).all())
     return found
+
+
+# ---- the measured best of the current kernel versions (the ops' config resolver, convtune/resolver.py) --------
+def find_measured_best(session: Session, *, problem_key: str | ConvProblem, device_name: str,
+                       kernel_shas: Mapping[str, str], direction: str = "fwd") -> BestConfigView | None:
+    """The fastest stored best configuration of a problem on devices called ``device_name`` that was measured
+    on a real GPU with a kernel version still current; None when there is none.
+
+    A row qualifies when it is not provisional and its measurement has backend ``"gpu"``, is not predicted,
+    has status ``"ok"``, is of the row's config, and its kernel version is of ``direction`` with
+    ``source_sha256 == kernel_shas[family]`` (``kernel_shas``: family → SHA-256 of the family's current
+    source). Replay and model rows never qualify (a replayed or predicted time says nothing about this
+    device), nor do rows of an older kernel source. Every scope is considered, so a per-family best of a
+    current version still serves when the overall best is of a stale one. The join is on the measurement,
+    so it works whether or not ``best_configs`` stores a backend of its own.
+    """
+    from sqlalchemy import and_, or_
+
+    if not kernel_shas:
+        return None
+    key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
+    current = or_(*(and_(KernelVersion.family == family, KernelVersion.source_sha256 == sha)
+                    for family, sha in kernel_shas.items()))
+    query = (select(BestConfig, Problem, Device, Config, Measurement)
+             .join(Problem, Problem.id == BestConfig.problem_id)
+             .join(Device, Device.id == BestConfig.device_id)
+             .join(Config, Config.id == BestConfig.config_id)
+             .join(Measurement, Measurement.id == BestConfig.measurement_id)
+             .join(KernelVersion, KernelVersion.id == Measurement.kernel_version_id)
+             .where(Problem.key == key, Device.name == device_name, BestConfig.provisional.is_(False),
+                    Measurement.backend == "gpu", Measurement.predicted.is_(False), Measurement.status == "ok",
+                    Measurement.config_id == BestConfig.config_id, KernelVersion.direction == direction, current)
+             .order_by(BestConfig.time_ms, BestConfig.id).limit(1))
+    row = session.execute(query).first()
+    return None if row is None else _measured_view(*row)
+
+
+def _measured_view(best: BestConfig, problem: Problem, device: Device, config: Config,
+                   measurement: Measurement) -> BestConfigView:
+    """The :class:`BestConfigView` of one row of :func:`find_measured_best` (the view's fields, whatever they are)."""
+    from dataclasses import fields
+
+    values = {"problem_key": problem.key, "problem_id": problem.id, "device_name": device.name,
+              "device_id": device.id, "compute_capability": device.compute_capability, "scope": best.scope,
+              "config_key": config.key, "config_kind": config.kind, "params": dict(config.params or {}),
+              "time_ms": best.time_ms, "floor_ms": best.floor_ms, "efficiency": best.efficiency,
+              "provisional": best.provisional, "measurement_id": best.measurement_id,
+              "tuning_run_id": best.tuning_run_id, "updated_at": best.updated_at, "backend": measurement.backend}
+    wanted = {f.name for f in fields(BestConfigView)}
+    return BestConfigView(**{name: value for name, value in values.items() if name in wanted})

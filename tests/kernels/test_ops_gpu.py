@@ -37,14 +37,17 @@ def test_winograd_filter_cache_follows_torch_in_place_updates() -> None:
     x = torch.randn(2, 16, 20, 20, device="cuda")
     w = torch.randn(24, 16, 3, 3, device="cuda")
     first = convtune.conv2d(x, w, padding=1, algorithm="winograd")
-    assert len(ops._filter_cache) == 1
+    assert ops.filter_cache_size() == 1
+    cached = next(iter(ops._torch_filters.values()))[3]
     again = convtune.conv2d(x, w, padding=1, algorithm="winograd")
-    assert len(ops._filter_cache) == 1                      # a hit: U was not recomputed
+    assert ops.filter_cache_size() == 1                      # a hit: U was not recomputed
+    assert next(iter(ops._torch_filters.values()))[3] is cached
     assert torch.equal(first, again)
     w.mul_(-2.0)                                           # in place: the version counter moves
     changed = convtune.conv2d(x, w, padding=1, algorithm="winograd")
     expected = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
     assert relative_error(cp.from_dlpack(changed.double().contiguous()), cp.from_dlpack(expected)) <= 1e-4
+    assert next(iter(ops._torch_filters.values()))[3] is not cached
 
 
 def test_winograd_rejects_a_strided_problem() -> None:

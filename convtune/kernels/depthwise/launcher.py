@@ -24,11 +24,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from convtune.errors import LaunchError
-from convtune.kernels.compile import LoadedKernel, cupy_module, load_kernel
+from convtune.kernels.compile import LoadedKernel, load_kernel
 from convtune.kernels.depthwise import wgrad_launch
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.plan1d import REDUCE_ENTRY, Depthwise1dPlan
+from convtune.kernels.prepared import (
+    FilterLayout,
+    Launch,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +66,27 @@ def allocate_workspace(pl: Depthwise1dPlan) -> Any:
     return wgrad_launch.allocate_workspace(pl)
 
 
+def prepare_plan(pl: Depthwise1dPlan, device: int = 0, kernels: DepthwiseKernels | None = None) -> PreparedLaunch:
+    """The plan as a prepared launch. Operands: fwd (x, w, y), dgrad (dy, w, dx), wgrad (x, dy, dw) and then
+    ``workspace`` (fp32, ``4·workspace_words`` bytes) when the plan needs one; w and dw in lag order (C, K)."""
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    ints = tuple(pl.int_args)
+    lag = FilterLayout("lag-order taps (C, K)", ("depthwise1d_lag",))
+    if pl.path == "wgrad":
+        ws = 3 if pl.workspace_words else None
+        steps = wgrad_launch.steps(pl, kernels, (0, 1), 2, ws, ints, (pl.slices, pl.slots, pl.C, pl.K, pl.ke),
+                                   dw_bytes=4 * pl.C * pl.K)
+        return PreparedLaunch(plan=pl, device=device, operands=("x", "dy", "dw") + (("workspace",) if ws else ()),
+                              steps=steps, kernels=kernels, workspace_bytes=4 * pl.workspace_words, filters=lag,
+                              output_shape=(pl.C, pl.K))
+    step = Launch(kernels.main, grid3(pl.grid), (pl.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2), ints)
+    operands = ("x", "w", "y") if pl.path == "fwd" else ("dy", "w", "dx")
+    return PreparedLaunch(plan=pl, device=device, operands=operands, steps=[step], kernels=kernels, filters=lag,
+                          output_shape=(pl.B, pl.C, pl.L))
+
+
 def launch(pl: Depthwise1dPlan, kernels: DepthwiseKernels, a: Any, b: Any, out: Any, workspace: Any | None = None,
            stream: Any | None = None) -> None:
     """Run the plan on (a, b) into ``out`` (see the module docstring for the arrays of each path).
@@ -64,21 +95,13 @@ def launch(pl: Depthwise1dPlan, kernels: DepthwiseKernels, a: Any, b: Any, out: 
         InvalidInput: an array of the wrong type, dtype, shape or layout, or a short workspace.
         LaunchError: the launch failed.
     """
-    cp = cupy_module()
     tensor, weight = (pl.B, pl.C, pl.L), (pl.C, pl.K)
     names = {"fwd": ("x", "w", "y"), "dgrad": ("dy", "w", "dx"), "wgrad": ("x", "dy", "dw")}[pl.path]
     shapes = {"fwd": (tensor, weight, tensor), "dgrad": (tensor, weight, tensor),
               "wgrad": (tensor, tensor, weight)}[pl.path]
     for name, array, shape in zip(names, (a, b, out), shapes, strict=True):
         check_array(name, array, shape, pl.problem.dtype)
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
-    ints = tuple(cp.int32(v) for v in pl.int_args)
-    try:
-        if pl.path == "wgrad":
-            wgrad_launch.run(pl, kernels, (a, b), out, workspace, ints, (pl.slices, pl.slots, pl.C, pl.K, pl.ke),
-                             stream)
-            return
-        with stream:
-            kernels.main.function((pl.grid,), (pl.threads,), (a, b, out, *ints), shared_mem=pl.smem_bytes)
-    except cp.cuda.driver.CUDADriverError as exc:
-        raise LaunchError(f"{pl.entry} launch failed ({pl.config.key()}): {exc}") from exc
+    ptrs = [data_pointer(a), data_pointer(b), data_pointer(out)]
+    if pl.path == "wgrad" and pl.workspace_words:
+        ptrs.append(data_pointer(wgrad_launch.checked_workspace(pl, workspace)))
+    cached_prepared(pl, kernels, prepare_plan)(ptrs, stream_pointer(stream))

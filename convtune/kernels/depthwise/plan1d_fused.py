@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from convtune.errors import InvalidConfig, LaunchError
-from convtune.kernels.compile import LoadedKernel, cupy_module, load_kernel
+from convtune.errors import InvalidConfig
+from convtune.kernels.compile import LoadedKernel, load_kernel
 from convtune.kernels.depthwise import wgrad_launch
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import MODE_ATOMIC, FusedBwdConfig
@@ -46,6 +46,14 @@ from convtune.kernels.depthwise.plan1d import (
     reduce_source,
 )
 from convtune.kernels.launch_geometry import round_regs
+from convtune.kernels.prepared import (
+    FilterLayout,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    stream_pointer,
+)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -237,6 +245,22 @@ def allocate_workspace(pl: FusedPlan) -> Any:
     return wgrad_launch.allocate_workspace(pl)
 
 
+def prepare_plan(pl: FusedPlan, device: int = 0, kernels: FusedKernels | None = None) -> PreparedLaunch:
+    """The fused backward as a prepared launch: operands (x, dy, w, dx, dw), then ``workspace`` (fp32,
+    ``4·workspace_words`` bytes) when the plan needs one; w in lag order (C, K)."""
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    ws = 5 if pl.workspace_words else None
+    steps = wgrad_launch.steps(pl, kernels, (0, 1, 2, 3), 4, ws, (pl.rows, pl.C, pl.L, pl.K, pl.ngroups),
+                               (pl.slices, pl.slots, pl.C, pl.K, pl.ke), dw_bytes=4 * pl.C * pl.K)
+    return PreparedLaunch(plan=pl, device=device,
+                          operands=("x", "dy", "w", "dx", "dw") + (("workspace",) if ws else ()), steps=steps,
+                          kernels=kernels, workspace_bytes=4 * pl.workspace_words,
+                          filters=FilterLayout("lag-order taps (C, K)", ("depthwise1d_lag",)),
+                          output_shape=(pl.B, pl.C, pl.L))
+
+
 def launch(pl: FusedPlan, kernels: FusedKernels, x: Any, dy: Any, w: Any, dx: Any, dw: Any,
            workspace: Any | None = None, stream: Any | None = None) -> None:
     """dx (B, C, L) and dw (C, K) from x, dy (B, C, L) and w (C, K), all C-contiguous CuPy arrays of the
@@ -246,15 +270,11 @@ def launch(pl: FusedPlan, kernels: FusedKernels, x: Any, dy: Any, w: Any, dx: An
         InvalidInput: an array of the wrong type, dtype, shape or layout, or a short workspace.
         LaunchError: the launch failed.
     """
-    cp = cupy_module()
     tensor, weight = (pl.B, pl.C, pl.L), (pl.C, pl.K)
     for name, array, shape in (("x", x, tensor), ("dy", dy, tensor), ("w", w, weight), ("dx", dx, tensor),
                                ("dw", dw, weight)):
         check_array(name, array, shape, pl.problem.dtype)
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
-    ints = (cp.int32(pl.rows), cp.int32(pl.C), cp.int32(pl.L), cp.int32(pl.K), cp.int32(pl.ngroups))
-    try:
-        wgrad_launch.run(pl, kernels, (x, dy, w, dx), dw, workspace, ints, (pl.slices, pl.slots, pl.C, pl.K, pl.ke),
-                         stream)
-    except cp.cuda.driver.CUDADriverError as exc:
-        raise LaunchError(f"{ENTRY} launch failed ({pl.config.key()}): {exc}") from exc
+    ptrs = [data_pointer(a) for a in (x, dy, w, dx, dw)]
+    if pl.workspace_words:
+        ptrs.append(data_pointer(wgrad_launch.checked_workspace(pl, workspace)))
+    cached_prepared(pl, kernels, prepare_plan)(ptrs, stream_pointer(stream))

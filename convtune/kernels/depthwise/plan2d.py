@@ -16,11 +16,22 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, LaunchError
-from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.errors import InvalidConfig
+from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, expand_includes, load_kernel
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dTiledFwdConfig
 from convtune.kernels.depthwise.dtypes import FP32_ONLY, check_dtype
+from convtune.kernels.prepared import (
+    FilterLayout,
+    Launch,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -165,6 +176,18 @@ def compile_plan(pl: Dw2dPlan) -> LoadedKernel:
     return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
 
 
+def prepare_plan(pl: Dw2dPlan, device: int = 0, kernel: LoadedKernel | None = None) -> PreparedLaunch:
+    """The plan as a prepared launch: operands (x, w, y), the weights as they are (C, 1, R, S)."""
+    p = pl.problem
+    if kernel is None:
+        with driver().use_device(device):
+            kernel = compile_plan(pl)
+    step = Launch(kernel, grid3(pl.grid), (pl.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2),
+                  (p.N * p.C, p.C, p.H, p.W, p.P, p.Q, p.pad_h, p.pad_w, pl.tiles_q, pl.tiles_p * pl.tiles_q))
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "w", "y"), steps=[step], kernels=kernel,
+                          filters=FilterLayout("w (C, 1, R, S)", ("depthwise2d",)), output_shape=(p.N, p.C, p.P, p.Q))
+
+
 def launch(pl: Dw2dPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, stream: Any | None = None) -> None:
     """Run on contiguous float32 CuPy arrays x (N, C, H, W), w (C, 1, R, S), y (N, C, P, Q); allocates nothing.
 
@@ -172,17 +195,9 @@ def launch(pl: Dw2dPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, stream: A
         InvalidInput: an array of the wrong shape, dtype or layout.
         LaunchError: the launch failed.
     """
-    cp = cupy_module()
     p = pl.problem
     for name, array, shape in (("x", x, (p.N, p.C, p.H, p.W)), ("w", w, (p.C, 1, p.R, p.S)),
                                ("y", y, (p.N, p.C, p.P, p.Q))):
         check_array(name, array, shape)
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
-    i32 = cp.int32
-    args = (x, w, y, i32(p.N * p.C), i32(p.C), i32(p.H), i32(p.W), i32(p.P), i32(p.Q), i32(p.pad_h), i32(p.pad_w),
-            i32(pl.tiles_q), i32(pl.tiles_p * pl.tiles_q))
-    try:
-        with stream:
-            kernel.function((pl.grid,), (pl.threads,), args, shared_mem=pl.smem_bytes)
-    except cp.cuda.driver.CUDADriverError as exc:
-        raise LaunchError(f"{ENTRY} launch failed ({pl.config.key()}): {exc}") from exc
+    prepared = cached_prepared(pl, kernel, prepare_plan)
+    prepared((data_pointer(x), data_pointer(w), data_pointer(y)), stream_pointer(stream))

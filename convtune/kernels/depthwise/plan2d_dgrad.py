@@ -20,14 +20,25 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, LaunchError
-from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.errors import InvalidConfig
+from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, expand_includes, load_kernel
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dFastDgradConfig
 from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, check_dtype, cuda_type
 from convtune.kernels.depthwise.plan2d import applies
 from convtune.kernels.depthwise.plan2d_fast import MAX_ACC, MAX_REGS
 from convtune.kernels.launch_geometry import round_regs, span_inside
+from convtune.kernels.prepared import (
+    FilterLayout,
+    Launch,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -184,6 +195,18 @@ def compile_plan(pl: Dw2dDgradPlan) -> LoadedKernel:
     return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
 
 
+def prepare_plan(pl: Dw2dDgradPlan, device: int = 0, kernel: LoadedKernel | None = None) -> PreparedLaunch:
+    """The plan as a prepared launch: operands (dy, w, dx)."""
+    p = pl.problem
+    if kernel is None:
+        with driver().use_device(device):
+            kernel = compile_plan(pl)
+    step = Launch(kernel, grid3(pl.grid), (pl.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2),
+                  (p.N * p.C, p.C, pl.nbands))
+    return PreparedLaunch(plan=pl, device=device, operands=("dy", "w", "dx"), steps=[step], kernels=kernel,
+                          filters=FilterLayout("w (C, 1, R, S)", ("depthwise2d",)), output_shape=(p.N, p.C, p.H, p.W))
+
+
 def launch(pl: Dw2dDgradPlan, kernel: LoadedKernel, dy: Any, w: Any, dx: Any, stream: Any | None = None) -> None:
     """dx (N, C, H, W) from dy (N, C, P, Q) and w (C, 1, R, S), contiguous CuPy arrays of the storage dtype
     (bfloat16 as ``uint16`` bits); allocates nothing.
@@ -192,15 +215,9 @@ def launch(pl: Dw2dDgradPlan, kernel: LoadedKernel, dy: Any, w: Any, dx: Any, st
         InvalidInput: an array of the wrong shape, dtype or layout.
         LaunchError: the launch failed.
     """
-    cp = cupy_module()
     p = pl.problem
     for name, array, shape in (("dy", dy, (p.N, p.C, p.P, p.Q)), ("w", w, (p.C, 1, p.R, p.S)),
                                ("dx", dx, (p.N, p.C, p.H, p.W))):
         check_array(name, array, shape, p.dtype)
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
-    try:
-        with stream:
-            kernel.function((pl.grid,), (pl.threads,), (dy, w, dx, cp.int32(p.N * p.C), cp.int32(p.C),
-                                                         cp.int32(pl.nbands)), shared_mem=pl.smem_bytes)
-    except cp.cuda.driver.CUDADriverError as exc:
-        raise LaunchError(f"{ENTRY} launch failed ({pl.config.key()}): {exc}") from exc
+    prepared = cached_prepared(pl, kernel, prepare_plan)
+    prepared((data_pointer(dy), data_pointer(w), data_pointer(dx)), stream_pointer(stream))

@@ -20,13 +20,24 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, InvalidInput, LaunchError
-from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.errors import InvalidConfig, InvalidInput
+from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, expand_includes, load_kernel
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dFastFwdConfig
 from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, check_dtype, cuda_type
 from convtune.kernels.depthwise.plan2d import applies
 from convtune.kernels.launch_geometry import round_regs, spans_inside
+from convtune.kernels.prepared import (
+    FilterLayout,
+    Launch,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -212,6 +223,19 @@ def compile_plan(pl: Dw2dFastPlan) -> LoadedKernel:
     return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
 
 
+def prepare_plan(pl: Dw2dFastPlan, device: int = 0, kernel: LoadedKernel | None = None) -> PreparedLaunch:
+    """The plan as a prepared launch: operands (x, w, y), the weights as they are (C, 1, R, S); x and y must
+    start 16-byte aligned (the caller's job: a prepared launch checks nothing)."""
+    p = pl.problem
+    if kernel is None:
+        with driver().use_device(device):
+            kernel = compile_plan(pl)
+    step = Launch(kernel, grid3(pl.grid), (pl.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2),
+                  (p.N * p.C, p.C, pl.nbands))
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "w", "y"), steps=[step], kernels=kernel,
+                          filters=FilterLayout("w (C, 1, R, S)", ("depthwise2d",)), output_shape=(p.N, p.C, p.P, p.Q))
+
+
 def launch(pl: Dw2dFastPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, stream: Any | None = None) -> None:
     """Run on contiguous CuPy arrays of the problem's dtype (bfloat16: uint16 bits) x (N, C, H, W),
     w (C, 1, R, S), y (N, C, P, Q); allocates nothing; x and y must start 4-element aligned (16 bytes in fp32,
@@ -221,7 +245,6 @@ def launch(pl: Dw2dFastPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, strea
         InvalidInput: an array of the wrong shape, dtype or layout.
         LaunchError: the launch failed.
     """
-    cp = cupy_module()
     p = pl.problem
     for name, array, shape in (("x", x, (p.N, p.C, p.H, p.W)), ("w", w, (p.C, 1, p.R, p.S)),
                                ("y", y, (p.N, p.C, p.P, p.Q))):
@@ -232,10 +255,5 @@ def launch(pl: Dw2dFastPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, strea
         if vector and array.data.ptr % align:
             raise InvalidInput(name, f"must start {align}-byte aligned for the 4-element copies (a view at an "
                                      f"offset: pass a copy)")
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
-    args = (x, w, y, cp.int32(p.N * p.C), cp.int32(p.C), cp.int32(pl.nbands))
-    try:
-        with stream:
-            kernel.function((pl.grid,), (pl.threads,), args, shared_mem=pl.smem_bytes)
-    except cp.cuda.driver.CUDADriverError as exc:
-        raise LaunchError(f"{ENTRY} launch failed ({pl.config.key()}): {exc}") from exc
+    prepared = cached_prepared(pl, kernel, prepare_plan)
+    prepared((data_pointer(x), data_pointer(w), data_pointer(y)), stream_pointer(stream))

@@ -20,13 +20,24 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, LaunchError
-from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.errors import InvalidConfig
+from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, expand_includes, load_kernel
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dPackedFwdConfig
 from convtune.kernels.depthwise.dtypes import FP32_ONLY, STORAGE_DTYPES, check_dtype, cuda_type
 from convtune.kernels.depthwise.plan2d import applies as applies_2d
 from convtune.kernels.launch_geometry import round_regs
+from convtune.kernels.prepared import (
+    FilterLayout,
+    Launch,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -155,6 +166,17 @@ def compile_plan(pl: Dw2dPackedPlan) -> LoadedKernel:
     return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
 
 
+def prepare_plan(pl: Dw2dPackedPlan, device: int = 0, kernel: LoadedKernel | None = None) -> PreparedLaunch:
+    """The plan as a prepared launch: operands (x, w, y), the weights as they are (C, 1, R, S)."""
+    p = pl.problem
+    if kernel is None:
+        with driver().use_device(device):
+            kernel = compile_plan(pl)
+    step = Launch(kernel, grid3(pl.grid), (pl.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2), (p.N * p.C, p.C))
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "w", "y"), steps=[step], kernels=kernel,
+                          filters=FilterLayout("w (C, 1, R, S)", ("depthwise2d",)), output_shape=(p.N, p.C, p.P, p.Q))
+
+
 def launch(pl: Dw2dPackedPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, stream: Any | None = None) -> None:
     """Run on contiguous CuPy arrays of the problem's dtype (bfloat16: uint16 bits) x (N, C, H, W),
     w (C, 1, R, S), y (N, C, P, Q); allocates nothing.
@@ -163,15 +185,9 @@ def launch(pl: Dw2dPackedPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, str
         InvalidInput: an array of the wrong shape, dtype or layout.
         LaunchError: the launch failed.
     """
-    cp = cupy_module()
     p = pl.problem
     for name, array, shape in (("x", x, (p.N, p.C, p.H, p.W)), ("w", w, (p.C, 1, p.R, p.S)),
                                ("y", y, (p.N, p.C, p.P, p.Q))):
         check_array(name, array, shape, p.dtype)
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
-    args = (x, w, y, cp.int32(p.N * p.C), cp.int32(p.C))
-    try:
-        with stream:
-            kernel.function((pl.grid,), (pl.threads,), args, shared_mem=pl.smem_bytes)
-    except cp.cuda.driver.CUDADriverError as exc:
-        raise LaunchError(f"{ENTRY} launch failed ({pl.config.key()}): {exc}") from exc
+    prepared = cached_prepared(pl, kernel, prepare_plan)
+    prepared((data_pointer(x), data_pointer(w), data_pointer(y)), stream_pointer(stream))

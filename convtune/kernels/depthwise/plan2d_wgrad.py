@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, LaunchError
-from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.errors import InvalidConfig
+from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, expand_includes, load_kernel
 from convtune.kernels.depthwise import wgrad_launch
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import MODE_ATOMIC, MODES, Dw2dFastWgradConfig
@@ -30,6 +30,14 @@ from convtune.kernels.depthwise.plan1d import REDUCE_ENTRY, reduce_source
 from convtune.kernels.depthwise.plan2d import applies
 from convtune.kernels.depthwise.plan2d_fast import MAX_ACC, MAX_REGS, window_reads
 from convtune.kernels.launch_geometry import round_regs, spans_inside
+from convtune.kernels.prepared import (
+    FilterLayout,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    stream_pointer,
+)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -230,6 +238,21 @@ def allocate_workspace(pl: Dw2dWgradPlan) -> Any:
     return wgrad_launch.allocate_workspace(pl)
 
 
+def prepare_plan(pl: Dw2dWgradPlan, device: int = 0, kernels: Dw2dWgradKernels | None = None) -> PreparedLaunch:
+    """The weight gradient as a prepared launch: operands (x, dy, dw), then ``workspace`` (fp32,
+    ``4·workspace_words`` bytes) when the plan needs one; the sequence of :mod:`.wgrad_launch`."""
+    p = pl.problem
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    ws = 3 if pl.workspace_words else None
+    steps = wgrad_launch.steps(pl, kernels, (0, 1), 2, ws, (p.N, p.C, pl.nbands, pl.n_groups),
+                               (pl.slices, pl.slots, p.C, pl.taps, pl.taps), dw_bytes=4 * p.C * pl.taps)
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "dy", "dw") + (("workspace",) if ws else ()),
+                          steps=steps, kernels=kernels, workspace_bytes=4 * pl.workspace_words,
+                          filters=FilterLayout("dw (C, 1, R, S)", ("depthwise2d",)), output_shape=(p.C, 1, p.R, p.S))
+
+
 def launch(pl: Dw2dWgradPlan, kernels: Dw2dWgradKernels, x: Any, dy: Any, dw: Any, workspace: Any | None = None,
            stream: Any | None = None) -> None:
     """dw (C, 1, R, S) from x (N, C, H, W) and dy (N, C, P, Q), contiguous CuPy arrays of the storage dtype
@@ -239,15 +262,11 @@ def launch(pl: Dw2dWgradPlan, kernels: Dw2dWgradKernels, x: Any, dy: Any, dw: An
         InvalidInput: an array of the wrong shape, dtype or layout, or a short workspace.
         LaunchError: the launch failed.
     """
-    cp = cupy_module()
     p = pl.problem
     for name, array, shape in (("x", x, (p.N, p.C, p.H, p.W)), ("dy", dy, (p.N, p.C, p.P, p.Q)),
                                ("dw", dw, (p.C, 1, p.R, p.S))):
         check_array(name, array, shape, p.dtype)
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
-    ints = (cp.int32(p.N), cp.int32(p.C), cp.int32(pl.nbands), cp.int32(pl.n_groups))
-    try:
-        wgrad_launch.run(pl, kernels, (x, dy), dw, workspace, ints, (pl.slices, pl.slots, p.C, pl.taps, pl.taps),
-                         stream)
-    except cp.cuda.driver.CUDADriverError as exc:
-        raise LaunchError(f"{ENTRY} launch failed ({pl.config.key()}): {exc}") from exc
+    ptrs = [data_pointer(x), data_pointer(dy), data_pointer(dw)]
+    if pl.workspace_words:
+        ptrs.append(data_pointer(wgrad_launch.checked_workspace(pl, workspace)))
+    cached_prepared(pl, kernels, prepare_plan)(ptrs, stream_pointer(stream))

@@ -13,7 +13,8 @@ atomic, 16-bit storage                 ``memset`` the fp32 workspace [C, K]; mai
 
 A plan provides ``grid``, ``threads``, ``smem_bytes``, ``deterministic``, ``atomic_workspace``,
 ``workspace_words`` and ``reduce_grid``; the caller passes the main kernel's inputs and integer arguments and
-the reduction's (slices, slots, C, K, KE).
+the reduction's (slices, slots, C, K, KE). :func:`steps` gives the sequence as prepared-launch steps (what every
+launcher runs).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from convtune.errors import InvalidInput
 from convtune.kernels.compile import cupy_module
 from convtune.kernels.depthwise.plan1d import REDUCE_WARPS
+from convtune.kernels.prepared import Launch, Memset, Step, grid3, pointers
 
 
 def allocate_workspace(pl: Any) -> Any:
@@ -48,31 +50,30 @@ def checked_workspace(pl: Any, workspace: Any | None) -> Any:
     return workspace
 
 
-def run(pl: Any, kernels: Any, inputs: tuple[Any, ...], dw: Any, workspace: Any | None, ints: tuple[Any, ...],
-        reduce_dims: tuple[int, int, int, int, int], stream: Any) -> None:
-    """Launch the plan's weight gradient into ``dw`` on ``stream`` (module docstring); ``kernels`` has ``main``
-    and, for deterministic plans and 16-bit atomic ones, ``reduce``.
+def steps(pl: Any, kernels: Any, inputs: tuple[int, ...], dw: int, workspace: int | None, ints: tuple[int, ...],
+          reduce_dims: tuple[int, int, int, int, int], dw_bytes: int) -> list[Step]:
+    """The sequence of the module docstring as prepared-launch steps.
 
-    Raises:
-        InvalidInput: a short or non-float32 workspace.
-        CUDADriverError: from CuPy, for the caller to wrap in a LaunchError.
+    Args:
+        inputs: operand indices of the main kernel's leading pointers (before its output pointer).
+        dw, workspace: operand indices of dw and of the fp32 workspace (None when the plan needs none).
+        ints: the main kernel's int32 arguments; reduce_dims: the reduction's (slices, slots, C, K, KE).
+        dw_bytes: bytes of dw (zeroed first by a float32 atomic plan, which adds into dw itself).
     """
-    cp = cupy_module()
-    i32 = cp.int32
-    with stream:
-        if pl.atomic_workspace or pl.deterministic:
-            workspace = checked_workspace(pl, workspace)
-        if not pl.deterministic:
-            target = workspace if pl.atomic_workspace else dw
-            nbytes = 4 * pl.workspace_words if pl.atomic_workspace else dw.nbytes
-            cp.cuda.runtime.memsetAsync(target.data.ptr, 0, nbytes, stream.ptr)
-            kernels.main.function((pl.grid,), (pl.threads,), (*inputs, target, *ints), shared_mem=pl.smem_bytes)
-            if not pl.atomic_workspace:
-                return
-            _, _, C, K, _ = reduce_dims
-            reduce_dims = (1, C, C, K, K)
-        else:
-            kernels.main.function((pl.grid,), (pl.threads,), (*inputs, workspace, *ints), shared_mem=pl.smem_bytes)
-        assert kernels.reduce is not None, "deterministic and 16-bit atomic plans compile a reduction kernel"
-        kernels.reduce.function((pl.reduce_grid,), (REDUCE_WARPS * 32,),
-                                (workspace, dw, *(i32(v) for v in reduce_dims)))
+    main_grid, main_block = grid3(pl.grid), (pl.threads, 1, 1)
+    if pl.atomic_workspace or pl.deterministic:
+        assert workspace is not None, "deterministic and 16-bit atomic plans need a workspace operand"
+    out: list[Step] = []
+    if not pl.deterministic:
+        target = workspace if pl.atomic_workspace else dw
+        out.append(Memset(target, 4 * pl.workspace_words if pl.atomic_workspace else dw_bytes))
+        out.append(Launch(kernels.main, main_grid, main_block, pl.smem_bytes, pointers(*inputs, target), ints))
+        if not pl.atomic_workspace:
+            return out
+        _, _, C, K, _ = reduce_dims
+        reduce_dims = (1, C, C, K, K)
+    else:
+        out.append(Launch(kernels.main, main_grid, main_block, pl.smem_bytes, pointers(*inputs, workspace), ints))
+    out.append(Launch(kernels.reduce, grid3(pl.reduce_grid), (REDUCE_WARPS * 32, 1, 1), 0, pointers(workspace, dw),
+                      tuple(reduce_dims)))
+    return out

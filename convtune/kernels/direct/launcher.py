@@ -24,10 +24,22 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, LaunchError
+from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.launch_geometry import round_regs, spans_inside, tiles_sum
+from convtune.kernels.prepared import (
+    FilterLayout,
+    Launch,
+    Memset,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -283,6 +295,9 @@ def _pack_kernel() -> Any:
     return load_kernel(_family_source(), PACK_ENTRY).function
 
 
+PACK_THREADS = 256
+
+
 def pack_weights(w: Any, out: Any | None = None) -> Any:
     """w (K, C, R, S) float32 CuPy array -> wpk (C, R, S, Kp), zero-padded to Kp = ⌈K/4⌉·4."""
     cp = cupy_module()
@@ -291,10 +306,50 @@ def pack_weights(w: Any, out: Any | None = None) -> Any:
     if out is None:
         out = cp.empty((C, R, S, kp), dtype=cp.float32)
     total = C * R * S * kp
-    threads = 256
-    _pack_kernel()((-(-total // threads),), (threads,),
+    _pack_kernel()((-(-total // PACK_THREADS),), (PACK_THREADS,),
                    (cp.ascontiguousarray(w), out, cp.int32(K), cp.int32(kp), cp.int32(C * R * S)))
     return out
+
+
+def filter_layout(pl: DirectFwdPlan, device: int, kernel: LoadedKernel | None = None) -> FilterLayout:
+    """The packed layout wpk (C, R, S, Kp) and (built on first use) its packing launch: operands (w, filters)."""
+    p = pl.problem
+    crs = p.C * p.R * p.S
+
+    def make_prep() -> PreparedLaunch:
+        pack = kernel
+        if pack is None:
+            with driver().use_device(device):
+                pack = load_kernel(_family_source(), PACK_ENTRY)
+        step = Launch(pack, grid3(-(-crs * pl.kp // PACK_THREADS)), (PACK_THREADS, 1, 1), 0, pointers(0, 1),
+                      (p.K, pl.kp, crs))
+        return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
+                              output_shape=(p.C, p.R, p.S, pl.kp), kind="direct_pack_weights")
+
+    return FilterLayout(f"packed (C, R, S, Kp={pl.kp})", ("direct",), crs * pl.kp, make_prep)
+
+
+def prepare_plan(pl: DirectFwdPlan, device: int = 0, kernels: LoadedKernel | None = None) -> PreparedLaunch:
+    """The plan as a prepared launch: operands (x, filters, y); split-C zeroes y first (its atomic adds)."""
+    p, c = pl.problem, pl.config
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    steps: list[Any] = []
+    if c.splits > 1:
+        steps.append(Memset(2, 4 * p.output_elements))
+    steps.append(Launch(kernels, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2),
+                        (p.C, p.H, p.W, p.K, pl.kp, p.P, p.Q, p.pad_h, p.pad_w, pl.tiles_q, pl.chunks_per_split,
+                         c.splits)))
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y"), steps=steps, kernels=kernels,
+                          filters=filter_layout(pl, device), output_shape=(p.N, p.K, p.P, p.Q))
+
+
+def prepare(problem: ConvProblem, config: DirectFwdConfig, device: int = 0) -> PreparedLaunch:
+    """Validate ``config`` for ``problem`` on CUDA device ``device`` and prepare its launch (compiled)."""
+    from convtune.kernels.devices import device_machine
+
+    return prepare_plan(plan(problem, config, device_machine(device)), device)
 
 
 def launch(pl: DirectFwdPlan, kernel: LoadedKernel, x: Any, wpk: Any, y: Any, stream: Any | None = None) -> None:
@@ -303,19 +358,8 @@ def launch(pl: DirectFwdPlan, kernel: LoadedKernel, x: Any, wpk: Any, y: Any, st
     Raises:
         LaunchError: the launch failed.
     """
-    cp = cupy_module()
-    p = pl.problem
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
-    i32 = cp.int32
-    args = (x, wpk, y, i32(p.C), i32(p.H), i32(p.W), i32(p.K), i32(pl.kp), i32(p.P), i32(p.Q), i32(p.pad_h),
-            i32(p.pad_w), i32(pl.tiles_q), i32(pl.chunks_per_split), i32(pl.config.splits))
-    try:
-        with stream:
-            if pl.config.splits > 1:
-                cp.cuda.runtime.memsetAsync(y.data.ptr, 0, y.nbytes, stream.ptr)
-            kernel.function(pl.grid, (pl.config.threads,), args, shared_mem=pl.smem_bytes)
-    except cp.cuda.driver.CUDADriverError as exc:
-        raise LaunchError(f"direct_fwd launch failed ({pl.config.key()}): {exc}") from exc
+    prepared = cached_prepared(pl, kernel, prepare_plan)
+    prepared((data_pointer(x), data_pointer(wpk), data_pointer(y)), stream_pointer(stream))
 
 
 # ---- the launcher protocol every family provides (registry.KernelSpec.launcher) ------------------------

@@ -23,10 +23,20 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, LaunchError
+from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.launch_geometry import round_regs, spans_inside
+from convtune.kernels.prepared import (
+    Launch,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
 from convtune.kernels.winograd.transforms import POINTS, device_code, matrices
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -225,6 +235,27 @@ def transform_filters(w: Any, m: int, cp_: int, kp: int) -> Any:
     return out
 
 
+def prepare_plan(pl: WinogradFwdPlan, device: int = 0, kernels: LoadedKernel | None = None) -> PreparedLaunch:
+    """The plan as a prepared launch: operands (x, filters = U, y); the filter layout's prep computes U."""
+    from convtune.kernels.winograd import filters
+
+    p, c = pl.problem, pl.config
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    step = Launch(kernels, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2),
+                  (p.C, p.H, p.W, p.K, p.P, p.Q, p.pad_h, p.pad_w, pl.tiles_p, pl.tiles_q, pl.tiles, pl.cp, pl.kp))
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y"), steps=[step], kernels=kernels,
+                          filters=filters.layout(pl, device), output_shape=(p.N, p.K, p.P, p.Q))
+
+
+def prepare(problem: ConvProblem, config: WinogradFwdConfig, device: int = 0) -> PreparedLaunch:
+    """Validate ``config`` for ``problem`` on CUDA device ``device`` and prepare its launch (compiled)."""
+    from convtune.kernels.devices import device_machine
+
+    return prepare_plan(plan(problem, config, device_machine(device)), device)
+
+
 def launch(pl: WinogradFwdPlan, kernel: LoadedKernel, x: Any, u: Any, y: Any, stream: Any | None = None) -> None:
     """Run the kernel on contiguous float32 CuPy arrays (u from :func:`transform_filters` with the plan's
     cp, kp); allocates nothing.
@@ -232,17 +263,8 @@ def launch(pl: WinogradFwdPlan, kernel: LoadedKernel, x: Any, u: Any, y: Any, st
     Raises:
         LaunchError: the launch failed.
     """
-    cp = cupy_module()
-    p = pl.problem
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
-    i32 = cp.int32
-    args = (x, u, y, i32(p.C), i32(p.H), i32(p.W), i32(p.K), i32(p.P), i32(p.Q), i32(p.pad_h), i32(p.pad_w),
-            i32(pl.tiles_p), i32(pl.tiles_q), i32(pl.tiles), i32(pl.cp), i32(pl.kp))
-    try:
-        with stream:
-            kernel.function(pl.grid, (pl.config.threads,), args, shared_mem=pl.smem_bytes)
-    except cp.cuda.driver.CUDADriverError as exc:
-        raise LaunchError(f"winograd_fwd launch failed ({pl.config.key()}): {exc}") from exc
+    prepared = cached_prepared(pl, kernel, prepare_plan)
+    prepared((data_pointer(x), data_pointer(u), data_pointer(y)), stream_pointer(stream))
 
 
 # ---- the launcher protocol every family provides (registry.KernelSpec.launcher) ------------------------
@@ -258,7 +280,7 @@ def prepare_filters(pl: WinogradFwdPlan, w: Any) -> Any:
 
 
 def filters_key(pl: WinogradFwdPlan) -> tuple[Any, ...]:
-    """Plans with equal keys share one :func:`prepare_filters` result."""
+    """Plans with equal keys share one :func:`prepare_filters` result (the fused and the unfused path alike)."""
     return ("winograd", pl.config.m, pl.cp, pl.kp)
 
 

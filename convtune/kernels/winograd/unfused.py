@@ -25,10 +25,20 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from convtune.errors import InvalidConfig, LaunchError
+from convtune.errors import InvalidConfig
 from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.launch_geometry import round_regs, spans_inside
+from convtune.kernels.prepared import (
+    Launch,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
 from convtune.kernels.winograd.launcher import TOLERANCE, applies, transform_filters
 from convtune.kernels.winograd.transforms import POINTS, device_code
 from convtune.machine import MachineModel
@@ -247,16 +257,26 @@ def compile_plan(pl: WinogradUnfusedPlan) -> UnfusedKernels:
 
 @dataclass(frozen=True, slots=True)
 class Workspace:
-    """The transformed input V (α², Cp, Tp) and the GEMM output M (α², Kp, Tp), fp32."""
+    """One fp32 buffer of :attr:`WinogradUnfusedPlan.workspace_bytes`: the transformed input V (α², Cp, Tp)
+    from offset 0 and the GEMM output M (α², Kp, Tp) from byte :func:`m_offset_bytes`."""
 
+    buffer: Any
     v: Any
     m: Any
+
+
+def m_offset_bytes(pl: WinogradUnfusedPlan) -> int:
+    """Byte offset of M in the workspace (right after V; a multiple of 16: Tp is a multiple of BT ≥ 4)."""
+    return 4 * pl.config.alpha ** 2 * pl.cp * pl.tp
 
 
 def workspace(pl: WinogradUnfusedPlan) -> Workspace:
     cp = cupy_module()
     a2 = pl.config.alpha ** 2
-    return Workspace(cp.empty((a2, pl.cp, pl.tp), dtype=cp.float32), cp.empty((a2, pl.kp, pl.tp), dtype=cp.float32))
+    buffer = cp.empty(pl.workspace_bytes // 4, dtype=cp.float32)
+    v_words = a2 * pl.cp * pl.tp
+    return Workspace(buffer, buffer[:v_words].reshape(a2, pl.cp, pl.tp),
+                     buffer[v_words:].reshape(a2, pl.kp, pl.tp))
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +301,36 @@ def tolerance(pl: WinogradUnfusedPlan) -> float:
     return TOLERANCE[pl.config.m]
 
 
+def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKernels | None = None) -> PreparedLaunch:
+    """The three kernels as one prepared launch: operands (x, filters = U, y, workspace = V then M)."""
+    from convtune.kernels.winograd import filters
+
+    p, c = pl.problem, pl.config
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    m_off = m_offset_bytes(pl)
+    block = (TRANSFORM_THREADS, 1, 1)
+    steps = [
+        Launch(kernels.input, grid3(pl.input_grid), block, 0, pointers(0, (3, 0)),
+               (p.C, p.H, p.W, p.pad_h, p.pad_w, pl.tiles_p, pl.tiles_q, pl.tiles, pl.cp, pl.tp)),
+        Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(1, (3, 0), (3, m_off)),
+               (pl.cp, pl.kp, pl.tp)),
+        Launch(kernels.output, grid3(pl.output_grid), block, 0, pointers((3, m_off), 2),
+               (p.K, p.P, p.Q, pl.tiles_p, pl.tiles_q, pl.tiles, pl.kp, pl.tp)),
+    ]
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
+                          kernels=kernels, workspace_bytes=pl.workspace_bytes, filters=filters.layout(pl, device),
+                          output_shape=(p.N, p.K, p.P, p.Q))
+
+
+def prepare(problem: ConvProblem, config: WinogradUnfusedConfig, device: int = 0) -> PreparedLaunch:
+    """Validate ``config`` for ``problem`` on CUDA device ``device`` and prepare its launches (compiled)."""
+    from convtune.kernels.devices import device_machine
+
+    return prepare_plan(plan(problem, config, device_machine(device)), device)
+
+
 def launch(pl: WinogradUnfusedPlan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,
            stream: Any | None = None) -> None:
     """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
@@ -288,20 +338,6 @@ def launch(pl: WinogradUnfusedPlan, kernels: UnfusedKernels, x: Any, filters: Un
     Raises:
         LaunchError: a launch failed.
     """
-    cp = cupy_module()
-    p, c = pl.problem, pl.config
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
-    i32 = cp.int32
-    u, work = filters.u, filters.work
-    try:
-        with stream:
-            kernels.input.function(pl.input_grid, (TRANSFORM_THREADS,),
-                                   (x, work.v, i32(p.C), i32(p.H), i32(p.W), i32(p.pad_h), i32(p.pad_w),
-                                    i32(pl.tiles_p), i32(pl.tiles_q), i32(pl.tiles), i32(pl.cp), i32(pl.tp)))
-            kernels.gemm.function(pl.grid, (c.threads,), (u, work.v, work.m, i32(pl.cp), i32(pl.kp), i32(pl.tp)),
-                                  shared_mem=pl.smem_bytes)
-            kernels.output.function(pl.output_grid, (TRANSFORM_THREADS,),
-                                    (work.m, y, i32(p.K), i32(p.P), i32(p.Q), i32(pl.tiles_p), i32(pl.tiles_q),
-                                     i32(pl.tiles), i32(pl.kp), i32(pl.tp)))
-    except cp.cuda.driver.CUDADriverError as exc:
-        raise LaunchError(f"winograd_unfused launch failed ({c.key()}): {exc}") from exc
+    prepared = cached_prepared(pl, kernels, prepare_plan)
+    prepared((data_pointer(x), data_pointer(filters.u), data_pointer(y), data_pointer(filters.work.buffer)),
+             stream_pointer(stream))

@@ -1,0 +1,143 @@
+"""Model-level fp32 inference: torchvision ResNet-50 (batch 32), VGG-16 (batch 1) and MobileNetV2 (batch 32),
+convtune-converted and tuned, against the same model on cuDNN fp32 (``allow_tf32=False``) and on cuDNN TF32
+(PyTorch's default for convolutions), same weights, same input, same run (GPU host).
+
+Per model:
+
+1. cuDNN fp32 strict (``cudnn.benchmark=True``): the reference output, ms per forward eager and as a CUDA graph;
+2. cuDNN TF32 (``cudnn.allow_tf32=True``): the same two timings (and its output's error against fp32);
+3. ``convtune.torch.tune(model, x, budget_s, budget_trials)`` (GPU benchmarker, results in ``--db``; a finished
+   problem is not tuned again, so a second run reuses the first's), then ``convtune.torch.convert(model)``: the
+   output's relative error against cuDNN fp32 (target ≤ 1e-4) and the two timings.
+
+ms per forward = wall time of 20 back-to-back forwards (no grad, weights frozen) / 20, the median of 3; the graph
+column replays a CUDA graph of one forward. Speedups: cuDNN's ms / convtune's ms. Targets (issue 14), against
+cuDNN fp32: ResNet-50 ≥ 1.3×, VGG-16 ≥ 2.0×, MobileNetV2 ≥ 1.3×. The per-layer table (shape, family, tuned ms,
+floor ms, efficiency, share of the model's convolution time) is the tuner's. Models use random weights
+(``weights=None``: nothing is downloaded). Writes ``model_inference.md`` / ``.json`` under ``--out``.
+
+    python benchmarks/model_inference.py --models resnet50 vgg16 mobilenet_v2 --budget-s 150 --budget-trials 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch_timing import cuda_graph, device_info, host_and_wall_us, rel_error
+
+import convtune.torch as ct
+
+MODELS = {"resnet50": 32, "vgg16": 1, "mobilenet_v2": 32}
+TARGETS = {"resnet50": 1.3, "vgg16": 2.0, "mobilenet_v2": 1.3}
+FORWARDS = 20
+
+
+def _ms_per_forward(fn: Any) -> float:
+    return host_and_wall_us(fn, calls=FORWARDS, warmup=3, repeats=3)[1] / 1e3
+
+
+def _timings(model: Any, x: Any) -> dict[str, float]:
+    with torch.no_grad():
+        eager = _ms_per_forward(lambda: model(x))
+        graph = cuda_graph(lambda: model(x))
+        return {"eager_ms": eager, "graph_ms": _ms_per_forward(graph.replay)}
+
+
+def _set_tf32(on: bool) -> None:
+    torch.backends.cudnn.allow_tf32 = on
+    torch.backends.cuda.matmul.allow_tf32 = False   # PyTorch's default: TF32 for convolutions only
+
+
+def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: str) -> dict[str, Any]:
+    import torchvision
+
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None).cuda().eval().requires_grad_(False)
+    x = torch.randn(batch, 3, 224, 224, device="cuda")
+    torch.backends.cudnn.benchmark = True
+    row: dict[str, Any] = {"model": name, "batch": batch}
+    _set_tf32(False)
+    with torch.no_grad():
+        reference = model(x).clone()
+    row["cudnn_fp32"] = _timings(model, x)
+    _set_tf32(True)
+    with torch.no_grad():
+        row["cudnn_tf32_rel_error"] = rel_error(model(x), reference)
+    row["cudnn_tf32"] = _timings(model, x)
+    _set_tf32(False)
+    print(f"== tuning {name} (budget {budget_s:g} s, {budget_trials} trials per convolution)", file=sys.stderr,
+          flush=True)
+    tuning = ct.tune(model, x, budget_s=budget_s, budget_trials=budget_trials, db=db, show=False)
+    row["tuning"] = tuning.to_dict()
+    row["layer_table"] = tuning.table()
+    ct.convert(model)
+    row["converted"] = len(ct.converted(model))
+    with torch.no_grad():
+        out = model(x)
+    row["rel_error_vs_cudnn_fp32"] = rel_error(out, reference)
+    row["convtune"] = _timings(model, x)
+    ct.revert(model)
+    for base in ("cudnn_fp32", "cudnn_tf32"):
+        for mode in ("eager_ms", "graph_ms"):
+            row[f"speedup_{mode[:-3]}_vs_{base}"] = row[base][mode] / row["convtune"][mode]
+    row["target_vs_fp32"] = TARGETS.get(name)
+    row["accuracy_ok"] = row["rel_error_vs_cudnn_fp32"] <= 1e-4
+    return row
+
+
+def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = [f"# Model inference, fp32 ({meta['device']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, "
+             f"{meta['date']})", "",
+             f"ms per forward (no grad): wall time of {FORWARDS} back-to-back forwards; graph: a CUDA graph of one "
+             "forward replayed. convtune: converted and tuned (budget per model in the JSON).", "",
+             "| model | batch | cuDNN fp32 eager / graph ms | cuDNN TF32 eager / graph ms | convtune eager / graph ms "
+             "| × vs fp32 eager / graph | × vs TF32 eager / graph | rel. err vs fp32 | target vs fp32 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        f32, t32, ours = r["cudnn_fp32"], r["cudnn_tf32"], r["convtune"]
+        best = max(r["speedup_eager_vs_cudnn_fp32"], r["speedup_graph_vs_cudnn_fp32"])
+        target = r["target_vs_fp32"]
+        verdict = f"≥ {target}×: {'met' if target and best >= target and r['accuracy_ok'] else 'NOT met'}"
+        lines.append(
+            f"| {r['model']} | {r['batch']} | {f32['eager_ms']:.3f} / {f32['graph_ms']:.3f} | {t32['eager_ms']:.3f} / "
+            f"{t32['graph_ms']:.3f} | {ours['eager_ms']:.3f} / {ours['graph_ms']:.3f} | "
+            f"{r['speedup_eager_vs_cudnn_fp32']:.2f} / {r['speedup_graph_vs_cudnn_fp32']:.2f} | "
+            f"{r['speedup_eager_vs_cudnn_tf32']:.2f} / {r['speedup_graph_vs_cudnn_tf32']:.2f} | "
+            f"{r['rel_error_vs_cudnn_fp32']:.1e} | {verdict} |")
+    for r in rows:
+        lines += ["", f"## {r['model']} (batch {r['batch']}): per-layer share", "", r["layer_table"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--budget-s", type=float, default=150.0, help="tuning seconds per model (split over its "
+                                                                  "distinct convolutions)")
+    ap.add_argument("--budget-trials", type=int, default=6, help="trials per distinct convolution")
+    ap.add_argument("--db", default="sqlite:////tmp/convtune-models.db")
+    ap.add_argument("--out", default="benchmarks/results/models")
+    args = ap.parse_args(argv)
+    rows = []
+    for name in args.models:
+        rows.append(run_model(name, MODELS[name], args.budget_s, args.budget_trials, args.db))
+        print(markdown(rows[-1:], device_info() | {"date": ""}), file=sys.stderr, flush=True)
+    meta = device_info() | {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "budget_s": args.budget_s,
+                            "budget_trials": args.budget_trials, "db": args.db}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "model_inference.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    text = markdown(rows, meta)
+    (out / "model_inference.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

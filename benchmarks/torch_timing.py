@@ -1,0 +1,113 @@
+"""What a caller pays per call, measured the same way for convtune and for PyTorch (GPU host; imported by the
+call-overhead, user-suite and model benchmarks).
+
+* host µs per call: the wall time of ``calls`` back-to-back calls until the last one *returns* (the GPU queue
+  holds them: 200 calls of ≤ 4 launches stay below the driver's queue depth), divided by ``calls``;
+* wall µs per call: the same until the GPU has finished them all (what a training or inference loop sees: the
+  larger of host and device time);
+* kernel µs per call: the device time of every kernel and memset the calls ran, from the CUDA profiler
+  (``torch.profiler``, CUPTI: kernels launched through ``cuLaunchKernel`` and by graph replays are recorded
+  like torch's own), divided by ``calls``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+CALLS = 200
+
+
+def host_and_wall_us(fn: Callable[[], Any], calls: int = CALLS, warmup: int = 20,
+                     repeats: int = 3) -> tuple[float, float]:
+    """(host µs, wall µs) per call, the median of ``repeats`` runs of ``calls`` back-to-back calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    hosts, walls = [], []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        hosts.append((t1 - t0) / calls * 1e6)
+        walls.append((t2 - t0) / calls * 1e6)
+    return statistics.median(hosts), statistics.median(walls)
+
+
+def kernel_us(fn: Callable[[], Any], calls: int = 50) -> tuple[float, float]:
+    """(device µs per call, kernels + memsets per call) from the CUDA profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    total, count = 0.0, 0
+    for evt in prof.events():
+        if evt.device_type == torch.autograd.DeviceType.CUDA:
+            total += evt.time_range.elapsed_us()
+            count += 1
+    return total / calls, count / calls
+
+
+def cuda_graph(fn: Callable[[], Any], warmup: int = 3) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of one call of ``fn`` (warmed up on a side stream first, PyTorch's recipe)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def event_ms(fn: Callable[[], Any], reps: int = 20, warmup: int = 3) -> float:
+    """Median CUDA-event time of one call (ms), each timed alone (synchronised between calls)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def geomean(values: list[float]) -> float:
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def rel_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-300))
+
+
+def strict_fp32() -> None:
+    """cuDNN and matmuls in true fp32 (PyTorch's default runs convolutions in TF32)."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def device_info() -> dict[str, Any]:
+    return {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+            "cudnn": torch.backends.cudnn.version(), "cuda": torch.version.cuda}

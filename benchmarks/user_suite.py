@@ -1,0 +1,162 @@
+"""The public conv2d suite called as a user calls it: ``convtune.torch.conv2d(x, w, stride, padding)`` against
+``F.conv2d`` with cuDNN fp32 (``allow_tf32=False``, ``cudnn.benchmark=True``), same tensors, same run (GPU host).
+
+Per suite entry: the config the op runs (the resolver's: the tuning database's best GPU-measured config when
+``--db`` names one, e.g. the ``tune`` step's ``/tmp/convtune-tune-suite.db``, else the model's choice) and where it
+came from — ``--tune-budget-s S`` first tunes every entry into ``--db`` (S seconds for the whole suite,
+``--tune-budget-trials`` per shape; shapes already tuned there are not tuned again); the output against float64;
+then three ways of calling, each for convtune and for cuDNN:
+
+* eager: wall µs per call of 200 back-to-back calls (host and GPU time together: what a loop pays);
+* graph: a CUDA graph of one call, replayed back-to-back;
+* compile: ``torch.compile(fullgraph=True)`` of the call (``--no-compile`` skips it);
+
+plus kernel µs per call from the CUDA profiler. Speedup = cuDNN's µs / convtune's µs per mode; geometric means
+over the suite. Issue 14's targets (eager ≥ 2.0×, graph or compile ≥ 2.3×) are evaluated from these numbers.
+Writes ``user_suite.md`` and ``user_suite.json`` under ``--out``.
+
+    python benchmarks/user_suite.py --db sqlite:////tmp/convtune-tune-suite.db --out benchmarks/results/user_suite
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch_timing import cuda_graph, device_info, geomean, host_and_wall_us, kernel_us, rel_error, strict_fp32
+
+import convtune.torch as ct
+from convtune import resolver
+from convtune.kernels.devices import device_machine
+from convtune.kernels.ops import model_choice
+from convtune.kernels.registry import specs_for
+from convtune.problem import ConvProblem
+
+TOLERANCE = {"direct": 1e-5, "winograd": 1e-4, "winograd_unfused": 1e-3}   # F(4) at worst (the kernel tests')
+
+
+def _wall(fn: Any, calls: int) -> float:
+    return host_and_wall_us(fn, calls=calls, warmup=10, repeats=3)[1]
+
+
+def _compiled_wall(fn: Any, calls: int) -> float | str:
+    try:
+        torch._dynamo.reset()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", r".*torch.jit.script_method.*")
+            compiled = torch.compile(fn, fullgraph=True)
+            compiled()
+            return _wall(compiled, calls)
+    except Exception as exc:  # reported, not fatal
+        return f"{type(exc).__name__}: {exc}"[:200]
+
+
+def measure(entry: dict[str, Any], calls: int, compile_too: bool) -> dict[str, Any]:
+    p = ConvProblem.from_mapping({k: v for k, v in entry.items() if k != "name"})
+    machine = device_machine(0)
+    found = resolver.resolve(p, machine, [s.family for s in specs_for(p)], lambda: model_choice(p, machine))
+    g = torch.Generator(device="cuda").manual_seed(len(entry["name"]))
+    x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g)
+    w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g)
+    st, pd = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w)
+
+    def ours() -> Any:
+        return ct.conv2d(x, w, None, st, pd)
+
+    def cudnn() -> Any:
+        return F.conv2d(x, w, None, st, pd)
+
+    err = rel_error(ours(), F.conv2d(x.double(), w.double(), None, st, pd))
+    row: dict[str, Any] = {"name": entry["name"], "problem": p.key(), "config": found.config.key(),
+                           "config_source": found.source, "family": found.config.family, "rel_error": err,
+                           "rel_error_ok": err <= TOLERANCE[found.config.family]}
+    for impl, fn in (("convtune", ours), ("cudnn", cudnn)):
+        row[f"{impl}_eager_us"] = _wall(fn, calls)
+        row[f"{impl}_kernel_us"] = kernel_us(fn)[0]
+        graph = cuda_graph(fn)
+        row[f"{impl}_graph_us"] = _wall(graph.replay, calls)
+        if compile_too:
+            row[f"{impl}_compile_us"] = _compiled_wall(fn, calls)
+    for mode in ("eager", "graph", "kernel", "compile"):
+        a, b = row.get(f"cudnn_{mode}_us"), row.get(f"convtune_{mode}_us")
+        if isinstance(a, float) and isinstance(b, float):
+            row[f"speedup_{mode}"] = a / b
+    return row
+
+
+def markdown(rows: list[dict[str, Any]], summary: dict[str, Any], meta: dict[str, Any]) -> str:
+    def f(v: Any, fmt: str = ".1f") -> str:
+        return format(v, fmt) if isinstance(v, float) else "—"
+
+    lines = [f"# Public conv2d suite as a user calls it ({meta['device']}, torch {meta['torch']}, "
+             f"cuDNN {meta['cudnn']}, {meta['date']})", "",
+             "µs per call: wall time of back-to-back calls (eager; a CUDA graph of one call replayed; torch.compile); "
+             "kernel: CUDA profiler. cuDNN fp32 with allow_tf32=False. Speedup = cuDNN / convtune.", "",
+             "| shape | family (config from) | rel. err | eager µs ours / cuDNN | ×  | graph µs ours / cuDNN | × | "
+             "compile µs ours / cuDNN | × | kernel µs ours / cuDNN | × |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['family']} ({r['config_source']}) | {r['rel_error']:.1e} | "
+            f"{f(r['convtune_eager_us'])} / {f(r['cudnn_eager_us'])} | {f(r.get('speedup_eager'), '.2f')} | "
+            f"{f(r['convtune_graph_us'])} / {f(r['cudnn_graph_us'])} | {f(r.get('speedup_graph'), '.2f')} | "
+            f"{f(r.get('convtune_compile_us'))} / {f(r.get('cudnn_compile_us'))} | "
+            f"{f(r.get('speedup_compile'), '.2f')} | {f(r['convtune_kernel_us'])} / {f(r['cudnn_kernel_us'])} | "
+            f"{f(r.get('speedup_kernel'), '.2f')} |")
+    lines += ["", "| geomean speedup | eager | graph | compile | kernel |", "|---|---|---|---|---|",
+              f"| convtune vs cuDNN fp32 | {f(summary['eager'], '.2f')} | {f(summary['graph'], '.2f')} | "
+              f"{f(summary['compile'], '.2f')} | {f(summary['kernel'], '.2f')} |", "",
+              f"Targets (issue 14): eager ≥ 2.0×: {'met' if summary['eager'] >= 2.0 else 'NOT met'}; graph or compile "
+              f"≥ 2.3×: {'met' if max(summary['graph'], summary.get('compile') or 0) >= 2.3 else 'NOT met'}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", default="benchmarks/suites/public.json")
+    ap.add_argument("--db", default=None, help="tuning database the op's resolver reads (default: the resolver's)")
+    ap.add_argument("--out", default="benchmarks/results/user_suite")
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--tune-budget-s", type=float, default=0.0, help="tune the suite into --db first (0: no)")
+    ap.add_argument("--tune-budget-trials", type=int, default=40)
+    ap.add_argument("--only", nargs="*")
+    args = ap.parse_args(argv)
+    strict_fp32()
+    torch.backends.cudnn.benchmark = True
+    entries = [e for e in json.loads(Path(args.suite).read_text())["conv2d"] if not args.only or e["name"] in args.only]
+    if args.tune_budget_s > 0:
+        from convtune.torch.tune_model import tune_problems
+
+        db = args.db or "sqlite:////tmp/convtune-user-suite.db"
+        problems = [ConvProblem.from_mapping({k: v for k, v in e.items() if k != "name"}) for e in entries]
+        tune_problems(problems, args.tune_budget_s, args.tune_budget_trials, patience=30, db=db)
+        args.db = db
+    if args.db:
+        resolver.use_database(args.db)
+    rows = []
+    for entry in entries:
+        print(f"== {entry['name']}", file=sys.stderr, flush=True)
+        rows.append(measure(entry, args.calls, not args.no_compile))
+    summary = {mode: geomean([r.get(f"speedup_{mode}", float("nan")) for r in rows])
+               for mode in ("eager", "graph", "compile", "kernel")}
+    meta = device_info() | {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "db": args.db,
+                            "calls": args.calls}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "user_suite.json").write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
+    text = markdown(rows, summary, meta)
+    (out / "user_suite.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+"""Prepared launches: everything a call needs except its data pointers and its stream, built once.
+
+A :class:`PreparedLaunch` is what every family's ``prepare(problem, config, device)`` returns
+(:func:`prepare` dispatches on the config's kind). It holds the compiled function(s), each launch's grid,
+block, dynamic shared memory and constant (int32) arguments, the zeroing a split or atomic reduction needs,
+the workspace bytes and the filter layout. Calling it takes only the operands' device pointers, in the order
+of :attr:`PreparedLaunch.operands`, and a raw ``cudaStream_t``::
+
+    prepared = prepare(problem, config, device=0)
+    prepared((x_ptr, filters_ptr, y_ptr), stream)             # operands ("x", "filters", "y")
+
+Why not ``cupy.RawKernel.__call__``: it inspects every argument and builds the parameter list on each call
+(~12 µs for 6 arguments on the H200 host, more than half of ``F.conv2d``'s whole dispatch). A prepared launch
+keeps, per kernel, one parameter buffer (8-byte slots; int32 constants written once into their slots, the
+kernel reads the first 4 bytes, little-endian) and the array of slot addresses ``cuLaunchKernel`` reads; a call
+writes the pointers with one ``struct.pack_into`` and calls ``cuLaunchKernel`` through CuPy's driver binding
+(``cupy.cuda.driver.launchKernel``), which copies the parameters at the call, so a CUDA graph being captured
+keeps the pointers of the capture. A lock serialises the write-and-launch of one prepared launch between
+threads (the driver call releases the GIL).
+
+``CONVTUNE_LAUNCH=cupy`` launches through ``RawKernel.__call__`` instead (pointers as ``uint64``, constants as
+``int32``: the same bytes), a fallback if the driver binding misbehaves; it is slower and otherwise identical.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from convtune.errors import InvalidConfig, LaunchError
+
+LAUNCH_ENV = "CONVTUNE_LAUNCH"
+#: Byte alignment the kernels need of every operand (16-byte ``cp.async`` copies and float4 accesses).
+OPERAND_ALIGN_BYTES = 16
+SLOT_BYTES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One kernel launch of a prepared sequence.
+
+    ``pointers`` are the kernel's leading pointer arguments, each ``(operand index, byte offset)`` into the
+    pointers a call passes; ``ints`` are its trailing int32 arguments (every entry of our kernels takes its
+    pointers first, then ints).
+    """
+
+    kernel: Any                        # LoadedKernel (``function`` is a cupy.RawKernel)
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem_bytes: int
+    pointers: tuple[tuple[int, int], ...]
+    ints: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Memset:
+    """Zero ``nbytes`` of one operand (from ``offset_bytes``) on the call's stream: the target of atomic adds."""
+
+    operand: int
+    nbytes: int
+    offset_bytes: int = 0
+
+
+Step = Launch | Memset
+
+
+class FilterLayout:
+    """How the filter operand is made from the weight tensor ``w``.
+
+    ``prep`` is a prepared launch with operands ``("w", "filters")`` writing ``words`` float32 words (direct:
+    packed (C, R, S, Kp); Winograd: U (α², Cp, Kp)), built on first use from ``make_prep`` (the CuPy
+    ``launch(...)`` path never needs it); ``None`` when the kernels take the weights as they are (depthwise:
+    (C, 1, R, S) in 2-D, lag-order taps (C, K) in 1-D). Plans with equal ``key`` share one prepared filter
+    tensor.
+    """
+
+    __slots__ = ("_make_prep", "_prep", "key", "name", "words")
+
+    def __init__(self, name: str, key: tuple[Any, ...], words: int = 0,
+                 make_prep: Callable[[], PreparedLaunch] | None = None) -> None:
+        self.name = name
+        self.key = key
+        self.words = int(words)
+        self._make_prep = make_prep
+        self._prep: PreparedLaunch | None = None
+
+    @property
+    def prep(self) -> PreparedLaunch | None:
+        if self._prep is None and self._make_prep is not None:
+            self._prep = self._make_prep()
+        return self._prep
+
+    def __repr__(self) -> str:
+        return f"FilterLayout({self.name!r}, key={self.key}, words={self.words})"
+
+
+# ---- the driver seam (tests replace it to record launches without a GPU) ---------------------------------
+@dataclass(frozen=True, slots=True)
+class Driver:
+    """The four calls a prepared launch makes: ``launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream,
+    params, extra)`` (cuLaunchKernel), ``memset(ptr, value, nbytes, stream)`` (cudaMemsetAsync),
+    ``get_device()`` (cudaGetDevice) and ``use_device(index)`` (a context manager making it current)."""
+
+    launch_kernel: Callable[..., Any]
+    memset: Callable[..., Any]
+    get_device: Callable[[], int]
+    use_device: Callable[[int], Any]
+    errors: tuple[type[BaseException], ...]
+
+
+_driver: Driver | None = None
+
+
+def driver() -> Driver:
+    """CuPy's driver and runtime bindings (imported on first use)."""
+    global _driver
+    if _driver is None:
+        from convtune.kernels.compile import cupy_module
+
+        cp = cupy_module()
+        _driver = Driver(cp.cuda.driver.launchKernel, cp.cuda.runtime.memsetAsync, cp.cuda.runtime.getDevice,
+                         cp.cuda.Device, (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError))
+    return _driver
+
+
+def set_driver(new: Driver | None) -> Driver | None:
+    """Replace the driver seam (None: CuPy's again); returns the previous one. For tests."""
+    global _driver
+    old, _driver = _driver, new
+    return old
+
+
+def function_pointer(kernel: Any) -> int:
+    """The ``CUfunction`` of a loaded kernel on the current device (``RawKernel.kernel`` is the per-device
+    ``cupy.cuda.function.Function``, its ``ptr`` the handle)."""
+    return int(kernel.function.kernel.ptr)
+
+
+# ---- the prepared launch ---------------------------------------------------------------------------------
+class PreparedLaunch:
+    """A ready launch sequence: ``prepared(ptrs, stream)`` (see the module docstring).
+
+    Attributes:
+        kind: the config's ``family.direction``, e.g. ``"winograd_unfused.fwd"`` (a filter preparation:
+            its own name, e.g. ``"winograd_filter.m4"``).
+        config, problem, plan: what it was prepared from.
+        device: the CUDA device index it was compiled for.
+        operands: names of the pointers a call passes, in order; ``"workspace"`` (last) when
+            ``workspace_bytes`` > 0.
+        steps: the launches and memsets, in stream order.
+        workspace_bytes: scratch bytes the caller allocates per call (any contents; 16-byte aligned).
+        filters: the filter layout (:class:`FilterLayout`), None for paths without a weight operand.
+        output_shape: shape of the output operand.
+        kernels: the compiled kernel object(s) the steps launch (kept alive with the launch).
+    """
+
+    __slots__ = ("_call", "config", "device", "filters", "kernels", "kind", "operands", "output_shape", "plan",
+                 "problem", "steps", "workspace_bytes")
+
+    def __init__(self, *, plan: Any, device: int, operands: Sequence[str], steps: Sequence[Step], kernels: Any,
+                 workspace_bytes: int = 0, filters: FilterLayout | None = None,
+                 output_shape: tuple[int, ...] = (), kind: str | None = None) -> None:
+        self.plan = plan
+        self.config = plan.config
+        self.problem = plan.problem
+        self.kind = kind or plan.config.kind
+        self.device = int(device)
+        self.operands = tuple(operands)
+        self.steps = tuple(steps)
+        self.kernels = kernels
+        self.workspace_bytes = int(workspace_bytes)
+        self.filters = filters
+        self.output_shape = tuple(output_shape)
+        if (self.workspace_bytes > 0) != ("workspace" in self.operands):
+            raise InvalidConfig("workspace", f"{self.kind}: a workspace operand exactly when workspace_bytes > 0")
+        for step in self.steps:
+            used = [step.operand] if isinstance(step, Memset) else [i for i, _ in step.pointers]
+            if any(not 0 <= i < len(self.operands) for i in used):
+                raise InvalidConfig("operands", f"{self.kind}: a step uses an operand outside {self.operands}")
+        self._call = _build_call(self.steps, self.device, len(self.operands), self.kind)
+
+    def __call__(self, ptrs: Sequence[int], stream: int) -> None:
+        """Launch on ``stream`` (a raw ``cudaStream_t``; 0 is the legacy default stream) with the operands'
+        device pointers ``ptrs`` (in :attr:`operands` order); allocates nothing, synchronises nothing.
+
+        Raises:
+            LaunchError: the driver refused a launch (bad grid, too much shared memory, a capture error).
+        """
+        self._call(ptrs, stream)
+
+    def __repr__(self) -> str:
+        return (f"PreparedLaunch({self.kind}, device={self.device}, operands={self.operands}, "
+                f"launches={sum(isinstance(s, Launch) for s in self.steps)}, workspace_bytes={self.workspace_bytes})")
+
+    @property
+    def launches(self) -> int:
+        """Kernel launches per call (memsets not counted)."""
+        return sum(isinstance(s, Launch) for s in self.steps)
+
+
+def _build_call(steps: tuple[Step, ...], device: int, n_operands: int, kind: str) -> Callable[..., None]:
+    if os.environ.get(LAUNCH_ENV, "").lower() == "cupy":
+        return _build_cupy_call(steps, device, kind)
+    drv = driver()
+    launch_kernel, memset, get_device, use_device, errors = (drv.launch_kernel, drv.memset, drv.get_device,
+                                                              drv.use_device, drv.errors)
+    lock = threading.Lock()
+    compiled: list[tuple[Any, ...]] = []
+    with use_device(device):
+        for step in steps:
+            if isinstance(step, Memset):
+                compiled.append((False, step.operand, step.offset_bytes, step.nbytes))
+                continue
+            n_ptr, n = len(step.pointers), len(step.pointers) + len(step.ints)
+            buf = (ctypes.c_uint64 * max(1, n))()
+            for j, value in enumerate(step.ints):
+                struct.pack_into("<i", buf, SLOT_BYTES * (n_ptr + j), int(value))
+            base = ctypes.addressof(buf)
+            params = (ctypes.c_void_p * max(1, n))(*(base + SLOT_BYTES * j for j in range(n)))
+            pack = struct.Struct("<" + "Q" * n_ptr).pack_into
+            (gx, gy, gz), (bx, by, bz) = step.grid, step.block
+            compiled.append((True, pack, buf, step.pointers, function_pointer(step.kernel), gx, gy, gz, bx, by, bz,
+                             step.smem_bytes, ctypes.addressof(params), params))
+
+    def fail(exc: BaseException) -> LaunchError:
+        return LaunchError(f"{kind} launch failed: {exc}")
+
+    identity = tuple((i, 0) for i in range(n_operands))
+    if len(compiled) == 1 and compiled[0][0] and compiled[0][3] == identity:
+        # the common single-launch path: the operands are the kernel's pointers, in order
+        _, pack, buf, _, f, gx, gy, gz, bx, by, bz, smem, params, _ = compiled[0]
+        keep_alive = compiled  # the ctypes arrays behind ``params``: freed buffers would be read by the driver
+
+        def call_one(ptrs: Sequence[int], stream: int) -> None:
+            assert keep_alive
+            try:
+                with lock:
+                    pack(buf, 0, *ptrs)
+                    if get_device() == device:
+                        launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
+                    else:
+                        with use_device(device):
+                            launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
+            except errors as exc:
+                raise fail(exc) from exc
+            except struct.error:
+                raise InvalidConfig("operands", f"{kind} takes {n_operands} pointers, got {len(ptrs)}") from None
+
+        return call_one
+
+    def run(ptrs: Sequence[int], stream: int) -> None:
+        for st in compiled:
+            if st[0]:
+                _, pack, buf, spec, f, gx, gy, gz, bx, by, bz, smem, params, _keep = st
+                pack(buf, 0, *[ptrs[i] + off for i, off in spec])
+                launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
+            else:
+                _, operand, offset, nbytes = st
+                memset(ptrs[operand] + offset, 0, nbytes, stream)
+
+    def call_many(ptrs: Sequence[int], stream: int) -> None:
+        if len(ptrs) != n_operands:
+            raise InvalidConfig("operands", f"{kind} takes {n_operands} pointers, got {len(ptrs)}")
+        try:
+            with lock:
+                if get_device() == device:
+                    run(ptrs, stream)
+                else:
+                    with use_device(device):
+                        run(ptrs, stream)
+        except errors as exc:
+            raise fail(exc) from exc
+
+    return call_many
+
+
+def _build_cupy_call(steps: tuple[Step, ...], device: int, kind: str) -> Callable[..., None]:
+    """The ``CONVTUNE_LAUNCH=cupy`` fallback: ``RawKernel.__call__`` on ExternalStream objects."""
+    from convtune.kernels.compile import cupy_module
+
+    cp = cupy_module()
+
+    def call(ptrs: Sequence[int], stream: int) -> None:
+        try:
+            with cp.cuda.Device(device), cp.cuda.ExternalStream(stream, device):
+                for step in steps:
+                    if isinstance(step, Memset):
+                        cp.cuda.runtime.memsetAsync(ptrs[step.operand] + step.offset_bytes, 0, step.nbytes, stream)
+                        continue
+                    args = (*(cp.uint64(ptrs[i] + off) for i, off in step.pointers),
+                            *(cp.int32(v) for v in step.ints))
+                    step.kernel.function(step.grid, step.block, args, shared_mem=step.smem_bytes)
+        except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
+            raise LaunchError(f"{kind} launch failed: {exc}") from exc
+
+    return call
+
+
+# ---- building blocks the families use ----------------------------------------------------------------------
+def grid3(grid: int | tuple[int, ...]) -> tuple[int, int, int]:
+    """A 1-D grid (int) or a 2-/3-tuple as (x, y, z)."""
+    if isinstance(grid, int):
+        return (grid, 1, 1)
+    g = (*(int(v) for v in grid), 1, 1)
+    return (g[0], g[1], g[2])
+
+
+def pointers(*indices: int | tuple[int, int]) -> tuple[tuple[int, int], ...]:
+    """Pointer arguments: operand indices, or (index, byte offset) pairs."""
+    return tuple((i, 0) if isinstance(i, int) else (int(i[0]), int(i[1])) for i in indices)
+
+
+# ---- dispatch on the config's kind ---------------------------------------------------------------------------
+def prepare(problem: Any, config: Any, device: int = 0) -> PreparedLaunch:
+    """The prepared launch of ``config`` for ``problem`` on CUDA device ``device`` (validated, compiled).
+
+    Raises:
+        InvalidConfig: ``config`` is not valid for ``problem`` (names the field) or of an unknown kind.
+        CompileError, DeviceUnavailable: from compiling.
+    """
+    from convtune.kernels.devices import device_machine
+
+    plan_fn, prepare_fn = _families(config.kind)
+    return prepare_fn(plan_fn(problem, config, device_machine(device)), device)
+
+
+def prepare_plan(plan: Any, device: int = 0, kernels: Any = None) -> PreparedLaunch:
+    """The prepared launch of an already validated plan (``kernels``: its compiled kernels, else compiled)."""
+    _, prepare_fn = _families(plan.config.kind)
+    return prepare_fn(plan, device, kernels)
+
+
+def _families(kind: str) -> tuple[Callable[..., Any], Callable[..., PreparedLaunch]]:
+    """(plan function, prepare_plan function) of a config kind; imported lazily (the families import us)."""
+    family, _, direction = kind.partition(".")
+    if family == "direct":
+        from convtune.kernels.direct import launcher as mod
+    elif family == "winograd":
+        from convtune.kernels.winograd import launcher as mod  # type: ignore[no-redef]
+    elif family == "winograd_unfused":
+        from convtune.kernels.winograd import unfused as mod  # type: ignore[no-redef]
+    elif family == "depthwise1d_fused":
+        from convtune.kernels.depthwise import plan1d_fused as mod  # type: ignore[no-redef]
+    elif family.startswith("depthwise1d_"):
+        from convtune.kernels.depthwise import launcher as mod  # type: ignore[no-redef]
+    elif family == "depthwise2d_fast" and direction == "dgrad":
+        from convtune.kernels.depthwise import plan2d_dgrad as mod  # type: ignore[no-redef]
+    elif family == "depthwise2d_fast" and direction == "wgrad":
+        from convtune.kernels.depthwise import plan2d_wgrad as mod  # type: ignore[no-redef]
+    elif family == "depthwise2d_fast":
+        from convtune.kernels.depthwise import plan2d_fast as mod  # type: ignore[no-redef]
+    elif family == "depthwise2d_tiled":
+        from convtune.kernels.depthwise import plan2d as mod  # type: ignore[no-redef]
+    elif family == "depthwise2d_packed":
+        from convtune.kernels.depthwise import plan2d_packed as mod  # type: ignore[no-redef]
+    else:
+        raise InvalidConfig("config", f"{kind!r}: no prepared launch for this kind of configuration")
+    if family.startswith("depthwise1d_") and family != "depthwise1d_fused":
+        from convtune.kernels.depthwise import plan1d
+
+        return plan1d.plan, mod.prepare_plan
+    return mod.plan, mod.prepare_plan
+
+
+# ---- the classic launch(...) functions on CuPy arrays, on top of prepared launches ---------------------------
+_LAUNCH_CACHE: dict[tuple[Any, int], PreparedLaunch] = {}
+_LAUNCH_CACHE_ENTRIES = 4096
+
+
+def cached_prepared(plan: Any, kernels: Any, build: Callable[[Any, int, Any], PreparedLaunch]) -> PreparedLaunch:
+    """The prepared launch of (plan, current device) for CuPy-array ``launch(...)`` functions, rebuilt when
+    called with other kernel objects than it holds (a recompiled kernel)."""
+    device = driver().get_device()
+    key = (plan, device)
+    hit = _LAUNCH_CACHE.get(key)
+    # equal, not only identical: some compile_plan functions wrap their cached kernels in a new object per call
+    if hit is None or not (hit.kernels is kernels or hit.kernels == kernels):
+        if len(_LAUNCH_CACHE) >= _LAUNCH_CACHE_ENTRIES:
+            _LAUNCH_CACHE.clear()
+        hit = _LAUNCH_CACHE[key] = build(plan, device, kernels)
+    return hit
+
+
+def stream_pointer(stream: Any | None) -> int:
+    """The raw handle of a CuPy stream (None: CuPy's current stream)."""
+    if stream is None:
+        from convtune.kernels.compile import cupy_module
+
+        stream = cupy_module().cuda.get_current_stream()
+    return int(stream.ptr)
+
+
+def data_pointer(array: Any) -> int:
+    """The device pointer of a CuPy array."""
+    return int(array.data.ptr)

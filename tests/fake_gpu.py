@@ -1,0 +1,93 @@
+"""The call paths of ``convtune.conv2d`` and ``convtune.torch`` on CPU tensors "on CUDA device 0", for tests of what
+a cache hit does (no GPU here): launches go to the recording driver of launch_recorder.py, kernels are fakes
+with their entries' argument counts, outputs are allocated on the CPU, the model machine is the H200 preset."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from launch_recorder import Recorder, install
+
+from convtune.machine import MachineModel
+
+H200 = MachineModel.preset("h200")
+
+
+def fake_kernels(rec: Recorder, pl: Any) -> Any:
+    """Fake compiled kernels of a plan, shaped like the family's compile_plan result."""
+    from convtune.kernels.depthwise import launcher as dw1d
+    from convtune.kernels.depthwise import plan1d_fused, plan2d, plan2d_dgrad, plan2d_fast, plan2d_packed, plan2d_wgrad
+    from convtune.kernels.depthwise.plan1d import Depthwise1dPlan
+    from convtune.kernels.direct.launcher import DirectFwdPlan
+    from convtune.kernels.winograd.launcher import WinogradFwdPlan
+    from convtune.kernels.winograd.unfused import UnfusedKernels, WinogradUnfusedPlan
+
+    reduce = rec.kernel("dw_reduce", 2, 5) if getattr(pl, "needs_reduce", False) else None
+    if isinstance(pl, DirectFwdPlan):
+        return rec.kernel("direct_fwd", 3, 12)
+    if isinstance(pl, WinogradFwdPlan):
+        return rec.kernel("winograd_fwd", 3, 13)
+    if isinstance(pl, WinogradUnfusedPlan):
+        return UnfusedKernels(rec.kernel("winograd_input", 2, 10), rec.kernel("winograd_gemm", 3, 3),
+                              rec.kernel("winograd_output", 2, 8))
+    if isinstance(pl, Depthwise1dPlan):
+        return dw1d.DepthwiseKernels(rec.kernel(pl.entry, 3, len(pl.int_args)), reduce)
+    if isinstance(pl, plan1d_fused.FusedPlan):
+        return plan1d_fused.FusedKernels(rec.kernel("dw1d_fused_bwd", 5, 5), reduce)
+    if isinstance(pl, plan2d_packed.Dw2dPackedPlan):
+        return rec.kernel("dw2d_packed_fwd", 3, 2)
+    if isinstance(pl, plan2d_fast.Dw2dFastPlan):
+        return rec.kernel("dw2d_fast_fwd", 3, 3)
+    if isinstance(pl, plan2d.Dw2dPlan):
+        return rec.kernel("dw2d_fwd", 3, 10)
+    if isinstance(pl, plan2d_dgrad.Dw2dDgradPlan):
+        return rec.kernel("dw2d_dgrad", 3, 3)
+    if isinstance(pl, plan2d_wgrad.Dw2dWgradPlan):
+        return plan2d_wgrad.Dw2dWgradKernels(rec.kernel("dw2d_wgrad", 3, 4), reduce)
+    raise TypeError(f"no fake kernels for {type(pl).__name__}")
+
+
+def install_fake_gpu(monkeypatch: Any) -> Recorder:
+    """Patch the slow path's device-facing steps (validation of CUDA-ness, the machine query, compiling, the
+    stream lookup, allocation on the GPU) and the driver; returns the launch recorder."""
+    import torch
+
+    from convtune import resolver
+    from convtune.kernels import devices, ops, prepared
+    from convtune.kernels.direct import launcher as direct
+    from convtune.kernels.winograd import filters as wino_filters
+    from convtune.torch import dense
+    from convtune.torch import depthwise as dw
+
+    rec = install(monkeypatch)
+    cpu = torch.device("cpu")
+
+    def check_torch(name: str, t: Any) -> int:  # the CUDA check dropped, the others kept
+        if str(t.dtype) != "torch.float32":
+            from convtune.errors import InvalidInput
+
+            raise InvalidInput(name, f"dtype must be float32, got {t.dtype}")
+        return 0
+
+    monkeypatch.setattr(ops, "_check_torch", check_torch)
+    monkeypatch.setattr(ops, "device_machine", lambda device: H200)
+    monkeypatch.setattr(devices, "device_machine", lambda device: H200)
+    monkeypatch.setattr(ops, "prepare_plan", lambda pl, device, kernels=None: prepared.prepare_plan(
+        pl, device, fake_kernels(rec, pl)))
+    pack = rec.kernel("direct_pack_weights", 2, 3)
+    transform = rec.kernel("winograd_filter", 2, 4)
+    monkeypatch.setattr(direct, "load_kernel", lambda *a, **k: pack)
+    monkeypatch.setattr(wino_filters, "load_kernel", lambda *a, **k: transform)
+    monkeypatch.setattr(ops, "torch_stream_getter", lambda torch_module: (lambda index: 0x5EED))
+    monkeypatch.setattr(ops, "torch_runner", functools.partial(ops.torch_runner, device=cpu))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(dense, "_kernels_run", lambda x: x.dtype == torch.float32)
+    monkeypatch.setattr(dw, "_use_kernels", lambda t, half=True: t.dtype != torch.float64)
+    monkeypatch.setattr(dw, "_device_index", lambda t: 0)
+    monkeypatch.setattr(dw, "_compiled", lambda pl, device: fake_kernels(rec, pl))
+    monkeypatch.setattr(dw, "_kernel_runner", functools.partial(dw._kernel_runner, device=cpu))
+    resolver.set_lookup(False)
+    ops.clear_caches()
+    dw.clear_cache()
+    return rec
