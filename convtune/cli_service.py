@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import re
@@ -198,6 +199,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     _emit(f"convtune serve: http://{args.host}:{args.port} (backend {settings.backend}, "
           f"{'one worker in process' if settings.worker_in_process else 'no worker in process'})", err=True)
+    # the event loop needs the GIL for microseconds at a time; with the default 5 ms switch interval it waits
+    # behind every busy database thread, which is what a probe of /healthz would see under load
+    sys.setswitchinterval(0.0005)
+    # everything imported so far lives as long as the process: out of the collector's sight, so that a full
+    # collection under load walks the requests' objects only (it stalled the loop for 100+ ms without this)
+    gc.collect()
+    gc.freeze()
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=args.graceful_s)
     Server(config).run()

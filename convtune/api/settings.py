@@ -66,10 +66,10 @@ class Settings(BaseSettings):
     max_wait_s: float = Field(600.0, gt=0, description="upper bound of POST /v1/tune?wait=SECONDS")
     replay_path: str | None = Field(None, description="timing table of the in-process worker with backend 'replay'")
     # ---- load: what a request may cost, and how many may work at once (docs/service.md, "Limits")
-    max_concurrent: int = Field(64, ge=1, le=100_000, description="requests inside the server at once; one more is "
+    max_concurrent: int = Field(32, ge=1, le=100_000, description="requests inside the server at once; one more is "
                                                                   "answered 503 + Retry-After at the door "
                                                                   "(/healthz never is)")
-    max_in_flight: int = Field(16, ge=1, le=512, description="requests working on the database at once (the "
+    max_in_flight: int = Field(8, ge=1, le=512, description="requests working on the database at once (the "
                                                              "connection pool holds this many plus the worker's)")
     max_waiting: int = Field(256, ge=0, le=100_000, description="requests waiting for a turn at the database; one "
                                                                 "more is answered 503 + Retry-After at once")
