@@ -28,6 +28,7 @@ import ctypes
 import os
 import struct
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -285,9 +286,15 @@ def _build_cupy_call(steps: tuple[Step, ...], device: int, kind: str) -> Callabl
 
     cp = cupy_module()
 
+    def external(stream: int) -> Any:
+        # CuPy 14 deprecates ExternalStream for objects with the CUDA stream protocol; a raw handle has none
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return cp.cuda.ExternalStream(stream, device)
+
     def call(ptrs: Sequence[int], stream: int) -> None:
         try:
-            with cp.cuda.Device(device), cp.cuda.ExternalStream(stream, device):
+            with cp.cuda.Device(device), external(stream):
                 for step in steps:
                     if isinstance(step, Memset):
                         cp.cuda.runtime.memsetAsync(ptrs[step.operand] + step.offset_bytes, 0, step.nbytes, stream)

@@ -236,7 +236,7 @@ def test_the_cupy_fallback_launches_the_same_bytes(monkeypatch) -> None:
         monkeypatch.setenv(prep.LAUNCH_ENV, "cupy")
         cupy_y = _dense_run(prep.prepare(p, config, 0), x, w)
         monkeypatch.delenv(prep.LAUNCH_ENV)
-        if config.splits == 1:   # deterministic kernels: equal bits; split-C adds atomically in any order
+        if getattr(config, "splits", 1) == 1:  # deterministic kernels: equal bits; split-C adds in any order
             assert cp.array_equal(driver_y, cupy_y)
         else:
             assert float(cp.abs(driver_y - cupy_y).max()) <= 1e-4 * float(cp.abs(driver_y).max())

@@ -1,0 +1,57 @@
+"""Where a converted model's eager forward spends host time: cProfile of back-to-back forwards (GPU host).
+
+    python benchmarks/eager_profile.py --model vgg16 --batch 1 --calls 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+
+import torch
+import torchvision
+
+import convtune.torch as ct
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="vgg16")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--top", type=int, default=30)
+    args = ap.parse_args(argv)
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = getattr(torchvision.models, args.model)().cuda().eval()
+    x = torch.randn(args.batch, 3, 224, 224, device="cuda")
+    with torch.no_grad():
+        reference = model(x)
+        ct.convert(model)
+        for _ in range(3):
+            out = model(x)  # compiles and caches every layer's launch
+        torch.cuda.synchronize()
+        rel = float((out - reference).norm() / reference.norm())
+        start = time.perf_counter()
+        for _ in range(args.calls):
+            model(x)
+        host = (time.perf_counter() - start) / args.calls
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - start) / args.calls
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(args.calls):
+            model(x)
+        profile.disable()
+        torch.cuda.synchronize()
+    print(f"{args.model} b{args.batch}: host {host * 1e3:.3f} ms / forward, wall {wall * 1e3:.3f} ms, "
+          f"rel err vs cuDNN {rel:.1e}")
+    pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(args.top)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
