@@ -58,7 +58,8 @@ _miss_hooks: list[Callable[[str], None]] = []
 
 
 # ---- validation and resolution (first call of a signature only) ------------------------------------------------
-def _pair(name: str, value: Any) -> tuple[int, int]:
+def as_pair(name: str, value: Any) -> tuple[int, int]:
+    """``3`` -> ``(3, 3)``, ``(1, 2)`` -> ``(1, 2)``; anything else is :class:`InvalidInput` naming ``name``."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value, value
     if isinstance(value, tuple | list) and len(value) == 2 and all(
@@ -125,9 +126,9 @@ def problem_for(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: Any 
     k, c_w, r, s = (int(v) for v in w_shape)
     if c_w != c:
         raise InvalidInput("w", f"w.shape[1]={c_w} must equal the input channels C={c} (groups=1)")
-    sh, sw = _pair("stride", stride)
-    ph, pw = _pair("padding", padding)
-    dh, dw = _pair("dilation", dilation)
+    sh, sw = as_pair("stride", stride)
+    ph, pw = as_pair("padding", padding)
+    dh, dw = as_pair("dilation", dilation)
     return ConvProblem(N=n, C=c, H=h, W=w, K=k, R=r, S=s, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
                        dil_h=dh, dil_w=dw)
 

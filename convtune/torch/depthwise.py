@@ -44,6 +44,7 @@ import torch.nn.functional as F
 
 from convtune import resolver
 from convtune.errors import InvalidConfig, InvalidInput
+from convtune.kernels.ops import as_pair
 from convtune.problem import ConvProblem
 from convtune.torch._dispatch import direct_call_ok, needs_grad
 
@@ -510,22 +511,13 @@ class _Dw2dFunction(torch.autograd.Function):
         return (*_dw2d_backward(ctx, dy)[:2], None)
 
 
-def _pair(name: str, value: Any) -> tuple[int, int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value, value
-    if isinstance(value, tuple | list) and len(value) == 2 and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return int(value[0]), int(value[1])
-    raise InvalidInput(name, f"{value!r} must be an int or a pair of ints")
-
-
 def _check_2d(x: torch.Tensor, w: torch.Tensor, stride: Any, padding: Any) -> tuple[int, int, int, int]:
     """(sh, sw, ph, pw) of valid arguments.
 
     Raises:
         InvalidInput: naming the argument.
     """
-    (sh, sw), (ph, pw) = _pair("stride", stride), _pair("padding", padding)
+    (sh, sw), (ph, pw) = as_pair("stride", stride), as_pair("padding", padding)
     if x.dim() != 4:
         raise InvalidInput("x", f"must be 4-D (N, C, H, W), got shape {tuple(x.shape)}")
     if w.dim() != 4 or w.shape[0] != x.shape[1] or w.shape[1] != 1:
