@@ -29,8 +29,6 @@ class AnswerCache:
         self.clock = clock
         self._entries: OrderedDict[Hashable, tuple[float, bytes]] = OrderedDict()
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: Hashable) -> bytes | None:
         if self.ttl_s <= 0:
@@ -38,12 +36,10 @@ class AnswerCache:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or entry[0] < self.clock():
-                self.misses += 1
                 if entry is not None:
                     del self._entries[key]
                 return None
             self._entries.move_to_end(key)
-            self.hits += 1
             return entry[1]
 
     def put(self, key: Hashable, body: bytes) -> None:

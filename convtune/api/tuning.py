@@ -15,7 +15,6 @@ them in lists; an admin key (``convtune keys create --admin``) sees and cancels 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -181,10 +180,6 @@ def poll_delays(total_s: float) -> list[float]:
         spent += delay
         step = min(1.0, step * 1.5)
     return delays
-
-
-def _monotonic() -> float:
-    return time.monotonic()
 
 
 # ---- jobs ------------------------------------------------------------------------------------------------

@@ -554,7 +554,7 @@ def _best_statement(by_device: bool, by_scope: bool, by_backend: bool) -> Any:
 
 
 def _best_rows(session: Session, problem_key: str, device_name: str | None, scope: str | None,
-               backend: str | None = None, limit: int | None = None) -> list[Any]:
+               backend: str | None = None) -> list[Any]:
     params: dict[str, Any] = {"problem_key": problem_key}
     if device_name is not None:
         params["device_name"] = device_name
@@ -563,8 +563,6 @@ def _best_rows(session: Session, problem_key: str, device_name: str | None, scop
     if backend is not None:
         params["backend"] = _choice("backend", backend, BACKENDS)
     query = _best_statement(device_name is not None, scope is not None, backend is not None)
-    if limit is not None:
-        query = query.limit(limit)
     return list(session.execute(query, params))
 
 
