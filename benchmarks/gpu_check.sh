@@ -22,6 +22,8 @@
 #     user_suite benchmarks/user_suite.py: the public conv2d suite via convtune.torch.conv2d vs cuDNN fp32, eager,
 #               CUDA graph, torch.compile (tuned configs from $USER_SUITE_DB, e.g. the tune step's database, or
 #               tuned first for $USER_SUITE_TUNE_S seconds in all into $USER_SUITE_DB / /tmp/convtune-user-suite.db)
+#     eager_profile benchmarks/eager_profile.py: cProfile of converted models' eager forwards ($EAGER_PROFILE_MODELS,
+#               name:batch, default vgg16:1 resnet50:32 mobilenet_v2:32; untuned: the models' choices)
 #     models    benchmarks/model_inference.py: $MODELS (default resnet50 vgg16 mobilenet_v2) tuned
 #               ($MODEL_BUDGET_S s, $MODEL_BUDGET_TRIALS trials per convolution; $MODEL_DB) and converted vs cuDNN
 # Python packages missing on the host (optuna, sqlalchemy, ...) come as wheels in .whl/
@@ -98,6 +100,10 @@ for step in "$@"; do
         python3 benchmarks/model_inference.py --models $models --budget-s "${MODEL_BUDGET_S:-150}" \
             --budget-trials "${MODEL_BUDGET_TRIALS:-6}" --db "${MODEL_DB:-sqlite:////tmp/convtune-models.db}" \
             --out "$OUT/models_${models// /_}" 2>&1 | tee "$OUT/models_${models// /_}.log" | tail -40 ;;
+    eager_profile)
+        for spec in ${EAGER_PROFILE_MODELS:-vgg16:1 resnet50:32 mobilenet_v2:32}; do
+            python3 benchmarks/eager_profile.py --model "${spec%%:*}" --batch "${spec##*:}" --calls 30 --top 25
+        done 2>&1 | tee "$OUT/eager_profile.log" | grep -E "host .* ms / forward" ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
 done
