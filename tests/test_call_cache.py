@@ -116,6 +116,19 @@ def test_torch_conv2d_eager_hits_skip_the_dispatcher_and_validation(rec, counts,
     assert sum(c.kind == "launch" and c.name != "direct_pack_weights" for c in rec.calls) == 5
 
 
+def test_torch_conv2d_forgets_its_runners_when_the_caches_clear(rec, counts) -> None:
+    """A resolver/ops clear (e.g. a newly tuned config) reaches convtune.torch.conv2d's per-signature runners."""
+    import convtune.torch as ct
+
+    x, w = torch.randn(1, 8, 9, 9), torch.randn(8, 8, 3, 3)
+    ct.conv2d(x, w, None, padding=1)
+    ct.conv2d(x, w, None, padding=1)
+    assert counts["prepare"] == 1
+    ops.clear_caches()
+    ct.conv2d(x, w, None, padding=1)
+    assert counts["prepare"] == 2 and counts["geometry"] == 2
+
+
 def test_depthwise_hits_do_no_validation_work(rec, counts, monkeypatch) -> None:
     import convtune.torch as ct
     from convtune.torch import depthwise as dw

@@ -41,7 +41,7 @@ from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 __all__ = ["ALGORITHMS", "clear_caches", "clear_filter_cache", "conv2d", "device_machine", "filter_cache_size",
-           "model_choice", "problem_for"]
+           "model_choice", "on_clear", "problem_for", "runner"]
 
 ALGORITHMS = ("auto", "direct", "winograd")
 CALL_CACHE_ENTRIES = 4096
@@ -203,6 +203,26 @@ def _signature(x: Any, w: Any, *rest: Any) -> tuple[Any, ...]:
             *rest)
 
 
+def runner(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1) -> Runner:
+    """The cached ``run(x, w) -> y`` of this call signature with the resolver's config (prepared on the first
+    call): what :func:`conv2d` calls, for callers that keep it per signature (``convtune.torch.conv2d``).
+    ``run`` takes tensors of exactly this signature; :func:`clear_caches` (and the resolver's clear) invalidate
+    it, so keepers register with :func:`on_clear`.
+
+    Raises:
+        InvalidInput, InvalidProblem, InvalidConfig: as :func:`conv2d`.
+    """
+    try:
+        key = _signature(x, w, stride, padding, dilation, None, "auto", False)
+        return _calls[key]
+    except KeyError:
+        run = _prepare_call(x, w, stride, padding, dilation, None, "auto", False)
+        if len(_calls) >= CALL_CACHE_ENTRIES:
+            _calls.clear()
+        _calls[_signature(x, w, stride, padding, dilation, None, "auto", False)] = run
+        return run
+
+
 def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
            config: KernelConfig | str | None = None, algorithm: str = "auto", cache_filters: bool = False) -> Any:
     """2-D convolution forward, fp32 NCHW, groups = 1, on the GPU, on the caller's current stream.
@@ -246,10 +266,20 @@ def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
     return run(x, w)
 
 
+_clear_listeners: list[Callable[[], None]] = []
+
+
+def on_clear(listener: Callable[[], None]) -> None:
+    """Call ``listener()`` whenever :func:`clear_caches` runs (callers keeping :func:`runner` results)."""
+    _clear_listeners.append(listener)
+
+
 def clear_caches() -> None:
     """Forget every prepared call and prepared filter tensor (the resolver calls this when it clears)."""
     _calls.clear()
     clear_filter_cache()
+    for listener in _clear_listeners:
+        listener()
 
 
 def clear_filter_cache() -> None:

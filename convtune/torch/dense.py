@@ -34,6 +34,8 @@ import torch.nn.functional as F
 
 from convtune.errors import InvalidInput
 from convtune.kernels.ops import conv2d as kernel_conv2d
+from convtune.kernels.ops import on_clear
+from convtune.kernels.ops import runner as kernel_runner
 from convtune.torch._dispatch import direct_call_ok, needs_grad
 
 __all__ = ["conv2d", "conv2d_geometry"]
@@ -172,7 +174,20 @@ def conv2d_geometry(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
     return sh, sw, ph, pw, dh, dw
 
 
-_checked: dict[tuple[Any, ...], tuple[int, ...]] = {}
+#: per call signature: the checked geometry and, for CUDA float32, the kernels' runner of the contiguous tensors
+_entries: dict[tuple[Any, ...], tuple[tuple[int, ...], Any]] = {}
+on_clear(_entries.clear)  # a runner holds a resolved config and prepared launch: forget both together
+
+
+def _entry(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any,
+           dilation: Any) -> tuple[tuple[int, ...], Any]:
+    """(geometry, runner or None) of a new signature: the argument checks, then the kernels' runner."""
+    geometry = conv2d_geometry(x, w, bias, stride, padding, dilation)
+    run = None
+    if _kernels_run(x):
+        sh, sw, ph, pw, dh, dw = geometry
+        run = kernel_runner(x.contiguous(), w.contiguous(), (sh, sw), (ph, pw), (dh, dw))
+    return geometry, run
 
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, stride: Any = 1, padding: Any = 0,
@@ -196,17 +211,24 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, s
         return _conv2d_op(x.contiguous(), w.contiguous(), bias, *conv2d_geometry(x, w, bias, stride, padding,
                                                                                    dilation))
     try:
+        # everything the checks and the runner depend on (the runner is for contiguous x and w of these shapes)
         key = (x.shape, w.shape, None if bias is None else (bias.shape, bias.dtype, bias.get_device()), x.dtype,
                w.dtype, x.get_device(), w.get_device(), stride, padding, dilation)
-        geometry = _checked.get(key)
-        if geometry is None:  # the argument checks once per signature
-            geometry = _checked[key] = conv2d_geometry(x, w, bias, stride, padding, dilation)
+        entry = _entries.get(key)
+        if entry is None:  # the argument checks and the preparation once per signature
+            entry = _entries[key] = _entry(x, w, bias, stride, padding, dilation)
     except TypeError:  # an unhashable argument (a list)
-        geometry = conv2d_geometry(x, w, bias, stride, padding, dilation)
+        entry = _entry(x, w, bias, stride, padding, dilation)
+    geometry, run = entry
     x = x if x.is_contiguous() else x.contiguous()
     w = w if w.is_contiguous() else w.contiguous()
     if not direct_call_ok(x, w, bias):
         return _conv2d_op(x, w, bias, *geometry)
     if needs_grad(x, w, bias):
         return _Conv2dFunction.apply(x, w, bias, geometry)
-    return _conv2d_impl(x, w, bias, *geometry)
+    if run is None:
+        return _conv2d_impl(x, w, bias, *geometry)
+    y = run(x, w)  # what _conv2d_impl does on CUDA float32, without its checks and the kernels' signature lookup
+    if bias is not None:
+        y.add_(bias.view(1, -1, 1, 1))
+    return y
