@@ -10,6 +10,8 @@ plain           the plain functions: ``convtune.conv2d(x, w, config=...)``; the 
 op              the ``torch.library`` op through the dispatcher (``torch.ops.convtune.*``), no autograd
 op+autograd     the same op on inputs that require grad (the op's registered autograd)
 api+autograd    ``convtune.torch.conv2d`` / ``depthwise_conv*d`` on inputs that require grad (eager autograd.Function)
+api             the same public functions without autograd (inference; forward cases only)
+no-op custom op a ``torch.library`` custom op that launches nothing: the floor of the op mechanism on this host
 graph           a CUDA graph of one call, replayed (PyTorch's op likewise)
 compile         ``torch.compile(fullgraph=True)`` of the call (PyTorch's op likewise)
 ==============  ===============================================================================================
@@ -79,6 +81,12 @@ def _measure(fn: Callable[[], Any], calls: int) -> dict[str, float]:
     host, wall = host_and_wall_us(fn, calls=calls)
     kern, launches = kernel_us(fn)
     return {"host_us": host, "wall_us": wall, "kernel_us": kern, "launches": launches}
+
+
+@torch.library.custom_op("convtune_bench::noop", mutates_args=())
+def _noop_op(x: torch.Tensor) -> torch.Tensor:
+    """The floor of the custom-op mechanism: a ``torch.library`` op that launches nothing (a 0-d output)."""
+    return x.new_empty(())
 
 
 def _modes_dense(case: Case, machine: Any) -> tuple[dict[str, Callable[[], Any]], float, int]:
@@ -195,7 +203,12 @@ def _graph_and_compile(case: Case, modes: dict[str, Callable[[], Any]], calls: i
     return out
 
 
+_FLOOR_INPUT: Any = None
+
+
 def run(cases: list[Case], calls: int) -> list[dict[str, Any]]:
+    global _FLOOR_INPUT
+    _FLOOR_INPUT = torch.empty(1, device="cuda")
     strict_fp32()
     torch.backends.cudnn.benchmark = True
     machine = device_machine(0)
@@ -207,6 +220,9 @@ def run(cases: list[Case], calls: int) -> list[dict[str, Any]]:
         else:
             modes, err, launches = _modes_depthwise(case)
         results = {name: _measure(fn, calls) for name, fn in modes.items() if name != "ours"}
+        if not case.backward:   # the public function in eager mode without autograd (inference)
+            results["api"] = _measure(modes["ours"], calls)
+        results["no-op custom op"] = _measure(lambda: _noop_op(_FLOOR_INPUT), calls)
         results |= _graph_and_compile(case, modes, calls)
         base = results["pytorch"]["host_us"]
         for r in results.values():

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch_timing import cuda_graph, device_info, host_and_wall_us, rel_error
+from torch_timing import cuda_graph, device_info, host_and_wall_us, kernel_us, rel_error
 
 import convtune.torch as ct
+from convtune.torch.modules import support
 
 MODELS = {"resnet50": 32, "vgg16": 1, "mobilenet_v2": 32}
 TARGETS = {"resnet50": 1.3, "vgg16": 2.0, "mobilenet_v2": 1.3}
@@ -47,6 +48,62 @@ def _timings(model: Any, x: Any) -> dict[str, float]:
         eager = _ms_per_forward(lambda: model(x))
         graph = cuda_graph(lambda: model(x))
         return {"eager_ms": eager, "graph_ms": _ms_per_forward(graph.replay)}
+
+
+def _layer_kernel_ms(model: Any, x: Any) -> list[dict[str, Any]]:
+    """Per distinct convolution of ``model`` (an unconverted forward's shapes): the CUDA profiler's kernel ms per
+    call of cuDNN fp32 (``F.conv2d``, ``allow_tf32=False``) and of convtune (``convtune.torch.conv2d`` /
+    ``depthwise_conv2d``, the resolver's config: the tuned one), on the same tensors; where the model's time goes."""
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def hook(module: Any, args: Any, _out: Any) -> None:
+        inp = args[0]
+        key = (tuple(inp.shape), tuple(module.weight.shape), module.stride, module.padding, module.dilation,
+               module.groups)
+        if key not in seen:
+            seen[key] = {"layer": name_of[module], "count": 0, "module": module, "x": inp.detach().clone()}
+        seen[key]["count"] += 1
+
+    name_of = {m: n for n, m in model.named_modules()}
+    handles = [m.register_forward_hook(hook) for m in model.modules() if type(m) is torch.nn.Conv2d]
+    with torch.no_grad():
+        model(x)
+    for h in handles:
+        h.remove()
+    rows = []
+    with torch.no_grad():
+        for (xs, ws, stride, _pad, _dil, groups), entry in seen.items():
+            m, inp = entry["module"], entry["x"]
+            kind = support(m)
+            cudnn_ms = kernel_us(lambda m=m, inp=inp: torch.nn.functional.conv2d(
+                inp, m.weight, None, m.stride, m.padding, m.dilation, m.groups))[0] / 1e3
+            if kind == "dense":
+                ours = lambda m=m, inp=inp: ct.conv2d(inp, m.weight, None, m.stride, m.padding, m.dilation)  # noqa: E731
+            elif kind == "depthwise":
+                ours = lambda m=m, inp=inp: ct.depthwise_conv2d(inp, m.weight, m.stride, m.padding)  # noqa: E731
+            else:
+                ours = None
+            ours_ms = kernel_us(ours)[0] / 1e3 if ours is not None else None
+            rows.append({"layer": entry["layer"], "count": entry["count"], "x": list(xs), "w": list(ws),
+                         "stride": list(stride), "groups": groups, "kind": kind, "cudnn_fp32_kernel_ms": cudnn_ms,
+                         "convtune_kernel_ms": ours_ms})
+    return rows
+
+
+def _layer_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| first layer | × in model | x | w | stride | cuDNN fp32 kernel ms | convtune kernel ms | × |",
+             "|---|---|---|---|---|---|---|---|"]
+    tot_c = tot_o = 0.0
+    for r in rows:
+        ours = r["convtune_kernel_ms"]
+        tot_c += r["count"] * r["cudnn_fp32_kernel_ms"]
+        tot_o += r["count"] * (ours if ours is not None else r["cudnn_fp32_kernel_ms"])
+        ratio = f"{r['cudnn_fp32_kernel_ms'] / ours:.2f}" if ours else "—"
+        lines.append(f"| {r['layer']} | {r['count']} | {r['x']} | {r['w']} | {r['stride']} | "
+                     f"{r['cudnn_fp32_kernel_ms']:.4f} | {ours if ours is None else f'{ours:.4f}'} | {ratio} |")
+    lines.append(f"| Σ over the model's convolutions | | | | | {tot_c:.3f} | {tot_o:.3f} | "
+                 f"{tot_c / tot_o if tot_o else float('nan'):.2f} |")
+    return "\n".join(lines)
 
 
 def _set_tf32(on: bool) -> None:
@@ -83,6 +140,7 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
     row["rel_error_vs_cudnn_fp32"] = rel_error(out, reference)
     row["convtune"] = _timings(model, x)
     ct.revert(model)
+    row["layers_kernel"] = _layer_kernel_ms(model, x)
     for base in ("cudnn_fp32", "cudnn_tf32"):
         for mode in ("eager_ms", "graph_ms"):
             row[f"speedup_{mode[:-3]}_vs_{base}"] = row[base][mode] / row["convtune"][mode]
@@ -112,6 +170,9 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"{r['rel_error_vs_cudnn_fp32']:.1e} | {verdict} |")
     for r in rows:
         lines += ["", f"## {r['model']} (batch {r['batch']}): per-layer share", "", r["layer_table"]]
+        if r.get("layers_kernel"):
+            lines += ["", f"## {r['model']} (batch {r['batch']}): kernel time per distinct convolution, same run "
+                      "(CUDA profiler)", "", _layer_markdown(r["layers_kernel"])]
     return "\n".join(lines) + "\n"
 
 
