@@ -16,7 +16,8 @@ graph           a CUDA graph of one call, replayed (PyTorch's op likewise)
 compile         ``torch.compile(fullgraph=True)`` of the call (PyTorch's op likewise)
 ==============  ===============================================================================================
 
-Host µs per call = wall time of 200 back-to-back calls until the last returns; wall µs = until the GPU is done;
+Host µs per call = wall time of 200 back-to-back calls until the last returns, the median of 5 rounds that take
+the modes in turn; wall µs = until the GPU is done;
 kernel µs = device time of the calls' kernels and memsets from the CUDA profiler (benchmarks/torch_timing.py).
 Every convtune mode runs the same configuration (the dense model's best of the case's family, registered with
 the resolver so that the ops use it too); outputs are checked against float64 first. The acceptance ratios of
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,6 +83,27 @@ def _measure(fn: Callable[[], Any], calls: int) -> dict[str, float]:
     host, wall = host_and_wall_us(fn, calls=calls)
     kern, launches = kernel_us(fn)
     return {"host_us": host, "wall_us": wall, "kernel_us": kern, "launches": launches}
+
+
+ROUNDS = 5
+
+
+def _measure_interleaved(modes: dict[str, Callable[[], Any]], calls: int) -> dict[str, dict[str, float]]:
+    """:func:`_measure` of every mode, host and wall time as the median of :data:`ROUNDS` rounds that visit the
+    modes in turn: a drift of the host's speed (other tenants, clocks) reaches every mode alike."""
+    hosts: dict[str, list[float]] = {name: [] for name in modes}
+    walls: dict[str, list[float]] = {name: [] for name in modes}
+    for _ in range(ROUNDS):
+        for name, fn in modes.items():
+            host, wall = host_and_wall_us(fn, calls=calls, repeats=1)
+            hosts[name].append(host)
+            walls[name].append(wall)
+    results = {}
+    for name, fn in modes.items():
+        kern, launches = kernel_us(fn)
+        results[name] = {"host_us": statistics.median(hosts[name]), "wall_us": statistics.median(walls[name]),
+                         "kernel_us": kern, "launches": launches}
+    return results
 
 
 @torch.library.custom_op("convtune_bench::noop", mutates_args=())
@@ -219,10 +242,11 @@ def run(cases: list[Case], calls: int) -> list[dict[str, Any]]:
             modes, err, launches = _modes_dense(case, machine)
         else:
             modes, err, launches = _modes_depthwise(case)
-        results = {name: _measure(fn, calls) for name, fn in modes.items() if name != "ours"}
+        timed = {name: fn for name, fn in modes.items() if name != "ours"}
         if not case.backward:   # the public function in eager mode without autograd (inference)
-            results["api"] = _measure(modes["ours"], calls)
-        results["no-op custom op"] = _measure(lambda: _noop_op(_FLOOR_INPUT), calls)
+            timed["api"] = modes["ours"]
+        timed["no-op custom op"] = lambda: _noop_op(_FLOOR_INPUT)
+        results = _measure_interleaved(timed, calls)
         results |= _graph_and_compile(case, modes, calls)
         base = results["pytorch"]["host_us"]
         for r in results.values():
