@@ -33,8 +33,10 @@ SOURCE = ROOT / "benchmarks" / "prototypes" / "pointwise_gemm.cu"
 INCLUDE = ROOT / "convtune" / "kernels" / "include"
 MODEL_TABLES = {"resnet50": ROOT / "benchmarks/results/delivered_h200/models_resnet50.json",
                 "mobilenet_v2": ROOT / "benchmarks/results/delivered_h200/models_mobilenet_v2.json"}
-SPACE = [dict(BM=bm, BN=bn, BK=bk, STAGES=st)
-         for (bm, bn), bk, st in itertools.product([(128, 128), (128, 64), (64, 128), (64, 64)], [8, 16], [2, 3, 4])]
+TILES = [(128, 128), (128, 64), (64, 128), (64, 64), (32, 128), (128, 32), (64, 32), (32, 64)]
+SPACE = [dict(BM=bm, BN=bn, BK=bk, STAGES=st) for (bm, bn), bk, st in itertools.product(TILES, [8, 16], [2, 3, 4])]
+SPLITS = (1, 2, 4)
+SMS = 132
 TOLERANCE = 2e-5
 _modules: dict[tuple[Any, ...], Any] = {}
 
@@ -82,22 +84,31 @@ def run_layer(row: dict[str, Any]) -> dict[str, Any]:
     args = (x.data_ptr(), wpk.data_ptr(), y.data_ptr(), n, c, h, w, k, kp, p, q)
     args = tuple(cp.int64(a) if i < 3 else cp.int32(a) for i, a in enumerate(args))
     sweep = []
-    for cfg in SPACE:
+    for cfg, splits in itertools.product(SPACE, SPLITS):
         fn, smem, threads = kernel(cfg, vec, s)
-        grid = ((n * p * q + cfg["BM"] - 1) // cfg["BM"], (k + cfg["BN"] - 1) // cfg["BN"])
+        grid = ((n * p * q + cfg["BM"] - 1) // cfg["BM"], (k + cfg["BN"] - 1) // cfg["BN"], splits)
+        if splits > 1 and grid[0] * grid[1] >= 2 * SMS:
+            continue  # enough tiles already: splitting only adds atomics
+        chunks = (c + cfg["BK"] - 1) // cfg["BK"]
+        per_split = (chunks + splits - 1) // splits
+        call_args = (*args, cp.int32(per_split))
 
-        def launch(fn: Any = fn, grid: Any = grid, threads: int = threads, smem: int = smem) -> None:
+        def launch(fn: Any = fn, grid: Any = grid, threads: int = threads, smem: int = smem,
+                   call_args: Any = call_args, splits: int = splits) -> None:
+            if splits > 1:
+                y.zero_()
             with stream:
-                fn(grid, (threads,), args, shared_mem=smem)
+                fn(grid, (threads,), call_args, shared_mem=smem)
 
         y.fill_(float("nan"))
         launch()
         torch.cuda.synchronize()
         err = rel_error(y, ref)
         if not err <= TOLERANCE:
-            sweep.append({"cfg": cfg, "error": err, "ms": None})
+            sweep.append({"cfg": cfg | {"splits": splits}, "error": err, "ms": None})
             continue
-        sweep.append({"cfg": cfg, "error": err, "ms": event_ms(launch, reps=10), "launch": launch})
+        sweep.append({"cfg": cfg | {"splits": splits}, "error": err, "ms": event_ms(launch, reps=10),
+                      "launch": launch})
     ok = [r for r in sweep if r["ms"] is not None]
     out = {k_: v for k_, v in row.items()}
     out["vec"] = vec
@@ -115,8 +126,8 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [f"# 1×1 layers: prototype pointwise GEMM vs cuDNN fp32 ({meta['device']}, torch {meta['torch']}, "
              f"cuDNN {meta['cudnn']}, {meta['date']})", "",
              "Kernel ms per call by the CUDA profiler, same run; the prototype's best of "
-             f"{len(SPACE)} configs (checked vs float64, rel. error ≤ {TOLERANCE:g}); direct tuned: the committed "
-             "model tables (another run).", "",
+             f"{len(SPACE)} tile configs × splits {SPLITS} (a split run includes zeroing y; checked vs float64, "
+             f"rel. error ≤ {TOLERANCE:g}); direct tuned: the committed model tables (another run).", "",
              "| model | layer | × | x | K | stride | cuDNN ms | prototype ms | × cuDNN | TFLOP/s | direct tuned ms | "
              "config |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     totals: dict[str, list[float]] = {}

@@ -11,7 +11,9 @@
 // Each thread accumulates an 8 x 8 register tile, split as two 4-wide groups on each axis (m: tm*4 and
 // tm*4 + BM/2; k: tn*4 and tn*4 + BN/2) so that a warp's float4 reads of As and Bs are conflict-free.
 // VEC = 4 copies 16-byte pixel segments (stride 1, P*Q % 4 == 0: a segment never crosses an image);
-// VEC = 1 copies single pixels (strided layers, odd maps).
+// VEC = 1 copies single pixels (strided layers, odd maps). With splits > 1 (gridDim.z) each block reduces one
+// slice of the input channels and adds its tile into y with atomics (y zeroed first): small maps with many
+// channels (7x7, C = 2048) have too few BM x BN tiles to fill the GPU.
 #include "common.cuh"
 using namespace convtune;
 
@@ -33,11 +35,11 @@ constexpr int NA = (A_ELEMS + THREADS - 1) / THREADS;
 constexpr int B_SEGS = BK * BN / 4;             // 16-byte copies of the B tile per chunk
 constexpr int NB = (B_SEGS + THREADS - 1) / THREADS;
 static_assert(BM % 8 == 0 && BN % 8 == 0, "8 x 8 thread tiles");
-static_assert(THREADS >= 64 && THREADS <= 512, "threads per block");
+static_assert(THREADS >= 32 && THREADS <= 512, "threads per block");
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 pointwise_gemm(const float* __restrict__ x, const float* __restrict__ wpk, float* __restrict__ y, int N, int C,
-               int H, int W, int K, int Kp, int P, int Q) {
+               int H, int W, int K, int Kp, int P, int Q, int chunks_per_split) {
   extern __shared__ __align__(16) float smem[];
   const int tid = threadIdx.x;
   const int PQ = P * Q;
@@ -73,11 +75,14 @@ pointwise_gemm(const float* __restrict__ x, const float* __restrict__ wpk, float
     b_col[i] = (e - b_kk[i] * (BN / 4)) * 4;
   }
 
-  const int nchunks = (C + BK - 1) / BK;
+  const int chunk0 = blockIdx.z * chunks_per_split;
+  const int nchunks = min((C + BK - 1) / BK - chunk0, chunks_per_split);
+  if (nchunks <= 0) return;
+  const bool atomic = gridDim.z > 1;
   auto load_stage = [&](int slot, int chunk) {
     float* As = smem + slot * STAGE;
     float* Bs = As + A_STAGE;
-    const int c0 = chunk * BK;
+    const int c0 = (chunk0 + chunk) * BK;
 #pragma unroll
     for (int i = 0; i < NA; ++i) {
       if (NA * THREADS == A_ELEMS || tid + i * THREADS < A_ELEMS) {
@@ -149,7 +154,7 @@ pointwise_gemm(const float* __restrict__ x, const float* __restrict__ wpk, float
     if (mb >= M) continue;
     const long long nb = mb / PQ;
     const int pqb = static_cast<int>(mb - nb * PQ);
-    const bool vec = (PQ % 4 == 0) && mb + 3 < M;
+    const bool vec = !atomic && (PQ % 4 == 0) && mb + 3 < M;
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int k = k0 + tn * 4 + (j % 4) + (j / 4) * (BN / 2);
@@ -164,7 +169,12 @@ pointwise_gemm(const float* __restrict__ x, const float* __restrict__ wpk, float
           const long long m = mb + i;
           if (m < M) {
             const long long n = m / PQ;
-            y[(n * K + k) * PQ + (m - n * PQ)] = acc[g * 4 + i][j];
+            float* dst = y + (n * K + k) * PQ + (m - n * PQ);
+            if (atomic) {
+              atomicAdd(dst, acc[g * 4 + i][j]);
+            } else {
+              *dst = acc[g * 4 + i][j];
+            }
           }
         }
       }
