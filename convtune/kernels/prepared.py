@@ -347,6 +347,8 @@ def _families(kind: str) -> tuple[Callable[..., Any], Callable[..., PreparedLaun
     family, _, direction = kind.partition(".")
     if family == "direct":
         from convtune.kernels.direct import launcher as mod
+    elif family == "pointwise":
+        from convtune.kernels.pointwise import launcher as mod  # type: ignore[no-redef]
     elif family == "winograd":
         from convtune.kernels.winograd import launcher as mod  # type: ignore[no-redef]
     elif family == "winograd_unfused":

@@ -54,6 +54,9 @@ from convtune.kernels.depthwise.configs import (
 from convtune.kernels.direct import launcher as _direct
 from convtune.kernels.direct import model as _direct_model
 from convtune.kernels.direct import space as _direct_space
+from convtune.kernels.pointwise import launcher as _pointwise
+from convtune.kernels.pointwise import model as _pointwise_model
+from convtune.kernels.pointwise import space as _pointwise_space
 from convtune.kernels.winograd import launcher as _wino
 from convtune.kernels.winograd import model as _wino_model
 from convtune.kernels.winograd import space as _wino_space
@@ -131,6 +134,18 @@ REGISTRY: dict[tuple[str, str], KernelSpec] = {
         bound_words=lambda pl, s_words: _direct_bound_words(pl.problem, s_words),
         grid_size=_direct_space.grid_size, floor_work=_direct_floor_work, launcher=_direct,
         description="output-stationary direct convolution, fp32 NCHW, any stride/padding/dilation, split-C",
+    ),
+    ("pointwise", "fwd"): KernelSpec(
+        family="pointwise", direction="fwd", source=_pointwise.SOURCE, entry=_pointwise.ENTRY,
+        config_class=_pointwise.PointwiseFwdConfig, supports=_pointwise.supports,
+        enumerate_plans=_pointwise_space.enumerate_plans, plan=_pointwise.plan,
+        predict_s=lambda pl, machine: _pointwise_model.predict(pl, machine).time_s,
+        traffic_words=_pointwise.total_traffic_words,
+        onchip_words=_pointwise.onchip_words,
+        bound_words=lambda pl, s_words: _direct_bound_words(pl.problem, s_words),
+        grid_size=_pointwise_space.grid_size, floor_work=_direct_floor_work, launcher=_pointwise,
+        description="1×1 convolution (pad 0, any stride) as one GEMM over every output pixel of every image, fp32 "
+                    "NCHW, 8×8 register tiles, split-C",
     ),
     ("winograd", "fwd"): KernelSpec(
         family="winograd", direction="fwd", source=_wino.SOURCE, entry=_wino.ENTRY,

@@ -13,10 +13,13 @@ from convtune.problem import ConvProblem
 DENSE = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
 DEPTHWISE_2D = ConvProblem.parse("N=1 C=8 H=12 W=12 K=8 R=3 S=3 pad=1 groups=8")
 CAUSAL_1D = ConvProblem.depthwise1d(B=2, C=3, L=48, K=4)
+POINTWISE = ConvProblem.parse("N=2 C=8 H=12 W=12 K=16 R=1 S=1")
 
 
 def sample_problem(family: str) -> ConvProblem:
-    """A small problem the family runs (the depthwise families take depthwise problems only)."""
+    """A small problem the family runs (the depthwise families take depthwise problems only, pointwise 1×1)."""
+    if family == "pointwise":
+        return POINTWISE
     if family.startswith("depthwise1d_"):
         return CAUSAL_1D
     return DEPTHWISE_2D if family.startswith("depthwise2d_") else DENSE
@@ -61,7 +64,8 @@ def test_specs_for_filters_unsupported_problems() -> None:
     strided = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 stride=2 pad=1")
     assert [s.family for s in specs_for(strided)] == ["direct"]
     pointwise = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=1 S=1")
-    assert [s.family for s in specs_for(pointwise)] == ["direct"]
+    assert [s.family for s in specs_for(pointwise)] == ["direct", "pointwise"]
+    assert [s.family for s in specs_for(pointwise.replace(pad_h=1, pad_w=1))] == ["direct"]
 
 
 @pytest.mark.parametrize("key", list(REGISTRY), ids=lambda k: ".".join(k))

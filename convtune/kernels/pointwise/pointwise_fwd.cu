@@ -1,45 +1,38 @@
-// Prototype: 1x1 convolution forward (pad 0, any stride), fp32, NCHW, as one GEMM over every output pixel.
+// Pointwise (1x1) convolution forward, fp32, NCHW, pad 0, any stride: one GEMM over every output pixel.
 //
 //   y[n,k,p,q] = sum_c x[n, c, p*SH, q*SW] * w[k, c]
 //
 // The direct family tiles pixels inside one image (TH x TW), which leaves most of a tile idle on 7x7 and
 // 14x14 maps. Here the GEMM's M dimension is the flattened output pixel index m = n*P*Q + p*Q + q (all
 // images), N is the output channel k, the reduction is c. A block owns BM pixels x BN channels and walks
-// the input channels in chunks of BK, staged in shared memory with cp.async STAGES deep:
+// its slice of the input channels in chunks of BK, staged in shared memory with cp.async STAGES deep:
 //   As[BK][BM]  pixels contiguous (x rows of one channel),  Bs[BK][BN]  from wpk[c][Kp] (the direct
 //   family's packed weights for R = S = 1: output channels contiguous, zero past K).
 // Each thread accumulates an 8 x 8 register tile, split as two 4-wide groups on each axis (m: tm*4 and
 // tm*4 + BM/2; k: tn*4 and tn*4 + BN/2) so that a warp's float4 reads of As and Bs are conflict-free.
 // VEC = 4 copies 16-byte pixel segments (stride 1, P*Q % 4 == 0: a segment never crosses an image);
-// VEC = 1 copies single pixels (strided layers, odd maps). With splits > 1 (gridDim.z) each block reduces one
-// slice of the input channels and adds its tile into y with atomics (y zeroed first): small maps with many
-// channels (7x7, C = 2048) have too few BM x BN tiles to fill the GPU.
+// VEC = 1 copies single pixels (strided layers, odd maps). With splits > 1 (gridDim.z) each block reduces
+// one slice of the input channels and adds its tile into y with atomics (y zeroed first): small maps with
+// many channels (7x7, C = 2048) have too few BM x BN tiles to fill the GPU.
 #include "common.cuh"
-using namespace convtune;
 
-#ifndef BM
-#define BM 128
-#define BN 128
-#define BK 8
-#define STAGES 3
-#define VEC 4
-#define SH 1
-#define SW 1
-#endif
+namespace convtune {
 
-constexpr int TM = 8, TN = 8;
-constexpr int THREADS = (BM / TM) * (BN / TN);
-constexpr int A_STAGE = BK * BM, B_STAGE = BK * BN, STAGE = A_STAGE + B_STAGE;
-constexpr int A_ELEMS = BK * BM / VEC;          // copies of the A tile per chunk
-constexpr int NA = (A_ELEMS + THREADS - 1) / THREADS;
-constexpr int B_SEGS = BK * BN / 4;             // 16-byte copies of the B tile per chunk
-constexpr int NB = (B_SEGS + THREADS - 1) / THREADS;
-static_assert(BM % 8 == 0 && BN % 8 == 0, "8 x 8 thread tiles");
-static_assert(THREADS >= 32 && THREADS <= 512, "threads per block");
-
-extern "C" __global__ void __launch_bounds__(THREADS)
-pointwise_gemm(const float* __restrict__ x, const float* __restrict__ wpk, float* __restrict__ y, int N, int C,
-               int H, int W, int K, int Kp, int P, int Q, int chunks_per_split) {
+template <int BM, int BN, int BK, int STAGES, int VEC, int SH, int SW>
+__device__ __forceinline__ void pointwise_fwd_body(const float* __restrict__ x, const float* __restrict__ wpk,
+                                                   float* __restrict__ y, int N, int C, int H, int W, int K,
+                                                   int Kp, int P, int Q, int chunks_per_split) {
+  constexpr int TM = 8, TN = 8;
+  constexpr int THREADS = (BM / TM) * (BN / TN);
+  constexpr int A_STAGE = BK * BM, B_STAGE = BK * BN, STAGE = A_STAGE + B_STAGE;
+  constexpr int A_ELEMS = BK * BM / VEC;          // copies of the A tile per chunk
+  constexpr int NA = (A_ELEMS + THREADS - 1) / THREADS;
+  constexpr int B_SEGS = BK * BN / 4;             // 16-byte copies of the B tile per chunk
+  constexpr int NB = (B_SEGS + THREADS - 1) / THREADS;
+  static_assert(BM % 8 == 0 && BN % 8 == 0, "8 x 8 thread tiles");
+  static_assert(THREADS >= 32 && THREADS <= 512, "threads per block");
+  static_assert(VEC == 1 || VEC == 4, "copy width: 1 or 4 floats");
+  static_assert(STAGES >= 2 && STAGES <= 4, "2..4 pipeline stages");
   extern __shared__ __align__(16) float smem[];
   const int tid = threadIdx.x;
   const int PQ = P * Q;
@@ -181,3 +174,5 @@ pointwise_gemm(const float* __restrict__ x, const float* __restrict__ wpk, float
     }
   }
 }
+
+}  // namespace convtune
