@@ -128,7 +128,7 @@ def queue_families(stats: Mapping[str, Any], gate: Mapping[str, int] | None = No
     the door (``gate``: in_flight, waiting, shed, inside, door_shed)."""
     by_status = dict.fromkeys(JOB_STATUSES, 0) | {str(k): int(v) for k, v in stats["jobs_by_status"].items()}
     recent = int(stats["measurements_last_60s"])
-    out = [_gauge("convtune_queue_depth", "Jobs waiting to be claimed (queued).", stats["queue_depth"]),
+    out: list[Metric] = [_gauge("convtune_queue_depth", "Jobs waiting to be claimed (queued).", stats["queue_depth"]),
            _gauge("convtune_queue_eligible",
                   "Queued jobs a worker could start now (past not_before, inside their window).",
                   stats.get("eligible_now", 0))]

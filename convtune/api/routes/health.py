@@ -5,7 +5,7 @@ need one)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -27,7 +27,7 @@ router = APIRouter(tags=["health"])
 
 
 
-def _health(request: Request, settings: Any, db: Any, database: str) -> HealthOut:
+def _health(request: Request, settings: Any, db: Any, database: Literal["ok", "not checked"]) -> HealthOut:
     return HealthOut(status="ok", database=database, revision=getattr(request.app.state, "revision", None),
                      backend=settings.backend, worker_in_process=settings.worker_in_process,
                      version=getattr(convtune, "__version__", "0"), timezone=settings.timezone,
