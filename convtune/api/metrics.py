@@ -5,7 +5,7 @@
   ``route`` (the route's template, e.g. ``/v1/problems/{problem_id}``, never the raw path: a scan of
   unknown URLs must not grow the label set; unmatched paths are ``<unmatched>``) and ``status``.
   Timed by :class:`LatencyMiddleware`, a pure ASGI middleware (no ``BaseHTTPMiddleware``: that one costs a
-  task and a memory stream per request on the hot path).
+  task and a memory stream per request on the hot path), into :class:`LatencyHistogram` (lock-free counts).
 * ``process_*`` and ``python_info`` — prometheus-client's own process and platform collectors (CPU seconds,
   resident memory, open file descriptors, start time; the interpreter's version).
 * the queue and gate gauges (``convtune_queue_depth``, ``convtune_jobs{status}``, ...) — figures read from
@@ -18,15 +18,18 @@ histogram of the same name, and one app's counts would leak into another's).
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import accumulate
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: The text exposition format that :func:`generate_latest` writes (0.0.4; scrapers of every age read it).
@@ -39,25 +42,52 @@ UNMATCHED = "<unmatched>"
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+class LatencyHistogram(Collector):
+    """The request latency histogram, counted in plain lists and turned into a metric family at scrape time.
+
+    prometheus-client's ``Histogram.observe`` takes a lock per counter (~5 µs a request); these counts are only
+    ever touched from the event loop's thread (by :class:`LatencyMiddleware`, and read by the ``/metrics``
+    route, an ``async`` endpoint on the same loop), so an observation is a bisect and two additions (~1 µs).
+    """
+
+    name = "convtune_http_request_duration_seconds"
+    documentation = "Time from a request reaching the app to its answer's last byte (seconds)."
+    labels = ("method", "route", "status")
+
+    def __init__(self, buckets: tuple[float, ...] = BUCKETS) -> None:
+        self.bounds = tuple(sorted(buckets))
+        self._le = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        # (method, route, status) -> [count per bucket (the last: above every bound)..., sum of seconds]
+        self._series: dict[tuple[str, str, str], list[float]] = {}
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        key = (method, route, str(status))
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = [0.0] * (len(self.bounds) + 2)
+        series[bisect_left(self.bounds, seconds)] += 1  # the first bucket whose bound is >= seconds ("le")
+        series[-1] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
+        for key, series in sorted(self._series.items()):
+            cumulative = list(accumulate(series[:-1]))
+            family.add_metric(list(key), list(zip(self._le, cumulative, strict=True)), series[-1])
+        yield family
+
+
 class ServiceMetrics:
     """An app's registry: the latency histogram and the process and platform collectors."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.latency = Histogram("convtune_http_request_duration_seconds",
-                                 "Time from a request reaching the app to its answer's last byte (seconds).",
-                                 ("method", "route", "status"), registry=self.registry, buckets=BUCKETS)
+        self.latency = LatencyHistogram()
+        self.registry.register(self.latency)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
-        # labelled children by (method, route, status): .labels() validates and locks on every call
-        self._children: dict[tuple[str, str, str], Any] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        key = (method, route, str(status))
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = self.latency.labels(*key)
-        child.observe(seconds)
+        self.latency.observe(method, route, status, seconds)
 
     def exposition(self, extra: Iterable[Metric] = ()) -> bytes:
         """The text exposition of the registry, preceded by the ``extra`` families (the scrape's gauges)."""
@@ -102,7 +132,7 @@ class LatencyMiddleware:
 
     def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:
         self.app = app
-        self.metrics = metrics
+        self.observe = metrics.latency.observe  # bound once: one call less per request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -120,7 +150,7 @@ class LatencyMiddleware:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            self.metrics.observe(scope["method"], route_template(scope), status, time.perf_counter() - start)
+            self.observe(scope["method"], route_template(scope), status, time.perf_counter() - start)
 
 
 def queue_families(stats: Mapping[str, Any], gate: Mapping[str, int] | None = None) -> list[Metric]:

@@ -12,7 +12,7 @@ from api_samples import TINY, ApiEnv, key_body, make_env
 from prometheus_client.parser import text_string_to_metric_families
 
 from convtune.api.docs import ASSETS, STATIC_PATH
-from convtune.api.metrics import UNMATCHED, LatencyMiddleware, ServiceMetrics
+from convtune.api.metrics import UNMATCHED, LatencyHistogram, LatencyMiddleware, ServiceMetrics
 from convtune.storage import upgrade
 
 HISTOGRAM = "convtune_http_request_duration_seconds"
@@ -124,3 +124,16 @@ def test_every_asset_is_served(env: ApiEnv) -> None:
     for name in ASSETS:
         assert env.client.get(f"{STATIC_PATH}/{name}").status_code == 200, name
     assert env.client.get(f"{STATIC_PATH}/nothing.js").status_code == 404
+
+
+def test_latency_buckets_are_cumulative_and_inclusive() -> None:
+    histogram = LatencyHistogram(buckets=(0.001, 0.01, 0.1))
+    for seconds in (0.0005, 0.001, 0.002, 0.5):  # 0.001 lies on a bound: counted in le="0.001"
+        histogram.observe("GET", "/x", 200, seconds)
+    histogram.observe("GET", "/x", 404, 0.05)
+    (family,) = histogram.collect()
+    samples = {(s.name, s.labels.get("status"), s.labels.get("le")): s.value for s in family.samples}
+    assert [samples[(HISTOGRAM + "_bucket", "200", le)] for le in ("0.001", "0.01", "0.1", "+Inf")] == [2, 3, 3, 4]
+    assert samples[(HISTOGRAM + "_count", "200", None)] == 4
+    assert samples[(HISTOGRAM + "_sum", "200", None)] == pytest.approx(0.5035)
+    assert [samples[(HISTOGRAM + "_bucket", "404", le)] for le in ("0.001", "0.01", "0.1", "+Inf")] == [0, 0, 1, 1]
