@@ -21,7 +21,14 @@ __all__ = ["ConvProblem", "ConvtuneError", "InvalidConfig", "InvalidInput", "Inv
            "conv2d", "set_config_lookup", "use_config_database"]
 
 
+#: the installed distribution's version, read on first access (:func:`_version`; importlib.metadata costs ~20 ms)
+__version__: str
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()["__version__"] = version = _version()
+        return version
     # conv2d is the operator API's own function (no wrapper frame on the hot path), imported on first use
     if name == "conv2d":
         from convtune.kernels.ops import conv2d
@@ -31,4 +38,20 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'convtune' has no attribute {name!r}")
 
 
-__version__ = "0.1.0"
+def _version() -> str:
+    """The installed distribution's version (``version`` in pyproject.toml is the only place it is written); from
+    a source tree that was never installed, the pyproject.toml beside the package, else ``"0+unknown"``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("convtune")
+    except PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        try:
+            project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text("utf-8"))
+            return str(project["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "0+unknown"
+

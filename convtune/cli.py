@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+import convtune
+from convtune import suites
 from convtune.bounds import (
     depthwise_lower_bound,
     depthwise_tiled_traffic,
@@ -55,6 +58,7 @@ class CliError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convtune", description="Auto-tuning of GPU convolutions driven by "
                                      "I/O lower bounds.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {convtune.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_bounds_parser(sub)
     add_tuning_parsers(sub)
@@ -74,7 +78,8 @@ def add_bounds_parser(sub: Any) -> None:
         epilog="example: convtune bounds N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1 --smem-kib 48")
     p.add_argument("problem", nargs="*", metavar="FIELD=VALUE",
                    help="problem fields (N C H W K R S, stride, pad, dilation, groups, dtype; or B C L K causal)")
-    p.add_argument("--suite", metavar="FILE", help="a suite JSON file (benchmarks/suites/public.json format)")
+    p.add_argument("--suite", metavar="FILE", help="a suite JSON file, or the name of a suite shipped with convtune "
+                   f"({', '.join(suites.names())}; e.g. {suites.path('public')})")
     p.add_argument("--machine", default="h200", help="machine preset (h200, h100, a100, v100, p100); default h200")
     p.add_argument("--smem-kib", type=float, default=None, metavar="KIB",
                    help="fast memory S per block in KiB (default: the machine's per-block budget: shared "
@@ -136,8 +141,10 @@ def read_json(path: str, field: str) -> Any:
 
 
 def load_suite(path: str) -> list[tuple[str, str, ConvProblem]]:
-    """(family, name, problem) for every entry of a suite file; one-line :class:`CliError` on bad input."""
-    return suite_entries(read_json(path, "--suite"), path)
+    """(family, name, problem) for every entry of a suite file (or packaged suite: ``public``); one-line
+    :class:`CliError` on bad input."""
+    packaged = path in suites.names() and not os.path.exists(path)  # a file of that name wins
+    return suite_entries(read_json(str(suites.path(path)) if packaged else path, "--suite"), path)
 
 
 def suite_entries(data: Any, path: str) -> list[tuple[str, str, ConvProblem]]:

@@ -204,7 +204,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                for f, floor in result.floors_ms.items())
         print(f"families    {per_family}; the bound favours {result.bound_favours}, "
               f"the measured winner is {result.best_config.split('.', 1)[0]}")
-    if baseline:
+    if baseline and result.time_ms:
         print(f"cuDNN fp32  {baseline:.4f} ms  speedup {baseline / result.time_ms:.2f}x")
     return 0
 
@@ -228,7 +228,7 @@ def _cudnn_ms(problem: ConvProblem) -> float | None:
     sets = rotation_sets(4 * (problem.input_elements + problem.output_elements), 60 << 20)
     xs = [torch.randn(problem.N, problem.C, problem.H, problem.W, device="cuda") for _ in range(sets)]
     w = torch.randn(problem.K, problem.C // problem.groups, problem.R, problem.S, device="cuda")
-    kw = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
+    kw: dict[str, Any] = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
           "dilation": (problem.dil_h, problem.dil_w), "groups": problem.groups}
     torch.nn.functional.conv2d(xs[0], w, **kw)
     torch.cuda.synchronize()
@@ -262,7 +262,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from convtune.storage import repository as repo
     from convtune.storage.session import session_scope
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     with session_scope(_engine(args.db)) as session:
         problem_id = None
         if args.problem:
@@ -283,9 +283,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     print(f"{'run':>4}  {'started':19}  {'backend':7}  {'status':9}  {'trials':>6}  {'best ms':>9}  problem")
     for r in rows:
-        best = f"{r['best_ms']:.4f}" if r["best_ms"] is not None else "—"
+        best_text = f"{r['best_ms']:.4f}" if r["best_ms"] is not None else "—"
         print(f"{r['run']:>4}  {r['started'][:19]:19}  {r['backend']:7}  {r['status']:9}  {r['trials'] or 0:>6}  "
-              f"{best:>9}  {r['problem']}")
+              f"{best_text:>9}  {r['problem']}")
     return 0
 
 

@@ -138,7 +138,7 @@ def analysis_rows(problem: ConvProblem, measurements: Sequence[Measurement], cei
     (the deterministic weight gradient where both modes were timed)."""
     measured = machine.with_ceilings(ceilings.copy_bytes_per_s, ceilings.peak_flops_per_s, "measured")
     flops = float(traffic.flops(problem))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for m in measurements:
         seconds = m.median_ms * 1e-3
         floor = floor_time(flops, bound_bytes(problem, m.path, machine), measured)
@@ -318,8 +318,12 @@ def measure(problem: ConvProblem, variants: Sequence[str], paths: Sequence[str],
                 err = relative_error(out, ref)
                 if not err <= TOLERANCE[path]:
                     raise InvalidConfig("config", f"{pl.config.key()}: relative error {err:.3e} > {TOLERANCE[path]:g}")
-                timing = time_launches(lambda i, pl=pl, k=kernels, ws=workspace, a=a_sets, b=b_sets, o=out:
-                                       launcher.launch(pl, k, a[i], b[i], o, ws), sets=sets, warmup=5, reps=reps)
+
+                def launch(i: int, pl: Any = pl, k: Any = kernels, ws: Any = workspace, a: Any = a_sets,
+                           b: Any = b_sets, o: Any = out) -> None:
+                    launcher.launch(pl, k, a[i], b[i], o, ws)
+
+                timing = time_launches(launch, sets=sets, warmup=5, reps=reps)
                 m = Measurement(pl.variant, path, mode_of(pl), pl.config.key(), timing.median_ms, timing.p10_ms,
                                 timing.p90_ms, traffic.total_traffic_bytes(pl), err)
                 if best is None or m.median_ms < best.median_ms:

@@ -19,6 +19,7 @@ problem takes the configurations of its float32 twin that its own plans accept (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -42,9 +43,10 @@ from convtune.problem import ConvProblem
 DATABASE_URL_ENV = resolver.DATABASE_URL_ENV
 #: The plan functions that re-validate a float32 twin's configuration for a 16-bit problem: the kernels with
 #: 16-bit storage (1-D: the fast variant accepts it, the others refuse with InvalidConfig on ``dtype``).
-REPLAN = {plan1d.Depthwise1dPlan: plan1d.plan, plan2d_dgrad.Dw2dDgradPlan: plan2d_dgrad.plan,
-          plan2d_wgrad.Dw2dWgradPlan: plan2d_wgrad.plan, plan2d_fast.Dw2dFastPlan: plan2d_fast.plan,
-          plan2d_packed.Dw2dPackedPlan: plan2d_packed.plan}
+REPLAN: dict[type, Callable[..., Any]] = {
+    plan1d.Depthwise1dPlan: plan1d.plan, plan2d_dgrad.Dw2dDgradPlan: plan2d_dgrad.plan,
+    plan2d_wgrad.Dw2dWgradPlan: plan2d_wgrad.plan, plan2d_fast.Dw2dFastPlan: plan2d_fast.plan,
+    plan2d_packed.Dw2dPackedPlan: plan2d_packed.plan}
 FAMILIES_1D = tuple(f"depthwise1d_{v}" for v in VARIANTS_1D)
 FAMILIES_2D = ("depthwise2d_tiled", "depthwise2d_fast", "depthwise2d_packed")
 
@@ -100,9 +102,10 @@ def model_plan(problem: ConvProblem, machine: MachineModel, path: str = "fwd") -
 
 def _space(problem: ConvProblem, machine: MachineModel, path: str) -> list[Any]:
     """Every plan of the path's kernels for ``problem`` (wgrad: deterministic mode only)."""
+    plans: list[Any]
     if problem.causal:
         plans = [pl for v in VARIANTS_1D for pl in space.enumerate_plans(problem, machine, v, path)
-                 if path != "wgrad" or pl.config.mode == MODE_DETERMINISTIC]
+                 if path != "wgrad" or pl.config.mode == MODE_DETERMINISTIC]  # type: ignore[attr-defined]  # wgrad configs
     elif path == "fwd":
         plans = [*space.enumerate_plans_2d(problem, machine), *space.enumerate_plans_2d_fast(problem, machine),
                  *space.enumerate_plans_2d_packed(problem, machine)]

@@ -129,7 +129,7 @@ def _loc_field(loc: Sequence[Any]) -> str:
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     errors = exc.errors()
-    first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+    first: dict[str, Any] = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
     if first.get("type") == "json_invalid":  # loc is ("body", position)
         position = list(first.get("loc", ()))[1:]
         error = (first.get("ctx") or {}).get("error", "")

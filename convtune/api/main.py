@@ -18,7 +18,9 @@ from fastapi import FastAPI
 import convtune
 from convtune.api.answers import AnswerCache
 from convtune.api.deps import Database, get_settings, open_database
+from convtune.api.docs import install_docs
 from convtune.api.errors import BodyLimitMiddleware, install_error_handlers
+from convtune.api.metrics import LatencyMiddleware, ServiceMetrics
 from convtune.api.pages import router as pages_router
 from convtune.api.routes import batches, configs, health, jobs, problems, tune
 from convtune.api.settings import Settings
@@ -60,7 +62,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             engine.dispose()
             app.state.engine = None
 
-    app = FastAPI(title="convtune", version=convtune.__version__, description=DESCRIPTION, lifespan=lifespan)
+    # docs_url/redoc_url None: FastAPI's pages load their scripts from a CDN; install_docs serves packaged ones
+    app = FastAPI(title="convtune", version=convtune.__version__, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.engine = None
     app.state.revision = None
@@ -70,11 +74,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                   queue_timeout_s=settings.queue_timeout_s, key_cache_s=settings.key_cache_s)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.state.metrics = ServiceMetrics()
+    # inside the door: a request shed there never reached a route (counted in convtune_requests_shed_at_door)
+    app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     app.state.door = DoorCount()
     app.add_middleware(LoadShedding, max_concurrent=settings.max_concurrent, count=app.state.door)  # outermost
     for module in (tune, configs, problems, jobs, batches, health):
         app.include_router(module.router)
     app.include_router(pages_router)
+    install_docs(app)
     return app
 
 

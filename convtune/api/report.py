@@ -8,9 +8,12 @@ Two panels, side by side:
   floor time is a dashed green line; a thin vertical line marks where a new tuning run began.
 * **roofline** (right): log-log arithmetic intensity (FLOP/byte) against FLOP/s; the device's
   ceilings — copy bandwidth (the slope) and fp32 peak (the flat roof) — the bound's floor point (at
-  the intensity of the lower bound's bytes, the floor time's FLOP/s) and the best measured point
-  (FLOPs / best time, at the intensity FLOPs / compulsory bytes). The vertical gap between the two
-  points is the efficiency.
+  the intensity of the lower bound's bytes, the floor time's FLOP/s) of each algorithm that runs the
+  problem, and the best measured point (FLOPs / best time, at the intensity FLOPs / compulsory bytes).
+  Every point counts its own algorithm's operations (a Winograd floor counts Winograd's multiplications:
+  with the direct convolution's FLOPs it would sit above the fp32 roof). The vertical gap between the best
+  point and its algorithm's floor is the efficiency. Labels are placed by :mod:`convtune.api.labels` so that
+  none overlaps another, the legend or a marker.
 
 :func:`render_report_svg` is pure: it turns a :class:`ReportData` into SVG text, every string
 escaped. :func:`build_report` reads a :class:`ReportData` from the database (through the repository)
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
+from convtune.api.labels import ASCENT_EM, CHAR_EM, DESCENT_EM, Box, Label, Request, Spot, place
 from convtune.errors import NotFound
 from convtune.machine import PRESETS, MachineModel
 from convtune.problem import ConvProblem
@@ -57,6 +61,34 @@ class Trial:
 
 
 @dataclass(frozen=True, slots=True)
+class FloorPoint:
+    """One algorithm's floor, with the algorithm's own operation count (what its floor time was computed with).
+
+    Attributes:
+        algorithm: ``"direct"``, ``"winograd"`` or ``"depthwise"``.
+        flops: the algorithm's FLOPs — direct: 2 per MAC that reads real input; Winograd: 2 per multiplication
+            of its best F(m) (α² per tile and channel pair, transforms excluded); see
+            :func:`convtune.tuner.analysis.floors`.
+        bound_bytes: the I/O lower bound of that variant (bytes).
+        floor_ms: max(flops / fp32 peak, bound_bytes / copy bandwidth), in ms.
+    """
+
+    algorithm: str
+    flops: float
+    bound_bytes: float
+    floor_ms: float
+
+    @property
+    def intensity(self) -> float:
+        """FLOP/byte."""
+        return self.flops / self.bound_bytes
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.flops / (self.floor_ms * 1e-3)
+
+
+@dataclass(frozen=True, slots=True)
 class ReportData:
     """What the report shows; FLOPs and bytes of the problem, ceilings of the device.
 
@@ -72,6 +104,9 @@ class ReportData:
         bound_bytes: the lower bound's bytes (the floor point's intensity); ``None``: compulsory bytes.
         best_ms: the best time (default: the fastest ok trial).
         predicted: the trials are model predictions, not measurements.
+        floors: each algorithm's floor with its own FLOPs (the roofline's floor points); empty: one floor
+            point from ``floor_ms``, ``flops`` and ``bound_bytes``.
+        best_algorithm: the algorithm of the best config (its point counts that algorithm's FLOPs).
     """
 
     problem: str
@@ -85,6 +120,8 @@ class ReportData:
     bound_bytes: float | None = None
     best_ms: float | None = None
     predicted: bool = False
+    floors: Sequence[FloorPoint] = field(default_factory=tuple)
+    best_algorithm: str | None = None
 
     @property
     def best_time_ms(self) -> float | None:
@@ -301,34 +338,192 @@ def _convergence(data: ReportData, ax_left: float, ax_top: float, ax_w: float, a
     return out
 
 
-def _roofline(data: ReportData, ax_left: float, ax_top: float, ax_w: float, ax_h: float) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class RooflinePoint:
+    """A marker of the roofline in data coordinates: ``intensity`` (FLOP/byte) and ``flops_per_s``.
+
+    ``flops`` is the operation count the point was computed with: the algorithm's own (a Winograd floor
+    and a Winograd best point count Winograd's multiplications, not the direct convolution's MACs).
+    """
+
+    id: str
+    kind: str  # "floor" or "best"
+    algorithm: str
+    flops: float
+    intensity: float
+    flops_per_s: float
+    time_ms: float
+
+
+def roofline_points(data: ReportData) -> list[RooflinePoint]:
+    """The floor points (lowest floor first, id ``floor-point``; the others ``floor-point-<algorithm>``) and
+    the best point (id ``best-point``), each with its own algorithm's operation count.
+
+    A floor is max(flops / peak, bound bytes / bandwidth) with that algorithm's flops and bytes, so its point
+    lies on the roof. The best point counts the FLOPs of its config's algorithm (``best_algorithm``; else the
+    problem's ``flops``) at the compulsory intensity; a best time no faster than that algorithm's floor puts it
+    under the roof.
+    """
+    floors = sorted((f for f in data.floors if f.flops > 0 and f.bound_bytes > 0 and f.floor_ms > 0),
+                    key=lambda f: (f.floor_ms, f.algorithm))
+    if not floors and data.floor_ms and data.flops > 0:
+        # no per-algorithm floors given: the floor time with the problem's FLOPs (the caller's count)
+        bound_bytes = data.bound_bytes or data.compulsory_bytes
+        if bound_bytes > 0:
+            floors = [FloorPoint("", data.flops, bound_bytes, data.floor_ms)]
+    points = [RooflinePoint("floor-point" if i == 0 else f"floor-point-{f.algorithm}", "floor", f.algorithm, f.flops,
+                            f.intensity, f.flops_per_s, f.floor_ms) for i, f in enumerate(floors)]
+    best_ms = data.best_time_ms
+    own = next((f for f in floors if data.best_algorithm and f.algorithm == data.best_algorithm), None)
+    flops = own.flops if own is not None else data.flops
+    if best_ms and flops > 0 and data.compulsory_bytes > 0:
+        points.append(RooflinePoint("best-point", "best", own.algorithm if own else (data.best_algorithm or ""),
+                                    flops, flops / data.compulsory_bytes, flops / (best_ms * 1e-3), best_ms))
+    return points
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineLayout:
+    """Everything :func:`_roofline` draws, in SVG pixels: the axes, the points, the placed labels (boxes that
+    do not overlap one another, the legend or the markers), the legend's box and the efficiency gap."""
+
+    ax: _Axes
+    points: list[RooflinePoint]
+    labels: list[Label]
+    legend: Box
+    legend_items: list[tuple[str, str]]
+    bandwidth_label: tuple[Spot, float, Box] | None  # spot, rotation (degrees), the rotated text's bounding box
+    gap: tuple[float, float, float] | None  # x, y of the best point, y of its floor level
+    x0: float  # where the bandwidth slope enters the plot (FLOP/byte)
+
+
+def _marker_box(x: float, y: float, r: float) -> Box:
+    return Box(x - r, y - r, x + r, y + r)
+
+
+def _legend_box(x: float, y: float, items: list[tuple[str, str]]) -> Box:
+    """The rectangle :func:`_legend` draws at (x, y)."""
+    width = 22 + 6.2 * max(len(label) for _, label in items)
+    return Box(x - 9, y - 9, x - 9 + width, y - 9 + len(items) * 15 + 3)
+
+
+def _rotated_box(spot: Spot, text: str, size: float, angle: float) -> Box:
+    """The bounding box of middle-anchored ``text`` rotated by ``angle`` degrees about its anchor."""
+    half_w, half_h = CHAR_EM * size * len(text) / 2, size * (ASCENT_EM + DESCENT_EM) / 2
+    c, s = abs(math.cos(math.radians(angle))), abs(math.sin(math.radians(angle)))
+    cy = spot.y - size * (ASCENT_EM - DESCENT_EM) / 2
+    dx, dy = half_w * c + half_h * s, half_w * s + half_h * c
+    return Box(spot.x - dx, cy - dy, spot.x + dx, cy + dy)
+
+
+def _line_boxes(x1: float, y1: float, x2: float, y2: float, step: float = 4.0) -> list[Box]:
+    """Small boxes along a line segment, ``step`` px apart (a slanted line's obstacle for label placement)."""
+    n = max(int(math.hypot(x2 - x1, y2 - y1) / step), 1)
+    return [_marker_box(x1 + (x2 - x1) * i / n, y1 + (y2 - y1) * i / n, 1.0) for i in range(n + 1)]
+
+
+def roofline_layout(data: ReportData, ax_left: float, ax_top: float, ax_w: float, ax_h: float) -> RooflineLayout:
+    """The roofline panel's geometry for ``data`` (pure: no SVG text)."""
     bw, peak = data.copy_bandwidth_bytes_per_s, data.fp32_peak_flops_per_s
     ridge = peak / bw
-    out = ['<g id="roofline">',
-           f'<text class="panel-title" x="{_n(ax_left)}" y="{_n(ax_top - 10)}">Roofline ({_e(data.device)})</text>']
-    best_ms = data.best_time_ms
-    points: list[tuple[str, float, float]] = []  # (id, intensity, flop/s)
-    if data.floor_ms and data.flops > 0:
-        bound_bytes = data.bound_bytes or data.compulsory_bytes
-        points.append(("floor-point", data.flops / bound_bytes, data.flops / (data.floor_ms * 1e-3)))
-    if best_ms and data.flops > 0 and data.compulsory_bytes > 0:
-        points.append(("best-point", data.flops / data.compulsory_bytes, data.flops / (best_ms * 1e-3)))
-    xs = [ridge] + [p[1] for p in points]
-    ys = [peak] + [p[2] for p in points]
+    points = roofline_points(data)
+    xs = [ridge] + [p.intensity for p in points]
+    ys = [peak] + [p.flops_per_s for p in points]
     x_lo = 10 ** math.floor(math.log10(min(xs) / 8))
     x_hi = 10 ** math.ceil(math.log10(max(xs) * 8))
     y_lo = 10 ** math.floor(math.log10(min(min(ys) / 4, bw * x_lo)))
-    y_hi = 10 ** math.ceil(math.log10(peak * 2))
+    y_hi = 10 ** math.ceil(math.log10(max(ys) * 2))
     y_lo = max(y_lo, y_hi / 1e8)  # at most 8 decades
     ax = _Axes(ax_left, ax_top, ax_w, ax_h, x_lo, x_hi, y_lo, y_hi, x_log=True, y_log=True)
-    out += _frame(ax, _log_ticks(x_lo, x_hi), _log_ticks(y_lo, y_hi), lambda v: f"{v:g}", lambda v: si(v, ""),
-                  "arithmetic intensity (FLOP/byte, log)", "FLOP/s (log)")
-    # ceilings: the bandwidth slope up to the ridge (dotted beyond), the flat peak from the ridge (dotted before)
+    area = Box(ax.left, ax.top, ax.right, ax.bottom)
     x0 = max(x_lo, y_lo / bw)
+
+    best_ms = data.best_time_ms
+    items = [(f'<line x1="-5" y1="0" x2="7" y2="0" stroke="{INK}" stroke-width="2"/>', "device ceilings")]
+    n_floors = sum(p.kind == "floor" for p in points)
+    if n_floors:
+        items.append((f'<path d="M1,-5L6,0L1,5L-4,0Z" fill="#fff" stroke="{GREEN}" stroke-width="2"/>',
+                      f"bound floor {_ms(data.floor_ms)}" if n_floors == 1 and data.floor_ms
+                      else "bound floors (each its own FLOPs)"))
+    if best_ms:
+        items.append((f'<circle cx="1" cy="0" r="5" fill="{BLUE}"/>',
+                      f"best {'predicted' if data.predicted else 'measured'} {_ms(best_ms)}"))
+    legend = _legend_box(ax.left + 10, ax.top + 14, items)
+    markers = [_marker_box(ax.x(p.intensity), ax.y(p.flops_per_s), 8.0) for p in points]
+
+    # the bandwidth label along the slope: the first of a few positions clear of the legend and the markers
+    angle = math.degrees(math.atan2(ax.y(bw * ridge) - ax.y(bw * x0), ax.x(ridge) - ax.x(x0)))
+    bw_text = f"copy {si(bw, 'B/s')}"
+    # (none where the visible slope is too short for it: the line's tooltip still names the bandwidth)
+    bandwidth_label: tuple[Spot, float, Box] | None = None
+    for t in (0.5, 0.35, 0.65, 0.2, 0.8):
+        lx = 10 ** (math.log10(x0) + t * (math.log10(ridge) - math.log10(x0)))
+        spot = Spot(ax.x(lx), ax.y(bw * lx) - 6, "middle")
+        box = _rotated_box(spot, bw_text, 10, angle)
+        if box.inside(area) and not any(box.overlap(o) for o in (legend, *markers)):
+            bandwidth_label = (spot, angle, box)
+            break
+
+    requests: list[Request] = []
+    y_peak = ax.y(peak)
+    # the peak's label goes last (it can go anywhere along the roof; the point labels must stay by their points):
+    # right-aligned at the right end, then stepping left (over the dotted roof left of the ridge too), above the
+    # roof, below it, then rows further out
+    peak_text = f"fp32 peak {si(peak, 'FLOP/s')}"
+    steps = int(max(ax.width - CHAR_EM * 10 * len(peak_text) - 8, 0) // 16) + 1
+    peak_spots = [Spot(ax.right - 4 - 16 * k, y_peak + dy, "end") for dy in (-5, 13, -17, 25, -29, 37)
+                  for k in range(steps)]
+    gap = None
+    best = next((p for p in points if p.kind == "best"), None)
+    floors = [p for p in points if p.kind == "floor"]
+    if best is not None and floors:
+        # the gap to the floor of the best's own algorithm (same operation count: the ratio is the time ratio)
+        target = next((f for f in floors if best.algorithm and f.algorithm == best.algorithm), floors[0])
+        level = best.flops / (target.time_ms * 1e-3)
+        bx, by, fy = ax.x(best.intensity), ax.y(best.flops_per_s), ax.y(level)
+        gap = (bx, by, fy)
+        ratio = target.time_ms / best.time_ms
+        # "efficiency" is floor_ms / best (the subtitle's); a gap to another algorithm's floor says whose it is
+        if data.floor_ms is None or math.isclose(target.time_ms, data.floor_ms, rel_tol=1e-3) or not target.algorithm:
+            text = f"efficiency {data.efficiency if data.efficiency is not None else ratio:.1%}"
+        else:
+            text = f"{ratio:.1%} of the {target.algorithm} floor"
+        mid = (by + fy) / 2 + 4
+        requests.append(Request("efficiency-label", text, 11,
+                                [Spot(bx + 9, mid, "start"), Spot(bx - 9, mid, "end"), Spot(bx + 10, by + 15, "start"),
+                                 Spot(bx - 10, by + 15, "end"), Spot(bx + 10, fy - 9, "start"),
+                                 Spot(bx - 10, fy - 9, "end"), Spot(bx, by + 20, "middle"), Spot(bx, by + 32, "middle"),
+                                 Spot(bx + 10, by + 28, "start"), Spot(bx - 10, by + 28, "end")]))
+    for f in floors:
+        if f.algorithm:
+            cx, cy = ax.x(f.intensity), ax.y(f.flops_per_s)
+            # optional: the diamond's tooltip names its algorithm too, a crowded plot drops the label
+            requests.append(Request(f"{f.id}-label", f"{f.algorithm} floor", 10,
+                                    [Spot(cx + 10, cy + 4, "start"), Spot(cx - 10, cy + 4, "end"),
+                                     Spot(cx, cy + 19, "middle"), Spot(cx, cy - 11, "middle"),
+                                     Spot(cx + 10, cy + 16, "start"), Spot(cx - 10, cy + 16, "end")], optional=True))
+    requests.append(Request("peak-label", peak_text, 10, peak_spots))
+    # the solid ceilings too: a label across a line is as unreadable as one across another label
+    fixed = [legend, *markers, *_line_boxes(ax.x(x0), ax.y(bw * x0), ax.x(ridge), y_peak),
+             Box(ax.x(ridge), y_peak - 1, ax.right, y_peak + 1)] + ([bandwidth_label[2]] if bandwidth_label else [])
+    labels = place(requests, area, obstacles=fixed)
+    return RooflineLayout(ax, points, labels, legend, items, bandwidth_label, gap, x0)
+
+
+def _roofline(data: ReportData, ax_left: float, ax_top: float, ax_w: float, ax_h: float) -> list[str]:
+    bw, peak = data.copy_bandwidth_bytes_per_s, data.fp32_peak_flops_per_s
+    ridge = peak / bw
+    layout = roofline_layout(data, ax_left, ax_top, ax_w, ax_h)
+    ax, x0 = layout.ax, layout.x0
+    out = ['<g id="roofline">',
+           f'<text class="panel-title" x="{_n(ax_left)}" y="{_n(ax_top - 10)}">Roofline ({_e(data.device)})</text>']
+    out += _frame(ax, _log_ticks(ax.x_lo, ax.x_hi), _log_ticks(ax.y_lo, ax.y_hi), lambda v: f"{v:g}",
+                  lambda v: si(v, ""), "arithmetic intensity (FLOP/byte, log)", "FLOP/s (log)")
+    # ceilings: the bandwidth slope up to the ridge (dotted beyond), the flat peak from the ridge (dotted before)
     out.append(f'<line id="ceiling-bandwidth" x1="{_n(ax.x(x0))}" y1="{_n(ax.y(bw * x0))}" x2="{_n(ax.x(ridge))}" '
                f'y2="{_n(ax.y(peak))}" stroke="{INK}" stroke-width="2"><title>copy bandwidth {_e(si(bw, "B/s"))}'
                f'</title></line>')
-    x_end = min(x_hi, y_hi / bw)
+    x_end = min(ax.x_hi, ax.y_hi / bw)
     out.append(f'<line x1="{_n(ax.x(ridge))}" y1="{_n(ax.y(peak))}" x2="{_n(ax.x(x_end))}" y2="{_n(ax.y(bw * x_end))}" '
                f'stroke="{INK}" stroke-opacity="0.3" stroke-dasharray="2,3"/>')
     out.append(f'<line id="ceiling-peak" x1="{_n(ax.x(ridge))}" y1="{_n(ax.y(peak))}" x2="{_n(ax.right)}" '
@@ -336,41 +531,33 @@ def _roofline(data: ReportData, ax_left: float, ax_top: float, ax_w: float, ax_h
                f'</title></line>')
     out.append(f'<line x1="{_n(ax.left)}" y1="{_n(ax.y(peak))}" x2="{_n(ax.x(ridge))}" y2="{_n(ax.y(peak))}" '
                f'stroke="{INK}" stroke-opacity="0.3" stroke-dasharray="2,3"/>')
-    # ceiling labels: the peak above its line (right end), the bandwidth along the slope's lower part
-    out.append(f'<text class="ceiling-label" x="{_n(ax.right - 4)}" y="{_n(ax.y(peak) - 5)}" text-anchor="end">'
-               f'fp32 peak {_e(si(peak, "FLOP/s"))}</text>')
-    lx = 10 ** ((math.log10(x0) + math.log10(ridge)) / 2)
-    angle = math.degrees(math.atan2(ax.y(bw * ridge) - ax.y(bw * x0), ax.x(ridge) - ax.x(x0)))
-    out.append(f'<text class="ceiling-label" x="{_n(ax.x(lx))}" y="{_n(ax.y(bw * lx) - 6)}" text-anchor="middle" '
-               f'transform="rotate({angle:.1f} {_n(ax.x(lx))} {_n(ax.y(bw * lx) - 6)})">'
-               f'copy {_e(si(bw, "B/s"))}</text>')
-    for pid, x, y in points:
-        cx, cy = ax.x(x), ax.y(y)
-        if pid == "floor-point":
-            assert data.floor_ms is not None
-            out.append(f'<path id="floor-point" d="M{_n(cx)},{_n(cy - 7)}L{_n(cx + 7)},{_n(cy)}L{_n(cx)},{_n(cy + 7)}'
-                       f'L{_n(cx - 7)},{_n(cy)}Z" fill="#fff" stroke="{GREEN}" stroke-width="2"><title>bound floor '
-                       f'{_e(_ms(data.floor_ms))}: {_e(si(y, "FLOP/s"))} at {x:.3g} FLOP/B</title></path>')
+    if layout.bandwidth_label is not None:
+        spot, angle, _ = layout.bandwidth_label
+        out.append(f'<text id="bandwidth-label" class="ceiling-label" x="{_n(spot.x)}" y="{_n(spot.y)}" '
+                   f'text-anchor="middle" transform="rotate({angle:.1f} {_n(spot.x)} {_n(spot.y)})">'
+                   f'copy {_e(si(bw, "B/s"))}</text>')
+    if layout.gap is not None:
+        bx, by, fy = layout.gap
+        out.append(f'<line id="efficiency-gap" x1="{_n(bx)}" y1="{_n(by)}" x2="{_n(bx)}" y2="{_n(fy)}" '
+                   f'stroke="{BLUE}" stroke-dasharray="3,3"/>')
+    for p in layout.points:
+        cx, cy = ax.x(p.intensity), ax.y(p.flops_per_s)
+        what = f"{p.algorithm} " if p.algorithm else ""
+        common = (f'class="{p.kind}-point" data-algorithm="{_e(p.algorithm)}" data-intensity="{p.intensity:.6g}" '
+                  f'data-flops-per-s="{p.flops_per_s:.6g}"')
+        tip = f"{_e(si(p.flops_per_s, 'FLOP/s'))} at {p.intensity:.3g} FLOP/B ({_e(si(p.flops, 'FLOP'))})"
+        if p.kind == "floor":
+            out.append(f'<path id="{_e(p.id)}" {common} d="M{_n(cx)},{_n(cy - 7)}L{_n(cx + 7)},{_n(cy)}L{_n(cx)},'
+                       f'{_n(cy + 7)}L{_n(cx - 7)},{_n(cy)}Z" fill="#fff" stroke="{GREEN}" stroke-width="2"><title>'
+                       f'{_e(what)}bound floor {_e(_ms(p.time_ms))}: {tip}</title></path>')
         else:
-            assert best_ms is not None
-            out.append(f'<circle id="best-point" cx="{_n(cx)}" cy="{_n(cy)}" r="6" fill="{BLUE}"><title>best '
-                       f'{_e(_ms(best_ms))}: {_e(si(y, "FLOP/s"))} at {x:.3g} FLOP/B</title></circle>')
-    if len(points) == 2:
-        (_, _, fy), (_, bx, by) = points
-        eff = data.efficiency
-        label = f"efficiency {eff:.1%}" if eff is not None else ""
-        out.append(f'<line id="efficiency-gap" x1="{_n(ax.x(bx))}" y1="{_n(ax.y(by))}" x2="{_n(ax.x(bx))}" '
-                   f'y2="{_n(ax.y(fy))}" stroke="{BLUE}" stroke-dasharray="3,3"/>')
-        out.append(f'<text id="efficiency-label" x="{_n(ax.x(bx) + 9)}" y="{_n((ax.y(by) + ax.y(fy)) / 2 + 4)}">'
-                   f'{_e(label)}</text>')
-    items = [(f'<line x1="-5" y1="0" x2="7" y2="0" stroke="{INK}" stroke-width="2"/>', "device ceilings")]
-    if data.floor_ms:
-        items.append((f'<path d="M1,-5L6,0L1,5L-4,0Z" fill="#fff" stroke="{GREEN}" stroke-width="2"/>',
-                      f"bound floor {_ms(data.floor_ms)}"))
-    if best_ms:
-        items.append((f'<circle cx="1" cy="0" r="5" fill="{BLUE}"/>',
-                      f"best {'predicted' if data.predicted else 'measured'} {_ms(best_ms)}"))
-    out += _legend(ax.left + 10, ax.top + 14, items)
+            out.append(f'<circle id="best-point" {common} cx="{_n(cx)}" cy="{_n(cy)}" r="6" fill="{BLUE}"><title>'
+                       f'best {_e(_ms(p.time_ms))}: {tip}</title></circle>')
+    for label in layout.labels:
+        cls = "ceiling-label" if label.id == "peak-label" else "point-label"
+        out.append(f'<text id="{_e(label.id)}" class="{cls}" x="{_n(label.spot.x)}" y="{_n(label.spot.y)}" '
+                   f'text-anchor="{label.spot.anchor}" font-size="{label.size:g}">{_e(label.text)}</text>')
+    out += _legend(layout.legend.x0 + 9, layout.legend.y0 + 9, layout.legend_items)
     out.append("</g>")
     return out
 
@@ -402,16 +589,16 @@ def render_report_svg(data: ReportData, *, width: int = WIDTH, height: int = HEI
         f'aria-label="{_e("tuning report: " + data.problem)}">',
         f"<title>{_e('convtune report: ' + data.problem + ' on ' + data.device)}</title>",
         "<style>.panel-title{font-weight:bold;font-size:12px}.empty{fill:#888;font-size:14px}"
-        ".ceiling-label{font-size:10px;fill:#555}</style>",
+        ".ceiling-label{font-size:10px;fill:#555}.point-label{fill:#333}</style>",
         f'<rect width="{width}" height="{height}" fill="#fafafa"/>',
         f'<text id="report-title" x="20" y="24" font-size="14" font-weight="bold">{_e(data.problem)}</text>',
         f'<text id="report-subtitle" x="20" y="42" fill="#555">{_e(" · ".join(subtitle))}</text>',
     ]
     parts += _convergence(data, 80, top, panel_w, panel_h)
     parts += _roofline(data, 80 + panel_w + 95, top, panel_w, panel_h)
-    parts.append(f'<text x="20" y="{height - 8}" font-size="9" fill="#777">FLOPs exclude padding taps; '
-                 "intensity of the best point = FLOPs / compulsory bytes, of the floor point = FLOPs / "
-                 "lower-bound bytes.</text>")
+    parts.append(f'<text x="20" y="{height - 8}" font-size="9" fill="#777">Each point counts its algorithm\'s own '
+                 "FLOPs (direct: MACs without padding taps; Winograd: its multiplications); intensity of the best "
+                 "point = FLOPs / compulsory bytes, of a floor point = FLOPs / lower-bound bytes.</text>")
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -427,20 +614,36 @@ def machine_for(device: Device) -> MachineModel | None:
     return None
 
 
-def floor_and_bound(problem: ConvProblem, device: Device) -> tuple[float | None, float | None]:
-    """The lowest floor time (ms) over the families that can run ``problem``, and that family's bound bytes."""
+def algorithm_floors(problem: ConvProblem, device: Device) -> list[FloorPoint]:
+    """Each algorithm's floor on ``device`` (lowest first): per algorithm, the variant with the lowest floor over
+    the families that run ``problem``, with that variant's own FLOPs and bound bytes; [] for an unknown device."""
     machine = machine_for(device)
     if machine is None:
-        return None, None
+        return []
     from convtune.kernels.registry import specs_for
-    from convtune.tuner.analysis import floor_and_bound_bytes
+    from convtune.tuner.analysis import floors
 
-    best: tuple[float, float] | None = None
+    best: dict[str, FloorPoint] = {}
     for spec in specs_for(problem):
-        floor_s, bound_bytes = floor_and_bound_bytes(problem, machine, spec)
-        if best is None or floor_s < best[0]:
-            best = (floor_s, bound_bytes)
-    return (best[0] * 1e3, best[1]) if best is not None else (None, None)
+        for f in floors(problem, machine, spec):
+            point = FloorPoint(spec.algorithm, float(f["flops"]), float(f["bound_bytes"]), float(f["floor_s"]) * 1e3)
+            if spec.algorithm not in best or point.floor_ms < best[spec.algorithm].floor_ms:
+                best[spec.algorithm] = point
+    return sorted(best.values(), key=lambda f: (f.floor_ms, f.algorithm))
+
+
+def algorithm_of(problem: ConvProblem, config_key: str) -> str | None:
+    """The algorithm of a config key's family (``"winograd.m=4 ..."`` -> ``"winograd"``), if registered."""
+    from convtune.kernels.registry import specs_for
+
+    family = config_key.split(".", 1)[0]
+    return next((spec.algorithm for spec in specs_for(problem) if spec.family == family), None)
+
+
+def floor_and_bound(problem: ConvProblem, device: Device) -> tuple[float | None, float | None]:
+    """The lowest floor time (ms) over the families that can run ``problem``, and that family's bound bytes."""
+    floors = algorithm_floors(problem, device)
+    return (floors[0].floor_ms, floors[0].bound_bytes) if floors else (None, None)
 
 
 def default_device_id(session: Session, problem: Problem) -> int | None:
@@ -477,7 +680,8 @@ def build_report(session: Session, problem_id: int, device_id: int | None = None
                     m.tuning_run_id) for m in rows]
     best = next((v for v in repo.list_best_configs(session, problem_key=problem_row.key)
                  if v.device_id == device.id and v.scope == "*"), None)
-    floor_ms, bound_bytes = floor_and_bound(problem, device)
+    floors = algorithm_floors(problem, device)
+    floor_ms, bound_bytes = (floors[0].floor_ms, floors[0].bound_bytes) if floors else (None, None)
     if best is not None:
         floor_ms = best.floor_ms
     return ReportData(problem=problem_row.key, device=device.name, flops=float(2 * problem.macs_nonpad),
@@ -485,7 +689,8 @@ def build_report(session: Session, problem_id: int, device_id: int | None = None
                       copy_bandwidth_bytes_per_s=device.copy_bandwidth_bytes_per_s,
                       fp32_peak_flops_per_s=device.fp32_peak_flops_per_s, trials=trials, floor_ms=floor_ms,
                       bound_bytes=bound_bytes, best_ms=best.time_ms if best is not None else None,
-                      predicted=predicted if best is None else best.provisional)
+                      predicted=predicted if best is None else best.provisional, floors=floors,
+                      best_algorithm=algorithm_of(problem, best.config_key) if best is not None else None)
 
 
 def report_svg(session: Session, problem_id: int, device_id: int | None = None) -> str:

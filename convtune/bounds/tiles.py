@@ -125,6 +125,9 @@ def direct_tile(problem: ConvProblem, fast_memory_words: int, *, max_chunk: int 
     rows = {y: _axis_sum(p.H, p.P, p.R, y, p.stride_h, p.pad_h, p.dil_h) for y in tile_candidates(p.P)}
     cols = {x: _axis_sum(p.W, p.Q, p.S, x, p.stride_w, p.pad_w, p.dil_w) for x in tile_candidates(p.Q)}
     best: tuple[float, int, int, int, int, float, float] | None = None
+    traffic: float
+    in_words: float
+    w_words: float
     for z in tile_candidates(p.K):
         chan_total, chan_most = _channel_sums(p, z)
         for y, rsum in rows.items():
@@ -166,6 +169,9 @@ def winograd_tile(problem: ConvProblem, fast_memory_words: int, m: int = 2, *, p
     rows = {b: _axis_sum(p.H, p.P, p.R, b * m, 1, p.pad_h, 1) for b in tile_candidates(sh.tiles_h)}
     cols = {a: _axis_sum(p.W, p.Q, p.S, a * m, 1, p.pad_w, 1) for a in tile_candidates(sh.tiles_w)}
     best: tuple[float, int, int, int, int, float, float] | None = None
+    traffic: float
+    in_words: float
+    w_words: float
     for z in tile_candidates(p.K):
         chan_total, chan_most = _channel_sums(p, z)
         for b, rsum in rows.items():

@@ -302,7 +302,7 @@ def torch_stream_getter(torch: Any) -> Callable[[int], int]:
     """device index -> the raw handle of torch's current stream there (what inductor's generated code uses)."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return raw  # type: ignore[no-any-return]
+        return raw
     return lambda index: torch.cuda.current_stream(index).cuda_stream
 
 

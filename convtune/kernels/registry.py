@@ -74,7 +74,7 @@ class KernelSpec:
     config_class: type[KernelConfig]
     supports: Callable[[ConvProblem], bool]
     enumerate_plans: Callable[[ConvProblem, MachineModel], Iterable[Any]]
-    plan: Callable[[ConvProblem, KernelConfig, MachineModel], Any]
+    plan: Callable[..., Any]  # (problem, the family's own config class, machine) -> plan
     predict_s: Callable[[Any, MachineModel], float]
     traffic_words: Callable[[Any], int]
     onchip_words: Callable[[Any], int]                  # fast memory one block holds (smem + accumulators)

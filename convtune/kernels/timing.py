@@ -63,7 +63,7 @@ def rotation_sets(bytes_per_set: int, l2_bytes: int, max_sets: int = MAX_ROTATIO
     return int(min(max_sets, max(1, math.ceil(2 * l2_bytes / bytes_per_set))))
 
 
-def time_launches(launch: Callable[[int], None], sets: int = 1, warmup: int = 5, reps: int = 30) -> Timing:
+def time_launches(launch: Callable[[int], object], sets: int = 1, warmup: int = 5, reps: int = 30) -> Timing:
     """Time ``launch(i)`` (which enqueues work on the current stream for buffer set ``i % sets``)."""
     cp = cupy_module()
     spin = _spin_kernel()

@@ -26,10 +26,10 @@ import re
 import secrets
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sqlalchemy import bindparam, func, or_, select, update
+from sqlalchemy import Connection, CursorResult, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from convtune.errors import InvalidInput, NotFound
@@ -228,7 +228,7 @@ _ACTIVE_KEY = (select(ApiKey.id, ApiKey.name, ApiKey.prefix, ApiKey.max_queued_j
                .where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None)))
 
 
-def find_api_key(session: Session, secret: str | None) -> Any:
+def find_api_key(session: Session | Connection, secret: str | None) -> Any:
     """The active (not revoked) key with this secret — a row of its ``id``, ``name``, ``prefix``,
     ``max_queued_jobs`` and ``is_admin`` — or ``None``. Looked up by hash: the secret itself is never
     compared, stored or logged."""
@@ -384,7 +384,7 @@ def expire_claims(session: Session, worker_ids: Iterable[str]) -> int:
     long_ago = datetime(1970, 1, 1, tzinfo=UTC)
     result = session.execute(update(Job).where(Job.status == "running", Job.worker_id.in_(ids))
                              .values(heartbeat_at=long_ago).execution_options(synchronize_session=False))
-    return int(result.rowcount or 0)
+    return int(cast("CursorResult[Any]", result).rowcount or 0)  # an UPDATE's result is a CursorResult
 
 
 def request_cancel(session: Session, job_id: int, *, now: datetime | None = None) -> Job:
@@ -438,9 +438,9 @@ def claim_job(session: Session, *, worker_id: str, now: datetime, backends: Sequ
     stale_before = now - timedelta(seconds=stale_after_s)
     # running jobs, live or stale (a stale one is claimed again before any younger job of its problem)
     busy: dict[tuple[int, str, str | None], set[int]] = {}
-    for job_id, *key in session.execute(select(Job.id, Job.problem_id, Job.backend, Job.families)
-                                        .where(Job.status == "running")):
-        busy.setdefault((key[0], key[1], key[2]), set()).add(job_id)
+    for job_id, problem_id, backend, families in session.execute(select(Job.id, Job.problem_id, Job.backend,
+                                                                        Job.families).where(Job.status == "running")):
+        busy.setdefault((problem_id, backend, families), set()).add(job_id)
     claimable = or_(Job.status == "queued", (Job.status == "running") & (Job.heartbeat_at < stale_before))
     device = Job.device_name.is_(None) if device_name is None else or_(Job.device_name.is_(None),
                                                                         Job.device_name == device_name)

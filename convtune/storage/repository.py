@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import bindparam, case, func, insert, select, update
+from sqlalchemy import CursorResult, bindparam, case, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from convtune.errors import InvalidInput, NotFound, StorageError
@@ -379,8 +379,9 @@ def record_measurement(session: Session, **fields: Any) -> Measurement:
         raise InvalidInput("predicted", f"must be {predicted} for backend {backend!r}: model rows, and only "
                                         "they, are predictions")
     values = {name: _plain(value) for name, value in fields.items()}
-    inserted = session.execute(_insert(session, Measurement).values(**values).on_conflict_do_nothing(
-        index_elements=list(MEASUREMENT_IDENTITY))).rowcount
+    statement = _insert(session, Measurement).values(**values).on_conflict_do_nothing(
+        index_elements=list(MEASUREMENT_IDENTITY))
+    inserted = cast("CursorResult[Any]", session.execute(statement)).rowcount  # an INSERT's result: a CursorResult
     if inserted and values.get("tuning_run_id") is not None:
         # the run's count moves in the transaction that stores the row: a crash can lose neither alone
         session.execute(update(TuningRun).where(TuningRun.id == values["tuning_run_id"])
@@ -731,7 +732,7 @@ def _measured_view(best: BestConfig, problem: Problem, device: Device, config: C
     """The :class:`BestConfigView` of one row of :func:`find_measured_best` (the view's fields, whatever they are)."""
     from dataclasses import fields
 
-    values = {"problem_key": problem.key, "problem_id": problem.id, "device_name": device.name,
+    values: dict[str, Any] = {"problem_key": problem.key, "problem_id": problem.id, "device_name": device.name,
               "device_id": device.id, "compute_capability": device.compute_capability, "scope": best.scope,
               "config_key": config.key, "config_kind": config.kind, "params": dict(config.params or {}),
               "time_ms": best.time_ms, "floor_ms": best.floor_ms, "efficiency": best.efficiency,

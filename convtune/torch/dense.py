@@ -126,8 +126,8 @@ def _pair(name: str, value: Any, minimum: int) -> tuple[int, int]:
     return pair
 
 
-def string_padding(padding: str, kernel_size: tuple[int, int], stride: tuple[int, int],
-                   dilation: tuple[int, int]) -> tuple[int, int] | None:
+def string_padding(padding: str, kernel_size: tuple[int, ...], stride: tuple[int, ...],
+                   dilation: tuple[int, ...]) -> tuple[int, int] | None:
     """``'valid'`` → (0, 0); ``'same'`` → the symmetric padding that keeps the size (stride 1 and an odd
     dilated kernel extent; None when ``'same'`` would need asymmetric padding). Raises InvalidInput otherwise."""
     if padding == "valid":

@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+import torch.nn.grad  # conv2d_input / conv2d_weight: a submodule torch.nn does not import for type checkers
 
 from convtune import resolver
 from convtune.errors import InvalidConfig, InvalidInput

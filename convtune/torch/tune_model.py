@@ -305,7 +305,8 @@ def _tune_remote(problems: list[ConvProblem], budget_s: float, budget_trials: in
         config = best["config"]["key"] if best else None
         measured = (best is not None and best.get("backend", backend) == "gpu"
                     and not best.get("provisional", True))
-        if measured and (device_name is None or best["device"] == device_name):
+        if measured and best is not None and config is not None and (device_name is None
+                                                                     or best["device"] == device_name):
             resolver.remember(problem, best["device"], config)
         provisional = ", provisional" if best is not None and best.get("provisional", True) else ""
         source = "service" if measured else f"service ({backend}{provisional})"

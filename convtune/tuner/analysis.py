@@ -19,7 +19,7 @@ from convtune.problem import ConvProblem
 def floors(problem: ConvProblem, machine: MachineModel, spec: KernelSpec) -> list[dict[str, float | str]]:
     """Per variant of ``spec``'s algorithm: FLOPs, bound bytes and the floor time with what binds it."""
     s_words = machine.fast_memory_words("l2", word_bytes=problem.itemsize_bytes)
-    out = []
+    out: list[dict[str, float | str]] = []
     for variant, flops, words in spec.floor_work(problem, s_words):
         f = floor_time(flops, words * problem.itemsize_bytes, machine)
         out.append({"variant": variant, "flops": flops, "bound_bytes": words * problem.itemsize_bytes,
@@ -29,7 +29,7 @@ def floors(problem: ConvProblem, machine: MachineModel, spec: KernelSpec) -> lis
 
 def floor_time_s(problem: ConvProblem, machine: MachineModel, spec: KernelSpec) -> float:
     """The roofline floor of ``spec``'s algorithm for ``problem`` on ``machine`` (its best variant), in seconds."""
-    return min(f["floor_s"] for f in floors(problem, machine, spec))
+    return min(float(f["floor_s"]) for f in floors(problem, machine, spec))
 
 
 def floor_and_bound_bytes(problem: ConvProblem, machine: MachineModel, spec: KernelSpec) -> tuple[float, float]:

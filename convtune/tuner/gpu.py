@@ -161,8 +161,11 @@ class CupyBenchmarker:
         for _ in range(rounds):
             for i, (pl, kernel) in enumerate(zip(plans, kernels, strict=True)):
                 launcher = self._launcher(pl)
-                t = time_launches(lambda j, pl=pl, k=kernel, la=launcher, f=filters[i]: la.launch(
-                    pl, k, buf["xs"][j], f, buf["ys"][j]), sets=buf["sets"], warmup=1, reps=10)
+
+                def launch(j: int, pl: Any = pl, k: Any = kernel, la: Any = launcher, f: Any = filters[i]) -> None:
+                    la.launch(pl, k, buf["xs"][j], f, buf["ys"][j])
+
+                t = time_launches(launch, sets=buf["sets"], warmup=1, reps=10)
                 samples[i].append(t.median_ms)
         return [TrialResult(OK, statistics.median(s), min(s), max(s), min(s), 10 * rounds, buf["sets"])
                 for s in samples]

@@ -280,6 +280,7 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
         result.reused += reused
         result.measured += not reused
         if outcome.ok:
+            assert outcome.median_ms is not None  # an ok outcome has a time
             study.tell(trial, outcome.median_ms)
             local.record(cand.key, outcome.median_ms)
             if outcome.median_ms < best_ms * (1 - 1e-9):
@@ -331,7 +332,7 @@ def _adopt_stored(study: optuna.Study, space: ConfigSpace, engine: Engine, rows:
             state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL,
             user_attrs={"config": cand.key, "adopted": True}))
         evaluated.add(cand.key)
-        if ok:
+        if ok and median_ms is not None:
             local.record(cand.key, median_ms)
 
 
@@ -398,7 +399,7 @@ def _finalize(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, ro
         keys = {m.id: repo.get_config(session, m.config_id).key for m in measured}
         for m in measured:
             family = keys[m.id].split(".", 1)[0]
-            result.family_best_ms[family] = min(m.median_ms, result.family_best_ms.get(family, math.inf))
+            result.family_best_ms[family] = min(_ok_ms(m.median_ms), result.family_best_ms.get(family, math.inf))
         ranked = sorted(measured, key=lambda m: (m.median_ms, keys[m.id]))
         candidates = {c.key: c for c in survivors}
         finalists = [m for m in ranked if keys[m.id] in candidates][:FINALISTS]
@@ -407,9 +408,9 @@ def _finalize(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, ro
             return
     plans = [candidates[keys[m.id]].plan for m in finalists]
     if benchmarker.backend == "gpu" and len(plans) > 1:
-        times = [r.median_ms for r in benchmarker.retime(problem, plans)]
+        times = [_ok_ms(r.median_ms) for r in benchmarker.retime(problem, plans)]
     else:
-        times = [m.median_ms for m in finalists]
+        times = [_ok_ms(m.median_ms) for m in finalists]
     fastest = min(times)
     tied = [(keys[m.id], t, m) for m, t in zip(finalists, times, strict=True) if t <= fastest * (1 + TIE_TOLERANCE)]
     best_key, best_time, best_row = min(tied, key=lambda x: x[0])
@@ -428,6 +429,13 @@ def _finalize(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, ro
                                     backend=benchmarker.backend)
         repo.update_run(session, result.run_id, best_measurement_id=best_row.id)
         repo.finish_run(session, result.run_id, "finished", result.stop_reason)
+
+
+def _ok_ms(median_ms: float | None) -> float:
+    """The time (ms) of an ok measurement, which always has one."""
+    if median_ms is None:
+        raise ValueError("an ok measurement without a time")
+    return median_ms
 
 
 def _stored_result(session: Any, problem: ConvProblem, device_name: str, backend: str, run: Any, floor_s: float,

@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import re
-
 from api_samples import TINY, TINY2, ApiEnv, key_body
+from prometheus_client.parser import text_string_to_metric_families
 
 from convtune.api.deps import get_clock
 from convtune.api.routes.health import render_metrics
 from convtune.storage.migrate import head_revision
 
-SAMPLE = re.compile(r'^(?P<name>[a-z_]+)(\{(?P<labels>[^}]*)\})? (?P<value>[-+0-9.eE]+|NaN)$')
-
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """``{'name{labels}': value}`` of a text exposition; every line must be a comment or a sample."""
+    """``{'name{labels}': value}`` of a text exposition (labels sorted, as prometheus-client writes them);
+    prometheus-client's parser raises on a line that is neither a comment nor a sample."""
     samples = {}
-    for line in text.splitlines():
-        if line.startswith("# HELP ") or line.startswith("# TYPE "):
-            continue
-        m = SAMPLE.match(line)
-        assert m, f"not a Prometheus sample line: {line!r}"
-        name = m["name"] + (f"{{{m['labels']}}}" if m["labels"] else "")
-        samples[name] = float(m["value"])
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            samples[s.name + (f"{{{labels}}}" if labels else "")] = float(s.value)
     return samples
 
 

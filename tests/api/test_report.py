@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+from convtune.api.labels import Box, Request, Spot, place, text_box
 from convtune.api.report import (
+    FloorPoint,
     ReportData,
     Trial,
     build_report,
     render_report_svg,
     report_svg,
+    roofline_layout,
     si,
 )
 from convtune.errors import NotFound
@@ -240,3 +244,173 @@ def test_build_report_from_a_replay_tune(tmp_path: Path) -> None:
             assert "no trials yet" in _text(_parse(render_report_svg(empty)))
     finally:
         engine.dispose()
+
+
+# ---- the roofline: each algorithm's own FLOPs, nothing above the roof, labels that do not collide --------
+# An H200-like problem where Winograd's floor is compute-bound with ~2.5x fewer FLOPs than direct's
+DIRECT = FloorPoint("direct", 6.06e9, 1.59e7, 6.06e9 / PEAK * 1e3)
+WINOGRAD = FloorPoint("winograd", 2.42e9, 4.42e7, max(2.42e9 / PEAK, 4.42e7 / BW) * 1e3)
+
+
+def _roof(intensity: float) -> float:
+    return min(PEAK, BW * intensity)
+
+
+def _plotted(root: ET.Element) -> list[tuple[str, float, float]]:
+    """(id, intensity, FLOP/s) of every marker the SVG draws on the roofline."""
+    roofline = _by_id(root, "roofline")
+    assert roofline is not None
+    return [(e.get("id", ""), float(e.get("data-intensity", "nan")), float(e.get("data-flops-per-s", "nan")))
+            for e in roofline.iter() if e.get("class") in ("floor-point", "best-point")]
+
+
+def _winograd_data(**changes: object) -> ReportData:
+    fields: dict[str, object] = dict(flops=DIRECT.flops, compulsory_bytes=1.2e7, floor_ms=WINOGRAD.floor_ms,
+                                     bound_bytes=WINOGRAD.bound_bytes, floors=(DIRECT, WINOGRAD),
+                                     best_algorithm="winograd", best_ms=WINOGRAD.floor_ms / 0.6,
+                                     trials=[Trial("ok", WINOGRAD.floor_ms / 0.6)])
+    fields.update(changes)
+    return _data(**fields)
+
+
+def test_the_winograd_floor_counts_its_own_flops_and_stays_under_the_roof() -> None:
+    # the bug this guards against: Winograd's floor time with the direct convolution's FLOPs is above the roof
+    assert DIRECT.flops / (WINOGRAD.floor_ms * 1e-3) > PEAK * 2
+    root = _parse(render_report_svg(_winograd_data()))
+    plotted = _plotted(root)
+    assert {p[0] for p in plotted} == {"floor-point", "floor-point-direct", "best-point"}
+    for element_id, intensity, flops_per_s in plotted:
+        assert flops_per_s <= _roof(intensity) * (1 + 1e-5), element_id
+    floor = _by_id(root, "floor-point")
+    assert floor is not None and floor.get("data-algorithm") == "winograd"
+    assert float(floor.get("data-flops-per-s", "nan")) == pytest.approx(WINOGRAD.flops / (WINOGRAD.floor_ms * 1e-3),
+                                                                         rel=1e-5)
+    # the best (a Winograd config) counts Winograd's FLOPs too: 60 % of its floor's FLOP/s, at the same height ratio
+    best = _by_id(root, "best-point")
+    assert best is not None and best.get("data-algorithm") == "winograd"
+    assert float(best.get("data-flops-per-s", "nan")) == pytest.approx(0.6 * WINOGRAD.flops_per_s, rel=1e-5)
+    assert "efficiency 60.0%" in _text(root)
+
+
+def test_a_best_of_another_algorithm_than_the_lowest_floor_says_whose_floor_the_gap_is() -> None:
+    data = _winograd_data(best_algorithm="direct", best_ms=DIRECT.floor_ms / 0.5, floor_ms=WINOGRAD.floor_ms)
+    root = _parse(render_report_svg(data))
+    for element_id, intensity, flops_per_s in _plotted(root):
+        assert flops_per_s <= _roof(intensity) * (1 + 1e-5), element_id
+    label = _by_id(root, "efficiency-label")
+    assert label is not None and "".join(label.itertext()) == "50.0% of the direct floor"
+    assert f"efficiency {data.efficiency:.1%}" in _text(root)  # the subtitle: against the lowest floor
+
+
+def _overlaps(boxes: list[tuple[str, Box]]) -> list[tuple[str, str]]:
+    return [(a, b) for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2) if box_a.overlap(box_b) > 0]
+
+
+CASES = [
+    _data(),  # memory-bound data, compute-bound-ish floor
+    _data(floor_ms=2e9 / PEAK * 1e3, best_ms=2e9 / PEAK * 1e3 / 0.97),  # best almost at the peak, under its label
+    _data(floor_ms=2e9 / PEAK * 1e3, compulsory_bytes=1e5, best_ms=0.05),  # far right of the ridge
+    _data(flops=1e7, compulsory_bytes=1e7, floor_ms=1e7 / BW * 1e3, best_ms=1e7 / BW * 1e3 / 0.3),  # memory-bound
+    _winograd_data(),
+    _winograd_data(best_algorithm="direct", best_ms=DIRECT.floor_ms / 0.9),
+    _winograd_data(best_ms=WINOGRAD.floor_ms / 0.99),
+    _data(predicted=True, best_ms=0.1, device="a device with a long name " * 3),
+]
+
+
+@pytest.mark.parametrize("data", CASES, ids=range(len(CASES)))
+def test_roofline_labels_do_not_collide(data: ReportData) -> None:
+    layout = roofline_layout(data, 500, 70, 372, 270)
+    area = Box(layout.ax.left, layout.ax.top, layout.ax.right, layout.ax.bottom)
+    ids = {label.id for label in layout.labels}
+    assert "peak-label" in ids and ("efficiency-label" in ids) == (len(layout.points) >= 2)
+    boxes = [(label.id, label.box) for label in layout.labels]
+    assert layout.bandwidth_label is not None
+    boxes += [("legend", layout.legend), ("bandwidth-label", layout.bandwidth_label[2])]
+    assert _overlaps(boxes) == []
+    for name, box in boxes:
+        assert box.inside(area.grown(1)), name
+    # no label covers a marker
+    for p in layout.points:
+        marker = Box(layout.ax.x(p.intensity) - 6, layout.ax.y(p.flops_per_s) - 6,
+                     layout.ax.x(p.intensity) + 6, layout.ax.y(p.flops_per_s) + 6)
+        assert [label.id for label in layout.labels if label.box.overlap(marker)] == [], p.id
+    # the SVG draws the labels where the layout put them
+    root = _parse(render_report_svg(data))
+    for label in layout.labels:
+        element = _by_id(root, label.id)
+        assert element is not None and "".join(element.itertext()) == label.text
+        assert element.get("text-anchor") == label.spot.anchor
+
+
+def test_place_moves_a_label_off_a_taken_spot() -> None:
+    spots = [Spot(100, 100), Spot(100, 130)]
+    a, b = place([Request("a", "some label", 10, spots), Request("b", "some label", 10, spots)], Box(0, 0, 400, 400))
+    assert a.spot == spots[0] and b.spot == spots[1] and a.box.overlap(b.box) == 0
+    # a box is never narrower than the text: 0.6 em per character
+    assert text_box("12345", 10, Spot(0, 10, "end")) == Box(-30, 2, 0, 12.5)
+    # nowhere clear: the least overlap, inside the area
+    crowded = [Box(0, 0, 70, 100), Box(300, 40, 320, 45)]
+    (c,) = place([Request("c", "x" * 10, 10, [Spot(0, 50), Spot(300, 50)])], Box(0, 0, 400, 100), obstacles=crowded)
+    assert c.spot == Spot(300, 50)
+    # ... unless the label is optional: then it is left out
+    assert place([Request("c", "x" * 10, 10, [Spot(0, 50), Spot(300, 50)], optional=True)], Box(0, 0, 400, 100),
+                 obstacles=crowded) == []
+
+
+def test_the_report_of_a_replay_tune_stays_under_the_roof(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'convtune.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        tune(PROBLEM, ReplayBenchmarker(REPLAY), engine, budget_trials=12, seed=0)
+        with session_scope(engine) as session:
+            problem = repo.find_problem(session, PROBLEM)
+            assert problem is not None
+            data = build_report(session, problem.id)
+            assert {f.algorithm for f in data.floors} == {"direct", "winograd"}
+            winograd = next(f for f in data.floors if f.algorithm == "winograd")
+            assert winograd.flops < data.flops  # fewer multiplications than the direct MACs
+            assert data.best_algorithm in ("direct", "winograd")
+            root = _parse(render_report_svg(data))
+            plotted = _plotted(root)
+            assert len(plotted) == 3
+            for element_id, intensity, flops_per_s in plotted:
+                roof = min(data.fp32_peak_flops_per_s, data.copy_bandwidth_bytes_per_s * intensity)
+                assert flops_per_s <= roof * (1 + 1e-5), element_id
+            layout = roofline_layout(data, 500, 70, 372, 270)
+            assert _overlaps([(label.id, label.box) for label in layout.labels] + [("legend", layout.legend)]) == []
+    finally:
+        engine.dispose()
+
+
+def _random_report(rng: random.Random) -> ReportData:
+    """Ceilings, sizes, floors of one or two algorithms and a best no faster than its algorithm's floor."""
+    bw, peak = 10 ** rng.uniform(11.5, 13), 10 ** rng.uniform(12.5, 14.5)
+    flops = 10 ** rng.uniform(6, 11)
+    compulsory = flops / 10 ** rng.uniform(-1, 3.5)
+    floors = []
+    for algorithm in ("direct", "winograd")[:rng.randint(1, 2)]:
+        f = flops * (rng.uniform(0.3, 0.6) if algorithm == "winograd" else 1.0)
+        b = compulsory * rng.uniform(1, 20)
+        floors.append(FloorPoint(algorithm, f, b, max(f / peak, b / bw) * 1e3))
+    floors.sort(key=lambda f: f.floor_ms)
+    best = rng.choice(floors)
+    return _data(flops=flops, compulsory_bytes=compulsory, copy_bandwidth_bytes_per_s=bw, fp32_peak_flops_per_s=peak,
+                 floors=floors, floor_ms=floors[0].floor_ms, bound_bytes=floors[0].bound_bytes,
+                 best_algorithm=best.algorithm, best_ms=best.floor_ms / rng.uniform(0.05, 1.0))
+
+
+def test_random_reports_stay_under_the_roof_with_labels_apart() -> None:
+    rng = random.Random(15)  # fixed: the same 300 reports every run
+    for _ in range(300):
+        data = _random_report(rng)
+        layout = roofline_layout(data, 500, 70, 372, 270)
+        for p in layout.points:
+            roof = min(data.fp32_peak_flops_per_s, data.copy_bandwidth_bytes_per_s * p.intensity)
+            assert p.flops_per_s <= roof * (1 + 1e-9), (p, data)
+        boxes = [(label.id, label.box) for label in layout.labels] + [("legend", layout.legend)]
+        if layout.bandwidth_label is not None:
+            boxes.append(("bandwidth-label", layout.bandwidth_label[2]))
+        assert _overlaps(boxes) == [], data
+        assert {"peak-label", "efficiency-label"} <= {label.id for label in layout.labels}

@@ -1,30 +1,33 @@
 """GET /healthz (liveness, no database), GET /readyz (the database answers) and GET /metrics (Prometheus
-text exposition format; behind the key when reads need one)."""
+text exposition format through prometheus-client, see :mod:`convtune.api.metrics`; behind the key when reads
+need one)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 import convtune
 from convtune.api.deps import ClockDep, DbDep, ReaderDep, SettingsDep
 from convtune.api.errors import error_responses
+from convtune.api.metrics import CONTENT_TYPE, ServiceMetrics, queue_families
 from convtune.api.schemas import HealthOut
 from convtune.storage import repository as repo
 
 router = APIRouter(tags=["health"])
 
-PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-JOB_STATUSES = ("queued", "running", "finished", "failed", "cancelled")
-#: the window of queue_stats' measurement count
-RATE_WINDOW_S = 60.0
 
 
-def _health(request: Request, settings: Any, db: Any, database: str) -> HealthOut:
+def _health(request: Request, settings: Any, db: Any, database: Literal["ok", "not checked"]) -> HealthOut:
     return HealthOut(status="ok", database=database, revision=getattr(request.app.state, "revision", None),
                      backend=settings.backend, worker_in_process=settings.worker_in_process,
                      version=getattr(convtune, "__version__", "0"), timezone=settings.timezone,
@@ -47,10 +50,11 @@ async def readyz(request: Request, settings: SettingsDep, db: DbDep) -> HealthOu
     return _health(request, settings, db, "ok")
 
 
-@router.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics: queue, jobs, trials/s",
-            responses={200: {"content": {PROMETHEUS_CONTENT_TYPE: {}}, "description": "text exposition format"},
+@router.get("/metrics", response_class=PlainTextResponse,
+            summary="Prometheus metrics: queue, jobs, trials/s, request latency, process",
+            responses={200: {"content": {CONTENT_TYPE: {}}, "description": "text exposition format 0.0.4"},
                        **error_responses(401, 503)})
-async def metrics(request: Request, db: DbDep, clock: ClockDep, caller: ReaderDep) -> PlainTextResponse:
+async def metrics(request: Request, db: DbDep, clock: ClockDep, caller: ReaderDep) -> Response:
     """Behind the API key when reads need one (a Prometheus scrape sends it as a bearer token)."""
 
     def work(session: Session) -> dict[str, Any]:
@@ -61,36 +65,21 @@ async def metrics(request: Request, db: DbDep, clock: ClockDep, caller: ReaderDe
     door = request.app.state.door
     gate = {"in_flight": db.in_flight, "waiting": db.waiting, "shed": db.shed, "inside": door.inside,
             "door_shed": door.shed}
-    return PlainTextResponse(render_metrics(stats, gate), media_type=PROMETHEUS_CONTENT_TYPE)
+    service: ServiceMetrics = request.app.state.metrics
+    return Response(service.exposition(queue_families(stats, gate)), media_type=CONTENT_TYPE)
 
 
 def render_metrics(stats: dict[str, Any], gate: dict[str, int] | None = None) -> str:
-    """The text exposition of :func:`~convtune.storage.repository.queue_stats`' figures and of the database
-    gate and the door (``gate``: in_flight, waiting, shed, inside, door_shed)."""
-    by_status = dict.fromkeys(JOB_STATUSES, 0) | {str(k): int(v) for k, v in stats["jobs_by_status"].items()}
-    recent = int(stats["measurements_last_60s"])
-    gauges = [
-        ("convtune_queue_depth", "Jobs waiting to be claimed (queued).", [("", stats["queue_depth"])]),
-        ("convtune_queue_eligible", "Queued jobs a worker could start now (past not_before, inside their window).",
-         [("", stats.get("eligible_now", 0))]),
-        ("convtune_jobs", "Jobs by status.", [(f'{{status="{s}"}}', n) for s, n in sorted(by_status.items())]),
-        ("convtune_active_workers", "Workers with a live heartbeat.", [("", stats.get("active_workers", 0))]),
-        ("convtune_trials_per_second", "Measurements stored per second over the last minute.",
-         [("", f"{recent / RATE_WINDOW_S:.6g}")]),
-        ("convtune_measurements_last_minute", "Measurements stored in the last 60 seconds.", [("", recent)]),
-    ]
-    if gate is not None:
-        gauges += [
-            ("convtune_requests_in_flight", "Requests working on the database now.", [("", gate["in_flight"])]),
-            ("convtune_requests_waiting", "Requests waiting for a turn at the database.", [("", gate["waiting"])]),
-            ("convtune_requests_shed", "Requests answered 503 by the database gate since start.",
-             [("", gate["shed"])]),
-            ("convtune_requests_inside", "Requests inside the server now.", [("", gate.get("inside", 0))]),
-            ("convtune_requests_shed_at_door", "Requests answered 503 at the door (max_concurrent) since start.",
-             [("", gate.get("door_shed", 0))]),
-        ]
-    lines = []
-    for name, help_text, samples in gauges:
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
-        lines += [f"{name}{labels} {value}" for labels, value in samples]
-    return "\n".join(lines) + "\n"
+    """The text exposition of the queue and gate gauges alone (:func:`~convtune.api.metrics.queue_families`)."""
+    registry = CollectorRegistry(auto_describe=False)
+    for family in queue_families(stats, gate):
+        registry.register(_One(family))
+    return generate_latest(registry).decode()
+
+
+class _One(Collector):
+    def __init__(self, family: Metric) -> None:
+        self.family = family
+
+    def collect(self) -> Iterator[Metric]:
+        yield self.family

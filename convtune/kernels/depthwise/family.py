@@ -85,6 +85,7 @@ def onchip_words(pl: Any) -> int:
     """Fast memory one block holds: its shared memory plus the data registers of its threads (the fast
     variant's TL outputs and KE taps per thread, the 2-D kernel's window, taps and outputs; the simple
     variants' one accumulator)."""
+    c: Any  # each plan type's own config
     if isinstance(pl, Dw2dPackedPlan):
         p, c = pl.problem, pl.config
         return pl.smem_bytes // 4 + pl.threads * (p.R * p.S + c.rows_per_thread * p.Q + p.W)

@@ -66,6 +66,7 @@ def steps(pl: Any, kernels: Any, inputs: tuple[int, ...], dw: int, workspace: in
     out: list[Step] = []
     if not pl.deterministic:
         target = workspace if pl.atomic_workspace else dw
+        assert target is not None  # the workspace of an atomic-workspace plan (asserted above)
         out.append(Memset(target, 4 * pl.workspace_words if pl.atomic_workspace else dw_bytes))
         out.append(Launch(kernels.main, main_grid, main_block, pl.smem_bytes, pointers(*inputs, target), ints))
         if not pl.atomic_workspace:
@@ -73,7 +74,9 @@ def steps(pl: Any, kernels: Any, inputs: tuple[int, ...], dw: int, workspace: in
         _, _, C, K, _ = reduce_dims
         reduce_dims = (1, C, C, K, K)
     else:
+        assert workspace is not None  # a deterministic plan's (asserted above)
         out.append(Launch(kernels.main, main_grid, main_block, pl.smem_bytes, pointers(*inputs, workspace), ints))
+    assert workspace is not None  # both paths that reach the reduction have one
     out.append(Launch(kernels.reduce, grid3(pl.reduce_grid), (REDUCE_WARPS * 32, 1, 1), 0, pointers(workspace, dw),
                       tuple(reduce_dims)))
     return out
