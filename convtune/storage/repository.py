@@ -488,6 +488,22 @@ class BestConfigView:
         """Measured on a GPU of this device name: the only rows served to ops as measured."""
         return self.backend == "gpu" and not self.provisional
 
+    @property
+    def measured(self) -> bool:
+        """What the API and ``convtune best`` call ``measured``: :attr:`measured_here`."""
+        return self.measured_here
+
+    @property
+    def provenance(self) -> str:
+        """One phrase for readers: ``"measured"``, ``"replay (not measured here)"`` or ``"model (predicted)"``."""
+        if self.measured_here:
+            return "measured"
+        return "provisional (not measured)" if self.backend == "gpu" else PROVENANCE.get(self.backend, self.backend)
+
+
+#: How a best row of each backend is labelled where it is shown (CLI, pages): only GPU rows are measured.
+PROVENANCE = {"gpu": "measured", "replay": "replay (not measured here)", "model": "model (predicted)"}
+
 
 _BEST_UPDATABLE = ("config_id", "measurement_id", "time_ms", "floor_ms", "efficiency", "provisional", "tuning_run_id",
                    "updated_at")
@@ -596,11 +612,13 @@ def get_best_config(session: Session, *, problem_key: str | ConvProblem, device_
     return view
 
 
-def list_best_configs(session: Session, *, problem_key: str | ConvProblem,
-                      device_name: str | None = None) -> list[BestConfigView]:
-    """Every scope's best configuration of a problem (measured first, then fastest)."""
+def list_best_configs(session: Session, *, problem_key: str | ConvProblem, device_name: str | None = None,
+                      scope: str | None = None) -> list[BestConfigView]:
+    """Every best configuration of a problem (of one ``scope`` when given; every backend's row): measured on
+    a GPU first, then replayed, then predicted, then fastest. The first is what :func:`find_best_config`
+    answers; the others are what a reader shows beside it, flagged by their backend."""
     key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
-    return [_view(row) for row in _best_rows(session, key, device_name, None)]
+    return [_view(row) for row in _best_rows(session, key, device_name, scope)]
 
 
 # ---- the service: API keys, jobs, batches (convtune/storage/jobs.py) ---------------------------------------
