@@ -17,7 +17,7 @@ from convtune.storage.session import demo_database_path
 
 TOKENS = PROBLEM.key().split()
 REPLAY_TABLE = Path(__file__).resolve().parent / "data" / "replay_h200_space_sample.json.gz"
-SAMPLE = "N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1".split()  # a problem of the README's replay table
+SAMPLE = ["N=32", "C=256", "H=14", "W=14", "K=256", "R=3", "S=3", "pad=1"]  # a problem of the README's replay table
 
 
 def _run(argv: list[str]) -> tuple[int, str, str]:

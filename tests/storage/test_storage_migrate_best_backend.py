@@ -39,8 +39,8 @@ def _old_rows(url: str | URL) -> dict[str, int]:
                       ceilings_source="measured", created_at=NOW, updated_at=NOW)
             prob = add("problems", key=PROBLEM.key(), spec=PROBLEM.to_dict(), flops=PROBLEM.flops,
                        compulsory_bytes=PROBLEM.compulsory_bytes, created_at=NOW)
-            kv = add("kernel_versions", family="direct", direction="fwd", source_sha256=resolver.kernel_shas()["direct"],
-                     created_at=NOW)
+            kv = add("kernel_versions", family="direct", direction="fwd",
+                     source_sha256=resolver.kernel_shas()["direct"], created_at=NOW)
             ids = {}
             for name, config, backend, ms in (("gpu", GPU, "gpu", 0.05), ("replay", REPLAY, "replay", 0.01),
                                               ("model", MODEL, "model", 0.001)):
