@@ -94,11 +94,11 @@ def _recording(compiled: list[KernelText]) -> Iterator[None]:
     def fake(text: str, entry: str, dynamic_smem_bytes: int = 0) -> Any:
         return _fake_kernel(compiled, text, entry, dynamic_smem_bytes)
 
-    modules = [m for name, m in list(sys.modules.items())
-               if name.startswith("convtune.kernels") and getattr(m, "load_kernel", None) is real]
     driver = _prepared.Driver(lambda *a: None, lambda *a: None, lambda: 0, lambda index: contextlib.nullcontext(),
                               (RuntimeError,))
     with _lock:
+        modules = [m for name, m in list(sys.modules.items())
+                   if name.startswith("convtune.kernels") and getattr(m, "load_kernel", None) is real]
         old_driver = _prepared.set_driver(driver)
         for module in modules:
             module.load_kernel = fake  # type: ignore[attr-defined]
@@ -121,6 +121,7 @@ def describe(problem: ConvProblem, config: KernelConfig, machine: MachineModel) 
 
     spec = get_spec(config.family, config.direction)
     plan = spec.plan(problem, config, machine)
+    _prepared._families(config.kind)  # import the family's launcher now: the recorders patch imported modules
     compiled: list[KernelText] = []
     with _recording(compiled):
         prepared = _prepared.prepare_plan(plan, 0)

@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -19,6 +20,7 @@ from best_rows import GPU_CONFIG, PROBLEM, REPLAY_CONFIG, replay_and_gpu, store
 
 from convtune import export, resolver
 from convtune.cli import main
+from convtune.kernels.registry import REGISTRY
 from convtune.kernels.winograd.launcher import WinogradFwdConfig
 from convtune.kernels.winograd.unfused import WinogradUnfusedConfig
 from convtune.machine import MachineModel
@@ -222,3 +224,28 @@ def test_source_prints_the_cuda_text_and_launches_without_a_gpu() -> None:
 def test_bad_export_arguments_are_one_line_and_exit_2(argv: list[str]) -> None:
     rc, out, err = _run(argv)
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("convtune: error: ")
+
+
+_SAMPLES = [PROBLEM, ConvProblem.parse("N=1 C=32 H=16 W=16 K=32 R=3 S=3 pad=1 groups=32"),
+            ConvProblem.parse("N=1 C=32 H=64 W=64 K=32 R=3 S=3 pad=1 groups=32"),
+            ConvProblem.parse("B=4 C=64 L=256 K=4")]
+
+
+@pytest.mark.parametrize("family", sorted(f for f, d in REGISTRY if d == "fwd"))
+def test_source_of_every_family_needs_no_gpu(family: str) -> None:
+    import hashlib
+
+    from convtune.kernel_source import describe
+    from convtune.kernels.registry import get_spec
+
+    spec = get_spec(family)
+    problem = next(p for p in _SAMPLES if spec.supports(p))
+    plan = next(iter(spec.enumerate_plans(problem, H200)))
+    src = describe(problem, plan.config, H200)  # no CuPy here: a real compile would raise DeviceUnavailable
+    launches = [s for s in src.steps if "entry" in s]
+    texts = {k.source_sha256: k for k in src.kernels}
+    assert launches and {s["source_sha256"] for s in launches} <= set(texts)
+    for k in src.kernels:
+        assert hashlib.sha256(k.source.encode()).hexdigest() == k.source_sha256
+        assert re.search(rf"\b{k.entry}\s*\(", k.source), k.entry  # the entry is defined in its text
+    assert all(min(s["grid"]) >= 1 and 1 <= s["block"][0] <= 1024 for s in launches)
