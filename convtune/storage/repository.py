@@ -588,7 +588,7 @@ def _view(row: Any) -> BestConfigView:
 
 def _view_from(values: Mapping[str, Any]) -> BestConfigView:
     """The view of a row's :data:`_BEST_COLUMNS` (other columns of ``values`` are left out)."""
-    fields = {column.key: values[column.key] for column in _BEST_COLUMNS}
+    fields: dict[str, Any] = {column.key: values[column.key] for column in _BEST_COLUMNS}
     fields["params"] = dict(fields["params"] or {})
     return BestConfigView(**fields)
 
