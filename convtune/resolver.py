@@ -20,7 +20,9 @@ the answer), which answers in this order:
 Settings:
     - database: the ``url`` argument, else :func:`use_database`, else ``$CONVTUNE_DATABASE_URL``, else the
       default SQLite file (``$XDG_DATA_HOME/convtune/convtune.db``) if it exists (never created here);
-    - lookups: :func:`set_lookup` (``False`` turns them off, ``None`` defers to the environment), else
+    - configs file: :func:`use_configs_file`, else ``$CONVTUNE_CONFIGS`` (read again when the file changes; the
+      ops keep each answer for their call signature until :func:`clear_cache`);
+    - lookups (the configs file and the database): :func:`set_lookup` (``False`` turns them off, ``None`` defers to the environment), else
       ``$CONVTUNE_LOOKUP`` (``off``, ``0``, ``false`` or ``no`` turn them off).
 
 :func:`clear_cache` forgets every answer (and, through :func:`on_clear`, the ops' prepared launches), e.g.
