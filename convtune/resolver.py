@@ -22,8 +22,8 @@ Settings:
       default SQLite file (``$XDG_DATA_HOME/convtune/convtune.db``) if it exists (never created here);
     - configs file: :func:`use_configs_file`, else ``$CONVTUNE_CONFIGS`` (read again when the file changes; the
       ops keep each answer for their call signature until :func:`clear_cache`);
-    - lookups (the configs file and the database): :func:`set_lookup` (``False`` turns them off, ``None`` defers to the environment), else
-      ``$CONVTUNE_LOOKUP`` (``off``, ``0``, ``false`` or ``no`` turn them off).
+    - lookups (the configs file and the database): :func:`set_lookup` (``False`` turns them off, ``None`` defers
+      to the environment), else ``$CONVTUNE_LOOKUP`` (``off``, ``0``, ``false`` or ``no`` turn them off).
 
 :func:`clear_cache` forgets every answer (and, through :func:`on_clear`, the ops' prepared launches), e.g.
 after tuning in this process. An unreadable database (no schema, locked, unreachable) answers nothing and the
