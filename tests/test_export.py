@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from best_rows import GPU_CONFIG, PROBLEM, REPLAY_CONFIG, replay_and_gpu, store
+from best_rows import GPU_CONFIG, PROBLEM, REPLAY_CONFIG, replay_and_gpu, store, url_text
 
 from convtune import export, resolver
 from convtune.cli import main
@@ -53,11 +53,13 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 @pytest.fixture
-def tuned_db(sqlite_url: str) -> str:
-    """Two problems measured on the GPU, and a faster replayed row of the first."""
-    replay_and_gpu(sqlite_url)
-    store(sqlite_url, WinogradUnfusedConfig(), "gpu", 0.030, problem=PROBLEM2)
-    return sqlite_url
+def tuned_db(db_url: Any) -> str:
+    """Two problems measured on the GPU, and a faster replayed row of the first (SQLite, and PostgreSQL where
+    configured)."""
+    url = url_text(db_url)
+    replay_and_gpu(url)
+    store(url, WinogradUnfusedConfig(), "gpu", 0.030, problem=PROBLEM2)
+    return url
 
 
 def _export(db: str, out: Path, *extra: str) -> dict[str, Any]:
