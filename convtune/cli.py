@@ -33,6 +33,7 @@ from convtune.bounds import (
     winograd_bounds,
 )
 from convtune.cli_analyze import add_analyze_parser
+from convtune.cli_export import add_export_parser
 from convtune.cli_model import add_model_parser
 from convtune.cli_service import add_service_parsers
 from convtune.cli_tuning import add_tuning_parsers
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_worker_parser(sub)
     add_analyze_parser(sub)
     add_model_parser(sub)
+    add_export_parser(sub)
     return parser
 
 

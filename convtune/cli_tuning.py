@@ -85,6 +85,21 @@ def _engine(url: str | None) -> Any:
     return engine
 
 
+def _tune_database(args: argparse.Namespace) -> str | None:
+    """``--db``, else ``$CONVTUNE_DATABASE_URL``; with neither, a replay or model run writes a demo file of its own
+    (said in one line on stderr), so that replayed or predicted rows never land in the default database."""
+    import os
+
+    from convtune.storage.session import DATABASE_URL_ENV, DEMO_BACKENDS, demo_database_url
+
+    if args.db or os.environ.get(DATABASE_URL_ENV) or args.backend not in DEMO_BACKENDS:
+        return args.db
+    url = demo_database_url(args.backend)
+    print(f"convtune: --backend {args.backend} results go to the demo database {url}, not your default database "
+          "(choose one with --db or CONVTUNE_DATABASE_URL)", file=sys.stderr)
+    return url
+
+
 def _problem(tokens: list[str]) -> ConvProblem:
     return ConvProblem.parse(" ".join(tokens))
 
@@ -154,7 +169,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise InvalidConfig("--budget-s", f"{args.budget_s:g} must be > 0")
     families = _families(problem, args.families)
     bench = _benchmarker(args)  # before the database: bad --backend/--replay input creates nothing
-    engine = _engine(args.db)
+    engine = _engine(_tune_database(args))
     bar = _ProgressBar()
     try:
         result = tune(problem, bench, engine, families=families, budget_trials=args.budget_trials,
@@ -237,25 +252,52 @@ def _cudnn_ms(problem: ConvProblem) -> float | None:
 
 # ---- lookups ------------------------------------------------------------------------------------------
 def cmd_best(args: argparse.Namespace) -> int:
+    """``convtune best``: the stored best row (measured on a GPU first) and, flagged beside it, the other
+    backends' rows of the problem (a replayed or predicted row is never shown as measured)."""
     from convtune.storage import repository as repo
     from convtune.storage.session import session_scope
 
     problem = _problem(args.problem)
     with session_scope(_engine(args.db)) as session:
-        view = repo.find_best_config(session, problem_key=problem.key(), device_name=args.device, scope=args.family)
-        if view is None:
-            print(f"no stored result for {problem.key()}: run `convtune tune {problem.key()}`", file=sys.stderr)
-            return 1
-        d = {"problem": view.problem_key, "device": view.device_name, "scope": view.scope, "config": view.config_key,
-             "time_ms": view.time_ms, "floor_ms": view.floor_ms, "efficiency": view.efficiency,
-             "provisional": view.provisional, "run_id": view.tuning_run_id}
+        views = repo.list_best_configs(session, problem_key=problem.key(), device_name=args.device, scope=args.family)
+    if not views:
+        print(f"no stored result for {problem.key()}: run `convtune tune {problem.key()}`{_demo_hint(args.db)}",
+              file=sys.stderr)
+        return 1
+    answer, others = views[0], views[1:]
+    d = {**_best_dict(answer), "others": [_best_dict(v) for v in others]}
     if args.json:
         print(json.dumps(d, indent=1))
-    else:
-        flag = "  (PROVISIONAL: model-predicted)" if d["provisional"] else ""
-        print(f"{d['config']}\n{d['time_ms']:.4f} ms on {d['device']}; floor {d['floor_ms']:.4f} ms, "
-              f"efficiency {d['efficiency']:.2f}; run {d['run_id']}{flag}")
+        return 0
+    print(f"{d['config']}\n{d['time_ms']:.4f} ms on {d['device']}; floor {d['floor_ms']:.4f} ms, "
+          f"efficiency {d['efficiency']:.2f}; run {d['run_id']}; {_flag(answer)}")
+    for v in others:
+        print(f"  also stored: {v.time_ms:.4f} ms on {v.device_name}, {_flag(v)}: {v.config_key}")
     return 0
+
+
+def _best_dict(view: Any) -> dict[str, Any]:
+    return {"problem": view.problem_key, "device": view.device_name, "scope": view.scope, "config": view.config_key,
+            "time_ms": view.time_ms, "floor_ms": view.floor_ms, "efficiency": view.efficiency,
+            "provisional": view.provisional, "backend": view.backend, "measured": view.measured_here,
+            "run_id": view.tuning_run_id}
+
+
+def _flag(view: Any) -> str:
+    """``measured`` for a GPU row of this device name; otherwise what the figures are, in capitals."""
+    return "measured" if view.measured_here else view.provenance.upper()
+
+
+def _demo_hint(db: str | None) -> str:
+    """Where a demo (replay or model) run stored its results, when the default database was read."""
+    import os
+
+    from convtune.storage.session import DATABASE_URL_ENV, demo_database_path
+
+    if db or os.environ.get(DATABASE_URL_ENV):
+        return ""
+    found = [p for p in (demo_database_path(b) for b in ("replay", "model")) if p.is_file()]
+    return "".join(f"; demo results are in --db sqlite:///{p}" for p in found)
 
 
 def cmd_history(args: argparse.Namespace) -> int:

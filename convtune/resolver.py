@@ -6,18 +6,24 @@ the answer), which answers in this order:
 
 1. a config the service reported for this device (:func:`remember`: ``convtune.torch.tune(model, url=...)``
    writes these), if the problem's kernels accept it;
-2. when lookups are on and a database is known: the fastest best row of the problem (its key carries the
+2. when lookups are on and ``$CONVTUNE_CONFIGS`` (or :func:`use_configs_file`) names a file written by
+   ``convtune export``: its fastest measured entry of the problem on this device name, among the families the
+   caller allows, of the family's current kernel source (:mod:`convtune.export`; entries of another source are
+   skipped with one warning per file load; a bad file raises :class:`~convtune.export.ConfigFileError`);
+3. when lookups are on and a database is known: the fastest best row of the problem (its key carries the
    dtype: the precision class) on this device name whose measurement is a real GPU measurement (backend
    ``"gpu"``, not predicted, not provisional) of the *current* source of its family
    (:func:`convtune.storage.repository.find_measured_best`; replay and model rows, and rows of an older
    kernel source, never serve), among the families the caller allows; read once per process and kept;
-3. the model's choice (the caller's ``model`` callable).
+4. the model's choice (the caller's ``model`` callable).
 
 Settings:
     - database: the ``url`` argument, else :func:`use_database`, else ``$CONVTUNE_DATABASE_URL``, else the
       default SQLite file (``$XDG_DATA_HOME/convtune/convtune.db``) if it exists (never created here);
-    - lookups: :func:`set_lookup` (``False`` turns them off, ``None`` defers to the environment), else
-      ``$CONVTUNE_LOOKUP`` (``off``, ``0``, ``false`` or ``no`` turn them off).
+    - configs file: :func:`use_configs_file`, else ``$CONVTUNE_CONFIGS`` (read again when the file changes; the
+      ops keep each answer for their call signature until :func:`clear_cache`);
+    - lookups (the configs file and the database): :func:`set_lookup` (``False`` turns them off, ``None`` defers
+      to the environment), else ``$CONVTUNE_LOOKUP`` (``off``, ``0``, ``false`` or ``no`` turn them off).
 
 :func:`clear_cache` forgets every answer (and, through :func:`on_clear`, the ops' prepared launches), e.g.
 after tuning in this process. An unreadable database (no schema, locked, unreachable) answers nothing and the
@@ -37,18 +43,20 @@ from convtune.errors import ConvtuneError
 from convtune.problem import ConvProblem
 
 DATABASE_URL_ENV = "CONVTUNE_DATABASE_URL"
+CONFIGS_ENV = "CONVTUNE_CONFIGS"
 LOOKUP_ENV = "CONVTUNE_LOOKUP"
 _OFF = {"off", "0", "false", "no"}
 
 _lookup: bool | None = None
 _database: str | None = None
+_configs_file: str | None = None
 _remembered: dict[tuple[str, str], str] = {}
 _listeners: list[Callable[[], None]] = []
 
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
-    """A resolved config and where it came from: ``"service"``, ``"database"`` or ``"model"``."""
+    """A resolved config and where it came from: ``"service"``, ``"file"``, ``"database"`` or ``"model"``."""
 
     config: Any
     source: str
@@ -90,6 +98,47 @@ def database_url(url: str | None = None) -> str | None:
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     path = Path(data_home) / "convtune" / "convtune.db"
     return f"sqlite:///{path}" if path.is_file() else None
+
+
+def use_configs_file(path: str | os.PathLike[str] | None) -> None:
+    """Serve the configs of a ``convtune export`` file in this process (None: back to ``$CONVTUNE_CONFIGS``);
+    clears the cached answers."""
+    global _configs_file
+    _configs_file = os.fspath(path) if path is not None else None
+    _config_file.cache_clear()
+    clear_cache()
+
+
+def configs_path() -> str | None:
+    """:func:`use_configs_file`'s file, else ``$CONVTUNE_CONFIGS``, else None."""
+    return _configs_file or os.environ.get(CONFIGS_ENV) or None
+
+
+@lru_cache(maxsize=8)
+def _config_file(path: str, stamp: tuple[int, int]) -> Any:
+    """The loaded file, read again when its modification time or size (``stamp``) changes (one warning per load)."""
+    from convtune.export import load
+
+    return load(path, kernel_shas())
+
+
+def file_config_key(problem_key: str, device_name: str, families: tuple[str, ...]) -> str | None:
+    """The configs file's answer (step 2 of the module docstring), or None when no file is set or it has none.
+
+    Raises:
+        ConfigFileError: the file is missing or malformed (named with the offending field).
+    """
+    path = configs_path()
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        from convtune.export import ConfigFileError
+
+        raise ConfigFileError(path, "file", f"cannot be read: {exc.strerror or exc}") from None
+    loaded = _config_file(path, (st.st_mtime_ns, st.st_size))
+    return loaded.lookup(problem_key, device_name, kernel_shas(), families)
 
 
 def on_clear(listener: Callable[[], None]) -> None:
@@ -188,6 +237,11 @@ def stored(problem: ConvProblem, machine: Any, families: Iterable[str], url: str
             return Resolution(config, "service")
     if not lookup_enabled():
         return None
+    from_file = file_config_key(key, machine.name, families)
+    if from_file is not None:
+        config = _accepted(problem, from_file, families, machine, validate)
+        if config is not None:
+            return Resolution(config, "file")
     db = database_url(url)
     if db is None:
         return None

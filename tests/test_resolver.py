@@ -176,3 +176,11 @@ def test_find_measured_best_considers_every_scope(db: str) -> None:
                                            kernel_shas={}) is None
     finally:
         engine.dispose()
+
+
+def test_a_replay_row_and_a_gpu_row_of_one_problem_serve_the_gpu_row(db: str) -> None:
+    from best_rows import GPU_CONFIG, replay_and_gpu
+
+    replay_and_gpu(db)  # same problem, device and scope; the replayed row is faster
+    found = resolver.resolve(PROBLEM, H200, ("direct",), lambda: MODEL_CHOICE, url=db)
+    assert found.source == "database" and found.config == GPU_CONFIG

@@ -251,7 +251,8 @@ def _best_rows(views: Sequence[BestConfigView], flops: dict[int, float], *, show
         cells.append(_num(gbps, "{:.0f}"))
         cells.append(_num(v.floor_ms, "{:.4g} ms"))
         cells.append(_td(_eff(v.efficiency), "eff-cell"))
-        cells.append(_td(_badge("provisional (model)", "provisional") if v.provisional else _badge("measured", "ok")))
+        # only a GPU row of this device name is "measured"; a replayed or predicted row says what it is
+        cells.append(_td(_badge("measured", "ok") if v.measured_here else _badge(v.provenance, "provisional")))
         run = (f'<a href="/problems/{int(v.problem_id)}#run-{int(v.tuning_run_id)}">#{int(v.tuning_run_id)}</a>'
                if v.tuning_run_id is not None else "–")
         cells.append(_td(run))
@@ -300,9 +301,9 @@ def _index(session: Session) -> HTMLResponse:
     if not by_device:
         parts.append('<p class="muted">nothing tuned yet</p>')
     # devices with measured results first, then by name
-    ordered = sorted(by_device.items(), key=lambda item: (all(v.provisional for v in item[1]), item[0]))
+    ordered = sorted(by_device.items(), key=lambda item: (not any(v.measured_here for v in item[1]), item[0]))
     for n, ((device_name, cc), views) in enumerate(ordered, start=1):
-        effs = [v.efficiency for v in views if not v.provisional]
+        effs = [v.efficiency for v in views if v.measured_here]
         mean = f" · mean efficiency {sum(effs) / len(effs):.1%} over {len(effs)} measured" if effs else ""
         parts.append(f'<h3 class="device">{h(device_name)} <span class="muted small">sm {h(cc)} · '
                      f"{len(views)} problems{h(mean)}</span></h3>")

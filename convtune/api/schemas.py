@@ -178,6 +178,21 @@ class ConfigOut(BaseModel):
     params: dict[str, Any]
 
 
+class OtherBestOut(BaseModel):
+    """A best row shown beside the answer of GET /v1/configs/best (another backend or device)."""
+
+    device: str
+    scope: str
+    config: str = Field(description="the config key")
+    time_ms: float
+    floor_ms: float
+    efficiency: float
+    provisional: bool
+    backend: str
+    measured: bool
+    run_id: int | None
+
+
 class BestConfigOut(BaseModel):
     """A stored best configuration, with the figures DESIGN.md asks for."""
 
@@ -194,9 +209,14 @@ class BestConfigOut(BaseModel):
     provisional: bool = Field(description="model-predicted, not measured")
     backend: str = Field("gpu", description="what measured it: gpu (a GPU of this device name), replay (a "
                                             "recorded timing table), model (the analytic model)")
+    measured: bool = Field(False, description="true only for a row measured on a GPU of this device name (backend "
+                                              "gpu, not provisional); replayed and predicted rows are false")
     run_id: int | None
     measurement_id: int | None
     updated_at: datetime
+    others: list[OtherBestOut] = Field(default_factory=list, description=(
+        "the other backends' best rows of the same problem and scope (a replay or a model row beside a measured "
+        "one), flagged by backend and measured; never the answer while a GPU row exists"))
 
 
 class JobOut(BaseModel):
@@ -278,6 +298,8 @@ class TuneResponse(BaseModel):
     backend: str | None = Field(None, description="what the figures come from: gpu (measured on a GPU of this "
                                                   "device name), replay (a recorded table), model (the analytic "
                                                   "model)")
+    measured: bool = Field(False, description="true only when the figures were measured on a GPU of this device "
+                                              "name (backend gpu, not provisional)")
     prediction_complete: bool | None = Field(None, description="provisional answers: whether the model ranked "
                                                                "every configuration within the request's budget")
     note: str | None = None

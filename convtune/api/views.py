@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -15,6 +16,7 @@ from convtune.api.schemas import (
     BestConfigOut,
     ConfigOut,
     JobOut,
+    OtherBestOut,
     ProblemOut,
     ProblemRef,
     RunOut,
@@ -52,15 +54,20 @@ def problem_out(row: Any) -> ProblemOut:
                       compulsory_bytes=row.compulsory_bytes, created_at=row.created_at)
 
 
-def best_out(view: repo.BestConfigView) -> BestConfigOut:
+def best_out(view: repo.BestConfigView, others: Sequence[repo.BestConfigView] = ()) -> BestConfigOut:
+    """The answer row, measured only if a GPU of its device name measured it; ``others`` (other backends' rows
+    of the problem) are listed beside it, flagged."""
     tflops, gbps = rates(problem_of(view.problem_key), view.time_ms)
     return BestConfigOut(
         problem=ProblemRef(id=view.problem_id, key=view.problem_key), device=view.device_name,
         compute_capability=view.compute_capability, scope=view.scope,
         config=ConfigOut(key=view.config_key, kind=view.config_kind, params=view.params), time_ms=view.time_ms,
         tflops=tflops, gbps=gbps, floor_ms=view.floor_ms, efficiency=view.efficiency, provisional=view.provisional,
-        backend=view.backend, run_id=view.tuning_run_id, measurement_id=view.measurement_id,
-        updated_at=view.updated_at)
+        backend=view.backend, measured=view.measured_here, run_id=view.tuning_run_id,
+        measurement_id=view.measurement_id, updated_at=view.updated_at,
+        others=[OtherBestOut(device=o.device_name, scope=o.scope, config=o.config_key, time_ms=o.time_ms,
+                             floor_ms=o.floor_ms, efficiency=o.efficiency, provisional=o.provisional,
+                             backend=o.backend, measured=o.measured_here, run_id=o.tuning_run_id) for o in others])
 
 
 _NOTES = {"model": "predicted by the analytic model (this server runs the model backend)",
@@ -75,7 +82,7 @@ def tune_measured(view: repo.BestConfigView) -> TuneResponse:
         problem=best.problem, provisional=view.provisional, predicted=view.provisional, device=view.device_name,
         config=best.config, time_ms=best.time_ms, tflops=best.tflops, gbps=best.gbps, floor_ms=best.floor_ms,
         efficiency=best.efficiency, run_id=best.run_id, job_id=None, job=None, backend=view.backend,
-        note=_NOTES.get(view.backend))
+        measured=view.measured_here, note=_NOTES.get(view.backend))
 
 
 def tune_provisional(problem: ConvProblem, problem_row: Any, prediction: Prediction | None, job: JobOut | None,

@@ -489,6 +489,22 @@ class BestConfigView:
         """Measured on a GPU of this device name: the only rows served to ops as measured."""
         return self.backend == "gpu" and not self.provisional
 
+    @property
+    def measured(self) -> bool:
+        """What the API and ``convtune best`` call ``measured``: :attr:`measured_here`."""
+        return self.measured_here
+
+    @property
+    def provenance(self) -> str:
+        """One phrase for readers: ``"measured"``, ``"replay (not measured here)"`` or ``"provisional (model)"``."""
+        if self.measured_here:
+            return "measured"
+        return "provisional (not measured)" if self.backend == "gpu" else PROVENANCE.get(self.backend, self.backend)
+
+
+#: How a best row of each backend is labelled where it is shown (CLI, pages): only GPU rows are measured.
+PROVENANCE = {"gpu": "measured", "replay": "replay (not measured here)", "model": "provisional (model)"}
+
 
 _BEST_UPDATABLE = ("config_id", "measurement_id", "time_ms", "floor_ms", "efficiency", "provisional", "tuning_run_id",
                    "updated_at")
@@ -568,9 +584,14 @@ def _best_rows(session: Session, problem_key: str, device_name: str | None, scop
 
 
 def _view(row: Any) -> BestConfigView:
-    values = row._asdict()
-    values["params"] = dict(values["params"] or {})
-    return BestConfigView(**values)
+    return _view_from(row._asdict())
+
+
+def _view_from(values: Mapping[str, Any]) -> BestConfigView:
+    """The view of a row's :data:`_BEST_COLUMNS` (other columns of ``values`` are left out)."""
+    fields: dict[str, Any] = {column.key: values[column.key] for column in _BEST_COLUMNS}
+    fields["params"] = dict(fields["params"] or {})
+    return BestConfigView(**fields)
 
 
 def find_best_config(session: Session, *, problem_key: str | ConvProblem, device_name: str | None = None,
@@ -597,11 +618,13 @@ def get_best_config(session: Session, *, problem_key: str | ConvProblem, device_
     return view
 
 
-def list_best_configs(session: Session, *, problem_key: str | ConvProblem,
-                      device_name: str | None = None) -> list[BestConfigView]:
-    """Every scope's best configuration of a problem (measured first, then fastest)."""
+def list_best_configs(session: Session, *, problem_key: str | ConvProblem, device_name: str | None = None,
+                      scope: str | None = None) -> list[BestConfigView]:
+    """Every best configuration of a problem (of one ``scope`` when given; every backend's row): measured on
+    a GPU first, then replayed, then predicted, then fastest. The first is what :func:`find_best_config`
+    answers; the others are what a reader shows beside it, flagged by their backend."""
     key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
-    return [_view(row) for row in _best_rows(session, key, device_name, None)]
+    return [_view(row) for row in _best_rows(session, key, device_name, scope)]
 
 
 # ---- the service: API keys, jobs, batches (convtune/storage/jobs.py) ---------------------------------------
@@ -740,3 +763,45 @@ def _measured_view(best: BestConfig, problem: Problem, device: Device, config: C
               "tuning_run_id": best.tuning_run_id, "updated_at": best.updated_at, "backend": measurement.backend}
     wanted = {f.name for f in fields(BestConfigView)}
     return BestConfigView(**{name: value for name, value in values.items() if name in wanted})
+
+
+# ---- every best row with its kernel version (convtune export, convtune/export.py) ----------------------------
+@dataclass(frozen=True, slots=True)
+class ExportRow:
+    """A best row as ``convtune export`` writes it: the view, the kernel version (SHA-256 of the family's source)
+    its measurement was taken with (None without a measurement), and whether the resolver would serve it as
+    measured (:func:`find_measured_best`'s conditions but the kernel version, which the reader checks)."""
+
+    view: BestConfigView
+    kernel_version: str | None
+    servable: bool
+
+
+def list_export_rows(session: Session, *, device_name: str | None = None,
+                     backend: str | None = None) -> list[ExportRow]:
+    """Every best row (on devices called ``device_name``, of ``backend``; None: all), by problem key, device,
+    scope and rank (GPU first, then fastest)."""
+    query = (select(*_BEST_COLUMNS, KernelVersion.source_sha256, KernelVersion.direction,
+                    Measurement.backend.label("m_backend"), Measurement.predicted, Measurement.status,
+                    Measurement.config_id.label("m_config_id"), BestConfig.config_id.label("b_config_id"))
+             .join_from(BestConfig, Problem, Problem.id == BestConfig.problem_id)
+             .join(Device, Device.id == BestConfig.device_id)
+             .join(Config, Config.id == BestConfig.config_id)
+             .outerjoin(Measurement, Measurement.id == BestConfig.measurement_id)
+             .outerjoin(KernelVersion, KernelVersion.id == Measurement.kernel_version_id))
+    if device_name is not None:
+        query = query.where(Device.name == device_name)
+    if backend is not None:
+        query = query.where(BestConfig.backend == _choice("backend", backend, BACKENDS))
+    rank = case((BestConfig.backend == "gpu", 0), (BestConfig.backend == "replay", 1), else_=2)
+    query = query.order_by(Problem.key, Device.name, BestConfig.scope, BestConfig.provisional, rank,
+                           BestConfig.time_ms, BestConfig.id)
+    out = []
+    for row in session.execute(query):
+        values = row._asdict()
+        view = _view_from(values)
+        servable = (not view.provisional and view.backend == "gpu" and values["m_backend"] == "gpu"
+                    and values["predicted"] is False and values["status"] == "ok"
+                    and values["m_config_id"] == values["b_config_id"] and values["direction"] == "fwd")
+        out.append(ExportRow(view, values["source_sha256"], bool(servable)))
+    return out

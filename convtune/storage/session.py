@@ -38,10 +38,32 @@ def default_database_url() -> str:
     url = os.environ.get(DATABASE_URL_ENV)
     if url:
         return url
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    directory = Path(data_home) / "convtune"
+    directory = _data_dir()
     directory.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{directory / 'convtune.db'}"
+
+
+#: Backends whose results are no measurement of this machine: ``convtune tune`` keeps them in a demo file.
+DEMO_BACKENDS = ("replay", "model")
+
+
+def _data_dir() -> Path:
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "convtune"
+
+
+def demo_database_path(backend: str) -> Path:
+    """The SQLite file a ``replay`` or ``model`` run of ``convtune tune`` writes when no database is chosen:
+    ``$XDG_DATA_HOME/convtune/demo-<backend>.db`` beside the default file, never the default file itself
+    (which ``convtune best`` and the ops read as this machine's measurements)."""
+    return _data_dir() / f"demo-{backend}.db"
+
+
+def demo_database_url(backend: str) -> str:
+    """:func:`demo_database_path` as a URL (its directory is created)."""
+    path = demo_database_path(backend)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
 
 
 def make_engine(url: str | URL | None = None, *, sqlite_foreign_keys: bool = True, **kwargs: Any) -> Engine:

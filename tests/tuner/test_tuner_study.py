@@ -111,8 +111,10 @@ def test_suggestions_stay_inside_the_space(space: ConfigSpace) -> None:
         trial = study.ask()
         params = space.suggest(trial)
         assert set(params) == {"family", *space.fields["direct"]}
-        for name in space.fields["direct"]:
-            assert params[name] in space.values["direct"][name]
+        for name in space.fields["direct"]:  # ordered: any integer of the survivors' range, on a log scale
+            values = space.values["direct"][name]
+            assert values[0] <= params[name] <= values[-1]
+        assert space.nearest(params, set()).key in space.rank  # which maps to a survivor
         study.tell(trial, 1.0)
     assert set(space.params_of(space.by_family["direct"][0])) == {f"direct.{n}" for n in space.fields["direct"]}
 

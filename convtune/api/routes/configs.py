@@ -33,9 +33,10 @@ async def best_config(request: Request, db: DbDep, caller: ReaderDep,
                                                            description="only rows of this backend (gpu: measured "
                                                                        "on a GPU); default: any, GPU rows first")]
                       = None) -> BestConfigOut:
-    """Rows measured on a GPU come first, then replayed ones, then model predictions (each flagged by
-    ``backend`` and ``provisional``), then the fastest; 404 when nothing is stored for the problem (POST
-    /v1/tune queues a tuning job)."""
+    """Rows measured on a GPU come first, then replayed ones, then model predictions, then the fastest; the
+    answer says ``measured`` (true only for a GPU row) and ``backend``, and ``others`` lists the other rows of
+    the problem and scope (e.g. a replayed row beside the measured one), flagged the same way; 404 when nothing
+    is stored for the problem (POST /v1/tune queues a tuning job)."""
     conv = to_problem({"key": problem})
     answers: AnswerCache = request.app.state.answers
     cache_key = ("best", conv.key(), device, family, backend)
@@ -47,12 +48,16 @@ async def best_config(request: Request, db: DbDep, caller: ReaderDep,
 
     def work(session: Session) -> bytes:
         caller.reader(session)
-        view = repo.find_best_config(session, problem_key=conv, device_name=device, scope=family, backend=backend)
+        # every backend's row of the scope, GPU-measured first: the first that fits ``backend`` answers, the
+        # rest are listed beside it (flagged), so a replayed row is seen but never passes for a measurement
+        views = repo.list_best_configs(session, problem_key=conv, device_name=device, scope=family)
+        view = next((v for v in views if backend is None or v.backend == backend), None)
         if view is None:
             where = f" on {device!r}" if device else ""
-            raise ResourceNotFound(f"no stored best configuration (scope {family!r}) for {conv.key()}{where}",
+            what = f" of backend {backend!r}" if backend else ""
+            raise ResourceNotFound(f"no stored best configuration (scope {family!r}){what} for {conv.key()}{where}",
                                    "problem")
-        return best_out(view).model_dump_json().encode()
+        return best_out(view, [v for v in views if v is not view]).model_dump_json().encode()
 
     data = await db.run(work)
     answers.put(cache_key, data)
