@@ -73,7 +73,7 @@ class Entry:
     provisional: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 # ---- writing -------------------------------------------------------------------------------------------------
