@@ -16,7 +16,7 @@
 #     retime    benchmarks/retime.py: the tuned and brute-force configs of $OUT/tune_suite.json, interleaved
 #     wsweep    benchmarks/winograd_sweep.py: sampled fused-Winograd configs per 3×3 stride-1 shape vs cuDNN
 #     batch     benchmarks/serve_batch.py: `convtune serve` + POST /v1/batches {"preset": $BATCH_PRESET}
-#     dense_torch_tests pytest -m gpu: prepared launches of every family, convtune.torch.conv2d / modules / graphs /
+#     dense_torch_tests pytest -m gpu: prepared launches of every family, the pointwise kernel, convtune.torch.conv2d / modules / graphs /
 #               torch.compile / tune(model), the depthwise ops, the operator API
 #     call_overhead benchmarks/call_overhead.py: host/kernel µs per call, convtune vs PyTorch ($CALL_OVERHEAD_ARGS)
 #     user_suite benchmarks/user_suite.py: the public conv2d suite via convtune.torch.conv2d vs cuDNN fp32, eager,
@@ -86,6 +86,7 @@ for step in "$@"; do
             --out "$OUT/batch_${BATCH_PRESET:-resnet18}" --db /tmp/convtune-service.db 2>&1 | tee "$OUT/serve_batch.log" | tail -20 ;;
     dense_torch_tests)
         python3 -m pytest -m gpu -q -p no:cacheprovider -W default --maxfail=40 -ra tests/kernels/test_prepared_gpu.py \
+            tests/kernels/test_pointwise_gpu.py \
             tests/test_torch_dense_gpu.py tests/kernels/test_ops_gpu.py tests/test_torch_ops.py tests/test_torch_dense.py \
             tests/test_call_cache.py tests/test_torch_tune.py 2>&1 | tee "$OUT/gpu_dense_torch_tests.txt" | tail -30 ;;
     call_overhead)
