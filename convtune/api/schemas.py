@@ -226,6 +226,9 @@ class JobOut(BaseModel):
     efficiency: float | None = Field(description="floor_ms / best_time_ms")
     tuning_run_id: int | None
     error: str | None
+    stop_reason: str | None = Field(None, description="why an ended job stopped: budget_s (search time, after "
+                                                      "pruning), budget_trials, exhausted, patience, floor, target, "
+                                                      "no_survivors, stored, cancelled or error")
     created_at: datetime
     updated_at: datetime | None
     started_at: datetime | None

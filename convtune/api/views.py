@@ -129,6 +129,7 @@ def job_out(session: Session, job: Any, default_machine: MachineModel, *,
         eligible=job.status == "queued" and repo.is_eligible(job, datetime.now(UTC)), worker_id=job.worker_id,
         attempts=job.attempts or 0, trials_done=job.trials_done or 0, best_time_ms=best, floor_ms=floor,
         efficiency=floor / best if floor and best else None, tuning_run_id=job.tuning_run_id, error=job.error,
+        stop_reason=getattr(job, "stop_reason", None),
         created_at=job.created_at, updated_at=job.updated_at, started_at=job.started_at,
         finished_at=job.finished_at)
 
