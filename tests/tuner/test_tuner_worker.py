@@ -71,7 +71,7 @@ def test_a_hang_times_out_and_the_worker_restarts(faulty: SubprocessBenchmarker,
     start = time.perf_counter()
     hung = faulty.measure(PROBLEM, replayable[2].plan)
     elapsed = time.perf_counter() - start
-    assert TIMEOUT_S <= elapsed < TIMEOUT_S + 20  # waited for the timeout, then killed the child
+    assert elapsed >= TIMEOUT_S  # waited for the timeout (no upper bound: a busy machine is slow, not wrong)
     assert faulty._proc is None  # the hung child is gone
     assert faulty.measure(PROBLEM, replayable[0].plan).ok and faulty.restarts == 1
     assert hung.status == "timeout" and f"within {TIMEOUT_S:g} s" in hung.error
