@@ -146,5 +146,6 @@ PRESETS: dict[str, MachineModel] = {
 
 
 def preset_help() -> str:
-    """The preset names for help texts and errors, bounds-only ones marked: ``"h200, ..., v100 (bounds only)"``."""
-    return ", ".join(name + ("" if m.runs_kernels else " (bounds only)") for name, m in PRESETS.items())
+    """The preset names, sorted, for help texts and errors, bounds-only ones marked:
+    ``"a100, h100, h200, p100 (bounds only), v100 (bounds only)"``."""
+    return ", ".join(name + ("" if PRESETS[name].runs_kernels else " (bounds only)") for name in sorted(PRESETS))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import os
+import signal
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -30,6 +31,9 @@ def _build(factory: str, kwargs: dict[str, Any]) -> Any:
 
 
 def _child_main(conn: Connection, factory: str, kwargs: dict[str, Any]) -> None:
+    # Ctrl-C reaches the whole process group: the parent handles it (one line, then close() stops this
+    # child); here it would only print a second traceback and lose the trial in flight
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from convtune.tuner.gpu import ContextLost, plan_for
 
     try:

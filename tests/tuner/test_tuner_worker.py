@@ -89,6 +89,13 @@ def test_a_worker_killed_between_calls_is_restarted(faulty: SubprocessBenchmarke
     assert faulty.kernel_version(replayable[0].spec) != "unknown"
 
 
+def test_ctrl_c_to_the_process_group_leaves_the_child_to_its_parent(faulty: SubprocessBenchmarker,
+                                                                    replayable: list[Candidate]) -> None:
+    """SIGINT (Ctrl-C reaches the whole group) is the parent's to handle: the child neither dies nor prints."""
+    os.kill(faulty._proc.pid, signal.SIGINT)
+    assert faulty.measure(PROBLEM, replayable[0].plan).ok and faulty.restarts == 0
+
+
 def test_a_worker_that_cannot_start_says_why() -> None:
     with pytest.raises(WorkerDied, match=r"failed to start: .*no-such-table"):
         SubprocessBenchmarker(FACTORY, {"table_path": "no-such-table.json"}, timeout_s=TIMEOUT_S,
