@@ -181,6 +181,19 @@ def serve_settings(args: argparse.Namespace) -> Any:
     return settings.model_copy(update={"worker_in_process": in_process})
 
 
+def check_database(url: str) -> None:
+    """Connect once before uvicorn starts: a malformed or unreachable ``--db`` is then the CLI's one-line error
+    (exit 2 or 1), not a traceback from the app's start-up inside uvicorn."""
+    from convtune.storage.session import make_engine
+
+    engine = make_engine(url)
+    try:
+        with engine.connect():
+            pass
+    finally:
+        engine.dispose()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -190,6 +203,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = serve_settings(args)
     if not args.graceful_s > 0:
         raise InvalidInput("--graceful-s", f"{args.graceful_s:g} must be > 0")
+    check_database(settings.database_url)
     app = create_app(settings)
 
     class Server(uvicorn.Server):

@@ -198,3 +198,10 @@ def test_an_unexpected_error_is_one_line_naming_it(capsys, monkeypatch: pytest.M
     assert main(["bounds", *TINY]) == 1
     err = assert_short(capsys.readouterr().err, "internal error: ZeroDivisionError", "--debug")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_serve_checks_its_database_before_starting(capsys) -> None:
+    assert main(["serve", "--db", "nonsense://", "--backend", "model", "--port", "18999"]) == 2
+    assert_short(capsys.readouterr().err, "--db", "nonsense")
+    assert main(["serve", "--db", CLOSED_PORT_PG, "--backend", "model", "--port", "18999"]) == 1
+    assert_short(capsys.readouterr().err, "database", "Connection refused")
