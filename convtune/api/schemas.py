@@ -307,7 +307,8 @@ class RunOut(BaseModel):
     stop_reason: str | None
     trials_done: int
     budget_trials: int | None
-    budget_s: float | None
+    budget_s: float | None = Field(description="seconds of search after pruning")
+    pruning_s: float | None = Field(None, description="seconds pruning took (not charged to budget_s)")
     space_size: int | None
     stage_survivors: dict[str, Any]
     best_measurement_id: int | None

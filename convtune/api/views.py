@@ -137,7 +137,8 @@ def job_out(session: Session, job: Any, default_machine: MachineModel, *,
 def run_out(run: Any, device_name: str) -> RunOut:
     return RunOut(id=run.id, device=device_name, backend=run.backend, families=_families(run.families) or [],
                   sampler=run.sampler, status=run.status, stop_reason=run.stop_reason, trials_done=run.trials_done,
-                  budget_trials=run.budget_trials, budget_s=run.budget_s, space_size=run.space_size,
+                  budget_trials=run.budget_trials, budget_s=run.budget_s, pruning_s=run.pruning_s,
+                  space_size=run.space_size,
                   stage_survivors=dict(run.stage_survivors or {}), best_measurement_id=run.best_measurement_id,
                   started_at=run.started_at, finished_at=run.finished_at)
 

@@ -37,6 +37,7 @@ def test_job_lifecycle(db_url: str | URL) -> None:
         assert done["best_time_ms"] > 0 and done["tuning_run_id"] is not None
         assert done["efficiency"] == pytest.approx(done["floor_ms"] / done["best_time_ms"])
         assert done["started_at"] and done["finished_at"] and done["error"] is None
+        assert done["stop_reason"] == "budget_trials"  # why it stopped, as a code
         assert env.client.get("/v1/jobs", params={"status": "queued"}, headers=env.headers).json() == []
         assert not run_worker_once(env)  # nothing left
 
