@@ -372,7 +372,8 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _schedule(j: dict[str, Any]) -> str:
-    """When a job may run: its window (and zone) and not-before; for a queued job whether it may start now."""
+    """When a job may run: its window (and zone) and not-before; for a queued job whether it may start now; for
+    an ended one why it stopped."""
     parts = []
     if j.get("window"):
         parts.append(f"{j['window']} {j.get('timezone') or 'UTC'}")
@@ -380,6 +381,8 @@ def _schedule(j: dict[str, Any]) -> str:
         parts.append(f"after {j['not_before'][:16].replace('T', ' ')}Z")
     if j["status"] == "queued":
         parts.append("starts now" if j.get("eligible") else "waits")
+    if j.get("stop_reason"):  # an ended job: why it stopped (budget_s, budget_trials, exhausted, ...)
+        parts.append(f"stop: {j['stop_reason']}")
     return ", ".join(parts) or "—"
 
 

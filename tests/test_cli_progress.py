@@ -169,10 +169,12 @@ def test_batch_wait_exits_1_when_a_job_failed(capsys, monkeypatch: pytest.Monkey
     batch = {"id": 6, "name": None, "status": "queued", "jobs": [_job(1, "queued", 0)]}
     _fake_server(monkeypatch, {("POST", "/v1/batches"): [(202, batch)],
                                ("GET", "/v1/batches/6"): [(200, {**batch, "status": "failed",
-                                                                 "jobs": [_job(1, "failed", 2)]})]})
+                                                                 "jobs": [_job(1, "failed", 2) | {
+                                                                     "stop_reason": "error"}]})]})
     rc = main(["batch", "--preset", "resnet18", "--wait", "60", "--poll-s", "0.001"])
     out, err = capsys.readouterr()
     assert rc == 1 and "failed" in out and err == ""  # not a terminal: no progress
+    assert "stop: error" in out  # the jobs table says why each ended job stopped
 
 
 def test_submit_wait_polls_the_job_then_prints_the_result(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
