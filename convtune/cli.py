@@ -7,7 +7,9 @@ Add a sub-command with an ``add_<name>_parser(subparsers)`` function that regist
 
 Errors a user can fix (bad problem, unknown machine, unreadable suite) print ONE line
 ``convtune: error: <field>: <what is wrong>`` on stderr and exit with status 2, like argparse's own
-usage errors.
+usage errors; runtime failures print one line and exit 1 (:mod:`convtune.cli_errors` is the one handler).
+Global flags, accepted before or after the sub-command: ``--debug`` (the traceback instead of the one
+line), ``--quiet`` / ``--no-progress`` (no progress bars on stderr).
 """
 
 from __future__ import annotations
@@ -33,13 +35,15 @@ from convtune.bounds import (
     winograd_bounds,
 )
 from convtune.cli_analyze import add_analyze_parser
+from convtune.cli_errors import run_command
 from convtune.cli_export import add_export_parser
+from convtune.cli_machines import add_machines_parser
 from convtune.cli_model import add_model_parser
 from convtune.cli_service import add_service_parsers
 from convtune.cli_tuning import add_tuning_parsers
 from convtune.cli_worker import add_worker_parser
 from convtune.errors import ConvtuneError
-from convtune.machine import MachineModel
+from convtune.machine import MachineModel, preset_help
 from convtune.problem import ConvProblem
 from convtune.tuner.analysis import family_choice
 
@@ -68,7 +72,30 @@ def build_parser() -> argparse.ArgumentParser:
     add_analyze_parser(sub)
     add_model_parser(sub)
     add_export_parser(sub)
+    add_machines_parser(sub)
+    add_global_flags(parser)
     return parser
+
+
+GLOBAL_FLAGS = (
+    ("--debug", "on an error, show the Python traceback instead of one line"),
+    ("--quiet", "no progress on stderr (results and errors are still printed)"),
+    ("--no-progress", "no progress bars on stderr (same as --quiet)"),
+)
+
+
+def add_global_flags(parser: argparse.ArgumentParser, *, top: bool = True) -> None:
+    """``--debug``, ``--quiet``, ``--no-progress`` on ``parser`` and every sub-parser below it, so they may
+    come before or after the sub-command. Sub-parsers default to SUPPRESS: a flag given before the
+    sub-command is not reset by the sub-parser's own default."""
+    for flag, text in GLOBAL_FLAGS:
+        if flag not in parser._option_string_actions:  # e.g. tune-model's own --no-progress
+            parser.add_argument(flag, action="store_true", help=text,
+                                default=False if top else argparse.SUPPRESS)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+                add_global_flags(child, top=False)
 
 
 def add_bounds_parser(sub: Any) -> None:
@@ -82,7 +109,7 @@ def add_bounds_parser(sub: Any) -> None:
                    help="problem fields (N C H W K R S, stride, pad, dilation, groups, dtype; or B C L K causal)")
     p.add_argument("--suite", metavar="FILE", help="a suite JSON file, or the name of a suite shipped with convtune "
                    f"({', '.join(suites.names())}; e.g. {suites.path('public')})")
-    p.add_argument("--machine", default="h200", help="machine preset (h200, h100, a100, v100, p100); default h200")
+    p.add_argument("--machine", default="h200", help=f"machine preset ({preset_help()}); default h200")
     p.add_argument("--smem-kib", type=float, default=None, metavar="KIB",
                    help="fast memory S per block in KiB (default: the machine's per-block budget: shared "
                         "memory + half an SM's registers)")
@@ -92,14 +119,14 @@ def add_bounds_parser(sub: Any) -> None:
 
 # ---- entry point ------------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``convtune``; returns the exit status (0 ok, 2 bad input)."""
-    args = build_parser().parse_args(argv)
+    """Run ``convtune``; returns the exit status (0 ok, 1 runtime failure, 2 bad input, 130 interrupted)."""
     try:
-        return int(args.func(args))
-    except (CliError, ConvtuneError) as exc:
-        message = " ".join(str(exc).split())  # always one line
-        print(f"convtune: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the parser imports the sub-commands' modules
+        print("convtune: interrupted", file=sys.stderr)
+        return 130
+    args.no_progress = bool(getattr(args, "no_progress", False) or getattr(args, "quiet", False))
+    return run_command(args.func, args, debug=bool(getattr(args, "debug", False)))
 
 
 # ---- bounds -----------------------------------------------------------------------------------------

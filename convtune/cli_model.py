@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from convtune.errors import InvalidInput
+from convtune.machine import preset_help
 
 BACKENDS = ("gpu", "model", "replay")
 
@@ -38,7 +39,8 @@ def add_model_parser(sub: Any) -> None:
                    help="local tuning's benchmarker: gpu (default), model (predictions: a demo without a GPU, "
                         "never served to the ops) or replay (--replay FILE)")
     p.add_argument("--replay", metavar="FILE", help="timing table for --backend replay")
-    p.add_argument("--machine", default="h200", help="machine preset for --backend model (default h200)")
+    p.add_argument("--machine", default="h200",
+                   help=f"machine preset for --backend model ({preset_help()}; default h200)")
     p.add_argument("--url", default=None, help="queue the convolutions on a running convtune service instead")
     p.add_argument("--api-key", default=None, help="the service's API key (default $CONVTUNE_API_KEY)")
     p.add_argument("--db", metavar="URL", default=None,

@@ -6,7 +6,11 @@ requests with the standard library (no extra dependency) to ``--url`` (default `
 http://127.0.0.1:8000) with ``--key`` (default ``$CONVTUNE_API_KEY``).
 
 Exit status: 0 done; 2 bad input, checked here or answered 4xx by the server (one line on stderr, the
-server's JSON detail included); 1 the server failed (5xx) or could not be reached.
+server's JSON detail included); 1 the server failed (5xx) or could not be reached, or a waited-for job failed.
+
+``submit --wait S`` and ``batch --wait S`` / ``--watch`` poll the jobs (``GET /v1/jobs/{id}``,
+``GET /v1/batches/{id}``) every ``--poll-s`` and show jobs done / total and each running job's trials on
+stderr (tqdm, only on a terminal; ``--quiet`` / ``--no-progress`` turn it off).
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import json
 import os
 import re
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -74,6 +79,8 @@ def add_service_parsers(sub: Any) -> None:
     p.add_argument("--wait", type=float, default=0.0, metavar="S", help="wait up to S seconds for the tuning job")
     p.add_argument("--device", default=None, help="machine preset or device name (default: any)")
     p.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"))
+    p.add_argument("--poll-s", type=float, default=2.0, metavar="S",
+                   help="with --wait on a terminal: how often the job's progress is read (default 2)")
     _client_args(p)
     p.set_defaults(func=cmd_submit)
 
@@ -107,7 +114,14 @@ def add_service_parsers(sub: Any) -> None:
                         "zone, and the zone used is printed)")
     p.add_argument("--name", default=None)
     p.add_argument("--budget-trials", type=int, default=None)
-    p.add_argument("--budget-s", type=float, default=None)
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="seconds of search per job, after its pruning (the warm start is always measured)")
+    waiting = p.add_mutually_exclusive_group()
+    waiting.add_argument("--wait", type=float, default=None, metavar="S",
+                         help="wait up to S seconds for every job to end, showing progress")
+    waiting.add_argument("--watch", action="store_true", help="wait until every job ended, showing progress")
+    p.add_argument("--poll-s", type=float, default=2.0, metavar="S",
+                   help="with --wait/--watch: how often the jobs are read (default 2)")
     _client_args(p)
     p.set_defaults(func=cmd_batch)
 
@@ -167,6 +181,19 @@ def serve_settings(args: argparse.Namespace) -> Any:
     return settings.model_copy(update={"worker_in_process": in_process})
 
 
+def check_database(url: str) -> None:
+    """Connect once before uvicorn starts: a malformed or unreachable ``--db`` is then the CLI's one-line error
+    (exit 2 or 1), not a traceback from the app's start-up inside uvicorn."""
+    from convtune.storage.session import make_engine
+
+    engine = make_engine(url)
+    try:
+        with engine.connect():
+            pass
+    finally:
+        engine.dispose()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -176,6 +203,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = serve_settings(args)
     if not args.graceful_s > 0:
         raise InvalidInput("--graceful-s", f"{args.graceful_s:g} must be > 0")
+    check_database(settings.database_url)
     app = create_app(settings)
 
     class Server(uvicorn.Server):
@@ -277,8 +305,24 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace, body: dict[str, Any]) -> int:
-    status, answer = request(args, "POST", "/v1/tune", body=body, query={"wait": args.wait or None},
-                             extra_timeout=args.wait)
+    from convtune.cli_progress import JobsProgress, progress_enabled
+
+    if args.wait and progress_enabled(args):
+        # poll the job instead of one long request, so its trials can be shown while it runs
+        status, answer = request(args, "POST", "/v1/tune", body=body)
+        job = answer.get("job") if status == 202 else None
+        if job:
+            bar = JobsProgress(True, 1, desc=f"job {job['id']}")
+            jobs = wait_for_jobs(lambda: [request(args, "GET", f"/v1/jobs/{job['id']}")[1]], bar, args.wait,
+                                 args.poll_s)
+            bar.close()
+            if jobs[0]["status"] == "finished":  # the stored best now answers
+                status, answer = request(args, "POST", "/v1/tune", body=body)
+            else:
+                answer = {**answer, "job": jobs[0]}
+    else:
+        status, answer = request(args, "POST", "/v1/tune", body=body, query={"wait": args.wait or None},
+                                 extra_timeout=args.wait)
     if args.json:
         _emit(json.dumps(answer, indent=1))
         return EXIT_OK
@@ -328,7 +372,8 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _schedule(j: dict[str, Any]) -> str:
-    """When a job may run: its window (and zone) and not-before; for a queued job whether it may start now."""
+    """When a job may run: its window (and zone) and not-before; for a queued job whether it may start now; for
+    an ended one why it stopped."""
     parts = []
     if j.get("window"):
         parts.append(f"{j['window']} {j.get('timezone') or 'UTC'}")
@@ -336,6 +381,8 @@ def _schedule(j: dict[str, Any]) -> str:
         parts.append(f"after {j['not_before'][:16].replace('T', ' ')}Z")
     if j["status"] == "queued":
         parts.append("starts now" if j.get("eligible") else "waits")
+    if j.get("stop_reason"):  # an ended job: why it stopped (budget_s, budget_trials, exhausted, ...)
+        parts.append(f"stop: {j['stop_reason']}")
     return ", ".join(parts) or "—"
 
 
@@ -447,14 +494,65 @@ def load_problems(path: str) -> list[ConvProblem]:
 
 def cmd_batch(args: argparse.Namespace) -> int:
     body = batch_body(args)
+    if args.wait is not None and not args.wait > 0:
+        raise InvalidInput("--wait", f"{args.wait:g} must be > 0 seconds")
     return _run(lambda a: _batch(a, body), args)
+
+
+#: Job statuses that end a job.
+FINAL_STATUSES = ("finished", "failed", "cancelled")
+
+
+def wait_for_jobs(fetch: Callable[[], list[dict[str, Any]]], progress: Any, wait_s: float | None, poll_s: float,
+                  *, sleep: Callable[[float], None] = time.sleep,
+                  clock: Callable[[], float] = time.monotonic) -> list[dict[str, Any]]:
+    """Poll ``fetch()`` (the jobs' JSON) every ``poll_s`` seconds until every job ended or ``wait_s`` seconds
+    passed (``None``: no limit); each answer goes to ``progress.update``. Returns the last answer.
+    ``sleep`` and ``clock`` (seconds) are injectable for tests."""
+    if not poll_s > 0:
+        raise InvalidInput("--poll-s", f"{poll_s:g} must be > 0")
+    deadline = None if wait_s is None else clock() + wait_s
+    while True:
+        jobs = fetch()
+        progress.update(jobs)
+        if all(j["status"] in FINAL_STATUSES for j in jobs):
+            return jobs
+        now = clock()
+        if deadline is not None and now >= deadline:
+            return jobs
+        sleep(poll_s if deadline is None else min(poll_s, deadline - now))
+
+
+def _watch_batch(args: argparse.Namespace, batch: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """``--wait`` / ``--watch``: the batch once its jobs ended (or the wait ran out), and the exit status."""
+    from convtune.cli_progress import JobsProgress, progress_enabled
+
+    bar = JobsProgress(progress_enabled(args), len(batch["jobs"]), desc=f"batch {batch['id']}")
+    latest = batch
+
+    def fetch() -> list[dict[str, Any]]:
+        nonlocal latest
+        latest = request(args, "GET", f"/v1/batches/{batch['id']}")[1]
+        return list(latest["jobs"])
+
+    jobs = wait_for_jobs(fetch, bar, None if args.watch else args.wait, args.poll_s)
+    done = sum(j["status"] in FINAL_STATUSES for j in jobs)
+    bar.close()
+    if done < len(jobs):
+        _emit(f"convtune batch: {done}/{len(jobs)} jobs ended after {args.wait:g} s; the rest go on "
+              f"(convtune jobs --batch {batch['id']})", err=True)
+    failed = [j for j in jobs if j["status"] in ("failed", "cancelled")]
+    return latest, EXIT_FAILED if failed else EXIT_OK
 
 
 def _batch(args: argparse.Namespace, body: dict[str, Any]) -> int:
     _, batch = request(args, "POST", "/v1/batches", body=body)
+    status = EXIT_OK
+    if args.wait is not None or args.watch:
+        batch, status = _watch_batch(args, batch)
     if args.json:
         _emit(json.dumps(batch, indent=1))
-        return EXIT_OK
+        return status
     window = f", window {batch['window']} ({batch['timezone']})" if batch.get("window") else ""
     if batch.get("not_before"):
         window += f", not before {batch['not_before']}"
@@ -463,4 +561,4 @@ def _batch(args: argparse.Namespace, body: dict[str, Any]) -> int:
     for s in batch.get("skipped", []):
         _emit(f"skipped   {s['key']}: {s['reason']}")
     _emit(format_jobs(batch["jobs"]))
-    return EXIT_OK
+    return status

@@ -11,7 +11,8 @@ import json
 import sys
 from typing import Any
 
-from convtune.errors import InvalidConfig
+from convtune.errors import DeviceUnavailable, InvalidConfig
+from convtune.machine import preset_help
 from convtune.problem import ConvProblem
 
 BACKENDS = ("gpu", "replay", "model")
@@ -22,12 +23,16 @@ def add_tuning_parsers(sub: Any) -> None:
                        epilog="example: convtune tune N=1 C=64 H=56 W=56 K=64 R=3 S=3 pad=1 --budget-trials 100")
     p.add_argument("problem", nargs="+", metavar="FIELD=VALUE")
     p.add_argument("--budget-trials", type=int, default=200)
-    p.add_argument("--budget-s", type=float, default=300.0)
+    p.add_argument("--budget-s", type=float, default=300.0,
+                   help="seconds of search after pruning (pruning's own seconds are reported apart; the warm "
+                        "start is always measured); default 300")
     p.add_argument("--patience", type=int, default=60, help="stop after this many trials without improvement")
     p.add_argument("--epsilon", type=float, default=0.05, help="stop when within this fraction of the floor time")
     p.add_argument("--backend", choices=BACKENDS, default="gpu")
     p.add_argument("--replay", metavar="FILE", help="timing table for --backend replay (.json or .json.gz)")
-    p.add_argument("--machine", default="h200", help="machine preset for --backend model (default h200)")
+    p.add_argument("--machine", default=None,
+                   help=f"machine preset for --backend model ({preset_help()}; default h200); a bounds-only "
+                        "preset is refused with --backend gpu")
     p.add_argument("--families", default=None, help="comma-separated kernel families (default: all that apply)")
     p.add_argument("--sampler", choices=("tpe", "random"), default="tpe")
     p.add_argument("--seed", type=int, default=0)
@@ -59,7 +64,8 @@ def add_tuning_parsers(sub: Any) -> None:
                               "tile_w=32 tile_k=64 chunk_c=8 thread_h=1 thread_w=4 thread_k=8 stages=2 vec=1 splits=1")
     p.add_argument("tokens", nargs="+", metavar="TOKEN", help="problem FIELD=VALUE tokens, then the config key")
     p.add_argument("--device", default=None)
-    p.add_argument("--machine", default="h200", help="machine preset used to re-derive an unrecorded decision")
+    p.add_argument("--machine", default="h200",
+                   help=f"machine preset used to re-derive an unrecorded decision ({preset_help()})")
     _db_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_why)
@@ -117,10 +123,19 @@ def _benchmarker(args: argparse.Namespace) -> Any:
         except (OSError, ValueError) as exc:
             raise InvalidConfig("--replay", f"cannot read {args.replay}: {exc}") from None
     if args.backend == "model":
-        return ModelBenchmarker(MachineModel.preset(args.machine))
+        return ModelBenchmarker(MachineModel.preset(args.machine or "h200"))
+    if args.machine is not None:  # gpu: the device is what it is; a preset that no kernel runs on is refused
+        MachineModel.preset(args.machine).require_kernels("--machine")
     from convtune.tuner.worker import SubprocessBenchmarker
 
-    return SubprocessBenchmarker()
+    try:
+        return SubprocessBenchmarker(GPU_FACTORY)
+    except DeviceUnavailable as exc:  # no CuPy, no GPU, a GPU below sm_80: say which backends work here
+        raise type(exc)(f"--backend gpu: {exc} (without a usable GPU: --backend model or --backend replay)") from None
+
+
+#: The trial worker's benchmarker ("module:factory"; tests point it at a simulated device).
+GPU_FACTORY = "convtune.tuner.gpu:CupyBenchmarker"
 
 
 def _families(problem: ConvProblem, text: str | None) -> list[str] | None:
@@ -137,28 +152,8 @@ def _families(problem: ConvProblem, text: str | None) -> list[str] | None:
     return families
 
 
-class _ProgressBar:
-    """One status line on a terminal (rewritten in place), else a line every 10 trials."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, p: Any) -> None:
-        best = f"{p.best_ms:.4f} ms" if p.best_ms is not None else "—"
-        eff = f"{p.efficiency:.2f}" if p.efficiency is not None else "—"
-        line = (f"[{p.trials:4d}/{p.budget_trials}] best {best}  efficiency vs bound {eff}  {p.elapsed_s:6.1f} s  "
-                f"last {p.last_status}{' (from db)' if p.reused else ''}")
-        if self.tty:
-            print("\r" + line, end="", file=sys.stderr, flush=True)
-        elif p.trials % 10 == 0:
-            print(line, file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.tty:
-            print(file=sys.stderr)
-
-
 def cmd_tune(args: argparse.Namespace) -> int:
+    from convtune.cli_progress import TuneProgress, progress_enabled
     from convtune.tuner.tune import tune
 
     problem = _problem(args.problem)
@@ -169,13 +164,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise InvalidConfig("--budget-s", f"{args.budget_s:g} must be > 0")
     families = _families(problem, args.families)
     bench = _benchmarker(args)  # before the database: bad --backend/--replay input creates nothing
-    engine = _engine(_tune_database(args))
-    bar = _ProgressBar()
+    try:
+        engine = _engine(_tune_database(args))
+    except BaseException:  # a bad --db: the trial worker must not outlive the one-line error
+        bench.close()
+        raise
+    bar = TuneProgress(progress_enabled(args))
     try:
         result = tune(problem, bench, engine, families=families, budget_trials=args.budget_trials,
                       budget_s=args.budget_s, patience=args.patience, epsilon=args.epsilon, sampler=args.sampler,
-                      seed=args.seed, warm_start=args.warm_start, force=args.force, progress=bar,
-                      stop_at_ms=args.target_ms)
+                      seed=args.seed, warm_start=args.warm_start, force=args.force, progress=bar.trial,
+                      prune_progress=bar.prune, stop_at_ms=args.target_ms)
     except ValueError as exc:
         raise InvalidConfig("problem", str(exc)) from None
     finally:
@@ -189,7 +188,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         "best_config": result.best_config, "time_ms": result.time_ms, "tflops": result.tflops, "gbps": result.gbps,
         "floor_ms": result.floor_ms, "efficiency": result.efficiency, "predicted": result.predicted,
         "trials": result.trials, "measured": result.measured, "reused": result.reused, "failed": result.failed,
-        "statuses": result.statuses, "stop_reason": result.stop_reason, "pruning": result.prune_summary,
+        "statuses": result.statuses, "stop_reason": result.stop_reason, "stop_code": result.stop_code,
+        "pruning": result.prune_summary, "pruning_s": round(result.pruning_s, 3), "search_s": round(result.search_s, 3),
         "elapsed_s": round(result.elapsed_s, 2), "cudnn_fp32_ms": baseline,
         "speedup_vs_cudnn": (baseline / result.time_ms) if baseline and result.time_ms else None,
         "families": {f: {"floor_ms": floor, "best_ms": result.family_best_ms.get(f)}
@@ -207,6 +207,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"pruning     {summary['pruning']}")
         print(f"trials      {result.trials} ({result.measured} measured, {result.reused} from the database, "
               f"{result.failed} failed); stop: {result.stop_reason}")
+        print(f"seconds     pruning {result.pruning_s:.1f} s, search {result.search_s:.1f} s of --budget-s "
+              f"{args.budget_s:g}")
     if result.best_config is None:
         print("best        none verified")
         return 1

@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from convtune.errors import ConvtuneError, InvalidConfig
+from convtune.machine import preset_help
 
 BACKENDS = ("gpu", "replay", "model")
 
@@ -46,7 +47,8 @@ def add_worker_parser(sub: Any) -> None:
     p.add_argument("--replay", metavar="FILE", help="timing table for --backend replay (.json or .json.gz)")
     p.add_argument("--trial-delay-s", "--replay-delay-s", dest="trial_delay_s", type=float, default=0.0, metavar="S",
                    help="seconds each replay or model answer takes (tests: jobs long enough to interrupt)")
-    p.add_argument("--machine", default="h200", help="machine preset for --backend model (default h200)")
+    p.add_argument("--machine", default="h200",
+                   help=f"machine preset for --backend model ({preset_help()}; default h200)")
     p.add_argument("--device-name", default=None,
                    help="take jobs for this device name (default: the name the device reports)")
     p.add_argument("--worker-id", default=None, help="name in the jobs table (default host:pid:random)")

@@ -67,3 +67,8 @@ class NotFound(ConvtuneError, LookupError):
 
 class StorageError(ConvtuneError, RuntimeError):
     """A database operation failed (connection, constraint, schema); the driver's error is the cause."""
+
+
+class UnsupportedDevice(DeviceUnavailable):
+    """A CUDA device convtune's kernels cannot run on (compute capability below sm_80: they use ``cp.async``);
+    bounds and model predictions for it still work."""

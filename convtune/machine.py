@@ -4,6 +4,10 @@ Capacities come from vendor data (or a device query); the two ceilings — copy 
 FMA throughput — are what the roofline floor time uses. The H200 preset carries the ceilings measured
 on the project's H200 (copy 4.19 TB/s counting bytes read + written, SGEMM without TF32 50.9 TFLOP/s);
 the other presets carry vendor figures, flagged by ``ceilings_source``.
+
+The kernels copy global memory to shared memory with ``cp.async``, which needs compute capability 8.0
+(Ampere) or newer: presets below it (V100, P100) are *bounds-only* — ``convtune bounds`` and the model
+backend work for them, measuring on such a device is refused with :class:`~convtune.errors.UnsupportedDevice`.
 """
 
 from __future__ import annotations
@@ -11,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from convtune.errors import DeviceUnavailable, UnknownMachine
+from convtune.errors import DeviceUnavailable, UnknownMachine, UnsupportedDevice
+
+#: The oldest compute capability the kernels run on (``cp.async``: sm_80, Ampere).
+MIN_COMPUTE_CAPABILITY = (8, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,22 @@ class MachineModel:
     def arch(self) -> str:
         """NVRTC/nvcc architecture name, e.g. ``sm_90``."""
         return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+
+    @property
+    def runs_kernels(self) -> bool:
+        """Whether convtune's kernels can run on this GPU (compute capability >= :data:`MIN_COMPUTE_CAPABILITY`);
+        ``False``: a bounds-only machine."""
+        return tuple(self.compute_capability) >= MIN_COMPUTE_CAPABILITY
+
+    def require_kernels(self, field: str = "device") -> MachineModel:
+        """``self`` when the kernels run on it; raises :class:`UnsupportedDevice` (one line naming ``field``)
+        for a GPU older than sm_80."""
+        if not self.runs_kernels:
+            need = "sm_{}{}".format(*MIN_COMPUTE_CAPABILITY)
+            raise UnsupportedDevice(
+                f"{field}: {self.name} is {self.arch}; convtune's kernels need {need}+ (they use cp.async), so "
+                "it is bounds-only: `convtune bounds` and `--backend model` work, measuring does not")
+        return self
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -67,7 +90,7 @@ class MachineModel:
         try:
             return PRESETS[name.lower()]
         except KeyError:
-            raise UnknownMachine(f"machine {name!r} is unknown: allowed {', '.join(sorted(PRESETS))}") from None
+            raise UnknownMachine(f"machine {name!r} is unknown: allowed {preset_help()}") from None
 
     @classmethod
     def from_device(cls, device_id: int = 0) -> MachineModel:
@@ -120,3 +143,9 @@ PRESETS: dict[str, MachineModel] = {
     "p100": MachineModel("Tesla P100", (6, 0), 56, 49_152, 65_536, 65_536, 4_194_304, 0.732e12, 10.6e12,
                          smem_reserved_per_block_bytes=0),
 }
+
+
+def preset_help() -> str:
+    """The preset names, sorted, for help texts and errors, bounds-only ones marked:
+    ``"a100, h100, h200, p100 (bounds only), v100 (bounds only)"``."""
+    return ", ".join(name + ("" if PRESETS[name].runs_kernels else " (bounds only)") for name in sorted(PRESETS))

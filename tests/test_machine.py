@@ -41,7 +41,7 @@ def test_unknown_preset_lists_allowed_names(name: str) -> None:
         MachineModel.preset(name)
     message = str(info.value)
     assert repr(name) in message
-    assert "allowed a100, h100, h200, p100, v100" in message
+    assert "allowed a100, h100, h200, p100 (bounds only), v100 (bounds only)" in message
     assert isinstance(info.value, KeyError) and isinstance(info.value, ConvtuneError)
 
 
@@ -136,3 +136,13 @@ def test_from_device_real_gpu() -> None:
     if "h200" in m.name.lower():
         assert m.sm_count == 132 and m.smem_per_block_bytes == 232_448
         assert m.copy_bandwidth_bytes_per_s == 4.19e12
+
+
+def test_presets_below_sm80_are_bounds_only() -> None:
+    from convtune.errors import UnsupportedDevice
+
+    assert {k for k, m in PRESETS.items() if not m.runs_kernels} == {"v100", "p100"}
+    assert MachineModel.preset("a100").require_kernels() == MachineModel.preset("a100")
+    with pytest.raises(UnsupportedDevice, match=r"--machine: Tesla P100 is sm_60; .*sm_80\+"):
+        MachineModel.preset("p100").require_kernels("--machine")
+    assert issubclass(UnsupportedDevice, DeviceUnavailable)

@@ -246,6 +246,9 @@ class JobOut(BaseModel):
     efficiency: float | None = Field(description="floor_ms / best_time_ms")
     tuning_run_id: int | None
     error: str | None
+    stop_reason: str | None = Field(None, description="why an ended job stopped: budget_s (search time, after "
+                                                      "pruning), budget_trials, exhausted, patience, floor, target, "
+                                                      "no_survivors, stored, cancelled or error")
     created_at: datetime
     updated_at: datetime | None
     started_at: datetime | None
@@ -326,7 +329,8 @@ class RunOut(BaseModel):
     stop_reason: str | None
     trials_done: int
     budget_trials: int | None
-    budget_s: float | None
+    budget_s: float | None = Field(description="seconds of search after pruning")
+    pruning_s: float | None = Field(None, description="seconds pruning took (not charged to budget_s)")
     space_size: int | None
     stage_survivors: dict[str, Any]
     best_measurement_id: int | None

@@ -136,6 +136,7 @@ def job_out(session: Session, job: Any, default_machine: MachineModel, *,
         eligible=job.status == "queued" and repo.is_eligible(job, datetime.now(UTC)), worker_id=job.worker_id,
         attempts=job.attempts or 0, trials_done=job.trials_done or 0, best_time_ms=best, floor_ms=floor,
         efficiency=floor / best if floor and best else None, tuning_run_id=job.tuning_run_id, error=job.error,
+        stop_reason=getattr(job, "stop_reason", None),
         created_at=job.created_at, updated_at=job.updated_at, started_at=job.started_at,
         finished_at=job.finished_at)
 
@@ -143,7 +144,8 @@ def job_out(session: Session, job: Any, default_machine: MachineModel, *,
 def run_out(run: Any, device_name: str) -> RunOut:
     return RunOut(id=run.id, device=device_name, backend=run.backend, families=_families(run.families) or [],
                   sampler=run.sampler, status=run.status, stop_reason=run.stop_reason, trials_done=run.trials_done,
-                  budget_trials=run.budget_trials, budget_s=run.budget_s, space_size=run.space_size,
+                  budget_trials=run.budget_trials, budget_s=run.budget_s, pruning_s=run.pruning_s,
+                  space_size=run.space_size,
                   stage_survivors=dict(run.stage_survivors or {}), best_measurement_id=run.best_measurement_id,
                   started_at=run.started_at, finished_at=run.finished_at)
 

@@ -12,7 +12,12 @@ trials (pruning, compiling, the final re-timing), from a background thread. The 
 - the worker is stopping (SIGTERM, :meth:`Worker.stop`): the job is released back to the queue, and the
   next worker continues it.
 
-A job whose tuning raises ends ``failed`` with the error. Every trial is committed by ``tune()`` as it is
+A job whose tuning raises ends ``failed`` with the error. Every ended job records why it stopped
+(``jobs.stop_reason``: ``budget_s``, ``budget_trials``, ``exhausted``, ... from ``tune()``, else
+``cancelled`` or ``error``). A job's ``budget_s`` is search time: ``tune()`` starts its clock after
+pruning and always measures the warm start first, so a small budget never ends a job after one trial.
+
+Every trial is committed by ``tune()`` as it is
 measured, so a worker killed outright (SIGKILL, a lost host) loses at most the trial in flight: its job's
 heartbeat goes stale, another worker claims it again (``attempts`` + 1) and continues.
 
@@ -435,7 +440,7 @@ class Worker:
                 self._release_when_possible(state)
             else:
                 log.exception("job=%d tuning raised", claim.job_id)
-                self._finish(state, "failed", error=f"{type(exc).__name__}: {exc}")
+                self._finish(state, "failed", error=f"{type(exc).__name__}: {exc}", stop_reason="error")
         except BaseException:  # KeyboardInterrupt, SystemExit: give the job back, then go
             beats.set()
             thread.join()
@@ -445,7 +450,8 @@ class Worker:
             beats.set()
             thread.join()
             state.best_time_ms = result.time_ms
-            self._finish(state, "finished", run_id=result.run_id, note=result.stop_reason)
+            self._finish(state, "finished", run_id=result.run_id, note=result.stop_reason,
+                         stop_reason=result.stop_code or None)
 
     def _on_run(self, state: _JobState, run_id: int) -> None:
         """tune() opened its run: the job names it at once (a worker that dies now leaves no run unnamed)."""
@@ -513,7 +519,8 @@ class Worker:
         if exc.reason == "stopping":
             self._release(state)
         elif exc.reason == "cancel":
-            self._finish(state, "cancelled", error="cancelled on request after {trials} trials")
+            self._finish(state, "cancelled", error="cancelled on request after {trials} trials",
+                         stop_reason="cancelled")
         else:
             log.warning("job=%d event=lost worker=%s (claimed again by another worker, or ended)", job_id,
                         self.worker_id)
@@ -529,16 +536,17 @@ class Worker:
             log.warning("job=%d: could not mark run %s %s: %s", state.claim.job_id, state.run_id, status, exc)
 
     def _finish(self, state: _JobState, status: str, *, error: str | None = None, run_id: int | None = None,
-                note: str = "") -> None:
+                note: str = "", stop_reason: str | None = None) -> None:
         """End the job; its trial count is read from the stored measurements in the same transaction
-        (``error`` may contain ``{trials}``)."""
+        (``error`` may contain ``{trials}``); ``stop_reason`` is a code of ``tune.STOP_CODES``."""
         job_id = state.claim.job_id
         with session_scope(self.engine) as session:
             trials = repo.count_job_trials(session, job_id)
             ended = repo.finish_job(session, job_id, worker_id=self.worker_id, status=status,
                                     error=error.format(trials=trials) if error else None,
                                     tuning_run_id=run_id or state.run_id, trials_done=trials,
-                                    best_time_ms=state.best_time_ms, now=self.clock())
+                                    best_time_ms=state.best_time_ms, now=self.clock(),
+                                    stop_reason=stop_reason)
         if ended:
             log.info("job=%d event=%s worker=%s run=%s trials=%s best_ms=%s %s", job_id, status, self.worker_id,
                      run_id or state.run_id, trials, state.best_time_ms, note or error or "")

@@ -514,8 +514,9 @@ def heartbeat(session: Session, job_id: int, *, worker_id: str, now: datetime, t
 
 def finish_job(session: Session, job_id: int, *, worker_id: str, status: str, error: str | None = None,
                tuning_run_id: int | None = None, trials_done: int | None = None, best_time_ms: float | None = None,
-               now: datetime | None = None) -> bool:
-    """End the job this worker holds: ``status`` is ``"finished"``, ``"failed"`` or ``"cancelled"``.
+               now: datetime | None = None, stop_reason: str | None = None) -> bool:
+    """End the job this worker holds: ``status`` is ``"finished"``, ``"failed"`` or ``"cancelled"``;
+    ``stop_reason`` is why (a code of :data:`convtune.tuner.tune.STOP_CODES`).
 
     Returns:
         ``True`` when it was ended now; ``False`` (nothing changed) when the job is not running under
@@ -528,6 +529,8 @@ def finish_job(session: Session, job_id: int, *, worker_id: str, status: str, er
     job.status = status
     job.finished_at = _aware("now", now) or utcnow()
     job.error = error[:4000] if error else None
+    if stop_reason is not None:
+        job.stop_reason = stop_reason[:32]
     if tuning_run_id is not None:
         job.tuning_run_id = tuning_run_id
     if trials_done is not None:

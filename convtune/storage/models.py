@@ -381,4 +381,6 @@ class Job(_Timestamps, Base):
     trials_done: Mapped[int] = mapped_column(Integer, default=0)
     best_time_ms: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text)
+    # why it stopped: a code of convtune.tuner.tune.STOP_CODES (budget_s, budget_trials, exhausted, ...)
+    stop_reason: Mapped[str | None] = mapped_column(String(32))
     api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"))

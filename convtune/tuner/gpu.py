@@ -16,6 +16,7 @@ from typing import Any
 
 from convtune.errors import CompileError, ConvtuneError
 from convtune.kernels.compile import cupy_module
+from convtune.kernels.devices import kernel_machine
 from convtune.kernels.registry import KernelSpec, get_spec
 from convtune.kernels.timing import rotation_sets, time_launches
 from convtune.machine import MachineModel
@@ -45,13 +46,14 @@ class CupyBenchmarker:
     backend = "gpu"
 
     def __init__(self, device_id: int = 0, reps: int = 20, measure_device_ceilings: bool = True) -> None:
+        # the probe first: no CuPy, no device or a GPU below sm_80 is one typed error, before any CUDA work
+        machine = kernel_machine(device_id)
         cp = cupy_module()
         self.cp = cp
         self.device_id = device_id
         cp.cuda.Device(device_id).use()
         # parallel nvcc pre-compilation (prefetch) fills this cubin cache; load_kernel reads it
         os.environ.setdefault("CONVTUNE_CUBIN_DIR", str(Path.home() / ".cache" / "convtune" / "cubins"))
-        machine = MachineModel.from_device(device_id)
         if measure_device_ceilings:
             bandwidth, peak = measure_ceilings(device_id)
             machine = machine.with_ceilings(bandwidth, peak, "measured by convtune on this device")

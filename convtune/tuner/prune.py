@@ -17,6 +17,11 @@ Stages, each dropped configuration keeping its reason and numbers:
 
 Survivors are ranked by predicted time (ties by config key, so the order is reproducible);
 :func:`warm_start_order` interleaves the families' best for the first measured batch.
+
+Progress: :func:`prune`'s ``report(stage, count)`` is called with ``("grid", n)`` first, then
+``("enumerated", n)`` every :data:`CHECK_EVERY` valid configurations built, then the survivors after each
+stage: ``("feasible", n)``, ``("traffic", n)`` (after the bounds) and ``("predicted_time", n)`` (after
+the model) — what a progress bar shows (:mod:`convtune.cli_progress`).
 """
 
 from __future__ import annotations
@@ -88,31 +93,45 @@ class PruneResult:
 CHECK_EVERY = 64
 
 
+#: ``report(stage, count)``: pruning's progress (see the module docstring).
+Report = Callable[[str, int], None]
+
+
 def build_candidates(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
-                     check: Callable[[], None] | None = None) -> list[Candidate]:
+                     check: Callable[[], None] | None = None, report: Report | None = None) -> list[Candidate]:
     """Every valid configuration of ``specs`` with its prediction, traffic and own-memory bound.
 
-    ``check`` is called every :data:`CHECK_EVERY` configurations and may raise to stop (a cancelled job).
+    ``check`` is called every :data:`CHECK_EVERY` configurations and may raise to stop (a cancelled job);
+    ``report("enumerated", n)`` as often, with the count built so far.
     """
-    out = []
+    out: list[Candidate] = []
     for spec in specs:
         for i, pl in enumerate(spec.enumerate_plans(problem, machine)):
-            if check is not None and i % CHECK_EVERY == 0:
-                check()
+            if i % CHECK_EVERY == 0:
+                if check is not None:
+                    check()
+                if report is not None:
+                    report("enumerated", len(out))
             bound = spec.bound_words(pl, spec.onchip_words(pl))   # memoised per (problem, S, algorithm)
             out.append(Candidate(spec, pl, spec.predict_s(pl, machine), spec.traffic_words(pl), bound))
     return out
 
 
 def prune(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
-          settings: PruneSettings | None = None, check: Callable[[], None] | None = None) -> PruneResult:
+          settings: PruneSettings | None = None, check: Callable[[], None] | None = None,
+          report: Report | None = None, clock: Callable[[], float] = time.perf_counter) -> PruneResult:
     """Run the pruning stages of the module docstring over ``specs``' configurations (``check``: see
-    :func:`build_candidates`)."""
+    :func:`build_candidates`; ``report``: the module docstring; ``clock``: seconds, for ``elapsed_s``)."""
     settings = settings or PruneSettings()
-    start = time.perf_counter()
+    start = clock()
     grid = sum(spec.grid_size(problem) for spec in specs)
-    candidates = build_candidates(problem, machine, specs, check)
+    if report is not None:
+        report("grid", grid)
+    candidates = build_candidates(problem, machine, specs, check, report)
     feasible = [c for c in candidates if c.predicted_s != float("inf")]
+    if report is not None:
+        report("enumerated", len(candidates))
+        report("feasible", len(feasible))
     infeasible = Counter({"rejected by plan()": grid - len(candidates)})
     if len(feasible) < len(candidates):
         infeasible["no block fits on an SM"] = len(candidates) - len(feasible)
@@ -125,6 +144,8 @@ def prune(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
                                       _numbers(c)))
         else:
             after_traffic.append(c)
+    if report is not None:
+        report("traffic", len(after_traffic))
     family_best_s: dict[str, float] = {}
     for c in after_traffic:
         family_best_s[c.spec.family] = min(c.predicted_s, family_best_s.get(c.spec.family, float("inf")))
@@ -139,6 +160,8 @@ def prune(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
         else:
             survivors.append(c)
     survivors.sort(key=lambda c: (c.predicted_s, c.key))
+    if report is not None:
+        report("predicted_time", len(survivors))
     for rank, c in enumerate(survivors):
         decisions.append(Decision(c, "kept", f"kept, rank {rank + 1} of {len(survivors)} by predicted time",
                                   _numbers(c) | {"best_predicted_s": family_best_s[c.spec.family],
@@ -146,7 +169,7 @@ def prune(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
     return PruneResult(
         survivors=survivors, decisions=decisions, grid_size=grid,
         stage_counts={"feasible": len(feasible), "traffic": len(after_traffic), "predicted_time": len(survivors)},
-        infeasible_reasons=dict(infeasible), elapsed_s=time.perf_counter() - start)
+        infeasible_reasons=dict(infeasible), elapsed_s=clock() - start)
 
 
 def warm_start_order(survivors: list[Candidate], n: int) -> list[Candidate]:

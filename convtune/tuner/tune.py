@@ -13,8 +13,10 @@ Order of work for ``tune(problem, benchmarker, engine)``:
    before on this device and kernel version is answered from the database, anything else is measured
    by the benchmarker and committed at once (a crash later loses nothing);
 5. the loop stops at the trial budget, the time budget, ``patience`` trials without improvement, an
-   exhausted space, or when the best time is within ``epsilon`` of the bound's floor time; the time
-   budget is checked between compiled batches and never before the first batch is measured;
+   exhausted space, or when the best time is within ``epsilon`` of the bound's floor time. The time
+   budget ``budget_s`` is SEARCH time: its clock starts after pruning (pruning's seconds are reported
+   apart, ``pruning_s``); it is checked between compiled batches and never before the warm start (the
+   first, best-predicted trials) has been measured, however small it is;
 6. the best three are re-timed interleaved; among those within ``TIE_TOLERANCE`` of the fastest the
    smallest config key wins (so repeated tuning gives the same answer); best rows (per family and
    overall, scope "*") are upserted with floor time and efficiency.
@@ -41,6 +43,11 @@ from convtune.tuner.neighbours import LocalSearch
 from convtune.tuner.prune import Candidate, PruneSettings, prune, warm_start_order
 from convtune.tuner.study import ConfigSpace, make_sampler, open_study, study_name
 
+#: Why a search stopped, as stored in a job's ``stop_reason`` (the run keeps the sentence, e.g.
+#: "time budget (20 s) reached"); ``cancelled`` and ``error`` are set by whoever interrupted the run.
+STOP_CODES = ("budget_trials", "budget_s", "patience", "floor", "target", "exhausted", "no_survivors", "stored",
+              "cancelled", "error")
+
 TIE_TOLERANCE = 0.02
 FINALISTS = 3
 BATCH = 16  # trials asked and compiled together when the benchmarker can pre-compile (GPU)
@@ -48,6 +55,8 @@ BATCH = 16  # trials asked and compiled together when the benchmarker can pre-co
 
 @dataclass(frozen=True, slots=True)
 class Progress:
+    """After each trial: counts, search seconds so far (``elapsed_s``, pruning excluded) and the best so far."""
+
     trials: int
     budget_trials: int
     elapsed_s: float
@@ -74,10 +83,13 @@ class TuneResult:
     reused: int = 0
     failed: int = 0
     stop_reason: str = ""
+    stop_code: str = ""                # one of STOP_CODES
     predicted: bool = False
     resumed_from_db: bool = False
     prune_summary: str = ""
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0             # the whole call: pruning + search + final re-timing
+    pruning_s: float = 0.0             # pruning alone (not charged to budget_s)
+    search_s: float = 0.0              # the search loop, what budget_s limits
     statuses: dict[str, int] = field(default_factory=dict)
     floors_ms: dict[str, float] = field(default_factory=dict)       # per family: the bound's floor time
     family_best_ms: dict[str, float] = field(default_factory=dict)  # per family: its best measured time
@@ -115,7 +127,9 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
          sampler: str = "tpe", seed: int | None = 0, warm_start: int = 16, settings: PruneSettings | None = None,
          force: bool = False, progress: Callable[[Progress], None] | None = None,
          stop_at_ms: float | None = None, job_id: int | None = None, on_run: Callable[[int], None] | None = None,
-         check: Callable[[], None] | None = None, fail_orphans: bool = False) -> TuneResult:
+         check: Callable[[], None] | None = None, fail_orphans: bool = False,
+         prune_progress: Callable[[str, int], None] | None = None,
+         clock: Callable[[], float] = time.monotonic) -> TuneResult:
     """Tune ``problem`` on ``benchmarker``'s device; every trial is stored through ``engine``.
 
     Args:
@@ -128,8 +142,12 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
             unless the caller marks it otherwise, and every trial stored so far stays.
         fail_orphans: mark the study's trials left ``RUNNING`` failed before searching (a worker died in
             them); the job queue guarantees that no other process tunes this study at the same time.
+        budget_s: seconds of search after pruning (see the module docstring).
+        prune_progress: called as pruning goes, ``(stage, count)``: see :func:`~convtune.tuner.prune.prune`.
+        clock: seconds, monotonic; what the time budget and the reported seconds are measured with (tests
+            inject one).
     """
-    start = time.perf_counter()
+    start = clock()
     device = benchmarker.device()
     machine = device.machine
     specs = specs_for(problem, families)
@@ -161,7 +179,8 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
                     if r.status == "finished" and r.backend == backend and r.families == ",".join(family_names)
                     and r.study_name == name and r.best_measurement_id is not None]
             if done:
-                return _stored_result(session, problem, device.name, backend, done[0], overall_floor_s, start)
+                return _stored_result(session, problem, device.name, backend, done[0], overall_floor_s,
+                                      clock() - start)
 
     # the run exists before pruning (seconds on large spaces), so a job can name it and a crash leaves it visible
     with session_scope(engine) as session:
@@ -173,11 +192,12 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
     result = TuneResult(problem, device.name, backend, run_id, None, None, overall_floor_s * 1e3, None,
                         floors_ms={f: s * 1e3 for f, s in floors.items()})
     try:
-        pruned = prune(problem, machine, specs, settings, check=check)
+        pruned = prune(problem, machine, specs, settings, check=check, report=prune_progress, clock=clock)
         survivors = pruned.survivors
         if available is not None:  # a replay table answers only what was measured
             survivors = [c for c in survivors if c.key in available]
         result.prune_summary = pruned.summary()
+        result.pruning_s = pruned.elapsed_s
         with session_scope(engine) as session:
             repo.update_run(session, run_id, pruning_s=pruned.elapsed_s, space_size=pruned.grid_size,
                             stage_survivors=pruned.stage_counts | {"replayable": len(survivors)})
@@ -186,9 +206,11 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
                                            for d in pruned.decisions])
         if check is not None:
             check()
+        search_start = clock()  # budget_s starts now: pruning is not search time
         _search(problem, benchmarker, engine, rows, result, survivors, name, sampler, seed, warm_start,
-                budget_trials, budget_s, patience, epsilon, overall_floor_s, start, progress, available, stop_at_ms,
-                check, fail_orphans)
+                budget_trials, budget_s, patience, epsilon, overall_floor_s, search_start, progress, available,
+                stop_at_ms, check, fail_orphans, clock)
+        result.search_s = clock() - search_start
         _finalize(problem, benchmarker, engine, rows, result, survivors, specs, floors)
     except BaseException as exc:
         try:
@@ -198,7 +220,7 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
         except Exception:  # the database is away: the run stays "running" and its job's next claim ends it
             pass
         raise
-    result.elapsed_s = time.perf_counter() - start
+    result.elapsed_s = clock() - start
     return result
 
 
@@ -207,8 +229,9 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
             budget_trials: int, budget_s: float, patience: int, epsilon: float, floor_s: float, start: float,
             progress: Callable[[Progress], None] | None, available: set[str] | None = None,
             stop_at_ms: float | None = None, check: Callable[[], None] | None = None,
-            fail_orphans: bool = False) -> None:
+            fail_orphans: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
     if not survivors:
+        result.stop_code = "no_survivors"
         result.stop_reason = ("no configuration survived pruning" if available is None else
                               "none of the surviving configurations is in the replay table")
         return
@@ -229,9 +252,11 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
             if t.state == optuna.trial.TrialState.COMPLETE and t.value is not None:
                 local.record(t.user_attrs["config"], t.value)
     _adopt_stored(study, space, engine, rows, benchmarker.backend, evaluated, local)
-    for cand in warm_start_order(survivors, warm_start):
-        if cand.key not in evaluated:
-            study.enqueue_trial(space.params_of(cand), skip_if_exists=True)
+    warm = [c for c in warm_start_order(survivors, warm_start) if c.key not in evaluated]
+    for cand in warm:
+        study.enqueue_trial(space.params_of(cand), skip_if_exists=True)
+    # the enqueued warm start is asked first; the time budget may stop the search only once it is measured
+    warm_trials = len(warm)
     by_key = {c.key: c for c in survivors}
     best_ms = math.inf
     since_best = 0
@@ -243,22 +268,23 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
         pending.clear()
 
     while True:
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         # a batch already compiled is measured (milliseconds per config, after seconds of nvcc), and the
-        # first batch always is: a job must not end with nothing measured because start-up ate its budget
-        stop = _stop_reason(result.trials, budget_trials, elapsed, budget_s, since_best, patience, best_ms, floor_s,
-                            epsilon, time_may_stop=not pending and result.trials > 0)
+        # warm start always is: a job must not end before its best predictions were measured
+        code, stop = _stop_check(result.trials, budget_trials, elapsed, budget_s, since_best, patience, best_ms,
+                                 floor_s, epsilon,
+                                 time_may_stop=not pending and result.trials >= max(1, warm_trials))
         if not stop and stop_at_ms is not None and best_ms <= stop_at_ms:
-            stop = f"target time {stop_at_ms:g} ms reached"
+            code, stop = "target", f"target time {stop_at_ms:g} ms reached"
         if not stop and not pending:
             pending = _ask_batch(study, space, evaluated, min(batch_size, budget_trials - result.trials), local)
             if not pending:
-                stop = "every surviving configuration was evaluated"
+                code, stop = "exhausted", "every surviving configuration was evaluated"
             elif prefetch is not None:
                 prefetch(problem, [c.plan for _, c in pending])
         if stop:
             close_pending()
-            result.stop_reason = stop
+            result.stop_code, result.stop_reason = code, stop
             return
         if check is not None:
             try:
@@ -295,7 +321,7 @@ def _search(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         if progress is not None:
             eff = floor_s / (best_ms * 1e-3) if math.isfinite(best_ms) else None
-            progress(Progress(result.trials, budget_trials, time.perf_counter() - start,
+            progress(Progress(result.trials, budget_trials, clock() - start,
                               best_ms if math.isfinite(best_ms) else None, result.best_config, eff, cand.key,
                               outcome.status, reused))
 
@@ -359,15 +385,24 @@ def _ask_batch(study: optuna.Study, space: ConfigSpace, evaluated: set[str], siz
 
 def _stop_reason(trials: int, budget_trials: int, elapsed: float, budget_s: float, since_best: int, patience: int,
                  best_ms: float, floor_s: float, epsilon: float, *, time_may_stop: bool = True) -> str:
+    """The sentence of :func:`_stop_check` ("" while the search goes on)."""
+    return _stop_check(trials, budget_trials, elapsed, budget_s, since_best, patience, best_ms, floor_s, epsilon,
+                       time_may_stop=time_may_stop)[1]
+
+
+def _stop_check(trials: int, budget_trials: int, elapsed: float, budget_s: float, since_best: int, patience: int,
+                best_ms: float, floor_s: float, epsilon: float, *, time_may_stop: bool = True) -> tuple[str, str]:
+    """(code of :data:`STOP_CODES`, sentence) of the first stop criterion met, ``("", "")`` for none;
+    ``elapsed`` and ``budget_s`` are search seconds."""
     if trials >= budget_trials:
-        return f"trial budget ({budget_trials}) reached"
+        return "budget_trials", f"trial budget ({budget_trials}) reached"
     if time_may_stop and elapsed >= budget_s:
-        return f"time budget ({budget_s:g} s) reached"
+        return "budget_s", f"time budget ({budget_s:g} s) reached"
     if since_best >= patience:
-        return f"no improvement in {patience} trials"
+        return "patience", f"no improvement in {patience} trials"
     if math.isfinite(best_ms) and best_ms * 1e-3 <= floor_s * (1 + epsilon):
-        return f"best time within {epsilon:.0%} of the bound's floor time"
-    return ""
+        return "floor", f"best time within {epsilon:.0%} of the bound's floor time"
+    return "", ""
 
 
 def _evaluate(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, rows: _Rows, run_id: int,
@@ -439,10 +474,10 @@ def _ok_ms(median_ms: float | None) -> float:
 
 
 def _stored_result(session: Any, problem: ConvProblem, device_name: str, backend: str, run: Any, floor_s: float,
-                   start: float) -> TuneResult:
+                   elapsed_s: float) -> TuneResult:
     best = repo.find_best_config(session, problem_key=problem.key(), device_name=device_name, backend=backend)
     return TuneResult(problem, device_name, backend, run.id, best.config_key if best else None,
                       best.time_ms if best else None, best.floor_ms if best else floor_s * 1e3,
                       best.efficiency if best else None, trials=0, stop_reason="already tuned (stored result)",
-                      predicted=bool(best.provisional) if best else False, resumed_from_db=True,
-                      elapsed_s=time.perf_counter() - start)
+                      stop_code="stored", predicted=bool(best.provisional) if best else False,
+                      resumed_from_db=True, elapsed_s=elapsed_s)

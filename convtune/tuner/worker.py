@@ -12,10 +12,12 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import os
+import signal
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from convtune.errors import ConvtuneError, DeviceUnavailable, UnsupportedDevice
 from convtune.kernels.registry import KernelSpec
 from convtune.problem import ConvProblem
 from convtune.tuner.benchmark import DeviceInfo, TrialResult
@@ -29,13 +31,19 @@ def _build(factory: str, kwargs: dict[str, Any]) -> Any:
 
 
 def _child_main(conn: Connection, factory: str, kwargs: dict[str, Any]) -> None:
+    # Ctrl-C reaches the whole process group: the parent handles it (one line, then close() stops this
+    # child); here it would only print a second traceback and lose the trial in flight
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from convtune.tuner.gpu import ContextLost, plan_for
 
     try:
         bench = _build(factory, kwargs)
         conn.send(("ready", bench.device().to_dict()))
     except Exception as exc:  # report why the worker cannot start, then stop
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        # the kind lets the parent raise the same typed error (no CuPy, no GPU, a GPU below sm_80)
+        kind = ("unsupported" if isinstance(exc, UnsupportedDevice) else
+                "device" if isinstance(exc, DeviceUnavailable) else "other")
+        conn.send(("error", (kind, f"{type(exc).__name__}: {exc}", str(exc))))
         return
     machine = bench.device().machine
     while True:
@@ -76,8 +84,8 @@ def _child_main(conn: Connection, factory: str, kwargs: dict[str, Any]) -> None:
             conn.send(("exception", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}"))
 
 
-class WorkerDied(RuntimeError):
-    pass
+class WorkerDied(ConvtuneError, RuntimeError):
+    """The trial worker process could not start, or died while answering a call."""
 
 
 class SubprocessBenchmarker:
@@ -115,7 +123,12 @@ class SubprocessBenchmarker:
             raise WorkerDied("trial worker exited while starting") from None
         if kind != "ready":
             self._kill()
-            raise WorkerDied(f"trial worker failed to start: {payload}")
+            why, text, message = payload
+            if why == "unsupported":  # the child's typed error, so the CLI prints one line
+                raise UnsupportedDevice(message)
+            if why == "device":
+                raise DeviceUnavailable(message)
+            raise WorkerDied(f"trial worker failed to start: {text}")
         self._device = DeviceInfo.from_dict(payload)
 
     def _kill(self) -> None:

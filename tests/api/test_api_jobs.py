@@ -4,15 +4,16 @@ windows and not_before with injected time, presets."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from api_samples import GROUPED, TINY, TINY2, TUNED, ApiEnv, key_body, make_env, run_worker_once
+from api_samples import GROUPED, REPLAY, TINY, TINY2, TUNED, ApiEnv, key_body, make_env, run_worker_once
 from sqlalchemy import URL
 
 from convtune.api.presets import PRESETS, preset_layers, preset_problems
+from convtune.api.worker import Worker
 from convtune.problem import ConvProblem
+from convtune.tuner.benchmark import ReplayBenchmarker
 
 NOON = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 NIGHT = datetime(2026, 12, 1, 23, 0, tzinfo=UTC)
@@ -37,6 +38,7 @@ def test_job_lifecycle(db_url: str | URL) -> None:
         assert done["best_time_ms"] > 0 and done["tuning_run_id"] is not None
         assert done["efficiency"] == pytest.approx(done["floor_ms"] / done["best_time_ms"])
         assert done["started_at"] and done["finished_at"] and done["error"] is None
+        assert done["stop_reason"] == "budget_trials"  # why it stopped, as a code
         assert env.client.get("/v1/jobs", params={"status": "queued"}, headers=env.headers).json() == []
         assert not run_worker_once(env)  # nothing left
 
@@ -60,27 +62,45 @@ def test_cancel_a_queued_job(env: ApiEnv) -> None:
     assert again.json() == {"detail": f"job {job['id']} is already cancelled", "field": "job_id"}
 
 
+class _HeldReplay(ReplayBenchmarker):
+    """Replay that holds its ``hold_at``-th answer until ``release`` is set (``reached`` says it got there), so
+    a test acts mid-job on events, not on timing."""
+
+    def __init__(self, hold_at: int) -> None:
+        super().__init__(REPLAY)
+        self.hold_at, self.calls = hold_at, 0
+        self.reached, self.release = threading.Event(), threading.Event()
+
+    def measure(self, problem, plan):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        if self.calls == self.hold_at:
+            self.reached.set()
+            assert self.release.wait(120), "the test never released the trial"
+        return super().measure(problem, plan)
+
+
 def test_cancel_a_running_job_stops_it_after_the_current_trial(sqlite_url: str) -> None:
-    """The worker sees the request at its next heartbeat: it ends the job cancelled, every trial measured so
-    far stays stored."""
+    """A cancel requested during the 4th trial: that trial finishes and is stored, then the job ends cancelled
+    (the worker reads the request at its next heartbeat); every trial measured so far stays stored."""
     with make_env(sqlite_url, backend="replay") as env:
         job = env.client.post("/v1/jobs", json=key_body(TUNED) | {"budget_trials": 40}, headers=env.headers).json()
-        worker = threading.Thread(target=run_worker_once, args=(env,),
-                                  kwargs={"replay_delay_s": 0.05, "heartbeat_s": 0.01})
-        worker.start()
+        bench = _HeldReplay(hold_at=4)
+        worker = Worker(env.engine, lambda backend: bench, backends=("replay",), worker_id="test-worker",
+                        heartbeat_s=0.01)
+        thread = threading.Thread(target=worker.run_once)
+        thread.start()
         try:
-            deadline = time.monotonic() + 30
-            while env.client.get(f"/v1/jobs/{job['id']}", headers=env.headers).json()["trials_done"] < 3:
-                assert time.monotonic() < deadline, "the worker made no progress"
-                time.sleep(0.02)
+            assert bench.reached.wait(120), "the worker never reached its 4th trial"
             r = env.client.delete(f"/v1/jobs/{job['id']}", headers=env.headers)
             assert r.status_code == 200
             assert r.json()["status"] == "running" and r.json()["cancel_requested"] is True
         finally:
-            worker.join(timeout=60)
+            bench.release.set()
+            thread.join(timeout=120)
+            worker.close()
         done = env.client.get(f"/v1/jobs/{job['id']}", headers=env.headers).json()
-        assert done["status"] == "cancelled"
-        assert 3 <= done["trials_done"] < 40
+        assert done["status"] == "cancelled" and done["stop_reason"] == "cancelled"
+        assert done["trials_done"] == 4 == bench.calls
         page = env.client.get(f"/v1/problems/{job['problem']['id']}/trials").json()
         assert page["total_measurements"] >= done["trials_done"]
 

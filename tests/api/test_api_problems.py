@@ -45,6 +45,7 @@ def test_problem_detail_has_best_configs_runs_jobs_and_counts(tuned_env: ApiEnv)
     (run,) = d["runs"]
     assert run["status"] == "finished" and run["backend"] == "replay" and run["families"] == ["direct"]
     assert run["trials_done"] == 43 and run["device"] == "NVIDIA H200" and run["stage_survivors"]
+    assert run["pruning_s"] is not None and run["pruning_s"] >= 0  # reported apart from the search budget
     assert d["measurements"] == 43
     with session_scope(tuned_env.engine) as session:
         stages = repo.pruning_stage_counts(session, run["id"])

@@ -85,6 +85,7 @@ def test_a_job_is_tuned_to_its_budget_and_finished_once(engine: Engine) -> None:
     [run] = runs(engine)
     assert (row.status, row.trials_done, row.attempts, row.worker_id, row.error) == ("finished", BUDGET, 1, "w1", None)
     assert row.tuning_run_id == run.id and run.status == "finished" and run.trials_done == BUDGET
+    assert row.stop_reason == "budget_trials" and run.stop_reason == f"trial budget ({BUDGET}) reached"
     assert row.started_at is not None and row.finished_at is not None and row.finished_at >= row.started_at
     with session_scope(engine) as session:
         best = repo.get_measurement(session, run.best_measurement_id)  # type: ignore[arg-type]
@@ -103,7 +104,34 @@ def test_a_new_job_of_a_tuned_problem_finishes_at_once_with_the_stored_result(en
     assert bench.calls == BUDGET  # nothing measured again
     done, again = job(engine, first), job(engine, second)
     assert (again.status, again.trials_done, again.tuning_run_id) == ("finished", 0, done.tuning_run_id)
+    assert (done.stop_reason, again.stop_reason) == ("budget_trials", "stored")
     assert again.best_time_ms == done.best_time_ms and len(runs(engine)) == 1
+
+
+class SearchClock:
+    """tune()'s clock for a worker: each model answer takes ``trial_s``; pruning takes nothing."""
+
+    def __init__(self, trial_s: float) -> None:
+        self.now, self.trial_s = 0.0, trial_s
+
+    def __call__(self) -> float:
+        return self.now
+
+    def hook(self, n: int) -> None:
+        self.now += self.trial_s
+
+
+def test_a_small_time_budget_still_measures_the_warm_start(engine: Engine) -> None:
+    """budget_s of 1 s, trials of 10 s: the job measures its whole warm start (4), then stops on time and
+    says so (``stop_reason`` budget_s), never after a single trial."""
+    clock = SearchClock(10.0)
+    job_id = add_job(engine, budget_trials=50, budget_s=1.0)
+    worker = make_worker(engine, HookedModel(clock.hook), tune_options={"clock": clock, "warm_start": 4})
+    assert worker.run_once()
+    row = job(engine, job_id)
+    [run] = runs(engine)
+    assert (row.status, row.stop_reason, row.trials_done) == ("finished", "budget_s", 4)
+    assert run.stop_reason == "time budget (1 s) reached" and run.pruning_s == 0.0
 
 
 def test_the_worker_waits_for_the_window_at_an_injected_clock(engine: Engine) -> None:
@@ -126,6 +154,7 @@ def test_cancel_stops_the_job_after_the_current_trial(engine: Engine) -> None:
     row = job(engine, job_id)
     [run] = runs(engine)
     assert (row.status, row.trials_done) == ("cancelled", 3) and "cancelled on request" in (row.error or "")
+    assert row.stop_reason == "cancelled"
     assert run.status == "cancelled" and row.tuning_run_id == run.id
     assert len(measurements(engine)) == 3  # the third trial finished and was stored
 
@@ -216,6 +245,7 @@ def test_a_job_whose_tuning_raises_fails_with_the_error(engine: Engine) -> None:
     assert make_worker(engine, HookedModel(on_fire)).run_once()
     row = job(engine, job_id)
     assert row.status == "failed" and row.error == "RuntimeError: the GPU is on fire"
+    assert row.stop_reason == "error"
     assert [r.status for r in runs(engine)] == ["failed"]
 
 

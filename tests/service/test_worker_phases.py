@@ -36,7 +36,7 @@ def endless_pruning(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     configurations). The event is set once pruning has started."""
     started = threading.Event()
 
-    def slow_build(problem: Any, machine: Any, specs: Any, check: Any = None) -> list[Any]:
+    def slow_build(problem: Any, machine: Any, specs: Any, check: Any = None, report: Any = None) -> list[Any]:
         started.set()
         while True:
             if check is not None:

@@ -183,3 +183,38 @@ def test_optuna_and_convtune_share_a_database(empty_database_url: str | URL, opt
     _optuna_round_trip(url)
     upgrade(url)
     check(url)
+
+
+def test_job_stop_reason_is_filled_for_jobs_that_ended_before_it(database_url: str | URL) -> None:
+    """Revision b15a5e0c0de1 adds ``jobs.stop_reason``; ended jobs get the code of their status or of their
+    run's sentence (taken back one revision and forward again, with the jobs stored meanwhile)."""
+    from storage_samples import PROBLEM, add_device
+
+    from convtune.storage.models import Job
+
+    engine = make_engine(database_url)
+    try:
+        ids: dict[str, int] = {}
+        with session_scope(engine) as session:
+            device, problem = add_device(session), repository.get_or_create_problem(session, PROBLEM)
+            for name, status, sentence in (("time", "finished", "time budget (20 s) reached"),
+                                           ("trials", "finished", "trial budget (5) reached"),
+                                           ("space", "finished", "every surviving configuration was evaluated"),
+                                           ("cancelled", "cancelled", None), ("failed", "failed", None),
+                                           ("queued", "queued", None)):
+                job = repository.create_job(session, problem=PROBLEM, backend="model", budget_trials=5, budget_s=20.0)
+                if sentence is not None:
+                    run = repository.create_run(session, device_id=device.id, problem_id=problem.id,
+                                                families="direct", backend="model", sampler="tpe", job_id=job.id)
+                    repository.finish_run(session, run.id, "finished", sentence)
+                    job.tuning_run_id = run.id
+                job.status = status
+                ids[name] = job.id
+        downgrade(engine, "7c1d2e3f4a5b")
+        upgrade(engine)
+        with session_scope(engine) as session:
+            codes = {name: session.get(Job, job_id).stop_reason for name, job_id in ids.items()}
+        assert codes == {"time": "budget_s", "trials": "budget_trials", "space": "exhausted",
+                         "cancelled": "cancelled", "failed": "error", "queued": None}
+    finally:
+        engine.dispose()

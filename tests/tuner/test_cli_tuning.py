@@ -71,7 +71,8 @@ def test_tune_prints_a_summary(tuned: dict) -> None:
     assert lines["best"].split(maxsplit=1)[1].startswith("direct.fwd ")
     assert " ms " in lines["time"] and "TFLOP/s" in lines["time"]
     assert "floor" in lines["bound"] and "efficiency" in lines["bound"]
-    assert f"[  {BUDGET}/{BUDGET}] best" in tuned["err"]  # progress on stderr (not a terminal: every 10 trials)
+    assert "seconds" in lines and "pruning" in lines["seconds"] and "of --budget-s" in lines["seconds"]
+    assert tuned["err"] == ""  # stderr is not a terminal here: no progress (tests/test_cli_progress.py forces it on)
 
 
 def test_tune_again_answers_from_the_database_as_json(tuned: dict) -> None:

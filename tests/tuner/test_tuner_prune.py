@@ -57,7 +57,21 @@ def test_stage_counts_add_up(which: str, small: PruneResult, pruned: PruneResult
     assert len(keys) == len(set(keys)) == counts["feasible"]
     assert {d.candidate.key for d in stages["kept"]} == {c.key for c in result.survivors}
     assert result.summary().startswith(f"grid {result.grid_size} -> feasible {counts['feasible']} -> ")
-    assert result.elapsed_s > 0
+
+
+def test_pruning_reports_its_stages_and_times_itself_on_the_clock_given() -> None:
+    """``report`` gets the grid, the running count of configurations built, then each stage's survivors (what
+    the progress bar shows); ``elapsed_s`` is read from the injected clock, not the wall."""
+    readings = iter([100.0, 103.5])
+    reports: list[tuple[str, int]] = []
+    result = prune(SMALL, MACHINE, specs_for(SMALL), report=lambda stage, n: reports.append((stage, n)),
+                   clock=lambda: next(readings))
+    assert result.elapsed_s == 3.5
+    assert reports[0] == ("grid", result.grid_size)
+    built = [n for stage, n in reports if stage == "enumerated"]
+    assert built == sorted(built) and built[-1] == result.stage_counts["feasible"] + \
+        result.infeasible_reasons.get("no block fits on an SM", 0)
+    assert reports[-3:] == [(stage, result.stage_counts[stage]) for stage in ("feasible", "traffic", "predicted_time")]
 
 
 def test_the_replayed_problem_drops_candidates_at_every_stage(pruned: PruneResult) -> None:

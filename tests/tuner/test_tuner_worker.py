@@ -71,7 +71,7 @@ def test_a_hang_times_out_and_the_worker_restarts(faulty: SubprocessBenchmarker,
     start = time.perf_counter()
     hung = faulty.measure(PROBLEM, replayable[2].plan)
     elapsed = time.perf_counter() - start
-    assert TIMEOUT_S <= elapsed < TIMEOUT_S + 20  # waited for the timeout, then killed the child
+    assert elapsed >= TIMEOUT_S  # waited for the timeout (no upper bound: a busy machine is slow, not wrong)
     assert faulty._proc is None  # the hung child is gone
     assert faulty.measure(PROBLEM, replayable[0].plan).ok and faulty.restarts == 1
     assert hung.status == "timeout" and f"within {TIMEOUT_S:g} s" in hung.error
@@ -87,6 +87,13 @@ def test_a_worker_killed_between_calls_is_restarted(faulty: SubprocessBenchmarke
     again = faulty.measure(PROBLEM, replayable[3].plan)
     assert again.ok and faulty.restarts == 1 and faulty._proc.pid != pid
     assert faulty.kernel_version(replayable[0].spec) != "unknown"
+
+
+def test_ctrl_c_to_the_process_group_leaves_the_child_to_its_parent(faulty: SubprocessBenchmarker,
+                                                                    replayable: list[Candidate]) -> None:
+    """SIGINT (Ctrl-C reaches the whole group) is the parent's to handle: the child neither dies nor prints."""
+    os.kill(faulty._proc.pid, signal.SIGINT)
+    assert faulty.measure(PROBLEM, replayable[0].plan).ok and faulty.restarts == 0
 
 
 def test_a_worker_that_cannot_start_says_why() -> None:
