@@ -1,4 +1,4 @@
-"""Depthwise convolution traffic: the lower bound and the achievable halo-tiled traffic (bounds.md §8).
+"""Depthwise convolution traffic: the lower bound and the achievable halo-tiled traffic (words).
 
 Covers 2-D depthwise (groups = C, K = multiplier·C) and the 1-D causal depthwise convolution of
 S4ConvD/Mamba (``problem.causal``: H = R = 1, left padding dil·(S−1)). Words throughout; S is an

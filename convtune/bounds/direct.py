@@ -1,4 +1,4 @@
-"""I/O lower bounds for direct convolution (bounds.md §2), in words; S is an argument, in words.
+"""I/O lower bounds for direct convolution (red-blue pebble game), in words; S is an argument, in words.
 
 S is the fast memory of the level modelled: the per-block on-chip budget for L2↔SM traffic (blocks
 share nothing on chip, so the per-block S bounds the sum over blocks), the L2 size for DRAM↔L2.
@@ -20,7 +20,7 @@ Quantities (``p`` a :class:`~convtune.problem.ConvProblem`):
   applying Cauchy–Schwarz to the per-tap matrix-multiply Loomis–Whitney bounds gives
   |V| ≤ √(R_w·|α||β||γ|); a tap without real MACs adds nothing to the sum, so only used taps count.
   With every tap used, R_w = R·S at stride 1, = 1 when stride ≥ kernel with dilation 1, and equals
-  bounds.md's R_reuse = Π max(1, k/μ) whenever the stride divides the kernel extent; otherwise R_w >
+  the literature's R_reuse = Π max(1, k/μ) whenever the stride divides the kernel extent; otherwise R_w >
   R_reuse (e.g. 3 taps, stride 2: 2 vs 1.5; dilation 2 with stride 2: 3 vs 1.5) and using R_reuse
   would overstate the bound.
 - |In_used| = ``p.input_elements_used`` (padding and stride-skipped pixels excluded).
@@ -33,10 +33,12 @@ maps, large kernels, dilation ≥ the map, a causal decode step with L < K).
 Bounds:
 
 - literature: 2G/√(R_w·S) + |Out| words (Chen et al. HPCA'20 / Zhang et al. PPoPP'21 structure, [R]).
-  Valid only when S < min(|In_used|, |W_used|, |Out|) and L ≥ 2·√(R_w·S), all from used taps. bounds.md's condition L ≥ √(R·S) is
-  not enough: a schedule that keeps an input panel with all channels and streams one output channel
-  at a time (outputs never revisited) moves less when L < 2√(R·S) (see
-  :mod:`convtune.bounds.matmul`; checked by the property tests against exact tiled counts).
+  Valid only when S < min(|In_used|, |W_used|, |Out|) and L ≥ 2·√(R_w·S), all from used taps. The
+  weaker condition L ≥ √(R·S) is not enough: a schedule that keeps an input panel with all channels
+  and streams one output channel at a time (outputs never revisited) moves less when L < 2√(R·S)
+  (see :mod:`convtune.bounds.matmul`; checked by the property tests against exact tiled counts). With
+  L counted over all taps, padding-only taps made short reductions look long (3×3 stride 3 pad 1 on
+  1×1 maps: L = 9·C although each output meets C real MACs).
 - safe: max(|In_used| + |W_used| + |Out|, max_{X>S} (X−S)·(G/min(√R_w·X^{3/2}/2, L·X) − 1)) words,
   valid for every shape (:mod:`convtune.bounds.pebble`).
 

@@ -1,4 +1,4 @@
-"""Near-optimal output-stationary tiles for direct and Winograd convolution (bounds.md §2, §3, §4).
+"""Near-optimal output-stationary tiles for direct and Winograd convolution (Chen et al. HPCA'20 dataflow structure).
 
 S (``fast_memory_words``) is the per-block on-chip budget in words (shared memory + the block's share
 of registers); blocks share nothing on chip, so each block's loads count.
@@ -23,7 +23,7 @@ predicted traffic, then the largest c_s (a power of two ≤ ``max_chunk``) that 
 Winograd F(m×m, r×r), fused: a block owns a × b tiles (a along the width) × z output channels,
 accumulates a·b·z·α² transformed partial sums, and per input-channel chunk loads the raw patch
 ((b·m + r − 1) × (a·m + r − 1), clipped) and the z·f² filter words (f = α pre-transformed, f = r raw).
-Balance a·b·m² ≈ z·f² (bounds.md §3); the same search applies.
+Balance a·b·m² ≈ z·f²; the same search applies.
 """
 
 from __future__ import annotations

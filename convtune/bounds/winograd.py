@@ -1,4 +1,4 @@
-"""Winograd F(m×m, r×r) traffic bounds and dataflow floors (bounds.md §3), in words.
+"""Winograd F(m×m, r×r) traffic bounds and dataflow floors (Lavin & Gray stages, red-blue pebble game), in words.
 
 S (``fast_memory_words``) is an argument in words: the per-block on-chip budget for L2↔SM traffic, the
 L2 size for DRAM↔L2; the formulas do not care which.
@@ -24,7 +24,7 @@ T = N·⌈P/m⌉·⌈Q/m⌉; g = groups, C_g = C/g. Stages (Lavin & Gray): filte
   (a·b·z·α² words ≤ S) and per input channel loads its real input patch and the filter slice (z·α²
   pre-transformed, z·r² raw, f² words per channel pair). Over all blocks the patches cover |In_used| once
   per z-block of output channels and the filters cost T·K·C_g·f²/(a·b); minimising over a·b·z = S/α² gives
-  2·K·f·α·√(|In_used|·C_g·T/(g·S)) + |Out| (≥ bounds.md's 2m·f·α·K·C_g·T/√S + |Out| when
+  2·K·f·α·√(|In_used|·C_g·T/(g·S)) + |Out| (≥ the box-segment form 2m·f·α·K·C_g·T/√S + |Out| when
   |In_used| ≥ C·T·m², i.e. under (b)), floored by this dataflow's own compulsory traffic. It is a floor
   of that dataflow (about m× the CDAG bound for pre-transformed filters), not a lower bound.
 - unfused stage-by-stage floor [R]: FT reads K·C_g·r², writes K·C_g·α² (skipped when pre-transformed);

@@ -64,7 +64,8 @@ def reference_padding_aware(p: ConvProblem, tiles: dict[str, int], order: str) -
     kg, cg = p.K // p.groups, p.channels_per_group
 
     def real(pp: int, qq: int, r: int, s: int) -> bool:
-        return (0 <= pp * p.stride_h - p.pad_h + r * p.dil_h < p.H) and (0 <= qq * p.stride_w - p.pad_w + s * p.dil_w < p.W)
+        return (0 <= pp * p.stride_h - p.pad_h + r * p.dil_h < p.H
+                and 0 <= qq * p.stride_w - p.pad_w + s * p.dil_w < p.W)
 
     live = {(pp, qq) for pp in range(p.P) for qq in range(p.Q)
             if any(real(pp, qq, r, s) for r in range(p.R) for s in range(p.S))}
