@@ -177,3 +177,23 @@ def test_bounds_unchanged_where_every_tap_is_used(case, expected):
     else:
         b, lit = direct_lower_bound(p, s), direct_literature_bound(p, s)
         assert [b.words, b.binding_term, lit.words, lit.valid, direct_safe_bound(p, s).words] == expected
+
+
+# ---- pruning: the traffic stage must not empty a padding-dominated shape ---------------------------------
+def test_pruning_keeps_padding_dominated_shapes():
+    """With the bound charging 1 of 49 taps, every dense-kernel configuration of a 7×7 pad-3 layer on a 1×1
+    map moved > 16× the bound and the traffic stage pruned all of them; the yardstick charges every tap."""
+    from convtune.kernels.registry import specs_for
+    from convtune.machine import MachineModel
+    from convtune.tuner.prune import prune, traffic_yardstick_words
+
+    machine = MachineModel.preset("h200")
+    p = ConvProblem.parse("N=1 C=256 H=1 W=1 K=256 R=7 S=7 pad=3")
+    result = prune(p, machine, specs_for(p))
+    assert result.stage_counts["traffic"] == result.stage_counts["feasible"] > 0 and result.survivors
+    for c in result.survivors:
+        assert c.bound_words >= old_compulsory(p) > direct_lower_bound(p, c.spec.onchip_words(c.plan)).words
+    # where every tap is used the yardstick is the bound itself
+    q = ConvProblem.parse("N=1 C=64 H=56 W=56 K=64 R=3 S=3 pad=1")
+    for s in (1024, 12288, 90880):
+        assert traffic_yardstick_words(q, direct_lower_bound(q, s).words) == direct_lower_bound(q, s).words
