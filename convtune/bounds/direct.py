@@ -13,8 +13,14 @@ Quantities (``p`` a :class:`~convtune.problem.ConvProblem`):
 - G = MACs that read a real (non-padding) input, ``p.macs_nonpad``: a MAC with a padding input needs
   no load, so only these are vertices of the CDAG the Loomis–Whitney argument covers. Groups are
   handled through C/groups (G and L use the channels per group).
-- L = :func:`used_reduction_length` = (C/groups)·|used_taps_h|·|used_taps_w| words: at least the real
-  MACs of any one output's reduction chain (= (C/groups)·R·S when every tap is used).
+- L = :func:`used_reduction_length` = (C/groups)·|used_taps_h|·|used_taps_w|: at least the real
+  MACs of any one output's reduction chain (= (C/groups)·R·S when every tap is used); the safe bound's
+  V_max(X) ≤ L·X uses it.
+- L_chain = :func:`longest_reduction_chain` = (C/groups)·(most taps one output row meets real rows
+  with)·(likewise for columns): the longest reduction chain of real MACs, ≤ L. The literature form's
+  validity test uses it: when every output meets a different single tap (5×5 stride 5 pad 4 on a 2×2
+  map: 2 used taps per axis, one per output) the chains have length C/groups although L = 4·C/groups,
+  and a schedule that streams the outputs beats 2G/√(R_w·S) + |Out| (found by the property tests).
 - R_w = :func:`window_reuse`: the most *used* taps of one residue class (mod the stride) along each
   axis, multiplied over the two axes. Grouping the taps by the residue of their input offset and
   applying Cauchy–Schwarz to the per-tap matrix-multiply Loomis–Whitney bounds gives
@@ -33,7 +39,7 @@ maps, large kernels, dilation ≥ the map, a causal decode step with L < K).
 Bounds:
 
 - literature: 2G/√(R_w·S) + |Out| words (Chen et al. HPCA'20 / Zhang et al. PPoPP'21 structure, [R]).
-  Valid only when S < min(|In_used|, |W_used|, |Out|) and L ≥ 2·√(R_w·S), all from used taps. The
+  Valid only when S < min(|In_used|, |W_used|, |Out|) and L_chain ≥ 2·√(R_w·S), from used taps. The
   weaker condition L ≥ √(R·S) is not enough: a schedule that keeps an input panel with all channels
   and streams one output channel at a time (outputs never revisited) moves less when L < 2√(R·S)
   (see :mod:`convtune.bounds.matmul`; checked by the property tests against exact tiled counts). With
@@ -80,20 +86,48 @@ def used_reduction_length(problem: ConvProblem) -> int:
     return problem.channels_per_group * len(problem.used_taps_h) * len(problem.used_taps_w)
 
 
+def axis_longest_chain(extent: int, out: int, taps: int, stride: int, pad: int, dil: int) -> int:
+    """max over windows o ∈ [0, out) of the taps t with o·stride − pad + t·dil ∈ [0, extent)."""
+    # each tap is real for an interval of windows; count the intervals covering each window
+    cover = [0] * (out + 1)
+    for t in range(taps):
+        offset = t * dil - pad
+        lo = 0 if offset >= 0 else (-offset + stride - 1) // stride
+        hi = min(out - 1, (extent - 1 - offset) // stride) if extent - 1 - offset >= 0 else -1
+        if lo <= hi:
+            cover[lo] += 1
+            cover[hi + 1] -= 1
+    best = running = 0
+    for delta in cover[:out]:
+        running += delta
+        best = max(best, running)
+    return best
+
+
+def longest_reduction_chain(problem: ConvProblem) -> int:
+    """L_chain = (C/groups)·(most real row taps of one output row)·(most real column taps of one output
+    column): the most real MACs any one output accumulates (the axes are independent)."""
+    p = problem
+    return (p.channels_per_group * axis_longest_chain(p.H, p.P, p.R, p.stride_h, p.pad_h, p.dil_h)
+            * axis_longest_chain(p.W, p.Q, p.S, p.stride_w, p.pad_w, p.dil_w))
+
+
 def compulsory_words(problem: ConvProblem) -> int:
     """|In_used| + |W_used| + |Out| words: what any schedule loads and stores at least once."""
     return problem.compulsory_elements
 
 
 def literature_assumptions(problem: ConvProblem, fast_memory_words: int) -> tuple[Assumption, ...]:
-    """S < min(|In_used|, |W_used|, |Out|) and L ≥ 2·√(R_w·S), with L and R_w from the used taps."""
+    """S < min(|In_used|, |W_used|, |Out|) and L_chain ≥ 2·√(R_w·S), with R_w from the used taps and
+    L_chain the longest chain of real MACs."""
     s = fast_memory_words
     smallest = min(problem.input_elements_used, problem.weight_elements_used, problem.output_elements)
     need = REDUCTION_FACTOR * math.sqrt(window_reuse(problem) * s)
-    length = used_reduction_length(problem)
+    length = longest_reduction_chain(problem)
     return (
         Assumption(f"S={s} < min(|In_used|, |W_used|, |Out|)={smallest}", s < smallest),
-        Assumption(f"reduction L={length} (used taps) >= {REDUCTION_FACTOR:g}·√(R_w·S)={need:.1f}", length >= need),
+        Assumption(f"reduction L={length} (longest real chain) >= {REDUCTION_FACTOR:g}·√(R_w·S)={need:.1f}",
+                   length >= need),
     )
 
 

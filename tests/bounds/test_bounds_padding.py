@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from convtune.bounds import (
     window_reuse,
     winograd_cdag_bound,
 )
-from convtune.bounds.direct import used_reduction_length
+from convtune.bounds.direct import longest_reduction_chain, used_reduction_length
 from convtune.problem import ConvProblem
 
 PINNED = Path(__file__).with_name("data") / "pinned_bounds.json"
@@ -90,6 +91,20 @@ def test_issue_case_literature_validity_uses_used_taps():
     assert direct_lower_bound(p, t.footprint_words).words <= t.total_words
 
 
+def test_literature_validity_uses_the_longest_real_chain():
+    """Found by the targeted property at 2000 examples: 5×5 stride 5 pad 4 on a 2×2 map uses taps 0 and 4
+    of each axis (L over used taps = 4) but every output meets one of them (chains of 1 MAC). With S = 3
+    the literature form claimed 551.6 words; streaming the outputs moves 544."""
+    p = ConvProblem.parse("N=8 C=1 H=2 W=2 K=8 R=5 S=5 stride=5 pad=4")
+    assert p.used_taps_h == p.used_taps_w == (0, 4)
+    assert used_reduction_length(p) == 4 and longest_reduction_chain(p) == 1
+    t = tiled_traffic(p, {"n": 1, "k": 1, "p": 1, "q": 1, "c": 1, "r": 5, "s": 5}, "npqkcrs", skip_padding=True)
+    assert (t.total_words, t.footprint_words) == (544, 3)
+    assert 2 * p.macs_nonpad / math.sqrt(window_reuse(p) * 3) + p.output_elements > t.total_words
+    assert not direct_literature_bound(p, 3).valid
+    assert direct_lower_bound(p, 3).words <= t.total_words
+
+
 def test_used_taps_lower_window_reuse_and_reduction_length():
     # only the centre column of a 3×3 window meets a 1-pixel-wide map: a 3×1 convolution in disguise
     p = ConvProblem.parse("N=1 C=8 H=9 W=1 K=8 R=3 S=3 pad=1")
@@ -116,12 +131,13 @@ def test_depthwise_used_taps():
 
 
 # ---- brute force: the compulsory words from the real (weight, input) pairs ------------------------------
-def brute_force_words(p: ConvProblem) -> tuple[int, int, int, int]:
-    """(distinct inputs, distinct weights, outputs, real MACs) of every MAC whose input is not padding,
-    enumerated one by one, independently of the per-axis formulas."""
+def brute_force_words(p: ConvProblem) -> tuple[int, int, int, int, int]:
+    """(distinct inputs, distinct weights, outputs, real MACs, longest chain of real MACs) of every MAC whose
+    input is not padding, enumerated one by one, independently of the per-axis formulas."""
     kg, cg = p.K // p.groups, p.channels_per_group
     inputs: set[tuple[int, int, int, int]] = set()
     weights: set[tuple[int, int, int, int]] = set()
+    chains: Counter[tuple[int, int, int, int]] = Counter()
     macs = 0
     for n, k, pp, qq, c, r, s in itertools.product(range(p.N), range(p.K), range(p.P), range(p.Q), range(cg),
                                                    range(p.R), range(p.S)):
@@ -129,17 +145,19 @@ def brute_force_words(p: ConvProblem) -> tuple[int, int, int, int]:
         if 0 <= row < p.H and 0 <= col < p.W:
             inputs.add((n, (k // kg) * cg + c, row, col))
             weights.add((k, c, r, s))
+            chains[n, k, pp, qq] += 1
             macs += 1
-    return len(inputs), len(weights), p.N * p.K * p.P * p.Q, macs
+    return len(inputs), len(weights), p.N * p.K * p.P * p.Q, macs, max(chains.values(), default=0)
 
 
 @PADDING_PROPERTY
 @given(st.one_of(padding_dominated_problems(), conv_problems(max_c=4, max_k=4, max_extra=4)))
 def test_compulsory_words_match_brute_force(p):
-    n_in, n_w, n_out, macs = brute_force_words(p)
+    n_in, n_w, n_out, macs, chain = brute_force_words(p)
     assert (p.input_elements_used, p.weight_elements_used, p.output_elements) == (n_in, n_w, n_out)
     assert compulsory_words(p) == n_in + n_w + n_out
     assert p.macs_nonpad == macs
+    assert longest_reduction_chain(p) == chain <= used_reduction_length(p)
     # the untiled padding-aware schedule moves exactly these words, and the bound never exceeds them
     assert tiled_traffic(p, {}, "nkpqcrs", skip_padding=True).total_words == n_in + n_w + n_out
     assert direct_lower_bound(p, 1).words >= n_in + n_w + n_out
