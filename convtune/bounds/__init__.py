@@ -20,6 +20,8 @@ from convtune.bounds.direct import (
     direct_literature_bound,
     direct_lower_bound,
     direct_safe_bound,
+    longest_reduction_chain,
+    used_reduction_length,
     window_reuse,
 )
 from convtune.bounds.matmul import (
@@ -68,11 +70,13 @@ __all__ = [
     "efficiency",
     "floor_time",
     "hong_kung_bound",
+    "longest_reduction_chain",
     "matmul_compulsory_words",
     "matmul_lower_bound",
     "matmul_safe_bound",
     "reuse_term_words",
     "tiled_traffic",
+    "used_reduction_length",
     "window_reuse",
     "winograd_bounds",
     "winograd_cdag_bound",

@@ -10,6 +10,13 @@ T = N·⌈P/m⌉·⌈Q/m⌉; g = groups, C_g = C/g. Stages (Lavin & Gray): filte
 (K/g)×C_g times C_g×T per group, output transform Y = Aᵀ·M·A (α² → m²).
 
 - multiplications: α²·K·C_g·T (versus the direct G = ``problem.macs``).
+- The CDAG is the dense Winograd CDAG: every filter tap enters U = G·g·Gᵀ and every U value multiplies
+  the V of every tile, so |filters| counts all K·C_g·r² taps (α² per pair pre-transformed) even where
+  some taps only ever meet padding; that is what a Winograd schedule computes. The direct bound, which
+  skips padding MACs and the weights only they use (:mod:`convtune.bounds.direct`), is the bound on the
+  convolution itself; padding-dominated shapes (a 1×1 map under 3×3 pad 1) are where they differ.
+  |In_used| counts real input pixels only; the per-frequency GEMM reduces over C_g channels, so its
+  COSMA conditions do not depend on taps.
 - CDAG bound [R]: max(|In_used| + |filters| + |Out|, 2α²·K·C_g·T/√S + |Out|), |filters| = K·C_g·r²
   (raw g) or K·C_g·α² (pre-transformed U). Its reuse term takes the transformed values V, U and the
   partial sums M as a segment's dominator (ρ = √S/2 per frequency, summed by Hölder): COSMA's argument
