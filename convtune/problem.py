@@ -26,6 +26,8 @@ from convtune.errors import InvalidProblem
 #: Bytes per element of each supported storage type.
 ITEMSIZE_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
 LAYOUTS = ("NCHW",)
+#: Keys of a suite entry that describe it (its name, its class, the network layer it comes from), not the problem.
+SUITE_METADATA_KEYS = ("name", "class", "source")
 #: Largest element count of one tensor: kernels index with 32-bit signed integers.
 MAX_ELEMENTS = 2**31 - 1
 
@@ -73,6 +75,18 @@ def used_positions(extent: int, out_lo: int, out_hi: int, tap_lo: int, tap_hi: i
 def _used_positions(extent: int, out: int, taps: int, stride: int, pad: int, dil: int) -> int:
     """Input positions of [0, extent) some window reads along one axis (padding, stride-skipped excluded)."""
     return used_positions(extent, 0, out, 0, taps, stride, pad, dil)
+
+
+def used_taps(extent: int, out: int, taps: int, stride: int, pad: int, dil: int) -> tuple[int, ...]:
+    """Taps t ∈ [0, taps) of one axis with which some window o ∈ [0, out) reads a real input position
+    (o·stride − pad + t·dil ∈ [0, extent)): the taps whose weights any schedule must load. The others
+    only ever meet padding."""
+    out_taps = []
+    for t in range(taps):
+        lo, hi = _window_range(extent, out, t * dil - pad, stride)
+        if lo <= hi:
+            out_taps.append(t)
+    return tuple(out_taps)
 
 
 def _valid_taps(extent: int, out: int, taps: int, stride: int, pad: int, dil: int) -> int:
@@ -173,10 +187,10 @@ class ConvProblem:
     def from_mapping(cls, spec: Mapping[str, Any]) -> ConvProblem:
         """Build from the suite/CLI field names (``stride``, ``pad``, ``dilation`` set both axes).
 
-        1-D causal depthwise problems use ``B, C, L, K`` (optionally ``dilation``). A ``name`` key is
-        ignored. Unknown keys raise :class:`InvalidProblem` naming the key.
+        1-D causal depthwise problems use ``B, C, L, K`` (optionally ``dilation``). The suite metadata keys
+        ``name``, ``class`` and ``source`` are ignored. Unknown keys raise :class:`InvalidProblem` naming the key.
         """
-        spec = {k: v for k, v in spec.items() if k != "name"}
+        spec = {k: v for k, v in spec.items() if k not in SUITE_METADATA_KEYS}
         if "L" in spec or "B" in spec:
             allowed = {"B", "C", "L", "K", "dilation", "dtype", "causal"}
             _reject_unknown(spec, allowed)
@@ -278,6 +292,22 @@ class ConvProblem:
         return self.K * self.channels_per_group * self.R * self.S
 
     @property
+    def used_taps_h(self) -> tuple[int, ...]:
+        """Kernel rows r that meet a real input row for some output row (:func:`used_taps`)."""
+        return used_taps(self.H, self.P, self.R, self.stride_h, self.pad_h, self.dil_h)
+
+    @property
+    def used_taps_w(self) -> tuple[int, ...]:
+        """Kernel columns s that meet a real input column for some output column (:func:`used_taps`)."""
+        return used_taps(self.W, self.Q, self.S, self.stride_w, self.pad_w, self.dil_w)
+
+    @property
+    def weight_elements_used(self) -> int:
+        """|W_used| = K·(C/groups)·|used_taps_h|·|used_taps_w|: the weights some real input meets (separable:
+        w[k,c,r,s] meets real input iff row tap r and column tap s each do, for some output row and column)."""
+        return self.K * self.channels_per_group * len(self.used_taps_h) * len(self.used_taps_w)
+
+    @property
     def output_elements(self) -> int:
         return self.N * self.K * self.P * self.Q
 
@@ -298,8 +328,11 @@ class ConvProblem:
 
     @property
     def compulsory_elements(self) -> int:
-        """|In_used| + |W| + |Out|: every used input and weight read once, every output written once."""
-        return self.input_elements_used + self.weight_elements + self.output_elements
+        """|In_used| + |W_used| + |Out|: every used input and weight read once, every output written once.
+
+        Weights that only ever meet padding (e.g. the outer taps of a 3×3 pad-1 layer on a 1×1 map) are
+        not counted: no schedule needs to load them."""
+        return self.input_elements_used + self.weight_elements_used + self.output_elements
 
     @property
     def compulsory_bytes(self) -> int:

@@ -120,7 +120,12 @@ def test_used_inputs_match_brute_force(p: ConvProblem) -> None:
     assert p.used_cols == len(cols)
     assert p.input_elements_used == p.N * p.C * len(used)
     assert p.input_elements_used <= p.input_elements
-    assert p.compulsory_elements == p.input_elements_used + p.weight_elements + p.output_elements
+    # weights that only meet padding are not compulsory (brute force: tests/bounds/test_bounds_padding.py)
+    taps = {(r, s) for oh in range(p.P) for ow in range(p.Q) for r in range(p.R) for s in range(p.S)
+            if 0 <= oh * p.stride_h - p.pad_h + r * p.dil_h < p.H
+            and 0 <= ow * p.stride_w - p.pad_w + s * p.dil_w < p.W}
+    assert p.weight_elements_used == p.K * (p.C // p.groups) * len(taps) <= p.weight_elements
+    assert p.compulsory_elements == p.input_elements_used + p.weight_elements_used + p.output_elements
     assert p.compulsory_bytes == p.compulsory_elements * p.itemsize_bytes
 
 

@@ -3,8 +3,8 @@
 Imports nothing of convtune but the value objects (:mod:`convtune.problem`, :mod:`convtune.machine`,
 :mod:`convtune.errors`) and needs only the standard library and NumPy. All traffic is in words
 (loads + stores between slow memory and a fast memory of S words, S an argument); ``.bytes``
-multiplies by the problem's word size. Formulas, assumptions and provenance: shared/reference/bounds.md
-and each module's docstring.
+multiplies by the problem's word size. Formulas, assumptions and provenance (Hong–Kung 1981, COSMA SC'19,
+Chen et al. HPCA'20, Zhang et al. PPoPP'21; [R] marks what is derived here): each module's docstring.
 
 Modules: :mod:`~convtune.bounds.result` (BoundResult), :mod:`~convtune.bounds.pebble` (X-partition),
 :mod:`~convtune.bounds.matmul`, :mod:`~convtune.bounds.direct`, :mod:`~convtune.bounds.winograd`,
@@ -20,6 +20,8 @@ from convtune.bounds.direct import (
     direct_literature_bound,
     direct_lower_bound,
     direct_safe_bound,
+    longest_reduction_chain,
+    used_reduction_length,
     window_reuse,
 )
 from convtune.bounds.matmul import (
@@ -68,11 +70,13 @@ __all__ = [
     "efficiency",
     "floor_time",
     "hong_kung_bound",
+    "longest_reduction_chain",
     "matmul_compulsory_words",
     "matmul_lower_bound",
     "matmul_safe_bound",
     "reuse_term_words",
     "tiled_traffic",
+    "used_reduction_length",
     "window_reuse",
     "winograd_bounds",
     "winograd_cdag_bound",

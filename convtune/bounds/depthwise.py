@@ -1,4 +1,4 @@
-"""Depthwise convolution traffic: the lower bound and the achievable halo-tiled traffic (bounds.md §8).
+"""Depthwise convolution traffic: the lower bound and the achievable halo-tiled traffic (words).
 
 Covers 2-D depthwise (groups = C, K = multiplier·C) and the 1-D causal depthwise convolution of
 S4ConvD/Mamba (``problem.causal``: H = R = 1, left padding dil·(S−1)). Words throughout; S is an
@@ -7,13 +7,15 @@ argument in words (per block, per SM or L2: the caller's choice).
 There is no reduction over channels: each output reads one input channel's window (L = R·S MACs), so
 the only reuse is the sliding window and every reuse-based bound collapses to (about) compulsory:
 
-- lower bound: max(|In_used| + |W| + |Out|, the X-partition reuse term of
-  :mod:`convtune.bounds.pebble` with L = R·S), i.e. compulsory in practice; |In_used| excludes the
-  padding (the causal left pad included) and stride-skipped pixels.
+- lower bound: max(|In_used| + |W_used| + |Out|, the X-partition reuse term of
+  :mod:`convtune.bounds.pebble` with L = (used row taps)·(used column taps)), i.e. compulsory in
+  practice; |In_used| excludes the padding (the causal left pad included) and stride-skipped pixels,
+  |W_used| the taps that only ever meet padding: a causal decode step with L < K meets only the last
+  ⌊(L−1)/dil⌋ + 1 taps of each channel, a 5×5 pad-2 layer on a 2×2 map only its 3×3 centre.
 - achievable, for an output tile of ``tile_h`` rows × ``tile_w`` columns of one channel: every tile
   loads the real input pixels its windows read (halo included, clipped at the borders), the
-  channel's R·S taps once per channel (``weights_per_tile=True``: once per tile), and writes its
-  outputs: N·K·Σ_tiles rows·cols + |W| + |Out|. For a 1-D causal problem with tile T this is
+  channel's used taps once per channel (``weights_per_tile=True``: once per tile), and writes its
+  outputs: N·K·Σ_tiles rows·cols + |W_used| + |Out| words. For a 1-D causal problem with tile T this is
   B·C·⌈L/T⌉·(T + S − 1) less the causal padding of the first tile. Gap to the bound = the halo factor,
   e.g. (34·34)/(32·32) = 1.13 for a 32×32 tile of a 3×3 stride-1 layer.
 """
@@ -64,7 +66,7 @@ def depthwise_tiled_traffic(problem: ConvProblem, tile_w: int, tile_h: int = 1, 
         problem: a depthwise problem.
         tile_w: output columns per tile (clamped to Q; the sequence tile T for 1-D problems).
         tile_h: output rows per tile (clamped to P).
-        weights_per_tile: charge the R·S taps to every tile instead of once per channel.
+        weights_per_tile: charge the used taps to every tile instead of once per channel.
 
     Returns:
         ``kind="achievable"``; ``fast_memory_words`` is the tile's footprint.
@@ -83,7 +85,8 @@ def depthwise_tiled_traffic(problem: ConvProblem, tile_w: int, tile_h: int = 1, 
     cols = input_positions_per_tile(p.W, p.Q, p.S, tw, p.S, p.stride_w, p.pad_w, p.dil_w).sum()
     tiles = -(-p.P // th) * -(-p.Q // tw)
     input_halo = p.N * p.K * int(rows) * int(cols)
-    weights = p.weight_elements * (p.N * tiles if weights_per_tile else 1)
+    # taps that only meet padding are never loaded (a tile that needs none of them skips them too)
+    weights = p.weight_elements_used * (p.N * tiles if weights_per_tile else 1)
     total = input_halo + weights + p.output_elements
     footprint = check_fast_memory(depthwise_tile_footprint_words(p, th, tw))
     return BoundResult(name=f"{_name(p)}.tiled_{th}x{tw}", words=float(total), word_bytes=p.itemsize_bytes,

@@ -1,4 +1,4 @@
-"""I/O lower bounds for matrix multiply C = A·B, A: m×k, B: k×n (bounds.md §1, §7).
+"""I/O lower bounds for matrix multiply C = A·B, A: m×k, B: k×n (Hong–Kung 1981, COSMA SC'19).
 
 All sizes are in words; S (``fast_memory_words``) is the fast memory of whatever level the caller
 models (per block, per SM or L2), given as an argument. ``batch`` independent products of the same

@@ -1,7 +1,10 @@
 """The red-blue pebble X-partition bound for reduction CDAGs (Hong–Kung 1981, COSMA Lemma 3).
 
-Model (bounds.md §1): fast memory of S words (red pebbles; S is an argument: per block, per SM or L2,
-whatever level the caller models), unbounded slow memory; Q = loads + stores; no recomputation.
+Model (Hong–Kung 1981; Kwasniewski et al., COSMA, SC'19): fast memory of S words (red pebbles; S is an
+argument: per block, per SM or L2, whatever level the caller models), unbounded slow memory;
+Q = loads + stores, in words; no recomputation. The CDAG is that of the *real* MACs: a MAC whose input
+is padding, and a weight only such MACs use, are no vertices (callers pass the non-padding MAC count
+and the reduction length over used taps).
 Cut any schedule into segments of exactly X − S I/Os (X > S, the last segment may be shorter).
 Each segment's computed vertices have a dominator of at most X vertices (S resident + X − S loaded)
 and a minimum set of at most X (S resident at the end + X − S stored), so a segment computes at most
@@ -22,7 +25,7 @@ each touched chain has its child outside the segment). Each chain has at most L 
 bound is max(φ₁(X), φ₂(X)) with φ₁ = (X−S)(2G/(√R·X^{3/2}) − 1) (unimodal; its maximiser is the root
 of a monotone equation, found by bisection) and φ₂ = (X−S)(G/(L·X) − 1) (concave, maximal at
 X = √(G·S/L)); the integer neighbours of both maximisers are evaluated.
-Dropping the −1 and the integrality gives bounds.md §2's `max_X (X−S)·G/V_max(X)`, whose first
+Dropping the −1 and the integrality gives the closed form `max_X (X−S)·G/V_max(X)`, whose first
 regime peaks at X = 3S with value 4G/(3√3·√(R·S)) ≈ 0.770·G/√(R·S).
 """
 

@@ -1,4 +1,4 @@
-"""Near-optimal output-stationary tiles for direct and Winograd convolution (bounds.md §2, §3, §4).
+"""Near-optimal output-stationary tiles for direct and Winograd convolution (Chen et al. HPCA'20 dataflow structure).
 
 S (``fast_memory_words``) is the per-block on-chip budget in words (shared memory + the block's share
 of registers); blocks share nothing on chip, so each block's loads count.
@@ -14,16 +14,18 @@ z·c_s·R·S weights. Footprint x·y·z + c_s·(patch + z·R·S) ≤ S. Traffic 
 
 (rows/cols: real input positions the tile's windows read, halo included, padding excluded). It is
 the count of :func:`convtune.bounds.tiled.tiled_traffic` for tiles (1, z, y, x, c_s, R, S) and order
-``nkpqcrs`` whenever there are at least two channel chunks. Minimising W + In under the footprint
-gives the balance x·y ≈ R·z (R = sliding-window reuse, ``problem.reuse_factor``): per input channel
-the patch (≈ μ²·x·y) and the weight slice (z·R·S) cost the same. We search x, y, z over powers of
-two, even divisors and the full extents (clamped to Q, P, K), take the least
-predicted traffic, then the largest c_s (a power of two ≤ ``max_chunk``) that still fits.
+``nkpqcrs`` whenever there are at least two channel chunks. Like the kernels it models, this
+dataflow loads every filter tap (the dense count, ``skip_padding=False``), also taps that only meet
+padding. Minimising W + In under the footprint gives the balance x·y ≈ R·z (R = sliding-window
+reuse, ``problem.reuse_factor``): per input channel the patch (≈ μ²·x·y) and the weight slice
+(z·R·S) cost the same. We search x, y, z over powers of two, even divisors and the full extents
+(clamped to Q, P, K), take the least predicted traffic, then the largest c_s (a power of two ≤
+``max_chunk``) that still fits.
 
 Winograd F(m×m, r×r), fused: a block owns a × b tiles (a along the width) × z output channels,
 accumulates a·b·z·α² transformed partial sums, and per input-channel chunk loads the raw patch
 ((b·m + r − 1) × (a·m + r − 1), clipped) and the z·f² filter words (f = α pre-transformed, f = r raw).
-Balance a·b·m² ≈ z·f² (bounds.md §3); the same search applies.
+Balance a·b·m² ≈ z·f²; the same search applies.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Winograd F(m×m, r×r) traffic bounds and dataflow floors (bounds.md §3), in words.
+"""Winograd F(m×m, r×r) traffic bounds and dataflow floors (Lavin & Gray stages, red-blue pebble game), in words.
 
 S (``fast_memory_words``) is an argument in words: the per-block on-chip budget for L2↔SM traffic, the
 L2 size for DRAM↔L2; the formulas do not care which.
@@ -10,6 +10,13 @@ T = N·⌈P/m⌉·⌈Q/m⌉; g = groups, C_g = C/g. Stages (Lavin & Gray): filte
 (K/g)×C_g times C_g×T per group, output transform Y = Aᵀ·M·A (α² → m²).
 
 - multiplications: α²·K·C_g·T (versus the direct G = ``problem.macs``).
+- The CDAG is the dense Winograd CDAG: every filter tap enters U = G·g·Gᵀ and every U value multiplies
+  the V of every tile, so |filters| counts all K·C_g·r² taps (α² per pair pre-transformed) even where
+  some taps only ever meet padding; that is what a Winograd schedule computes. The direct bound, which
+  skips padding MACs and the weights only they use (:mod:`convtune.bounds.direct`), is the bound on the
+  convolution itself; padding-dominated shapes (a 1×1 map under 3×3 pad 1) are where they differ.
+  |In_used| counts real input pixels only; the per-frequency GEMM reduces over C_g channels, so its
+  COSMA conditions do not depend on taps.
 - CDAG bound [R]: max(|In_used| + |filters| + |Out|, 2α²·K·C_g·T/√S + |Out|), |filters| = K·C_g·r²
   (raw g) or K·C_g·α² (pre-transformed U). Its reuse term takes the transformed values V, U and the
   partial sums M as a segment's dominator (ρ = √S/2 per frequency, summed by Hölder): COSMA's argument
@@ -24,7 +31,7 @@ T = N·⌈P/m⌉·⌈Q/m⌉; g = groups, C_g = C/g. Stages (Lavin & Gray): filte
   (a·b·z·α² words ≤ S) and per input channel loads its real input patch and the filter slice (z·α²
   pre-transformed, z·r² raw, f² words per channel pair). Over all blocks the patches cover |In_used| once
   per z-block of output channels and the filters cost T·K·C_g·f²/(a·b); minimising over a·b·z = S/α² gives
-  2·K·f·α·√(|In_used|·C_g·T/(g·S)) + |Out| (≥ bounds.md's 2m·f·α·K·C_g·T/√S + |Out| when
+  2·K·f·α·√(|In_used|·C_g·T/(g·S)) + |Out| (≥ the box-segment form 2m·f·α·K·C_g·T/√S + |Out| when
   |In_used| ≥ C·T·m², i.e. under (b)), floored by this dataflow's own compulsory traffic. It is a floor
   of that dataflow (about m× the CDAG bound for pre-transformed filters), not a lower bound.
 - unfused stage-by-stage floor [R]: FT reads K·C_g·r², writes K·C_g·α² (skipped when pre-transformed);

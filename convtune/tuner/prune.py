@@ -8,7 +8,9 @@ Stages, each dropped configuration keeping its reason and numbers:
 2. ``traffic`` — the configuration's modelled global-memory traffic exceeds the I/O lower bound for
    its *own* on-chip memory (S = its shared memory + accumulators) by more than
    ``traffic_ratio_max``: it uses its fast memory so badly that no dataflow of that size would move as
-   much. (On the H200 the measured winners of the public suite sit at 1.5–10.6× that bound; see
+   much. The yardstick is at least |In_used| + |W| + |Out| (:func:`traffic_yardstick_words`): the
+   families' kernels load every filter tap, also the taps that only meet padding, which the lower
+   bound does not charge. (On the H200 the measured winners of the public suite sit at 1.5–10.6× that bound; see
    ``docs`` in the README.)
 3. ``predicted_time`` — the analytic model's time exceeds ``predicted_factor`` × the best prediction
    *of the same family*. Each family's model has its own bias (an issue-count model of a fused Winograd
@@ -97,6 +99,17 @@ CHECK_EVERY = 64
 Report = Callable[[str, int], None]
 
 
+def traffic_yardstick_words(problem: ConvProblem, bound_words: float) -> float:
+    """max(I/O lower bound, |In_used| + |W| + |Out|) words: what the traffic stage divides by.
+
+    The lower bound charges only the weights some real input meets; every family's kernels load all
+    K·(C/groups)·R·S of them. On padding-dominated shapes (7×7 pad 3 on a 1×1 map: 1 of 49 taps meets
+    data) every configuration would then sit above ``traffic_ratio_max`` × the bound and the shape would
+    be pruned empty. Where every tap is used (all but such shapes) this is the bound itself.
+    """
+    return max(bound_words, float(problem.input_elements_used + problem.weight_elements + problem.output_elements))
+
+
 def build_candidates(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
                      check: Callable[[], None] | None = None, report: Report | None = None) -> list[Candidate]:
     """Every valid configuration of ``specs`` with its prediction, traffic and own-memory bound.
@@ -112,7 +125,7 @@ def build_candidates(problem: ConvProblem, machine: MachineModel, specs: list[Ke
                     check()
                 if report is not None:
                     report("enumerated", len(out))
-            bound = spec.bound_words(pl, spec.onchip_words(pl))   # memoised per (problem, S, algorithm)
+            bound = traffic_yardstick_words(problem, spec.bound_words(pl, spec.onchip_words(pl)))  # memoised bound
             out.append(Candidate(spec, pl, spec.predict_s(pl, machine), spec.traffic_words(pl), bound))
     return out
 

@@ -107,7 +107,7 @@ def test_roofline_floor(flops, nbytes, scale):
     assert r.memory_time_s == pytest.approx(nbytes / H200.copy_bandwidth_bytes_per_s)
     assert r.binding == ("compute" if r.compute_time_s >= r.memory_time_s else "memory")
     assert floor_time(flops * scale, nbytes * scale, H200).time_s >= r.time_s
-    if r.time_s > 0:
+    if r.time_s > 1e-300:   # a subnormal time loses the ratio to rounding (found at 2000 examples)
         assert efficiency(r.time_s, r.time_s * scale) == pytest.approx(1 / scale)
 
 
