@@ -220,6 +220,7 @@ def compiled() -> dict:
         return {e[0]: r for e, r in zip(ENTRIES, results, strict=True)}
 
 
+@pytest.mark.slow  # nvcc: CI runs it after the README's test command (`-m slow`)
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e[0])
 def test_16bit_instantiations_compile_without_spills(compiled: dict, entry) -> None:
     name, _, threads, min_blocks = entry

@@ -26,8 +26,10 @@ from convtune.kernels.direct.space import model_best
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
-pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH: the compile checks need the "
-                                "CUDA toolkit (no GPU needed)")
+# slow (minutes of nvcc on 2 cores): CI runs them after the README's test command (`-m slow`)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH: the compile checks need the "
+                                 "CUDA toolkit (no GPU needed)")]
 
 H200 = MachineModel.preset("h200")
 H200_SMEM_LIMIT = 232_448

@@ -27,6 +27,9 @@ from convtune.storage import make_engine, session_scope
 from convtune.storage import repository as repo
 from convtune.storage.models import Job, Measurement, TuningRun
 
+# slow (real worker processes killed and restarted, minutes): CI runs them after the README's test command
+pytestmark = pytest.mark.slow
+
 MODEL_BUDGET = 8
 REPLAY_BUDGET = 12
 DELAY_S = 0.06  # per trial: a job takes about a second, long enough to be interrupted mid-way
