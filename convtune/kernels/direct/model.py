@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from convtune.kernels.direct.launcher import DirectFwdPlan, total_traffic_words
 from convtune.kernels.launch_geometry import resident_blocks
@@ -89,25 +90,34 @@ def instructions_per_chunk(pl: DirectFwdPlan) -> int:
 
 def predict(pl: DirectFwdPlan, machine: MachineModel, regs_per_thread: int | None = None) -> DirectPrediction:
     """Model time of one launch of ``pl`` on ``machine``."""
-    p, c = pl.problem, pl.config
     bps = blocks_per_sm(pl, machine, regs_per_thread)
     if bps == 0:
         return DirectPrediction(math.inf, math.inf, 0.0, 0.0, 0, math.inf, tile_efficiency(pl))
+    return predict_launch(pl, machine, bps, instructions_per_chunk(pl), tile_efficiency(pl), total_traffic_words(pl))
+
+
+def predict_launch(pl: Any, machine: MachineModel, bps: int, instructions: int, tile_eff: float,
+                   traffic_words: int) -> DirectPrediction:
+    """The model of the module docstring for any block-tiled, chunk-pipelined, split-C kernel (direct, pointwise):
+    ``pl`` has ``problem``, ``config`` (threads, stages, splits, accumulators), ``blocks`` and ``chunks_per_split``;
+    ``bps`` resident blocks per SM (> 0), ``instructions`` per thread per channel chunk, ``traffic_words`` the
+    modelled global-memory words of the launch."""
+    p, c = pl.problem, pl.config
     warps = c.threads // 32
     wave_count = pl.blocks / (machine.sm_count * bps)
     per_sm = -(-pl.blocks // machine.sm_count)          # blocks the busiest SM runs
     resident = min(per_sm, bps)                          # of them at a time
-    per_block = warps * (pl.chunks_per_split * instructions_per_chunk(pl) + 4 * c.accumulators)
+    per_block = warps * (pl.chunks_per_split * instructions + 4 * c.accumulators)
     sm_rate = machine.fp32_peak_flops_per_s / 64 / machine.sm_count  # warp-instructions / s / SM
     latency = min(1.0, resident * warps / LATENCY_WARPS) ** 0.5
-    chunk_issue_s = resident * warps * instructions_per_chunk(pl) / (sm_rate * latency)
+    chunk_issue_s = resident * warps * instructions / (sm_rate * latency)
     stall_s = max(0.0, GLOBAL_LATENCY_S - (c.stages - 1) * chunk_issue_s) / resident
     issue_s = per_sm / resident * (resident * per_block / (sm_rate * latency) + pl.chunks_per_split * stall_s)
-    l2_s = 4 * total_traffic_words(pl) / (L2_OVER_DRAM_BANDWIDTH * machine.copy_bandwidth_bytes_per_s)
+    l2_s = 4 * traffic_words / (L2_OVER_DRAM_BANDWIDTH * machine.copy_bandwidth_bytes_per_s)
     dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
     atomic_s = 0.0
     if c.splits > 1:
         atomic_s = c.splits * p.N * p.K * p.P * p.Q * ATOMIC_WORDS * 4 / machine.copy_bandwidth_bytes_per_s
     overhead = LAUNCH_OVERHEAD_S * (2 if c.splits > 1 else 1)
     return DirectPrediction(max(issue_s, l2_s, dram_s) + atomic_s + overhead, issue_s, l2_s, dram_s, bps, wave_count,
-                            tile_efficiency(pl), atomic_s)
+                            tile_eff, atomic_s)
