@@ -60,7 +60,9 @@ def fresh_database(base: str | None, name: str, work: Path) -> tuple[str, Any]:
                 conn.execute(text(f'CREATE DATABASE "{name}"'))
             admin.dispose()
             return url.set(database=name).render_as_string(hide_password=False), None
-        return base, None
+        print(f"convtune: error: --db: {url.get_backend_name()} is not a server to create a database on per run: "
+              "give a PostgreSQL URL, or leave --db out (pgserver, else SQLite)", file=sys.stderr)
+        raise SystemExit(2)
     try:
         import pgserver  # type: ignore[import-not-found]
     except ImportError:
@@ -211,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-trials", type=int, default=64)
     ap.add_argument("--backend", choices=("gpu", "model"), default="gpu", help="model: a rehearsal without GPUs")
     ap.add_argument("--gpus", type=int, default=None, help="workers of the multi-GPU run (default: every GPU)")
-    ap.add_argument("--db", default=None, help="a server URL to create the runs' databases on (default: pgserver, "
-                                               "else SQLite)")
+    ap.add_argument("--db", default=None, help="a PostgreSQL server URL to create each run's fresh database on "
+                                               "(default: pgserver, else a SQLite file per run)")
     ap.add_argument("--port", type=int, default=8766)
     ap.add_argument("--timeout-s", type=float, default=3600.0, help="per run")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/multi_gpu"))
