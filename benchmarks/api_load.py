@@ -61,7 +61,7 @@ def prepare_database(directory: Path, shape: str) -> tuple[str, str, dict[str, A
     """(database URL, API key secret, the stored best) after a replay tune of ``shape``."""
     from convtune.problem import ConvProblem
     from convtune.storage import make_engine, session_scope, upgrade
-    from convtune.storage import repository as repo
+    from convtune.storage import queries as repo
     from convtune.tuner.benchmark import ReplayBenchmarker
     from convtune.tuner.tune import tune
 
@@ -428,7 +428,7 @@ def _package(frame: str) -> str:
 
 
 def _function(frame: str) -> str:
-    """``tune (convtune/api/tuning.py:58)`` -> ``tune (convtune/api/tuning.py)``: one entry per function."""
+    """``tune (convtune/api/handlers.py:58)`` -> ``tune (convtune/api/handlers.py)``: one entry per function."""
     name, _, where = frame.rpartition(" (")
     return f"{name} ({where.split(':')[0].rstrip(')')})" if name else frame
 

@@ -6,7 +6,7 @@ workspace), depthwise 1-D and 2-D forward, and their forward + backward. Modes:
 ==============  ===============================================================================================
 pytorch         ``F.conv2d`` / ``F.conv1d`` (cuDNN fp32, ``allow_tf32=False``, ``cudnn.benchmark=True``)
 plain           the plain functions: ``convtune.conv2d(x, w, config=...)``; the depthwise ops without autograd
-                (eager calls of ``convtune.torch.depthwise_conv*d`` reach the implementation directly)
+                (eager calls of ``convtune.ops.torch.depthwise_conv*d`` reach the implementation directly)
 op              the ``torch.library`` op through the dispatcher (``torch.ops.convtune.*``), no autograd
 op+autograd     the same op on inputs that require grad (the op's registered autograd)
 api+autograd    ``convtune.torch.conv2d`` / ``depthwise_conv*d`` on inputs that require grad (eager autograd.Function)
@@ -44,11 +44,11 @@ import torch.nn.functional as F
 from torch_timing import cuda_graph, device_info, host_and_wall_us, kernel_us, rel_error, strict_fp32
 
 import convtune
-import convtune.torch as ct
-from convtune import resolver
+import convtune.ops.torch as ct
 from convtune.kernels.devices import device_machine
 from convtune.kernels.prepared import prepare_plan
 from convtune.kernels.registry import get_spec, model_fastest
+from convtune.ops import resolver
 from convtune.problem import ConvProblem
 
 COMPILE_WARNINGS = ("ignore", r".*torch.jit.script_method.*")

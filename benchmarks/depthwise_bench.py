@@ -44,16 +44,21 @@ import torch.nn.functional as F
 
 from convtune.errors import CompileError, InvalidConfig, LaunchError
 from convtune.kernels.compile import nvcc_available, precompile
-from convtune.kernels.depthwise import (
-    launcher,
-    plan1d_fused,
-    plan2d,
-    plan2d_dgrad,
-    plan2d_fast,
-    plan2d_packed,
-    plan2d_wgrad,
-)
 from convtune.kernels.depthwise.configs import MODES, PATHS, VARIANTS_1D
+from convtune.kernels.depthwise.conv1d import fused as plan1d_fused
+from convtune.kernels.depthwise.conv1d import launcher
+from convtune.kernels.depthwise.conv1d.traffic import (
+    compulsory_bytes,
+    fast_issued_macs,
+    flops,
+    total_traffic_bytes,
+    warp_issued_macs,
+)
+from convtune.kernels.depthwise.conv2d import dgrad as plan2d_dgrad
+from convtune.kernels.depthwise.conv2d import fast as plan2d_fast
+from convtune.kernels.depthwise.conv2d import packed as plan2d_packed
+from convtune.kernels.depthwise.conv2d import tiled as plan2d
+from convtune.kernels.depthwise.conv2d import wgrad as plan2d_wgrad
 from convtune.kernels.depthwise.model import predict_2d_packed
 from convtune.kernels.depthwise.reference import (
     dw1d_dgrad_reference,
@@ -72,17 +77,10 @@ from convtune.kernels.depthwise.space import (
     enumerate_plans_2d_wgrad,
     enumerate_plans_fused,
 )
-from convtune.kernels.depthwise.traffic import (
-    compulsory_bytes,
-    fast_issued_macs,
-    flops,
-    total_traffic_bytes,
-    warp_issued_macs,
-)
 from convtune.kernels.launch_geometry import resident_blocks
-from convtune.kernels.ops import device_machine
 from convtune.kernels.reference import relative_error
 from convtune.kernels.timing import rotation_sets, time_launches
+from convtune.ops.conv2d import device_machine
 from convtune.problem import ConvProblem
 
 TOLERANCE = {"fwd": 1e-5, "dgrad": 1e-5, "wgrad": 1e-4}

@@ -1,7 +1,7 @@
 """Depthwise forward in float32, float16 and bfloat16 storage vs PyTorch in the same dtype (GPU host).
 
 For every ``depthwise1d_causal`` and ``depthwise2d`` entry of the suite and each dtype, the plan
-``convtune.torch`` runs (:func:`convtune.depthwise_ops.model_plan`: the time model's best; 16-bit problems take
+``convtune.ops.torch`` runs (:func:`convtune.ops.depthwise.model_plan`: the time model's best; 16-bit problems take
 the 16-bit kernels, fp32 sums) is compiled, checked once against a float64 reference of the same rounded inputs
 (output poisoned with NaN; relative error ≤ 1e-5 fp32, 1e-3 fp16, 8e-3 bf16: twice one output rounding) and
 timed by the shared protocol (``time_launches``: a spin kernel ahead of each timed launch hides host time,
@@ -25,13 +25,13 @@ import cupy as cp
 import torch
 import torch.nn.functional as F
 
-from convtune.depthwise_ops import model_plan
 from convtune.errors import InvalidConfig
 from convtune.kernels.depthwise import family
 from convtune.kernels.depthwise.reference import dw1d_fwd_reference, dw2d_fwd_reference
-from convtune.kernels.ops import device_machine
 from convtune.kernels.reference import relative_error
 from convtune.kernels.timing import rotation_sets, time_launches
+from convtune.ops.conv2d import device_machine
+from convtune.ops.depthwise import model_plan
 from convtune.problem import ConvProblem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -104,7 +104,7 @@ def bench(name: str, problem: ConvProblem, dtype: str, machine, reps: int) -> di
 def markdown(rows: list[dict], copy_bw: float, device: str) -> str:
     lines = [f"# Depthwise forward by storage dtype ({device}, torch {torch.__version__}, {dt.date.today()})", "",
              f"Copy bandwidth in this run: {copy_bw / 1e12:.2f} TB/s. Configs: the time model's best (what "
-             "`convtune.torch` runs without a tuning database). PyTorch in the same dtype on the same buffers.", "",
+             "`convtune.ops.torch` runs without a tuning database). PyTorch in the same dtype on the same buffers.", "",
              "| entry | dtype | PyTorch ms | ours ms | speedup | % copy | rel. error | config |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -14,7 +14,7 @@ import time
 import torch
 import torchvision
 
-import convtune.torch as ct
+import convtune.ops.torch as ct
 
 
 def _host_wall(model: torch.nn.Module, x: torch.Tensor, calls: int) -> tuple[float, float]:

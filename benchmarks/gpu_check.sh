@@ -4,9 +4,9 @@
 #     tests     pytest -m gpu: kernels vs float64, operator API, the tuner on the GPU
 #     api_tests pytest -m gpu: only the operator API, the machine probe and the tuner on the GPU
 #     dw_tests  pytest -m gpu: the depthwise kernels (every variant × path × mode)
-#     torch_tests pytest -m gpu: convtune.torch ops, depthwise ops/tuning, convtune analyze
+#     torch_tests pytest -m gpu: convtune.ops.torch ops, depthwise ops/tuning, convtune analyze
 #     analyze   convtune analyze at the S4ConvD paper shape (table + roofline PNG/SVG; $ANALYZE_ARGS, e.g. --candidates 16)
-#     s4convd   benchmarks/s4convd_train.py: S4ConvD training, FFT conv vs convtune.torch ($S4CONVD_ARGS)
+#     s4convd   benchmarks/s4convd_train.py: S4ConvD training, FFT conv vs convtune.ops.torch ($S4CONVD_ARGS)
 #     dw_bench  benchmarks/depthwise_bench.py: depthwise variants × paths vs PyTorch ($DW_BENCH_ARGS)
 #     dw_dtypes benchmarks/depthwise_dtypes.py: the op's forward in fp32/fp16/bf16 vs PyTorch in the same dtype
 #     dw_half_tests pytest -m gpu: 16-bit depthwise kernels, the packed 2-D kernel, the torch ops
@@ -16,10 +16,10 @@
 #     retime    benchmarks/retime.py: the tuned and brute-force configs of $OUT/tune_suite.json, interleaved
 #     wsweep    benchmarks/winograd_sweep.py: sampled fused-Winograd configs per 3×3 stride-1 shape vs cuDNN
 #     batch     benchmarks/serve_batch.py: `convtune serve` + POST /v1/batches {"preset": $BATCH_PRESET}
-#     dense_torch_tests pytest -m gpu: prepared launches of every family, the pointwise kernel, convtune.torch.conv2d / modules / graphs /
+#     dense_torch_tests pytest -m gpu: prepared launches of every family, the pointwise kernel, convtune.ops.torch.conv2d / modules / graphs /
 #               torch.compile / tune(model), the depthwise ops, the operator API
 #     call_overhead benchmarks/call_overhead.py: host/kernel µs per call, convtune vs PyTorch ($CALL_OVERHEAD_ARGS)
-#     user_suite benchmarks/user_suite.py: the public conv2d suite via convtune.torch.conv2d vs cuDNN fp32, eager,
+#     user_suite benchmarks/user_suite.py: the public conv2d suite via convtune.ops.torch.conv2d vs cuDNN fp32, eager,
 #               CUDA graph, torch.compile (tuned configs from $USER_SUITE_DB, e.g. the tune step's database, or
 #               tuned first for $USER_SUITE_TUNE_S seconds in all into $USER_SUITE_DB / /tmp/convtune-user-suite.db)
 #     eager_profile benchmarks/eager_profile.py: cProfile of converted models' eager forwards ($EAGER_PROFILE_MODELS,
@@ -46,14 +46,14 @@ for step in "$@"; do
         python3 -m pytest -m gpu -q -p no:cacheprovider --maxfail=25 -W default \
             tests/kernels tests/test_machine.py tests/tuner/test_tuner_gpu.py 2>&1 | tee "$OUT/gpu_tests.txt" | tail -15 ;;
     api_tests)
-        python3 -m pytest -m gpu -q -p no:cacheprovider -W default tests/kernels/test_ops_gpu.py tests/test_machine.py \
+        python3 -m pytest -m gpu -q -p no:cacheprovider -W default tests/ops/test_ops_gpu.py tests/test_machine.py \
             tests/tuner/test_tuner_gpu.py 2>&1 | tee "$OUT/gpu_api_tests.txt" | tail -8 ;;
     dw_tests)
-        python3 -m pytest -m gpu -q -p no:cacheprovider -W default --maxfail=60 -ra tests/kernels/test_depthwise_gpu.py \
-            tests/kernels/test_depthwise2d_packed.py 2>&1 | tee "$OUT/gpu_depthwise_tests.txt" | tail -30 ;;
+        python3 -m pytest -m gpu -q -p no:cacheprovider -W default --maxfail=60 -ra tests/kernels/depthwise/test_depthwise_gpu.py \
+            tests/kernels/depthwise/test_depthwise2d_packed.py 2>&1 | tee "$OUT/gpu_depthwise_tests.txt" | tail -30 ;;
     torch_tests)
-        python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra tests/test_torch_ops.py tests/test_depthwise_ops.py \
-            tests/test_analyze.py tests/tuner/test_depthwise_tuning.py tests/kernels/test_registry.py 2>&1 \
+        python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra tests/ops/torch/test_torch_ops.py tests/ops/test_depthwise_ops.py \
+            tests/analysis/test_analyze.py tests/tuner/test_depthwise_tuning.py tests/kernels/test_registry.py 2>&1 \
             | tee "$OUT/gpu_torch_tests.txt" | tail -25 ;;
     analyze)
         python3 -m convtune.cli analyze B=16384 C=128 L=48 K=48 --variants all --paths fwd,dgrad,wgrad \
@@ -67,8 +67,8 @@ for step in "$@"; do
         python3 benchmarks/depthwise_dtypes.py --out "$OUT" 2>&1 | tee "$OUT/depthwise_dtypes.log" | tail -30 ;;
     dw_half_tests)
         python3 -m pytest -m gpu -q -p no:cacheprovider -W default --maxfail=40 -ra \
-            tests/kernels/test_depthwise_half_gpu.py tests/kernels/test_depthwise2d_packed.py tests/test_torch_ops.py \
-            tests/test_depthwise_ops.py 2>&1 | tee "$OUT/gpu_depthwise_half_tests.txt" | tail -30 ;;
+            tests/kernels/depthwise/test_depthwise_half_gpu.py tests/kernels/depthwise/test_depthwise2d_packed.py tests/ops/torch/test_torch_ops.py \
+            tests/ops/test_depthwise_ops.py 2>&1 | tee "$OUT/gpu_depthwise_half_tests.txt" | tail -30 ;;
     vs_cudnn)
         python3 benchmarks/vs_cudnn.py --out "$OUT" ${VS_CUDNN_ARGS:-} 2>&1 | tee "$OUT/vs_cudnn.log" | tail -30 ;;
     sample)
@@ -86,9 +86,9 @@ for step in "$@"; do
             --out "$OUT/batch_${BATCH_PRESET:-resnet18}" --db /tmp/convtune-service.db 2>&1 | tee "$OUT/serve_batch.log" | tail -20 ;;
     dense_torch_tests)
         python3 -m pytest -m gpu -q -p no:cacheprovider -W default --maxfail=40 -ra tests/kernels/test_prepared_gpu.py \
-            tests/kernels/test_pointwise_gpu.py \
-            tests/test_torch_dense_gpu.py tests/kernels/test_ops_gpu.py tests/test_torch_ops.py tests/test_torch_dense.py \
-            tests/test_call_cache.py tests/test_torch_tune.py 2>&1 | tee "$OUT/gpu_dense_torch_tests.txt" | tail -30 ;;
+            tests/kernels/pointwise/test_pointwise_gpu.py \
+            tests/ops/torch/test_torch_dense_gpu.py tests/ops/test_ops_gpu.py tests/ops/torch/test_torch_ops.py tests/ops/torch/test_torch_dense.py \
+            tests/ops/test_call_cache.py tests/ops/torch/test_torch_tune.py 2>&1 | tee "$OUT/gpu_dense_torch_tests.txt" | tail -30 ;;
     call_overhead)
         python3 benchmarks/call_overhead.py --out "$OUT/call_overhead" ${CALL_OVERHEAD_ARGS:-} 2>&1 \
             | tee "$OUT/call_overhead.log" | tail -45 ;;

@@ -1,5 +1,5 @@
 """The pure-Python part of a cache hit, measured without a GPU: the call paths of ``convtune.conv2d``,
-``convtune.torch.conv2d`` and the depthwise ops on CPU tensors "on device 0", with the driver call replaced by a
+``convtune.ops.torch.conv2d`` and the depthwise ops on CPU tensors "on device 0", with the driver call replaced by a
 no-op (tests/fake_gpu.py's seams) — so the figure is everything a hit does except ``cuLaunchKernel`` itself and
 the CUDA caching allocator (``torch.empty`` on the CPU stands in for it). Printed beside the same machine's
 ``torch.empty`` and a no-op ``torch.library`` custom op for scale. A development aid: the GPU figures come from
@@ -38,7 +38,7 @@ def main() -> int:
     from fake_gpu import install_fake_gpu
 
     import convtune
-    import convtune.torch as ct
+    import convtune.ops.torch as ct
     from convtune.kernels import prepared
 
     with pytest.MonkeyPatch.context() as mp:
@@ -57,10 +57,10 @@ def main() -> int:
             ("convtune.conv2d hit (direct, 1 launch)", lambda: convtune.conv2d(x, w, 1, 1, config=key)),
             ("convtune.conv2d hit (unfused, 3 launches + workspace)", lambda: convtune.conv2d(x, w, 1, 1,
                                                                                           config=unfused)),
-            ("convtune.torch.conv2d eager, no grad (+bias)", lambda: ct.conv2d(x, w, b, 1, 1)),
-            ("convtune.torch.conv2d eager, autograd.Function", lambda: ct.conv2d(xg, wg, None, 1, 1)),
-            ("convtune.torch.depthwise_conv1d eager, no grad", lambda: ct.depthwise_conv1d(x1, w1)),
-            ("convtune.torch.depthwise_conv2d eager, no grad", lambda: ct.depthwise_conv2d(x2, w2, 1, 1)),
+            ("convtune.ops.torch.conv2d eager, no grad (+bias)", lambda: ct.conv2d(x, w, b, 1, 1)),
+            ("convtune.ops.torch.conv2d eager, autograd.Function", lambda: ct.conv2d(xg, wg, None, 1, 1)),
+            ("convtune.ops.torch.depthwise_conv1d eager, no grad", lambda: ct.depthwise_conv1d(x1, w1)),
+            ("convtune.ops.torch.depthwise_conv2d eager, no grad", lambda: ct.depthwise_conv2d(x2, w2, 1, 1)),
         ]
         print("| call | µs per call (CPU, launch stubbed) |\n|---|---|")
         for name, fn in rows:

@@ -6,8 +6,8 @@ Per model:
 
 1. cuDNN fp32 strict (``cudnn.benchmark=True``): the reference output, ms per forward eager and as a CUDA graph;
 2. cuDNN TF32 (``cudnn.allow_tf32=True``): the same two timings (and its output's error against fp32);
-3. ``convtune.torch.tune(model, x, budget_s, budget_trials)`` (GPU benchmarker, results in ``--db``; a finished
-   problem is not tuned again, so a second run reuses the first's), then ``convtune.torch.convert(model)``: the
+3. ``convtune.ops.torch.tune(model, x, budget_s, budget_trials)`` (GPU benchmarker, results in ``--db``; a finished
+   problem is not tuned again, so a second run reuses the first's), then ``convtune.ops.torch.convert(model)``: the
    output's relative error against cuDNN fp32 (target ≤ 1e-4) and the two timings.
 
 ms per forward = wall time of 20 back-to-back forwards (no grad, weights frozen) / 20, the median of 3; the graph
@@ -31,8 +31,8 @@ from typing import Any
 import torch
 from torch_timing import cuda_graph, device_info, host_and_wall_us, kernel_us, rel_error
 
-import convtune.torch as ct
-from convtune.torch.modules import support
+import convtune.ops.torch as ct
+from convtune.ops.torch.modules import support
 
 MODELS = {"resnet50": 32, "vgg16": 1, "mobilenet_v2": 32}
 TARGETS = {"resnet50": 1.3, "vgg16": 2.0, "mobilenet_v2": 1.3}
@@ -52,7 +52,7 @@ def _timings(model: Any, x: Any) -> dict[str, float]:
 
 def _layer_kernel_ms(model: Any, x: Any) -> list[dict[str, Any]]:
     """Per distinct convolution of ``model`` (an unconverted forward's shapes): the CUDA profiler's kernel ms per
-    call of cuDNN fp32 (``F.conv2d``, ``allow_tf32=False``) and of convtune (``convtune.torch.conv2d`` /
+    call of cuDNN fp32 (``F.conv2d``, ``allow_tf32=False``) and of convtune (``convtune.ops.torch.conv2d`` /
     ``depthwise_conv2d``, the resolver's config: the tuned one), on the same tensors; where the model's time goes."""
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
 

@@ -1,11 +1,11 @@
-"""S4ConvD end to end: the same training run with PyTorch's FFT convolution and with convtune.torch's kernels.
+"""S4ConvD end to end: the same training run with PyTorch's FFT convolution and with convtune.ops.torch's kernels.
 
 The model (MilanShao/S4ConvD, ``S4ConvD_1percent.py``; shared/reference/depthwise.md §1): Linear(4 → H),
 4 × S4ConvBlock, Linear(H → 1) on the last time step. An S4ConvBlock generates its S4D kernel
 k[h, l] = 2·Re Σ_n C'[h, n]·exp(dtA[h, n]·l) (diagonal, ZOH, state N → N/2 complex modes, K = L) from
 learnable log_dt, A, C every step, applies it as a causal depthwise convolution of (B, H, L), adds D·x, then
 GELU, dropout, Conv1d(H → 2H, 1) + GLU and a residual. The convolution is either the model's own FFT path
-(irfft(rfft(x, 2L)·rfft(k, 2L))[..., :L], the baseline) or ``convtune.torch.depthwise_conv1d`` (forward,
+(irfft(rfft(x, 2L)·rfft(k, 2L))[..., :L], the baseline) or ``convtune.ops.torch.depthwise_conv1d`` (forward,
 dgrad and deterministic wgrad kernels). Data are synthetic (B, 48, 4) windows with positive targets; loss
 RMSLE on softplus(prediction); SGD with momentum 0.9.
 
@@ -17,7 +17,7 @@ reports the median step time of each, the speedup, the convolution's measured sh
 
 Usage (GPU): ``python benchmarks/s4convd_train.py`` (paper shape: batch 16384, 100 steps) or, for a quick
 check, ``python benchmarks/s4convd_train.py --steps 5 --batch 256``. ``--device cpu`` runs both paths on
-the CPU (convtune.torch uses its reference formulas there): a smoke test of the script, not a benchmark.
+the CPU (convtune.ops.torch uses its reference formulas there): a smoke test of the script, not a benchmark.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def fft_conv(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 def convtune_conv(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """The same convolution on convtune's kernels (PyTorch's weight order is the lag order flipped)."""
-    import convtune.torch as ct
+    import convtune.ops.torch as ct
 
     return ct.depthwise_conv1d(x, k.flip(-1))
 

@@ -24,7 +24,7 @@ from convtune.kernels.compile import CompileError, precompile, source_hash
 from convtune.kernels.direct.space import enumerate_plans
 from convtune.kernels.registry import get_spec
 from convtune.problem import ConvProblem
-from convtune.tuner.worker import SubprocessBenchmarker
+from convtune.tuner.trial_process import SubprocessBenchmarker
 
 DEFAULT_SHAPES = ("vgg16_conv4_2_b1", "vgg16_conv5_2_b1", "resnet50_3x3_256_b32")
 

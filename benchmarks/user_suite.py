@@ -1,4 +1,4 @@
-"""The public conv2d suite called as a user calls it: ``convtune.torch.conv2d(x, w, stride, padding)`` against
+"""The public conv2d suite called as a user calls it: ``convtune.ops.torch.conv2d(x, w, stride, padding)`` against
 ``F.conv2d`` with cuDNN fp32 (``allow_tf32=False``, ``cudnn.benchmark=True``), same tensors, same run (GPU host).
 
 Per suite entry: the config the op runs (the resolver's: the tuning database's best GPU-measured config when
@@ -32,11 +32,11 @@ import torch
 import torch.nn.functional as F
 from torch_timing import cuda_graph, device_info, geomean, host_and_wall_us, kernel_us, rel_error, strict_fp32
 
-import convtune.torch as ct
-from convtune import resolver
+import convtune.ops.torch as ct
 from convtune.kernels.devices import device_machine
-from convtune.kernels.ops import model_choice
 from convtune.kernels.registry import specs_for
+from convtune.ops import resolver
+from convtune.ops.conv2d import model_choice
 from convtune.problem import ConvProblem
 
 TOLERANCE = {"direct": 1e-5, "winograd": 1e-4, "winograd_unfused": 1e-3}   # F(4) at worst (the kernel tests')
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cudnn.benchmark = True
     entries = [e for e in json.loads(Path(args.suite).read_text())["conv2d"] if not args.only or e["name"] in args.only]
     if args.tune_budget_s > 0:
-        from convtune.torch.tune_model import tune_problems
+        from convtune.ops.torch.tune_model import tune_problems
 
         db = args.db or "sqlite:////tmp/convtune-user-suite.db"
         problems = [ConvProblem.from_mapping({k: v for k, v in e.items() if k != "name"}) for e in entries]

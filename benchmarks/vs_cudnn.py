@@ -42,7 +42,7 @@ from convtune.kernels.registry import get_spec, specs_for
 from convtune.kernels.timing import rotation_sets, time_launches
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
-from convtune.tuner.analysis import family_choice, floor_time_s
+from convtune.tuner.efficiency import family_choice, floor_time_s
 
 FAMILIES = ("direct", "winograd", "winograd_unfused")
 

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import cupy as cp
 
-from convtune.cli import load_suite
+from convtune.cli.bounds import load_suite
 from convtune.errors import CompileError
 from convtune.kernels.compile import precompile
-from convtune.kernels.ops import device_machine
 from convtune.kernels.registry import get_spec
 from convtune.kernels.winograd.launcher import applies
+from convtune.ops.conv2d import device_machine
 from convtune.problem import ConvProblem
 
 FAMILIES = ("winograd", "winograd_unfused")

@@ -1,9 +1,9 @@
 """convtune: auto-tuning of GPU convolution kernels driven by I/O lower bounds.
 
 ``import convtune`` works without CUDA: CuPy is imported lazily by the kernel modules, and
-:func:`convtune.conv2d` (:func:`convtune.kernels.ops.conv2d`) is looked up on first access.
+:func:`convtune.conv2d` (:func:`convtune.ops.conv2d.conv2d`) is looked up on first access.
 
-Configs reach the ops through :mod:`convtune.resolver`: :func:`set_config_lookup` turns database lookups off
+Configs reach the ops through :mod:`convtune.ops.resolver`: :func:`set_config_lookup` turns database lookups off
 (or ``CONVTUNE_LOOKUP=off``), :func:`use_config_database` picks the database (or ``CONVTUNE_DATABASE_URL``).
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 
 from convtune.errors import ConvtuneError, InvalidConfig, InvalidInput, InvalidProblem
 from convtune.machine import MachineModel
+from convtune.ops.resolver import set_lookup as set_config_lookup
+from convtune.ops.resolver import use_database as use_config_database
 from convtune.problem import ConvProblem
-from convtune.resolver import set_lookup as set_config_lookup
-from convtune.resolver import use_database as use_config_database
 
 __all__ = ["ConvProblem", "ConvtuneError", "InvalidConfig", "InvalidInput", "InvalidProblem", "MachineModel",
            "conv2d", "set_config_lookup", "use_config_database"]
@@ -31,7 +31,7 @@ def __getattr__(name: str) -> Any:
         return version
     # conv2d is the operator API's own function (no wrapper frame on the hot path), imported on first use
     if name == "conv2d":
-        from convtune.kernels.ops import conv2d
+        from convtune.ops.conv2d import conv2d
 
         globals()["conv2d"] = conv2d
         return conv2d

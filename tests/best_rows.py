@@ -7,11 +7,11 @@ from typing import Any
 
 from sqlalchemy import URL
 
-from convtune import resolver
 from convtune.kernels.direct.launcher import DirectFwdConfig
+from convtune.ops import resolver
 from convtune.problem import ConvProblem
 from convtune.storage import make_engine, session_scope, upgrade
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 
 H200 = "NVIDIA H200"
 PROBLEM = ConvProblem.parse("N=2 C=16 H=14 W=14 K=24 R=3 S=3 pad=1")

@@ -1,4 +1,4 @@
-"""The call paths of ``convtune.conv2d`` and ``convtune.torch`` on CPU tensors "on CUDA device 0", for tests of what
+"""The call paths of ``convtune.conv2d`` and ``convtune.ops.torch`` on CPU tensors "on CUDA device 0", for tests of what
 a cache hit does (no GPU here): launches go to the recording driver of launch_recorder.py, kernels are fakes
 with their entries' argument counts, outputs are allocated on the CPU, the model machine is the H200 preset."""
 
@@ -16,9 +16,14 @@ H200 = MachineModel.preset("h200")
 
 def fake_kernels(rec: Recorder, pl: Any) -> Any:
     """Fake compiled kernels of a plan, shaped like the family's compile_plan result."""
-    from convtune.kernels.depthwise import launcher as dw1d
-    from convtune.kernels.depthwise import plan1d_fused, plan2d, plan2d_dgrad, plan2d_fast, plan2d_packed, plan2d_wgrad
-    from convtune.kernels.depthwise.plan1d import Depthwise1dPlan
+    from convtune.kernels.depthwise.conv1d import fused as plan1d_fused
+    from convtune.kernels.depthwise.conv1d import launcher as dw1d
+    from convtune.kernels.depthwise.conv1d.plan import Depthwise1dPlan
+    from convtune.kernels.depthwise.conv2d import dgrad as plan2d_dgrad
+    from convtune.kernels.depthwise.conv2d import fast as plan2d_fast
+    from convtune.kernels.depthwise.conv2d import packed as plan2d_packed
+    from convtune.kernels.depthwise.conv2d import tiled as plan2d
+    from convtune.kernels.depthwise.conv2d import wgrad as plan2d_wgrad
     from convtune.kernels.direct.launcher import DirectFwdPlan
     from convtune.kernels.winograd.launcher import WinogradFwdPlan
     from convtune.kernels.winograd.unfused import UnfusedKernels, WinogradUnfusedPlan
@@ -53,12 +58,12 @@ def install_fake_gpu(monkeypatch: Any) -> Recorder:
     stream lookup, allocation on the GPU) and the driver; returns the launch recorder."""
     import torch
 
-    from convtune import resolver
-    from convtune.kernels import devices, ops, prepared
+    from convtune.kernels import devices, prepared
     from convtune.kernels.direct import launcher as direct
     from convtune.kernels.winograd import filters as wino_filters
-    from convtune.torch import dense
-    from convtune.torch import depthwise as dw
+    from convtune.ops import conv2d, resolver
+    from convtune.ops.torch import dense
+    from convtune.ops.torch import depthwise as dw
 
     rec = install(monkeypatch)
     cpu = torch.device("cpu")
@@ -70,17 +75,17 @@ def install_fake_gpu(monkeypatch: Any) -> Recorder:
             raise InvalidInput(name, f"dtype must be float32, got {t.dtype}")
         return 0
 
-    monkeypatch.setattr(ops, "_check_torch", check_torch)
-    monkeypatch.setattr(ops, "device_machine", lambda device: H200)
+    monkeypatch.setattr(conv2d, "_check_torch", check_torch)
+    monkeypatch.setattr(conv2d, "device_machine", lambda device: H200)
     monkeypatch.setattr(devices, "device_machine", lambda device: H200)
-    monkeypatch.setattr(ops, "prepare_plan", lambda pl, device, kernels=None: prepared.prepare_plan(
+    monkeypatch.setattr(conv2d, "prepare_plan", lambda pl, device, kernels=None: prepared.prepare_plan(
         pl, device, fake_kernels(rec, pl)))
     pack = rec.kernel("direct_pack_weights", 2, 3)
     transform = rec.kernel("winograd_filter", 2, 4)
     monkeypatch.setattr(direct, "load_kernel", lambda *a, **k: pack)
     monkeypatch.setattr(wino_filters, "load_kernel", lambda *a, **k: transform)
-    monkeypatch.setattr(ops, "torch_stream_getter", lambda torch_module: (lambda index: 0x5EED))
-    monkeypatch.setattr(ops, "torch_runner", functools.partial(ops.torch_runner, device=cpu))
+    monkeypatch.setattr(conv2d, "torch_stream_getter", lambda torch_module: (lambda index: 0x5EED))
+    monkeypatch.setattr(conv2d, "torch_runner", functools.partial(conv2d.torch_runner, device=cpu))
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     monkeypatch.setattr(dense, "_kernels_run", lambda x: x.dtype == torch.float32)
     monkeypatch.setattr(dw, "_use_kernels", lambda t, half=True: t.dtype != torch.float64)
@@ -88,6 +93,6 @@ def install_fake_gpu(monkeypatch: Any) -> Recorder:
     monkeypatch.setattr(dw, "_compiled", lambda pl, device: fake_kernels(rec, pl))
     monkeypatch.setattr(dw, "_kernel_runner", functools.partial(dw._kernel_runner, device=cpu))
     resolver.set_lookup(False)
-    ops.clear_caches()
+    conv2d.clear_caches()
     dw.clear_cache()
     return rec

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from convtune.bounds import depthwise_lower_bound, direct_lower_bound
-from convtune.cli import load_suite, main
+from convtune.cli import main
+from convtune.cli.bounds import load_suite
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 

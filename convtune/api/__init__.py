@@ -1,7 +1,7 @@
 """The HTTP service of convtune (FastAPI): ``create_app(settings)`` builds it, ``convtune serve`` runs it.
 
 The contract between the API, the storage and the worker is docs/service.md. ``create_app`` is imported
-lazily, so ``convtune.api.worker`` and the report module load without the web stack's routes.
+lazily, so ``convtune.service.runner`` and the report module load without the web stack's routes.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 from convtune.api.errors import ServiceBusy, Unauthorized
 from convtune.api.settings import Settings
 from convtune.errors import StorageError
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage.migrate import upgrade
 from convtune.storage.session import make_engine, session_scope
 

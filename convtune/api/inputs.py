@@ -16,7 +16,7 @@ from convtune.errors import InvalidConfig, InvalidProblem
 from convtune.kernels.registry import REGISTRY, specs_for
 from convtune.machine import PRESETS, MachineModel
 from convtune.problem import ConvProblem
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 
 #: Most filter taps per axis the API accepts: the bound and model work grows with the taps, and no
 #: kernel family of convtune runs longer filters (long convolutions belong to FFT methods).

@@ -87,14 +87,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 class InProcessWorker:
-    """A worker thread inside the API process (``worker_in_process``); see :mod:`convtune.api.worker`.
+    """A worker thread inside the API process (``worker_in_process``); see :mod:`convtune.service.runner`.
 
     :meth:`stop` only asks (it is called from a signal handler too); :meth:`join` waits for the trial in
     flight to finish and the job to be released.
     """
 
     def __init__(self, app: FastAPI) -> None:
-        from convtune.api.worker import Worker  # the worker imports the tuner (Optuna) and perhaps CuPy
+        from convtune.service.runner import Worker  # the worker imports the tuner (Optuna) and perhaps CuPy
 
         settings: Settings = app.state.settings
         self.worker = Worker.for_settings(settings, engine=app.state.engine)

@@ -155,7 +155,7 @@ class LatencyMiddleware:
 
 
 def queue_families(stats: Mapping[str, Any], gate: Mapping[str, int] | None = None) -> list[Metric]:
-    """The gauges of :func:`~convtune.storage.repository.queue_stats`' figures and of the database gate and
+    """The gauges of :func:`~convtune.storage.queries.results.queue_stats`' figures and of the database gate and
     the door (``gate``: in_flight, waiting, shed, inside, door_shed)."""
     by_status = dict.fromkeys(JOB_STATUSES, 0) | {str(k): int(v) for k, v in stats["jobs_by_status"].items()}
     recent = int(stats["measurements_last_60s"])

@@ -36,9 +36,9 @@ from convtune.api.report import (
 )
 from convtune.errors import ConvtuneError, NotFound
 from convtune.problem import ConvProblem
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage.models import OVERALL_SCOPE, Device, Job, Measurement, Problem, TuningRun
-from convtune.storage.repository import BestConfigView
+from convtune.storage.queries.results import BestConfigView
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
 

@@ -22,7 +22,7 @@ from convtune.kernels.config import KernelConfig
 from convtune.kernels.registry import KernelSpec, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
-from convtune.tuner.analysis import floor_time_s
+from convtune.tuner.efficiency import floor_time_s
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from convtune.api.labels import ASCENT_EM, CHAR_EM, DESCENT_EM, Box, Label, Requ
 from convtune.errors import NotFound
 from convtune.machine import PRESETS, MachineModel
 from convtune.problem import ConvProblem
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage.models import Device, Measurement, Problem
 
 WIDTH = 960
@@ -68,7 +68,7 @@ class FloorPoint:
         algorithm: ``"direct"``, ``"winograd"`` or ``"depthwise"``.
         flops: the algorithm's FLOPs — direct: 2 per MAC that reads real input; Winograd: 2 per multiplication
             of its best F(m) (α² per tile and channel pair, transforms excluded); see
-            :func:`convtune.tuner.analysis.floors`.
+            :func:`convtune.tuner.efficiency.floors`.
         bound_bytes: the I/O lower bound of that variant (bytes).
         floor_ms: max(flops / fp32 peak, bound_bytes / copy bandwidth), in ms.
     """
@@ -621,7 +621,7 @@ def algorithm_floors(problem: ConvProblem, device: Device) -> list[FloorPoint]:
     if machine is None:
         return []
     from convtune.kernels.registry import specs_for
-    from convtune.tuner.analysis import floors
+    from convtune.tuner.efficiency import floors
 
     best: dict[str, FloorPoint] = {}
     for spec in specs_for(problem):

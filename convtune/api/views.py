@@ -25,7 +25,7 @@ from convtune.api.schemas import (
 from convtune.errors import ConvtuneError
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 
 
 @lru_cache(maxsize=4096)

@@ -1,6 +1,7 @@
 """The one compile helper: CUDA source -> loaded kernel (NVRTC through CuPy, or nvcc + cubin cache).
 
-Kernel sources are real ``.cu`` files under ``convtune/kernels``; a family's launcher generates a
+Kernel sources are real ``.cu`` files in the family folders under ``convtune/kernels``, found by file name (never by
+folder: :func:`kernel_path`); a family's launcher generates a
 small wrapper (``extern "C" __global__`` entry instantiating the templated body) and this module
 inlines the quoted ``#include``s, so the compiled text is self-contained and its SHA-256 identifies
 the kernel version exactly (the on-disk caches of CuPy and of :func:`nvcc_compile` key on it).
@@ -36,25 +37,59 @@ NVRTC_OPTIONS = ("-std=c++17",)
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
 
-def expand_includes(text: str, search: tuple[Path, ...] = (KERNELS_DIR, KERNELS_DIR / "include")) -> str:
-    """Inline every quoted ``#include`` (each file once, like ``#pragma once``)."""
+def _index(folders: tuple[Path, ...]) -> dict[str, Path]:
+    """File name -> path of every ``.cu`` / ``.cuh`` under ``folders``; a name found twice is an error, because
+    sources and includes are found by file name alone."""
+    found: dict[str, Path] = {}
+    for folder in folders:
+        for path in sorted(folder.rglob("*.cu*")):
+            if path.suffix not in (".cu", ".cuh"):
+                continue
+            if path.name in found and found[path.name] != path:
+                raise CompileError(f"two kernel sources are called {path.name}: {found[path.name]} and {path}")
+            found[path.name] = path
+    return found
+
+
+@cache
+def kernel_index(extra: tuple[Path, ...] = ()) -> dict[str, Path]:
+    """Every kernel source of the package (and of the ``extra`` folders of families outside it), by file name."""
+    return _index((*extra, KERNELS_DIR))
+
+
+def kernel_path(name: str, extra: tuple[Path, ...] = ()) -> Path:
+    """The file a source or include name stands for: looked up by its last component, so a folder written before
+    it (``"depthwise/dw1d_common.cuh"``) is part of the text, not a place, and files may move freely."""
+    try:
+        return kernel_index(extra)[Path(name).name]
+    except KeyError:
+        folders = [str(f) for f in (*extra, KERNELS_DIR)]
+        raise CompileError(f"kernel source {name!r} not found under {folders}") from None
+
+
+def expand_includes(text: str, extra: tuple[Path, ...] = ()) -> str:
+    """Inline every quoted ``#include`` (each file once, like ``#pragma once``), each found by file name
+    (:func:`kernel_path`) and marked by the name as written. The result is a function of file contents alone:
+    moving a file changes neither the text nor its hash (the kernel version)."""
     seen: set[Path] = set()
 
     def expand(body: str) -> str:
         def repl(match: re.Match[str]) -> str:
             name = match.group(1)
-            for folder in search:
-                path = (folder / name).resolve()
-                if path.is_file():
-                    if path in seen:
-                        return ""
-                    seen.add(path)
-                    return f"// ---- {name} ----\n" + expand(path.read_text().replace("#pragma once", ""))
-            raise CompileError(f'#include "{name}" not found under {[str(s) for s in search]}')
+            path = kernel_path(name, extra)
+            if path in seen:
+                return ""
+            seen.add(path)
+            return f"// ---- {name} ----\n" + expand(path.read_text().replace("#pragma once", ""))
 
         return _INCLUDE.sub(repl, body)
 
     return expand(text)
+
+
+def kernel_text(name: str, extra: tuple[Path, ...] = ()) -> str:
+    """The self-contained text of the source called ``name``: its includes expanded."""
+    return expand_includes(kernel_path(name, extra).read_text(), extra)
 
 
 def source_hash(text: str) -> str:

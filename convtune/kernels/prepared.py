@@ -354,23 +354,23 @@ def _families(kind: str) -> tuple[Callable[..., Any], Callable[..., PreparedLaun
     elif family == "winograd_unfused":
         from convtune.kernels.winograd import unfused as mod  # type: ignore[no-redef]
     elif family == "depthwise1d_fused":
-        from convtune.kernels.depthwise import plan1d_fused as mod  # type: ignore[no-redef]
+        from convtune.kernels.depthwise.conv1d import fused as mod  # type: ignore[no-redef]
     elif family.startswith("depthwise1d_"):
-        from convtune.kernels.depthwise import launcher as mod  # type: ignore[no-redef]
+        from convtune.kernels.depthwise.conv1d import launcher as mod  # type: ignore[no-redef]
     elif family == "depthwise2d_fast" and direction == "dgrad":
-        from convtune.kernels.depthwise import plan2d_dgrad as mod  # type: ignore[no-redef]
+        from convtune.kernels.depthwise.conv2d import dgrad as mod  # type: ignore[no-redef]
     elif family == "depthwise2d_fast" and direction == "wgrad":
-        from convtune.kernels.depthwise import plan2d_wgrad as mod  # type: ignore[no-redef]
+        from convtune.kernels.depthwise.conv2d import wgrad as mod  # type: ignore[no-redef]
     elif family == "depthwise2d_fast":
-        from convtune.kernels.depthwise import plan2d_fast as mod  # type: ignore[no-redef]
+        from convtune.kernels.depthwise.conv2d import fast as mod  # type: ignore[no-redef]
     elif family == "depthwise2d_tiled":
-        from convtune.kernels.depthwise import plan2d as mod  # type: ignore[no-redef]
+        from convtune.kernels.depthwise.conv2d import tiled as mod  # type: ignore[no-redef]
     elif family == "depthwise2d_packed":
-        from convtune.kernels.depthwise import plan2d_packed as mod  # type: ignore[no-redef]
+        from convtune.kernels.depthwise.conv2d import packed as mod  # type: ignore[no-redef]
     else:
         raise InvalidConfig("config", f"{kind!r}: no prepared launch for this kind of configuration")
     if family.startswith("depthwise1d_") and family != "depthwise1d_fused":
-        from convtune.kernels.depthwise import plan1d
+        from convtune.kernels.depthwise.conv1d import plan as plan1d
 
         return plan1d.plan, mod.prepare_plan
     return mod.plan, mod.prepare_plan

@@ -10,7 +10,7 @@ the functions the tuner needs to treat every family alike:
 * ``bound_words(plan, s_words)`` — the I/O lower bound of the plan's algorithm for fast memory S;
 * ``floor_work(problem, s_words)`` — (FLOPs, bound words) of the family's algorithm at its best setting
   (direct: non-padding MACs; Winograd: α² multiplications per tile, the m with the lower floor is
-  chosen by the caller through :func:`convtune.tuner.analysis.floor_time_s`; depthwise: the causal or
+  chosen by the caller through :func:`convtune.tuner.efficiency.floor_time_s`; depthwise: the causal or
   non-padding MACs and the depthwise bound), for floor times;
 * ``supports(problem)`` — whether the family can run the problem at all;
 * ``launcher`` — the module that runs a plan on the GPU: ``compile_plan(plan)``,
@@ -35,14 +35,10 @@ from typing import Any
 from convtune.bounds.direct import direct_lower_bound
 from convtune.bounds.winograd import winograd_cdag_bound, winograd_shape
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import KERNELS_DIR, expand_includes, source_hash
+from convtune.kernels.compile import kernel_text, source_hash
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.depthwise import family as _dw
 from convtune.kernels.depthwise import model as _dw_model
-from convtune.kernels.depthwise import plan1d as _dw_plan1d
-from convtune.kernels.depthwise import plan2d as _dw_plan2d
-from convtune.kernels.depthwise import plan2d_fast as _dw_plan2d_fast
-from convtune.kernels.depthwise import plan2d_packed as _dw_plan2d_packed
 from convtune.kernels.depthwise import space as _dw_space
 from convtune.kernels.depthwise.configs import (
     CONFIG_CLASSES_1D,
@@ -51,6 +47,10 @@ from convtune.kernels.depthwise.configs import (
     Dw2dPackedFwdConfig,
     Dw2dTiledFwdConfig,
 )
+from convtune.kernels.depthwise.conv1d import plan as _dw_plan1d
+from convtune.kernels.depthwise.conv2d import fast as _dw_plan2d_fast
+from convtune.kernels.depthwise.conv2d import packed as _dw_plan2d_packed
+from convtune.kernels.depthwise.conv2d import tiled as _dw_plan2d
 from convtune.kernels.direct import launcher as _direct
 from convtune.kernels.direct import model as _direct_model
 from convtune.kernels.direct import space as _direct_space
@@ -91,7 +91,7 @@ class KernelSpec:
 
     def source_sha256(self) -> str:
         """Kernel version: SHA-256 of the family's source with its includes expanded."""
-        return source_hash(expand_includes((KERNELS_DIR / self.source).read_text()))
+        return source_hash(kernel_text(self.source))
 
 
 def _direct_supports(problem: ConvProblem) -> bool:
@@ -186,7 +186,7 @@ _DW1D_DESCRIPTIONS = {
 
 
 def _depthwise1d_spec(variant: str) -> KernelSpec:
-    """The forward row of one 1-D depthwise variant (dgrad/wgrad run through convtune.torch and analyze)."""
+    """The forward row of one 1-D depthwise variant (dgrad/wgrad run through convtune.ops.torch and analyze)."""
     config_class = CONFIG_CLASSES_1D[(variant, "fwd")]
     return KernelSpec(
         family=config_class.family, direction="fwd", source=_dw_plan1d.SOURCES[variant], entry=f"dw1d_{variant}_fwd",

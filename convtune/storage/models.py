@@ -313,7 +313,7 @@ class ApiKey(_CreatedAt, Base):
 class Batch(_CreatedAt, Base):
     """Many jobs submitted together (one per problem), sharing a budget, a start time and a daily window.
 
-    ``status`` is derived from the jobs (:func:`convtune.storage.jobs.batch_status`) and kept up to date
+    ``status`` is derived from the jobs (:func:`convtune.storage.queries.jobs.batch_status`) and kept up to date
     by every job transition.
     """
 

@@ -2,5 +2,5 @@
 
 Import :func:`convtune.tuner.tune.tune` for the loop; benchmarkers live in
 :mod:`convtune.tuner.benchmark` (replay, model), :mod:`convtune.tuner.gpu` (CuPy) and
-:mod:`convtune.tuner.worker` (the restartable trial subprocess).
+:mod:`convtune.tuner.trial_process` (the restartable trial subprocess).
 """

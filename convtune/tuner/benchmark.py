@@ -1,7 +1,7 @@
 """Benchmarkers: one protocol, three ways to answer "how fast is this configuration on this problem?".
 
 * :class:`~convtune.tuner.gpu.CupyBenchmarker` — compiles, verifies against the float64 reference and
-  times on the GPU (run inside :class:`~convtune.tuner.worker.SubprocessBenchmarker` by the tuner);
+  times on the GPU (run inside :class:`~convtune.tuner.trial_process.SubprocessBenchmarker` by the tuner);
 * :class:`ReplayBenchmarker` — answers from a timing table really measured on a GPU (``tests/data``);
 * :class:`ModelBenchmarker` — the analytic model's prediction, flagged ``predicted`` and stored under
   backend "model", so it is never mixed with measurements.

@@ -23,7 +23,7 @@ Survivors are ranked by predicted time (ties by config key, so the order is repr
 Progress: :func:`prune`'s ``report(stage, count)`` is called with ``("grid", n)`` first, then
 ``("enumerated", n)`` every :data:`CHECK_EVERY` valid configurations built, then the survivors after each
 stage: ``("feasible", n)``, ``("traffic", n)`` (after the bounds) and ``("predicted_time", n)`` (after
-the model) — what a progress bar shows (:mod:`convtune.cli_progress`).
+the model) — what a progress bar shows (:mod:`convtune.cli.progress`).
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def _device_ceilings(storage: Any, name: str) -> tuple[float, float] | None:
         return None
     from sqlalchemy.orm import Session
 
-    from convtune.storage import repository as repo
+    from convtune.storage import queries as repo
 
     try:
         with Session(engine) as session:
@@ -141,8 +141,8 @@ def study_attrs(name: str, ceilings: tuple[float, float] | None = None) -> dict[
                              "family": ",".join(families), "backend": backend}
     from convtune.errors import ConvtuneError
     from convtune.kernels.registry import REGISTRY
+    from convtune.ops.resolver import kernel_shas
     from convtune.problem import ConvProblem
-    from convtune.resolver import kernel_shas
 
     # the name lists versions in registry order of the families (tune.specs_for), not sorted
     ordered = [f for f, d in REGISTRY if d == "fwd" and f in families]
@@ -163,7 +163,7 @@ def study_attrs(name: str, ceilings: tuple[float, float] | None = None) -> dict[
 def _floors(problem: Any, device: str, families: list[str], ceilings: tuple[float, float] | None) -> dict[str, Any]:
     from convtune.kernels.registry import get_spec
     from convtune.machine import PRESETS
-    from convtune.tuner.analysis import floor_time_s
+    from convtune.tuner.efficiency import floor_time_s
 
     lowered = device.lower()
     machine = next((m for m in PRESETS.values() if m.name.lower() == lowered), None) or next(

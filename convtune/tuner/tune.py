@@ -35,10 +35,10 @@ from sqlalchemy.engine import Engine
 
 from convtune.kernels.registry import KernelSpec, specs_for
 from convtune.problem import ConvProblem
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage.session import session_scope
-from convtune.tuner.analysis import efficiency, floor_time_s
 from convtune.tuner.benchmark import Benchmarker, TrialResult
+from convtune.tuner.efficiency import efficiency, floor_time_s
 from convtune.tuner.neighbours import LocalSearch
 from convtune.tuner.prune import Candidate, PruneSettings, prune, warm_start_order
 from convtune.tuner.study import ConfigSpace, make_sampler, open_study, study_name

@@ -15,10 +15,10 @@ from sqlalchemy import URL, Engine
 
 from convtune.api.main import create_app
 from convtune.api.settings import Settings
-from convtune.api.worker import Worker, benchmarker_factory
 from convtune.problem import ConvProblem
+from convtune.service.runner import Worker, benchmarker_factory
 from convtune.storage import make_engine, session_scope
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 
 REPLAY = Path(__file__).resolve().parents[1] / "data" / "replay_h200_vs_cudnn.json.gz"
 #: In the replay table: 43 of its pruning survivors are (pruning ~0.5 s).
@@ -74,7 +74,7 @@ def key_body(problem: ConvProblem) -> dict[str, Any]:
 
 
 def run_worker_once(env: ApiEnv, now: datetime | None = None, *, replay_delay_s: float = 0.0, **options: Any) -> bool:
-    """One claim-tune-finish cycle of a worker (``convtune.api.worker.Worker``) of ``env``'s backend on its
+    """One claim-tune-finish cycle of a worker (``convtune.service.runner.Worker``) of ``env``'s backend on its
     database, at ``now`` (default: the real time); whether a job was claimed."""
     clock = (lambda: now) if now is not None else (lambda: datetime.now(UTC))
     factory = benchmarker_factory(replay=REPLAY, replay_delay_s=replay_delay_s)

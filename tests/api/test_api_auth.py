@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from api_samples import TINY, TINY2, ApiEnv, key_body, make_env
 
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 
 WRITES = [("post", "/v1/tune", key_body(TINY)), ("post", "/v1/jobs", key_body(TINY)),

@@ -26,7 +26,7 @@ from api_samples import TINY
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.storage import make_engine, session_scope, upgrade
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.tuner.benchmark import ModelBenchmarker
 from convtune.tuner.tune import tune
 

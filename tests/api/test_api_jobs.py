@@ -11,8 +11,8 @@ from api_samples import GROUPED, REPLAY, TINY, TINY2, TUNED, ApiEnv, key_body, m
 from sqlalchemy import URL
 
 from convtune.api.presets import PRESETS, preset_layers, preset_problems
-from convtune.api.worker import Worker
 from convtune.problem import ConvProblem
+from convtune.service.runner import Worker
 from convtune.tuner.benchmark import ReplayBenchmarker
 
 NOON = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -9,13 +9,13 @@ import time
 import pytest
 from api_samples import TINY, TUNED, ApiEnv, key_body, make_env
 
-from convtune.api import provisional, tuning
+from convtune.api import handlers, provisional
 from convtune.api.deps import Database, KeyCache
 from convtune.api.errors import ServiceBusy
 from convtune.kernels.registry import specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 
 #: Valid, and the largest 1×1 layer the API takes: 46,000 rows and channels (the traffic sums per tile made
@@ -105,7 +105,7 @@ def test_a_key_at_its_queue_limit_gets_429_without_any_prediction(env: ApiEnv, m
     def no_prediction(*args, **kwargs):
         raise AssertionError("the model ranked configurations for a request that was refused")
 
-    monkeypatch.setattr(tuning, "predict", no_prediction)
+    monkeypatch.setattr(handlers, "predict", no_prediction)
     full = {"X-API-Key": env.new_key("full", max_queued_jobs=0)}
     r = env.client.post("/v1/tune", json=key_body(HUGE), headers=full)
     assert r.status_code == 429 and "limit of 0" in r.json()["detail"]

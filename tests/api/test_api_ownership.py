@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from api_samples import TINY, TINY2, ApiEnv, key_body
 
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 
 

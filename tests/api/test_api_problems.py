@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from api_samples import TINY, TUNED, ApiEnv, key_body
 
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 
 

@@ -28,7 +28,7 @@ from schemathesis.config import SchemathesisConfig
 
 from convtune.api.main import create_app
 from convtune.storage import make_engine, session_scope
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 
 MAX_EXAMPLES = 50
 _DIR = Path(tempfile.mkdtemp(prefix="convtune-schema-"))

@@ -11,7 +11,7 @@ from api_samples import GROUPED, TINY, TINY2, TUNED, ApiEnv, key_body, run_worke
 from convtune.api.provisional import predict
 from convtune.kernels.direct.space import model_best
 from convtune.machine import MachineModel
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 
 

@@ -23,9 +23,9 @@ from api_samples import TINY, TINY2, settings_for
 
 from convtune.api.main import create_app
 from convtune.cli import build_parser, main
-from convtune.cli_service import serve_settings
+from convtune.cli.service import serve_settings
 from convtune.storage import make_engine, session_scope, upgrade
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "benchmarks" / "suites" / "public.json"
@@ -230,11 +230,11 @@ def test_serve_runs_a_worker_for_the_model_backend_or_a_gpu(monkeypatch: pytest.
     monkeypatch.setenv("CONVTUNE_DATABASE_URL", "sqlite:////tmp/unused.db")
     assert serve_settings(_serve_args("--backend", "model")).worker_in_process is True
     assert serve_settings(_serve_args("--backend", "model", "--no-worker")).worker_in_process is False
-    monkeypatch.setattr("convtune.cli_service.cuda_device_count", lambda: 0)
+    monkeypatch.setattr("convtune.cli.service.cuda_device_count", lambda: 0)
     settings = serve_settings(_serve_args())
     assert settings.backend == "gpu" and settings.worker_in_process is False
     assert "no GPU" in capsys.readouterr().err
-    monkeypatch.setattr("convtune.cli_service.cuda_device_count", lambda: 1)
+    monkeypatch.setattr("convtune.cli.service.cuda_device_count", lambda: 1)
     assert serve_settings(_serve_args()).worker_in_process is True
     settings = serve_settings(_serve_args("--db", "sqlite:////tmp/other.db", "--backend", "replay", "--replay",
                                           "t.json"))

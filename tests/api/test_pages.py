@@ -22,7 +22,7 @@ from convtune.api.main import create_app
 from convtune.api.settings import Settings
 from convtune.problem import ConvProblem
 from convtune.storage import make_engine, session_scope, upgrade
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.tuner.benchmark import ReplayBenchmarker, TrialResult
 from convtune.tuner.tune import tune
 

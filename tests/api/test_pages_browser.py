@@ -110,7 +110,7 @@ def browser() -> Iterator[Any]:
 def _ceilings(filled: Filled) -> tuple[float, float]:
     """(copy bandwidth B/s, fp32 peak FLOP/s) of the H200 row the report plots."""
     from convtune.storage import make_engine, session_scope
-    from convtune.storage import repository as repo
+    from convtune.storage import queries as repo
 
     engine = make_engine(filled.url)
     try:

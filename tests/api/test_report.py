@@ -26,7 +26,7 @@ from convtune.api.report import (
 from convtune.errors import NotFound
 from convtune.problem import ConvProblem
 from convtune.storage import make_engine, session_scope, upgrade
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.tuner.benchmark import ReplayBenchmarker, TrialResult
 from convtune.tuner.tune import tune
 

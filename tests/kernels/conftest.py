@@ -11,7 +11,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def machine():
-    from convtune.kernels.ops import device_machine
+    from convtune.ops.conv2d import device_machine
 
     return device_machine(0)
 

@@ -15,7 +15,7 @@ from collections import Counter
 
 import numpy as np
 
-from convtune.kernels.depthwise.plan1d import Depthwise1dPlan
+from convtune.kernels.depthwise.conv1d.plan import Depthwise1dPlan
 
 
 def _reduce_counts(pl: Depthwise1dPlan, c: Counter) -> None:

@@ -12,19 +12,17 @@ from launch_recorder import FakeDriverError, install
 
 from convtune.errors import InvalidConfig, LaunchError
 from convtune.kernels import prepared
-from convtune.kernels.depthwise import launcher as dw1d
-from convtune.kernels.depthwise import (
-    plan1d,
-    plan1d_fused,
-    plan2d,
-    plan2d_dgrad,
-    plan2d_fast,
-    plan2d_packed,
-    plan2d_wgrad,
-)
 from convtune.kernels.depthwise import space as dw_space
 from convtune.kernels.depthwise.configs import MODE_ATOMIC, MODE_DETERMINISTIC
-from convtune.kernels.depthwise.plan1d import REDUCE_WARPS
+from convtune.kernels.depthwise.conv1d import fused as plan1d_fused
+from convtune.kernels.depthwise.conv1d import launcher as dw1d
+from convtune.kernels.depthwise.conv1d import plan as plan1d
+from convtune.kernels.depthwise.conv1d.plan import REDUCE_WARPS
+from convtune.kernels.depthwise.conv2d import dgrad as plan2d_dgrad
+from convtune.kernels.depthwise.conv2d import fast as plan2d_fast
+from convtune.kernels.depthwise.conv2d import packed as plan2d_packed
+from convtune.kernels.depthwise.conv2d import tiled as plan2d
+from convtune.kernels.depthwise.conv2d import wgrad as plan2d_wgrad
 from convtune.kernels.direct import launcher as direct
 from convtune.kernels.winograd import filters as wino_filters
 from convtune.kernels.winograd import launcher as wino
@@ -287,7 +285,7 @@ def test_prepare_dispatches_on_the_config_kind(monkeypatch) -> None:
     prepared.prepare(P1, _first(dw_space.enumerate_plans(P1, H200, "warp", "wgrad")).config, 0)
     prepared.prepare(P2, _first(dw_space.enumerate_plans_2d_dgrad(P2, H200)).config, 1)
     assert seen == [("launcher", "direct.fwd", 3), ("unfused", "winograd_unfused.fwd", 0),
-                    ("launcher", "depthwise1d_warp.wgrad", 0), ("plan2d_dgrad", "depthwise2d_fast.dgrad", 1)]
+                    ("launcher", "depthwise1d_warp.wgrad", 0), ("dgrad", "depthwise2d_fast.dgrad", 1)]
     with pytest.raises(InvalidConfig) as exc:   # validation happens here, naming the field
         prepared.prepare(P_DENSE, direct.DirectFwdConfig(thread_w=3), 0)
     assert exc.value.field == "thread_w"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import KERNELS_DIR
+from convtune.kernels.compile import kernel_path
 from convtune.kernels.registry import REGISTRY, get_spec, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -29,7 +29,7 @@ def sample_problem(family: str) -> ConvProblem:
 def test_row_is_complete(key: tuple[str, str]) -> None:
     spec = REGISTRY[key]
     assert (spec.family, spec.direction) == key
-    source = KERNELS_DIR / spec.source
+    source = kernel_path(spec.source)
     assert source.is_file(), f"{source} missing"
     assert spec.config_class.family == spec.family and spec.config_class.direction == spec.direction
     problem = sample_problem(spec.family)

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from convtune.problem import ConvProblem
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 from convtune.storage.models import Job
 

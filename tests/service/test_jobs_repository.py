@@ -13,7 +13,7 @@ from sqlalchemy import URL, Engine, inspect, text
 
 from convtune.errors import InvalidInput, NotFound
 from convtune.storage import check, current_revision, downgrade, head_revision, make_engine, session_scope, upgrade
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage.models import Job, Problem
 
 INITIAL_REVISION = "4eae7045a92c"

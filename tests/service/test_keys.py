@@ -11,7 +11,7 @@ from sqlalchemy import URL, Engine, text
 
 from convtune.cli import main
 from convtune.errors import InvalidInput, NotFound
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 
 

@@ -19,11 +19,11 @@ import pytest
 from service_samples import ROOT, TINY, add_job, at, job
 from sqlalchemy import URL, Engine, select
 
-from convtune.api.worker import JobCancelled, Worker, benchmarker_factory
 from convtune.errors import InvalidConfig
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
-from convtune.storage import repository as repo
+from convtune.service.runner import JobCancelled, Worker, benchmarker_factory
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 from convtune.storage.models import Measurement, TuningRun
 from convtune.tuner.benchmark import ModelBenchmarker, TrialResult

@@ -24,7 +24,7 @@ from sqlalchemy import URL, Engine, func, select
 
 from convtune.problem import ConvProblem
 from convtune.storage import make_engine, session_scope
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage.models import Job, Measurement, TuningRun
 
 # slow (real worker processes killed and restarted, minutes): CI runs them after the README's test command

@@ -14,9 +14,9 @@ import pytest
 from service_samples import TINY, add_job, job
 from sqlalchemy import Engine
 
-from convtune.api.worker import Worker, dead_local_workers
 from convtune.machine import MachineModel
-from convtune.storage import repository as repo
+from convtune.service.runner import Worker, dead_local_workers
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 from convtune.tuner import prune as prune_module
 from convtune.tuner.benchmark import ModelBenchmarker

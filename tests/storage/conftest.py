@@ -16,7 +16,7 @@ from sqlalchemy import URL, Engine
 from sqlalchemy.orm import Session
 from storage_samples import PROBLEM, SHA, add_device
 
-from convtune.storage import make_engine, repository, session_scope, upgrade
+from convtune.storage import make_engine, queries, session_scope, upgrade
 from convtune.storage.models import Device, KernelVersion, Problem
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
@@ -74,9 +74,9 @@ def device(session: Session) -> Device:
 
 @pytest.fixture
 def problem(session: Session) -> Problem:
-    return repository.get_or_create_problem(session, PROBLEM)
+    return queries.get_or_create_problem(session, PROBLEM)
 
 
 @pytest.fixture
 def kernel_version(session: Session) -> KernelVersion:
-    return repository.get_or_create_kernel_version(session, "direct", "fwd", SHA)
+    return queries.get_or_create_kernel_version(session, "direct", "fwd", SHA)

@@ -6,7 +6,7 @@ from sqlalchemy.orm import Session
 
 from convtune.kernels.direct.launcher import DirectFwdConfig
 from convtune.problem import ConvProblem
-from convtune.storage import repository
+from convtune.storage import queries
 from convtune.storage.models import Device
 
 PROBLEM = ConvProblem(N=1, C=64, H=56, W=56, K=64, R=3, S=3, pad_h=1, pad_w=1)
@@ -23,4 +23,4 @@ def add_device(session: Session, name: str = "NVIDIA H200", driver_version: str 
                                      copy_bandwidth_bytes_per_s=4.19e12, fp32_peak_flops_per_s=50.9e12,
                                      ceilings_source="measured")
     fields.update(overrides)
-    return repository.get_or_create_device(session, **fields)  # type: ignore[arg-type]
+    return queries.get_or_create_device(session, **fields)  # type: ignore[arg-type]

@@ -10,11 +10,11 @@ from typing import Any
 
 from sqlalchemy import URL, MetaData, insert, select
 
-from convtune import resolver
 from convtune.kernels.direct.launcher import DirectFwdConfig
+from convtune.ops import resolver
 from convtune.problem import ConvProblem
 from convtune.storage import check, current_revision, head_revision, make_engine, session_scope, upgrade
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 
 BEFORE = "32dabd296154"
 PROBLEM = ConvProblem.parse("N=1 C=8 H=8 W=8 K=8 R=3 S=3 pad=1")

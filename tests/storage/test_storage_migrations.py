@@ -23,7 +23,7 @@ from convtune.storage import (
     downgrade,
     head_revision,
     make_engine,
-    repository,
+    queries,
     session_scope,
     upgrade,
 )
@@ -87,10 +87,10 @@ def test_upgrade_through_an_engine_keeps_data_and_sqlite_foreign_keys(database_u
     engine = make_engine(database_url)
     try:
         with session_scope(engine) as session:
-            repository.get_or_create_config(session, CONFIG)
+            queries.get_or_create_config(session, CONFIG)
         upgrade(engine)  # an engine works as the target too
         with session_scope(engine) as session:
-            assert repository.find_config(session, CONFIG) is not None
+            assert queries.find_config(session, CONFIG) is not None
         # migrating through an engine leaves SQLite foreign keys on for its next users
         with engine.connect() as connection:
             if connection.dialect.name == "sqlite":
@@ -196,17 +196,17 @@ def test_job_stop_reason_is_filled_for_jobs_that_ended_before_it(database_url: s
     try:
         ids: dict[str, int] = {}
         with session_scope(engine) as session:
-            device, problem = add_device(session), repository.get_or_create_problem(session, PROBLEM)
+            device, problem = add_device(session), queries.get_or_create_problem(session, PROBLEM)
             for name, status, sentence in (("time", "finished", "time budget (20 s) reached"),
                                            ("trials", "finished", "trial budget (5) reached"),
                                            ("space", "finished", "every surviving configuration was evaluated"),
                                            ("cancelled", "cancelled", None), ("failed", "failed", None),
                                            ("queued", "queued", None)):
-                job = repository.create_job(session, problem=PROBLEM, backend="model", budget_trials=5, budget_s=20.0)
+                job = queries.create_job(session, problem=PROBLEM, backend="model", budget_trials=5, budget_s=20.0)
                 if sentence is not None:
-                    run = repository.create_run(session, device_id=device.id, problem_id=problem.id,
+                    run = queries.create_run(session, device_id=device.id, problem_id=problem.id,
                                                 families="direct", backend="model", sampler="tpe", job_id=job.id)
-                    repository.finish_run(session, run.id, "finished", sentence)
+                    queries.finish_run(session, run.id, "finished", sentence)
                     job.tuning_run_id = run.id
                 job.status = status
                 ids[name] = job.id

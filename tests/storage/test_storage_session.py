@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from storage_samples import PROBLEM, add_device
 
 from convtune.errors import ConvtuneError, StorageError
-from convtune.storage import ConstraintViolation, make_engine, make_session_factory, repository, session_scope
+from convtune.storage import ConstraintViolation, make_engine, make_session_factory, queries, session_scope
 from convtune.storage.models import Problem
 from convtune.storage.session import DATABASE_URL_ENV, SQLITE_BUSY_TIMEOUT_MS, default_database_url
 
@@ -96,7 +96,7 @@ def _count_problems(engine: Engine) -> int:
 
 def test_session_scope_commits_on_success_and_objects_stay_usable(engine: Engine) -> None:
     with session_scope(engine) as session:
-        row = repository.get_or_create_problem(session, PROBLEM)
+        row = queries.get_or_create_problem(session, PROBLEM)
     assert _count_problems(engine) == 1
     assert row.key == PROBLEM.key()  # expire_on_commit=False: attributes survive the scope
     assert isinstance(row.created_at, datetime)
@@ -104,7 +104,7 @@ def test_session_scope_commits_on_success_and_objects_stay_usable(engine: Engine
 
 def test_session_scope_rolls_back_and_raises_storage_error_on_a_database_error(engine: Engine) -> None:
     with pytest.raises(StorageError, match="database error") as info, session_scope(engine) as session:
-        repository.get_or_create_problem(session, PROBLEM)
+        queries.get_or_create_problem(session, PROBLEM)
         session.execute(text("SELECT * FROM no_such_table"))
     assert not isinstance(info.value, ConstraintViolation)
     assert isinstance(info.value, ConvtuneError) and info.value.__cause__ is not None
@@ -113,18 +113,18 @@ def test_session_scope_rolls_back_and_raises_storage_error_on_a_database_error(e
 
 def test_session_scope_turns_integrity_errors_into_constraint_violations(engine: Engine) -> None:
     with session_scope(engine) as session:
-        repository.get_or_create_problem(session, PROBLEM)
+        queries.get_or_create_problem(session, PROBLEM)
     with pytest.raises(ConstraintViolation, match="constraint violated"), session_scope(engine) as session:
         add_device(session)
         session.add(Problem(key=PROBLEM.key(), spec={}, flops=1, compulsory_bytes=1))
     assert isinstance(ConstraintViolation("x"), StorageError)
     with session_scope(engine) as session:
-        assert repository.find_device(session, "NVIDIA H200") is None  # rolled back with the failing insert
+        assert queries.find_device(session, "NVIDIA H200") is None  # rolled back with the failing insert
 
 
 def test_session_scope_rolls_back_and_reraises_other_errors_unchanged(engine: Engine) -> None:
     with pytest.raises(KeyError, match="boom"), session_scope(engine) as session:
-        repository.get_or_create_problem(session, PROBLEM)
+        queries.get_or_create_problem(session, PROBLEM)
         raise KeyError("boom")
     assert _count_problems(engine) == 0
 
@@ -133,13 +133,13 @@ def test_session_scope_accepts_a_session_factory(engine: Engine) -> None:
     factory = make_session_factory(engine)
     with session_scope(factory) as session:
         assert isinstance(session, Session)
-        repository.get_or_create_problem(session, PROBLEM)
+        queries.get_or_create_problem(session, PROBLEM)
     assert _count_problems(engine) == 1
 
 
 def test_naive_datetimes_are_rejected(engine: Engine) -> None:
     with pytest.raises(StorageError, match="naive datetime"), session_scope(engine) as session:
         device = add_device(session)
-        run = repository.create_run(session, device_id=device.id, problem_id=repository.get_or_create_problem(
+        run = queries.create_run(session, device_id=device.id, problem_id=queries.get_or_create_problem(
             session, PROBLEM).id, families="direct", backend="gpu", sampler="tpe")
-        repository.update_run(session, run.id, finished_at=datetime(2026, 1, 1))
+        queries.update_run(session, run.id, finished_at=datetime(2026, 1, 1))

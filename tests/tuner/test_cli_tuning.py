@@ -72,7 +72,7 @@ def test_tune_prints_a_summary(tuned: dict) -> None:
     assert " ms " in lines["time"] and "TFLOP/s" in lines["time"]
     assert "floor" in lines["bound"] and "efficiency" in lines["bound"]
     assert "seconds" in lines and "pruning" in lines["seconds"] and "of --budget-s" in lines["seconds"]
-    assert tuned["err"] == ""  # stderr is not a terminal here: no progress (tests/test_cli_progress.py forces it on)
+    assert tuned["err"] == ""  # stderr is no terminal here: no progress (tests/cli/test_cli_progress.py forces it)
 
 
 def test_tune_again_answers_from_the_database_as_json(tuned: dict) -> None:

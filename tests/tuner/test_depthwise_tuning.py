@@ -13,13 +13,14 @@ import pytest
 
 from convtune.cli import main
 from convtune.errors import InvalidConfig
-from convtune.kernels.depthwise import family, model, traffic
+from convtune.kernels.depthwise import family, model
 from convtune.kernels.depthwise.configs import VARIANTS_1D, FastDgradConfig, FastFwdConfig
-from convtune.kernels.depthwise.plan1d import plan as plan_1d
+from convtune.kernels.depthwise.conv1d import traffic
+from convtune.kernels.depthwise.conv1d.plan import plan as plan_1d
 from convtune.kernels.registry import REGISTRY, get_spec, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
-from convtune.tuner.analysis import floor_time_s, floors
+from convtune.tuner.efficiency import floor_time_s, floors
 from convtune.tuner.prune import prune
 
 H200 = MachineModel.preset("h200")
@@ -71,7 +72,7 @@ def test_model_terms_and_what_binds() -> None:
     assert shared.bound_by == "issue"
     two_d = model.predict(_best(MOBILENET, "depthwise2d_tiled"), H200)
     assert two_d.time_s > two_d.dram_s > 0
-    # dgrad and wgrad plans are priced too (convtune.torch picks their configs by the model)
+    # dgrad and wgrad plans are priced too (convtune.ops.torch picks their configs by the model)
     wgrad = model.predict(plan_1d(PAPER, FastDgradConfig(), H200), H200)
     assert wgrad.time_s > 0
 

@@ -8,7 +8,7 @@ import pytest
 from convtune.kernels.registry import specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
-from convtune.tuner.analysis import family_choice, floor_time_s
+from convtune.tuner.efficiency import family_choice, floor_time_s
 from convtune.tuner.prune import PruneSettings, prune, warm_start_order
 
 H200 = MachineModel.preset("h200")

@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 from tuner_samples import PROBLEM, config_keys, new_sqlite_url, run_measurements, run_row
 
 from convtune.storage import make_engine, session_scope
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
 from convtune.tuner.prune import Candidate, PruneResult
 from convtune.tuner.tune import TIE_TOLERANCE, Progress, tune

@@ -10,11 +10,11 @@ pytestmark = pytest.mark.gpu
 
 
 def test_tune_on_gpu_stores_a_verified_best(tmp_path) -> None:
-    from convtune.storage import repository as repo
+    from convtune.storage import queries as repo
     from convtune.storage.migrate import upgrade
     from convtune.storage.session import make_engine, session_scope
+    from convtune.tuner.trial_process import SubprocessBenchmarker
     from convtune.tuner.tune import tune
-    from convtune.tuner.worker import SubprocessBenchmarker
 
     engine = make_engine(f"sqlite:///{tmp_path / 'gpu.db'}")
     upgrade(engine)

@@ -9,7 +9,7 @@ from tuner_samples import PROBLEM, all_measurements, run_measurements, run_row
 
 from convtune.kernels.registry import specs_for
 from convtune.machine import MachineModel
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 from convtune.tuner.benchmark import ModelBenchmarker, ReplayBenchmarker
 from convtune.tuner.tune import tune

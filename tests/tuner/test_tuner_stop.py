@@ -7,7 +7,7 @@ import math
 from sqlalchemy import Engine
 from tuner_samples import PROBLEM, config_keys, run_measurements, run_row
 
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 from convtune.tuner.benchmark import ReplayBenchmarker
 from convtune.tuner.prune import Candidate

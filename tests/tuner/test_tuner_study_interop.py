@@ -13,10 +13,10 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 from sqlalchemy import Engine
 from tuner_samples import PROBLEM, TINY
 
-from convtune import resolver
 from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
-from convtune.storage import repository as repo
+from convtune.ops import resolver
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 from convtune.tuner import study as study_mod
 from convtune.tuner.benchmark import ModelBenchmarker, ReplayBenchmarker

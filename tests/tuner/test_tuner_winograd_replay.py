@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine
 from tuner_samples import PROBLEM, REPLAY_PATH, run_measurements, run_row
 
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope
 from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
 from convtune.tuner.tune import tune

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from convtune.problem import ConvProblem
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage import session_scope, upgrade
 from convtune.storage.models import Measurement, TuningRun
 

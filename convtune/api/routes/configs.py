@@ -13,7 +13,7 @@ from convtune.api.errors import ResourceNotFound, error_responses
 from convtune.api.inputs import to_problem
 from convtune.api.schemas import EXAMPLE_KEY, PRINTABLE, BestConfigOut
 from convtune.api.views import best_out
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 from convtune.storage.models import BACKENDS, OVERALL_SCOPE
 
 router = APIRouter(prefix="/v1/configs", tags=["configs"])

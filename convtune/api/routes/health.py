@@ -21,7 +21,7 @@ from convtune.api.deps import ClockDep, DbDep, ReaderDep, SettingsDep
 from convtune.api.errors import error_responses
 from convtune.api.metrics import CONTENT_TYPE, ServiceMetrics, queue_families
 from convtune.api.schemas import HealthOut
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 
 router = APIRouter(tags=["health"])
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from convtune.api import tuning
+from convtune.api import handlers
 from convtune.api.deps import DbDep, SettingsDep, WriterDep
 from convtune.api.errors import error_responses
 from convtune.api.inputs import to_problem
@@ -23,7 +23,7 @@ async def create_job(body: JobCreate, db: DbDep, settings: SettingsDep, caller: 
     runs only between those times of day (in ``timezone``, default the server's); with ``not_before`` not
     before that time."""
     to_problem(body.problem, body.dtype)  # a bad problem is a 422 before the database
-    return await db.run(lambda s: tuning.create_job(s, settings, caller.key(s), body))
+    return await db.run(lambda s: handlers.create_job(s, settings, caller.key(s), body))
 
 
 @router.get("", response_model=list[JobOut], summary="The caller's jobs, newest first (an admin key: everyone's)",
@@ -34,7 +34,7 @@ async def list_jobs(db: DbDep, settings: SettingsDep, caller: WriterDep,
                     problem_id: Annotated[OptionalId, Query(description="only jobs of this problem")] = None,
                     limit: Limit = 100, offset: Offset = 0) -> list[JobOut]:
     """Jobs belong to the key that queued them: this lists the caller's."""
-    return await db.run(lambda s: tuning.list_jobs(s, settings, caller.key(s), status=status, batch_id=batch_id,
+    return await db.run(lambda s: handlers.list_jobs(s, settings, caller.key(s), status=status, batch_id=batch_id,
                                                    problem_id=problem_id, limit=limit, offset=offset))
 
 
@@ -42,7 +42,7 @@ async def list_jobs(db: DbDep, settings: SettingsDep, caller: WriterDep,
             responses=error_responses(401, 404, 422, 503))
 async def get_job(job_id: JobId, db: DbDep, settings: SettingsDep, caller: WriterDep) -> JobOut:
     """404 for another key's job (unless the caller's key is an admin key)."""
-    return await db.run(lambda s: tuning.get_job(s, settings, caller.key(s), job_id))
+    return await db.run(lambda s: handlers.get_job(s, settings, caller.key(s), job_id))
 
 
 @router.delete("/{job_id}", response_model=JobOut, summary="Cancel a job",
@@ -51,4 +51,4 @@ async def cancel_job(job_id: JobId, db: DbDep, settings: SettingsDep, caller: Wr
     """A queued job is cancelled at once; a running one gets ``cancel_requested`` and stops within about a
     second in any phase (pruning included; a trial in flight finishes and is stored). 409 when the job has
     already ended; 404 for another key's job."""
-    return await db.run(lambda s: tuning.cancel_job(s, settings, caller.key(s), job_id))
+    return await db.run(lambda s: handlers.cancel_job(s, settings, caller.key(s), job_id))

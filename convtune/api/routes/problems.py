@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from convtune.api.deps import Caller, DbDep, ReaderDep, SettingsDep
 from convtune.api.errors import ResourceNotFound, error_responses
+from convtune.api.handlers import default_machine
 from convtune.api.params import Limit, Offset, OptionalId, ProblemId
 from convtune.api.report import report_svg
 from convtune.api.schemas import (
@@ -19,10 +20,9 @@ from convtune.api.schemas import (
     PruningDecisionOut,
     TrialsPage,
 )
-from convtune.api.tuning import default_machine
 from convtune.api.views import best_out, job_out, problem_of, problem_out, problem_ref, rates, run_out
 from convtune.errors import NotFound
-from convtune.storage import repository as repo
+from convtune.storage import queries as repo
 
 router = APIRouter(prefix="/v1/problems", tags=["problems"])
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from convtune.api import tuning
+from convtune.api import handlers
 from convtune.api.answers import AnswerCache, json_response
 from convtune.api.deps import DbDep, SettingsDep, WriterDep
 from convtune.api.errors import error_responses
@@ -43,18 +43,18 @@ async def tune(body: TuneRequest, request: Request, response: Response, db: DbDe
     if cached is not None:  # a stored answer of the last second: only the caller's key is checked
         await db.key(caller)
         return json_response(cached)  # type: ignore[return-value]
-    lookup = await db.run(lambda s: tuning.tune_lookup(s, settings, caller.key(s), problem, body))
+    lookup = await db.run(lambda s: handlers.tune_lookup(s, settings, caller.key(s), problem, body))
     if lookup.outcome is not None:
         data = lookup.outcome.body.model_dump_json().encode()
         answers.put(cache_key, data)
         return json_response(data)  # type: ignore[return-value]
-    prediction = await db.run_cpu(tuning.predict_provisional, settings, lookup)
-    outcome = await db.run(lambda s: tuning.tune_commit(s, settings, caller.key(s), lookup, prediction))
+    prediction = await db.run_cpu(handlers.predict_provisional, settings, lookup)
+    outcome = await db.run(lambda s: handlers.tune_commit(s, settings, caller.key(s), lookup, prediction))
     budget = min(wait, settings.max_wait_s)
     if outcome.job_id is not None and budget > 0:
         job_id = outcome.job_id
         note = await _wait_for_job(request, db, job_id, budget)
-        outcome = await db.run(lambda s: tuning.tune_after_wait(s, settings, body, job_id, prediction, note))
+        outcome = await db.run(lambda s: handlers.tune_after_wait(s, settings, body, job_id, prediction, note))
     response.status_code = outcome.status_code
     return outcome.body
 
@@ -64,7 +64,7 @@ async def _wait_for_job(request: Request, db: DbDep, job_id: int, budget_s: floa
     down or the client has gone."""
     stopping = shutdown_event(request.app)
     deadline = time.monotonic() + budget_s
-    for delay in tuning.poll_delays(budget_s):
+    for delay in handlers.poll_delays(budget_s):
         try:
             await asyncio.wait_for(stopping.wait(), max(0.0, min(delay, deadline - time.monotonic())))
             return "the server is shutting down: the job stays queued; ask again later"
@@ -72,7 +72,7 @@ async def _wait_for_job(request: Request, db: DbDep, job_id: int, budget_s: floa
             pass
         if await request.is_disconnected():
             return None
-        status = await db.run(lambda s: tuning.poll_job_status(s, job_id))
-        if status in tuning.FINAL_JOB_STATUSES:
+        status = await db.run(lambda s: handlers.poll_job_status(s, job_id))
+        if status in handlers.FINAL_JOB_STATUSES:
             return None
     return None

@@ -10,11 +10,11 @@ and ``convtune tune`` run depthwise plans exactly like direct or Winograd ones:
   w (K, 1, R, S) in PyTorch's order — (C, 1, 1, K) for 1-D, whose ``w[c, K−1]`` multiplies the current
   sample —, y (N, K, P, Q);
 * :func:`prepare_filters` gives the 1-D kernels their lag-order taps (C, K) = ``w.flip(-1)`` (``w[c, 0]``
-  multiplies the current sample, see :mod:`~convtune.kernels.depthwise.plan1d`) and the 2-D kernel w as is;
+  multiplies the current sample, see :mod:`~convtune.kernels.depthwise.conv1d.plan`) and the 2-D kernel w as is;
 * :func:`launch` views x and y as (B, C, L) for 1-D plans (no copies) and allocates nothing.
 
 Only forward plans go through this protocol; dgrad and wgrad are launched by
-:func:`convtune.kernels.depthwise.launcher.launch` directly (``convtune.torch``, ``convtune analyze``).
+:func:`convtune.kernels.depthwise.conv1d.launcher.launch` directly (``convtune.ops.torch``, ``convtune analyze``).
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from typing import Any
 
 from convtune.bounds.depthwise import depthwise_lower_bound
 from convtune.errors import InvalidConfig, InvalidInput
-from convtune.kernels.depthwise import launcher as _launcher1d
-from convtune.kernels.depthwise import plan2d as _plan2d
-from convtune.kernels.depthwise import plan2d_fast as _plan2d_fast
-from convtune.kernels.depthwise import plan2d_packed as _plan2d_packed
 from convtune.kernels.depthwise import space as _space
-from convtune.kernels.depthwise import traffic as _traffic
-from convtune.kernels.depthwise.plan1d import Depthwise1dPlan
-from convtune.kernels.depthwise.plan2d import Dw2dPlan
-from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
-from convtune.kernels.depthwise.plan2d_packed import Dw2dPackedPlan
+from convtune.kernels.depthwise.conv1d import launcher as _launcher1d
+from convtune.kernels.depthwise.conv1d import traffic as _traffic
+from convtune.kernels.depthwise.conv1d.plan import Depthwise1dPlan
+from convtune.kernels.depthwise.conv2d import fast as _plan2d_fast
+from convtune.kernels.depthwise.conv2d import packed as _plan2d_packed
+from convtune.kernels.depthwise.conv2d import tiled as _plan2d
+from convtune.kernels.depthwise.conv2d.fast import Dw2dFastPlan
+from convtune.kernels.depthwise.conv2d.packed import Dw2dPackedPlan
+from convtune.kernels.depthwise.conv2d.tiled import Dw2dPlan
 from convtune.problem import ConvProblem
 
 TOLERANCE = 1e-5  # relative error of the forward against float64 (shared/DESIGN.md)
@@ -165,7 +165,7 @@ def launch(pl: Any, kernel: Any, x: Any, filters: Any, y: Any, stream: Any | Non
     """Run a forward plan on NCHW x into NCHW y (1-D: (B, C, 1, L) viewed as (B, C, L)); allocates nothing.
 
     Raises:
-        InvalidConfig: a dgrad/wgrad plan (use :func:`convtune.kernels.depthwise.launcher.launch`).
+        InvalidConfig: a dgrad/wgrad plan (use :func:`convtune.kernels.depthwise.conv1d.launcher.launch`).
         InvalidInput: an array of the wrong type, dtype, shape or layout.
         LaunchError: the launch failed.
     """

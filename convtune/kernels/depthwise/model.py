@@ -2,17 +2,17 @@
 
 predicted time = max(DRAM time, L2 time, issue time) / efficiency + launch overhead, where
 
-* DRAM time: the path's compulsory bytes (:func:`~convtune.kernels.depthwise.traffic.compulsory_bytes`;
+* DRAM time: the path's compulsory bytes (:func:`~convtune.kernels.depthwise.conv1d.traffic.compulsory_bytes`;
   2-D: ``problem.compulsory_bytes``) over the copy bandwidth — one read of the inputs, one write of the
   output;
-* L2 time: the variant's modelled request bytes (:mod:`~convtune.kernels.depthwise.traffic`, halo
-  re-reads and weight reloads included; 2-D: :func:`~convtune.kernels.depthwise.plan2d.traffic_words`)
+* L2 time: the variant's modelled request bytes (:mod:`~convtune.kernels.depthwise.conv1d.traffic`, halo
+  re-reads and weight reloads included; 2-D: :func:`~convtune.kernels.depthwise.conv2d.tiled.traffic_words`)
   over an L2 bandwidth of 2.5× the copy bandwidth (the direct model's assumption);
 * issue time: multiply-adds × instructions per multiply-add (``COST_PER_MAC``) over the SMs' FFMA rate
   (``machine.fp32_peak_flops_per_s`` / 2). The costs are per (variant, path), calibrated once on the
   H200 paper-shape measurements (``benchmarks/results/depthwise_h200``: e.g. shared fwd 1.24 ms for
   2.46 G causal MACs at 25.4 T FFMA/s ≈ 13 instructions per MAC; the strided naive loads show up as
-  ~110). The fast variant counts the multiply-adds it issues (:func:`~convtune.kernels.depthwise.traffic.
+  ~110). The fast variant counts the multiply-adds it issues (:func:`~convtune.kernels.depthwise.conv1d.traffic.
   fast_issued_macs`, causal zeros and tails included) at 1.3 instructions each (FFMA + its share of
   float4 shared-memory loads); the other 1-D variants count causal multiply-adds; 2-D counts every tap
   at ``COST_2D_BASE`` + ``COST_2D_WINDOW`` × the window's shared-memory loads per multiply-add (the 2-D
@@ -39,14 +39,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from convtune.kernels.depthwise import traffic
-from convtune.kernels.depthwise.plan1d import Depthwise1dPlan, warp_register_design
-from convtune.kernels.depthwise.plan2d import Dw2dPlan
-from convtune.kernels.depthwise.plan2d import traffic_words as traffic_words_2d
-from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
-from convtune.kernels.depthwise.plan2d_fast import traffic_words as traffic_words_2d_fast
-from convtune.kernels.depthwise.plan2d_packed import Dw2dPackedPlan
-from convtune.kernels.depthwise.plan2d_packed import traffic_words as traffic_words_2d_packed
+from convtune.kernels.depthwise.conv1d import traffic
+from convtune.kernels.depthwise.conv1d.plan import Depthwise1dPlan, warp_register_design
+from convtune.kernels.depthwise.conv2d.fast import Dw2dFastPlan
+from convtune.kernels.depthwise.conv2d.fast import traffic_words as traffic_words_2d_fast
+from convtune.kernels.depthwise.conv2d.packed import Dw2dPackedPlan
+from convtune.kernels.depthwise.conv2d.packed import traffic_words as traffic_words_2d_packed
+from convtune.kernels.depthwise.conv2d.tiled import Dw2dPlan
+from convtune.kernels.depthwise.conv2d.tiled import traffic_words as traffic_words_2d
 from convtune.kernels.launch_geometry import resident_blocks
 from convtune.machine import MachineModel
 

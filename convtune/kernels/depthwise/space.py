@@ -1,7 +1,7 @@
 """Configuration spaces of the depthwise kernels for one problem and machine.
 
 :func:`enumerate_plans` yields every valid plan of one 1-D (variant, path): the raw grid of parameter
-values below, less what :func:`~convtune.kernels.depthwise.plan1d.plan` rejects (resource limits of the
+values below, less what :func:`~convtune.kernels.depthwise.conv1d.plan.plan` rejects (resource limits of the
 machine, shapes the variant cannot take) and tiles far larger than the sequence (a tile ≥ 2·L or a
 chunk of 32·V ≥ 2·L only idles threads). :func:`enumerate_plans_2d` does the same for the 2-D kernel.
 Weight-gradient spaces include both modes; callers that need bitwise-repeatable results keep
@@ -27,20 +27,20 @@ from convtune.kernels.depthwise.configs import (
     Dw2dTiledFwdConfig,
     FusedBwdConfig,
 )
-from convtune.kernels.depthwise.plan1d import WARP_V, Depthwise1dPlan, plan
-from convtune.kernels.depthwise.plan1d_fused import FusedPlan
-from convtune.kernels.depthwise.plan1d_fused import plan as plan_fused
-from convtune.kernels.depthwise.plan2d import Dw2dPlan, applies
-from convtune.kernels.depthwise.plan2d import plan as plan_2d
-from convtune.kernels.depthwise.plan2d_dgrad import Dw2dDgradPlan
-from convtune.kernels.depthwise.plan2d_dgrad import plan as plan_2d_dgrad
-from convtune.kernels.depthwise.plan2d_fast import Dw2dFastPlan
-from convtune.kernels.depthwise.plan2d_fast import plan as plan_2d_fast
-from convtune.kernels.depthwise.plan2d_packed import Dw2dPackedPlan
-from convtune.kernels.depthwise.plan2d_packed import applies as applies_packed
-from convtune.kernels.depthwise.plan2d_packed import plan as plan_2d_packed
-from convtune.kernels.depthwise.plan2d_wgrad import Dw2dWgradPlan
-from convtune.kernels.depthwise.plan2d_wgrad import plan as plan_2d_wgrad
+from convtune.kernels.depthwise.conv1d.fused import FusedPlan
+from convtune.kernels.depthwise.conv1d.fused import plan as plan_fused
+from convtune.kernels.depthwise.conv1d.plan import WARP_V, Depthwise1dPlan, plan
+from convtune.kernels.depthwise.conv2d.dgrad import Dw2dDgradPlan
+from convtune.kernels.depthwise.conv2d.dgrad import plan as plan_2d_dgrad
+from convtune.kernels.depthwise.conv2d.fast import Dw2dFastPlan
+from convtune.kernels.depthwise.conv2d.fast import plan as plan_2d_fast
+from convtune.kernels.depthwise.conv2d.packed import Dw2dPackedPlan
+from convtune.kernels.depthwise.conv2d.packed import applies as applies_packed
+from convtune.kernels.depthwise.conv2d.packed import plan as plan_2d_packed
+from convtune.kernels.depthwise.conv2d.tiled import Dw2dPlan, applies
+from convtune.kernels.depthwise.conv2d.tiled import plan as plan_2d
+from convtune.kernels.depthwise.conv2d.wgrad import Dw2dWgradPlan
+from convtune.kernels.depthwise.conv2d.wgrad import plan as plan_2d_wgrad
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from convtune.errors import InvalidInput
 from convtune.kernels.compile import cupy_module
-from convtune.kernels.depthwise.plan1d import REDUCE_WARPS
+from convtune.kernels.depthwise.conv1d.plan import REDUCE_WARPS
 from convtune.kernels.prepared import Launch, Memset, Step, grid3, pointers
 
 

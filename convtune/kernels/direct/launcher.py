@@ -15,7 +15,7 @@ is not included::
     weight = N · tiles_p · tiles_q · C · R · S · Σ_kt min(TK, Kp − kt·TK)
     output = splits · N·K·P·Q stores (atomic adds when splits > 1) + N·K·P·Q for zeroing y first
 
-``tests/kernels/test_direct_traffic.py`` checks this against a simulation of the kernel's copy loops.
+``tests/kernels/direct/test_direct_traffic.py`` checks this against a simulation of the kernel's copy loops.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.launch_geometry import round_regs, spans_inside, tiles_sum
 from convtune.kernels.prepared import (
@@ -43,7 +43,7 @@ from convtune.kernels.prepared import (
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
-SOURCE = "direct/direct_fwd.cu"
+SOURCE = "direct_fwd.cu"
 ENTRY = "direct_fwd"
 PACK_ENTRY = "direct_pack_weights"
 WARP = 32
@@ -130,9 +130,8 @@ direct_fwd(const float* __restrict__ x, const float* __restrict__ wpk, float* __
 
 @cache
 def _family_source() -> str:
-    from convtune.kernels.compile import KERNELS_DIR
 
-    return expand_includes((KERNELS_DIR / SOURCE).read_text())
+    return kernel_text(SOURCE)
 
 
 def patch_pitch(problem: ConvProblem, config: DirectFwdConfig, patch_w: int) -> int:

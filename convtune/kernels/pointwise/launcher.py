@@ -13,7 +13,7 @@ read nothing; the weight pre-pack is a one-time cost per weight tensor and is no
     weight = ⌈M/BM⌉ · C · Σ_kt min(BN, Kp − kt·BN)
     output = splits · N·K·P·Q stores (atomic adds when splits > 1) + N·K·P·Q for zeroing y first
 
-``tests/kernels/test_pointwise.py`` checks this against a simulation of the kernel's copy loops.
+``tests/kernels/pointwise/test_pointwise.py`` checks this against a simulation of the kernel's copy loops.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import LoadedKernel, expand_includes, load_kernel
+from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.direct import launcher as _direct
 from convtune.kernels.launch_geometry import round_regs
@@ -42,7 +42,7 @@ from convtune.kernels.prepared import (
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
-SOURCE = "pointwise/pointwise_fwd.cu"
+SOURCE = "pointwise_fwd.cu"
 ENTRY = "pointwise_fwd"
 THREAD_TILE = 8          # TM = TN: the register tile is 8 pixels × 8 output channels
 MAX_COPIES = 16          # A-tile copies per thread and chunk: more spill the per-copy offsets kept in registers
@@ -139,9 +139,8 @@ pointwise_fwd(const float* __restrict__ x, const float* __restrict__ wpk, float*
 
 @cache
 def _family_source() -> str:
-    from convtune.kernels.compile import KERNELS_DIR
 
-    return expand_includes((KERNELS_DIR / SOURCE).read_text())
+    return kernel_text(SOURCE)
 
 
 def regs_estimate(config: PointwiseFwdConfig, vec: int) -> int:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from convtune.kernels.compile import KERNELS_DIR, expand_includes, load_kernel
+from convtune.kernels.compile import kernel_text, load_kernel
 from convtune.kernels.prepared import FilterLayout, Launch, PreparedLaunch, grid3, pointers
 from convtune.kernels.winograd.transforms import matrices
 
-SOURCE = "winograd/winograd_filter.cu"
+SOURCE = "winograd_filter.cu"
 ENTRY = "winograd_filter"
 THREADS = 256
 
@@ -28,7 +28,7 @@ def source(m: int) -> str:
     g = matrices(m)[1]
     alpha = m + 2
     rows = ", ".join("{" + ", ".join(repr(float(v)) for v in row) + "}" for row in g)
-    return expand_includes((KERNELS_DIR / SOURCE).read_text()) + f"""
+    return kernel_text(SOURCE) + f"""
 extern "C" __global__ void __launch_bounds__({THREADS})
 {ENTRY}(const float* __restrict__ w, float* __restrict__ U, int C, int K, int Cp, int Kp) {{
   const double G[{alpha}][3] = {{{rows}}};

@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.launch_geometry import round_regs, spans_inside
 from convtune.kernels.prepared import (
@@ -41,7 +41,7 @@ from convtune.kernels.winograd.transforms import POINTS, device_code, matrices
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
-SOURCE = "winograd/winograd_fwd.cu"
+SOURCE = "winograd_fwd.cu"
 ENTRY = "winograd_fwd"
 WARP = 32
 MAX_REGS = 255
@@ -124,9 +124,8 @@ winograd_fwd(const float* __restrict__ x, const float* __restrict__ U, float* __
 
 @cache
 def _family_source(m: int) -> str:
-    from convtune.kernels.compile import KERNELS_DIR
 
-    return device_code(m) + expand_includes((KERNELS_DIR / SOURCE).read_text())
+    return device_code(m) + kernel_text(SOURCE)
 
 
 def regs_estimate(config: WinogradFwdConfig) -> int:

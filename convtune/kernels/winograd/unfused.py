@@ -26,7 +26,7 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import KERNELS_DIR, LoadedKernel, cupy_module, expand_includes, load_kernel
+from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.launch_geometry import round_regs, spans_inside
 from convtune.kernels.prepared import (
@@ -44,7 +44,7 @@ from convtune.kernels.winograd.transforms import POINTS, device_code
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
-SOURCE = "winograd/winograd_unfused.cu"
+SOURCE = "winograd_unfused.cu"
 ENTRY = "winograd_gemm"                       # the tuned kernel; the transforms ride along in the same module
 ENTRIES = ("winograd_input", "winograd_gemm", "winograd_output")
 TRANSFORM_THREADS = 256
@@ -146,7 +146,7 @@ winograd_output(const float* __restrict__ Mi, float* __restrict__ y, int K, int 
 
 @cache
 def _family_source(m: int) -> str:
-    return device_code(m) + expand_includes((KERNELS_DIR / SOURCE).read_text())
+    return device_code(m) + kernel_text(SOURCE)
 
 
 def regs_estimate(config: WinogradUnfusedConfig) -> int:

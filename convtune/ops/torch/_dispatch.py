@@ -1,0 +1,42 @@
+"""How a ``convtune.ops.torch`` call reaches its implementation: directly, through ``autograd.Function``, or as a
+``torch.library`` op.
+
+Every op is a ``torch.library`` custom op with a fake implementation and registered autograd: that is what
+``torch.compile`` traces and what a mode (FakeTensorMode, a TorchDispatchMode, functorch transforms) sees. In
+plain eager mode the dispatcher costs more host time than the whole launch (≈15–40 µs per custom-op call with
+autograd against ≈12 µs for the implementation), so the public functions route:
+
+* eager, plain tensors, no mode active, no gradient needed → the implementation itself;
+* the same but a gradient is needed → an ``autograd.Function`` whose forward is the implementation and whose
+  backward is the op's registered backward (the same code);
+* anything else (tracing, compiling, subclasses, modes, functorch) → the custom op.
+
+The three give the same results; only the host cost differs.
+"""
+
+from typing import Any
+
+import torch
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_dispatch_stack_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_function_mode_enabled = getattr(torch._C, "_is_torch_function_mode_enabled", None)
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+_PROBES_AVAILABLE = None not in (_dispatch_stack_len, _function_mode_enabled, _functorch_active)
+
+
+def direct_call_ok(*tensors: Any) -> bool:
+    """Whether the implementation may run without the dispatcher: eager (not compiling), only plain
+    ``torch.Tensor`` / ``Parameter`` arguments (``None`` allowed), no dispatch or function mode, no functorch
+    transform. False whenever a probe this torch build lacks would be needed."""
+    if not _PROBES_AVAILABLE or torch.compiler.is_compiling():
+        return False
+    for t in tensors:
+        if t is not None and type(t) not in _PLAIN:
+            return False
+    return not _dispatch_stack_len() and not _function_mode_enabled() and not _functorch_active()  # type: ignore[misc]
+
+
+def needs_grad(*tensors: Any) -> bool:
+    """Whether autograd must record this call (grad mode on and some input requires grad)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)

@@ -1,0 +1,234 @@
+"""PyTorch dense convolution on convtune's kernels: ``conv2d(x, w, bias, stride, padding, dilation)``.
+
+``convtune::conv2d`` is a ``torch.library`` custom op with a fake implementation (so it traces under
+``torch.compile(fullgraph=True)``) and autograd; in plain eager mode :func:`conv2d` reaches the
+implementation without the dispatcher (:mod:`convtune.ops.torch._dispatch`).
+
+* CUDA float32 tensors run convtune's direct, fused-Winograd or unfused-Winograd kernels through
+  :func:`convtune.ops.conv2d.conv2d`'s prepared launches: on the caller's current stream, outputs and
+  workspaces from torch's caching allocator, no host synchronisation, capturable in a CUDA graph. The config is
+  the resolver's (:mod:`convtune.ops.resolver`: the tuning database's best GPU-measured config of the problem on
+  this device, else the models' choice), fixed per call signature. The bias is added to the output in place
+  (one more launch).
+* CPU tensors, float64 and the 16-bit CUDA dtypes (no dense 16-bit kernels yet) run ``F.conv2d``: that is
+  what ``torch.autograd.gradcheck`` exercises on the CPU.
+* Backward: PyTorch's convolution gradients (``aten.convolution_backward``, cuDNN on CUDA — TF32 there when
+  ``torch.backends.cudnn.allow_tf32`` is on, PyTorch's default), each gradient only when needed, until
+  convtune has dense backward kernels.
+
+Filters prepared for the kernels (packed for direct, U = G g Gᵀ for Winograd) are cached per weight tensor and
+version (:mod:`convtune.ops.conv2d`); inside a CUDA graph capture, weights that require grad have them made
+in the graph on every replay, frozen weights (``requires_grad=False``) replay the ones cached before the
+capture: freeze a model's weights before capturing it for inference (``model.requires_grad_(False)``).
+
+Example:
+    >>> import convtune.ops.torch as ct                                     # doctest: +SKIP
+    >>> y = ct.conv2d(x, w, bias, stride=1, padding=1)   # == F.conv2d(x, w, bias, 1, 1)  # doctest: +SKIP
+"""
+
+# No ``from __future__ import annotations``: torch.library.custom_op reads the schema from the type hints.
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from convtune.errors import InvalidInput
+from convtune.ops.conv2d import conv2d as kernel_conv2d
+from convtune.ops.conv2d import on_clear
+from convtune.ops.conv2d import runner as kernel_runner
+from convtune.ops.torch._dispatch import direct_call_ok, needs_grad
+
+__all__ = ["conv2d", "conv2d_geometry"]
+
+
+def _kernels_run(x: torch.Tensor) -> bool:
+    return x.is_cuda and x.dtype == torch.float32
+
+
+def _conv2d_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride_h: int, stride_w: int,
+                 pad_h: int, pad_w: int, dil_h: int, dil_w: int) -> torch.Tensor:
+    """y (N, K, P, Q) of x (N, C, H, W) and w (K, C, R, S), contiguous, groups = 1 (the op's implementation)."""
+    if not _kernels_run(x):
+        return F.conv2d(x, w, bias, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
+    # compiled graphs may hand the op other strides than the contiguous ones the kernels index
+    x = x if x.is_contiguous() else x.contiguous()
+    w = w if w.is_contiguous() else w.contiguous()
+    y = kernel_conv2d(x, w, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
+    if bias is not None:
+        y.add_(bias.view(1, -1, 1, 1))
+    return y
+
+
+_conv2d_op = torch.library.custom_op("convtune::conv2d", _conv2d_impl, mutates_args=())
+
+
+def _out_size(n: int, k: int, stride: int, pad: int, dil: int) -> int:
+    return (n + 2 * pad - dil * (k - 1) - 1) // stride + 1
+
+
+@_conv2d_op.register_fake
+def _(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride_h: int, stride_w: int, pad_h: int,
+      pad_w: int, dil_h: int, dil_w: int) -> torch.Tensor:
+    N, _, H, W = x.shape
+    K, _, R, S = w.shape
+    return x.new_empty((N, K, _out_size(H, R, stride_h, pad_h, dil_h), _out_size(W, S, stride_w, pad_w, dil_w)))
+
+
+def _setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    x, w, bias, sh, sw, ph, pw, dh, dw = inputs
+    ctx.save_for_backward(x, w)
+    ctx.geometry = ([sh, sw], [ph, pw], [dh, dw])
+    ctx.bias_sizes = [w.shape[0]] if bias is not None else None
+
+
+def _backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+    """PyTorch's convolution gradients, only those needed."""
+    x, w = ctx.saved_tensors
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    stride, padding, dilation = ctx.geometry
+    mask = [bool(need_x), bool(need_w), bool(need_b and ctx.bias_sizes is not None)]
+    if not any(mask):
+        return (None,) * 9
+    dx, dw, db = torch.ops.aten.convolution_backward(dy, x, w, ctx.bias_sizes, stride, padding, dilation, False,
+                                                     [0, 0], 1, mask)
+    return (dx if mask[0] else None, dw if mask[1] else None, db if mask[2] else None) + (None,) * 6
+
+
+_conv2d_op.register_autograd(_backward, setup_context=_setup)
+
+
+class _Conv2dFunction(torch.autograd.Function):
+    """Eager mode with gradients: the op's forward and backward without the dispatcher (the geometry as one
+    tuple: ``Function.apply`` inspects every argument)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
+                geometry: tuple[int, ...]) -> torch.Tensor:
+        _setup(ctx, (x, w, bias, *geometry), None)  # type: ignore[arg-type]
+        return _conv2d_impl(x, w, bias, *geometry)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+        return (*_backward(ctx, dy)[:3], None)
+
+
+# ---- arguments ---------------------------------------------------------------------------------------------
+def _pair(name: str, value: Any, minimum: int) -> tuple[int, int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        pair = (value, value)
+    elif isinstance(value, tuple | list) and len(value) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        pair = (int(value[0]), int(value[1]))
+    else:
+        raise InvalidInput(name, f"{value!r} must be an int or a pair of ints")
+    if min(pair) < minimum:
+        raise InvalidInput(name, f"{value!r} must be >= {minimum}")
+    return pair
+
+
+def string_padding(padding: str, kernel_size: tuple[int, ...], stride: tuple[int, ...],
+                   dilation: tuple[int, ...]) -> tuple[int, int] | None:
+    """``'valid'`` → (0, 0); ``'same'`` → the symmetric padding that keeps the size (stride 1 and an odd
+    dilated kernel extent; None when ``'same'`` would need asymmetric padding). Raises InvalidInput otherwise."""
+    if padding == "valid":
+        return (0, 0)
+    if padding == "same":
+        if stride != (1, 1):
+            raise InvalidInput("padding", "'same' needs stride 1 (as in torch.nn.functional.conv2d)")
+        total = [d * (k - 1) for k, d in zip(kernel_size, dilation, strict=True)]
+        if any(t % 2 for t in total):
+            return None
+        return (total[0] // 2, total[1] // 2)
+    raise InvalidInput("padding", f"{padding!r}: an int, a pair of ints, 'valid' or 'same'")
+
+
+def conv2d_geometry(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any,
+                    dilation: Any) -> tuple[int, ...]:
+    """(sh, sw, ph, pw, dh, dw) of valid ``conv2d`` arguments.
+
+    Raises:
+        InvalidInput: naming the argument (ranks, channels, bias shape, devices, dtypes, strides, padding,
+            dilation, an empty output, a ``'same'`` padding that would be asymmetric).
+    """
+    if x.dim() != 4:
+        raise InvalidInput("x", f"must be 4-D (N, C, H, W), got shape {tuple(x.shape)}")
+    if w.dim() != 4 or w.shape[1] != x.shape[1]:
+        raise InvalidInput("w", f"must be (K, C, R, S) with C={x.shape[1]} (groups=1), got shape {tuple(w.shape)}")
+    if w.device != x.device or w.dtype != x.dtype:
+        raise InvalidInput("w", f"must match x's device and dtype ({x.device}, {x.dtype}), got {w.device}, {w.dtype}")
+    if bias is not None and (bias.shape != (w.shape[0],) or bias.device != x.device or bias.dtype != x.dtype):
+        raise InvalidInput("bias", f"must be ({w.shape[0]},) on {x.device} in {x.dtype}, got {tuple(bias.shape)} on "
+                                   f"{bias.device} in {bias.dtype}")
+    sh, sw = _pair("stride", stride, 1)
+    dh, dw = _pair("dilation", dilation, 1)
+    if isinstance(padding, str):
+        pad = string_padding(padding, (w.shape[2], w.shape[3]), (sh, sw), (dh, dw))
+        if pad is None:
+            raise InvalidInput("padding", "'same' with an even dilated kernel extent needs asymmetric padding")
+        ph, pw = pad
+    else:
+        ph, pw = _pair("padding", padding, 0)
+    if _out_size(x.shape[2], w.shape[2], sh, ph, dh) < 1 or _out_size(x.shape[3], w.shape[3], sw, pw, dw) < 1:
+        raise InvalidInput("x", f"output is empty: input {tuple(x.shape[2:])}, filter {tuple(w.shape[2:])}, "
+                                f"padding {(ph, pw)}, dilation {(dh, dw)}")
+    return sh, sw, ph, pw, dh, dw
+
+
+#: per call signature: the checked geometry and, for CUDA float32, the kernels' runner of the contiguous tensors
+_entries: dict[tuple[Any, ...], tuple[tuple[int, ...], Any]] = {}
+on_clear(_entries.clear)  # a runner holds a resolved config and prepared launch: forget both together
+
+
+def _entry(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any,
+           dilation: Any) -> tuple[tuple[int, ...], Any]:
+    """(geometry, runner or None) of a new signature: the argument checks, then the kernels' runner."""
+    geometry = conv2d_geometry(x, w, bias, stride, padding, dilation)
+    run = None
+    if _kernels_run(x):
+        sh, sw, ph, pw, dh, dw = geometry
+        run = kernel_runner(x.contiguous(), w.contiguous(), (sh, sw), (ph, pw), (dh, dw))
+    return geometry, run
+
+
+def conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1) -> torch.Tensor:
+    """2-D convolution, groups = 1, PyTorch's convention (``F.conv2d(x, w, bias, stride, padding, dilation)``).
+
+    Args:
+        x: (N, C, H, W); a non-contiguous tensor (e.g. channels-last) is made contiguous first.
+        w: (K, C, R, S), same device and dtype as x.
+        bias: (K,) or None.
+        stride, dilation: int or (h, w) pair, ≥ 1; padding: int or pair ≥ 0, ``'valid'`` or ``'same'``.
+
+    Returns:
+        y (N, K, P, Q) in x's dtype, with autograd (PyTorch's gradients).
+
+    Raises:
+        InvalidInput: naming the bad argument.
+        InvalidConfig: a stored or model configuration that the problem's kernels refuse (a bug to report).
+    """
+    if torch.compiler.is_compiling():
+        return _conv2d_op(x.contiguous(), w.contiguous(), bias, *conv2d_geometry(x, w, bias, stride, padding,
+                                                                                   dilation))
+    try:
+        # everything the checks and the runner depend on (the runner is for contiguous x and w of these shapes)
+        key = (x.shape, w.shape, None if bias is None else (bias.shape, bias.dtype, bias.get_device()), x.dtype,
+               w.dtype, x.get_device(), w.get_device(), stride, padding, dilation)
+        entry = _entries.get(key)
+        if entry is None:  # the argument checks and the preparation once per signature
+            entry = _entries[key] = _entry(x, w, bias, stride, padding, dilation)
+    except TypeError:  # an unhashable argument (a list)
+        entry = _entry(x, w, bias, stride, padding, dilation)
+    geometry, run = entry
+    x = x if x.is_contiguous() else x.contiguous()
+    w = w if w.is_contiguous() else w.contiguous()
+    if not direct_call_ok(x, w, bias):
+        return _conv2d_op(x, w, bias, *geometry)
+    if needs_grad(x, w, bias):
+        return _Conv2dFunction.apply(x, w, bias, geometry)
+    if run is None:
+        return _conv2d_impl(x, w, bias, *geometry)
+    y = run(x, w)  # what _conv2d_impl does on CUDA float32, without its checks and the kernels' signature lookup
+    if bias is not None:
+        y.add_(bias.view(1, -1, 1, 1))
+    return y

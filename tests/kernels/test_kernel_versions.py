@@ -1,0 +1,71 @@
+"""Kernel versions are a function of the sources' contents alone: the layout redesign (issue 16) moved the
+``.cu`` files and every family's version stayed what ``tests/data/pre_layout/kernel_versions.json`` recorded
+before the move, so stored measurements and Optuna studies stay valid. Moving a file again changes nothing
+either: sources and includes are found by file name, never by folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from convtune.errors import CompileError
+from convtune.kernels import compile as kc
+from convtune.kernels.registry import REGISTRY
+
+PRE_LAYOUT = json.loads((Path(__file__).parents[1] / "data" / "pre_layout" / "kernel_versions.json").read_text())
+
+
+def test_every_registered_family_keeps_its_version() -> None:
+    now = {f"{family}.{direction}": spec.source_sha256() for (family, direction), spec in REGISTRY.items()}
+    assert now == PRE_LAYOUT["registry"]
+
+
+def test_every_source_file_keeps_its_expanded_text_hash() -> None:
+    now = {path.name: kc.source_hash(kc.kernel_text(path.name)) for path in sorted(kc.KERNELS_DIR.rglob("*.cu"))}
+    assert now == PRE_LAYOUT["sources"]
+
+
+def test_a_flattened_copy_of_the_sources_gives_the_same_versions(tmp_path: Path) -> None:
+    """Every source and include copied into ONE folder (another layout altogether): same texts, same hashes."""
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for path in kc.KERNELS_DIR.rglob("*.cu*"):
+        shutil.copy(path, flat / path.name)
+    index = kc._index((flat,))
+    for name, sha in PRE_LAYOUT["sources"].items():
+        text = index[name].read_text()
+        expanded = _expand_in(index, text)
+        assert kc.source_hash(expanded) == sha, name
+
+
+def _expand_in(index: dict[str, Path], text: str) -> str:
+    """:func:`~convtune.kernels.compile.expand_includes` against another index (the flattened copy)."""
+    seen: set[Path] = set()
+
+    def expand(body: str) -> str:
+        def repl(match) -> str:  # type: ignore[no-untyped-def]
+            path = index[Path(match.group(1)).name]
+            if path in seen:
+                return ""
+            seen.add(path)
+            return f"// ---- {match.group(1)} ----\n" + expand(path.read_text().replace("#pragma once", ""))
+
+        return kc._INCLUDE.sub(repl, body)
+
+    return expand(text)
+
+
+def test_two_sources_of_one_name_are_refused(tmp_path: Path) -> None:
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "same.cuh").write_text("// one of two\n")
+    with pytest.raises(CompileError, match=r"two kernel sources are called same\.cuh"):
+        kc._index((tmp_path,))
+
+
+def test_an_unknown_include_names_what_is_missing() -> None:
+    with pytest.raises(CompileError, match=r"nowhere\.cuh"):
+        kc.expand_includes('#include "nowhere.cuh"\n')

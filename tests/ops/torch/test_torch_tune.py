@@ -1,0 +1,174 @@
+"""``convtune.ops.torch.tune(model, inputs)`` on the CPU: one forward pass collects every convolution call, distinct
+problems are tuned once (here by the model benchmarker, whose predictions are shown but never served to the ops),
+the per-layer table; with a service (a fake transport speaking the REST API's JSON) GPU-measured results are
+served to this process's ops, replayed ones are not; ``convtune tune-model`` on the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+ct = pytest.importorskip("convtune.ops.torch")
+nn = torch.nn
+
+from convtune.errors import InvalidInput  # noqa: E402
+from convtune.machine import MachineModel  # noqa: E402
+from convtune.ops import resolver  # noqa: E402
+from convtune.ops.torch import tune_model  # noqa: E402
+from convtune.problem import ConvProblem  # noqa: E402
+
+H200 = MachineModel.preset("h200")
+
+
+class Tiny(nn.Module):
+    """Two calls of one dense conv (one problem), a depthwise conv, a grouped conv PyTorch keeps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.body = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.dw = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8, bias=False)
+        self.grouped = nn.Conv2d(8, 8, 1, groups=2)
+
+    def forward(self, x):
+        x = self.body(self.body(self.stem(x)))
+        return self.grouped(self.dw(x))
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(resolver.DATABASE_URL_ENV, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    resolver.use_database(None)
+    resolver.forget_remembered()
+    yield
+    resolver.use_database(None)
+    resolver.forget_remembered()
+
+
+def test_collect_layers_and_distinct_problems() -> None:
+    layers = tune_model.collect_layers(Tiny(), torch.randn(2, 3, 12, 12))
+    assert [(layer.name, layer.kind) for layer in layers] == [("stem", "dense"), ("body", "dense"), ("body", "dense"),
+                                                              ("dw", "depthwise"), ("grouped", "pytorch")]
+    assert layers[3].problem == ConvProblem.parse("N=2 C=8 H=12 W=12 K=8 R=3 S=3 stride=2 pad=1 groups=8")
+    assert "groups" in layers[4].reason
+    problems = tune_model.distinct_problems(layers)
+    assert [p.key() for p in problems] == [layers[0].problem.key(), layers[1].problem.key(), layers[3].problem.key()]
+    half = tune_model.collect_layers(Tiny().to(torch.bfloat16), torch.randn(2, 3, 12, 12, dtype=torch.bfloat16))
+    assert all(layer.kind == "pytorch" for layer in half)
+    assert all("float32" in layer.reason for layer in half[:4])     # the grouped one: its groups say why
+
+
+def test_local_tuning_prints_the_per_layer_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from convtune.tuner.benchmark import ModelBenchmarker
+
+    db = f"sqlite:///{tmp_path / 'tune.db'}"
+    result = ct.tune(Tiny(), torch.randn(2, 3, 12, 12), budget_s=30, budget_trials=4, db=db,
+                     benchmarker=ModelBenchmarker(H200), progress=False)
+    printed = capsys.readouterr().out
+    assert printed.strip() == result.table().strip()
+    rows = result.rows()
+    assert [r["layer"] for r in rows] == ["stem", "body", "body", "dw", "grouped"]
+    assert rows[-1]["family"] == "PyTorch" and rows[-1]["tuned_ms"] is None
+    assert all(r["tuned_ms"] > 0 and r["floor_ms"] > 0 and r["efficiency"] > 0 for r in rows[:4])
+    assert rows[3]["family"].startswith("depthwise2d")
+    assert sum(r["share"] for r in rows[:4]) == pytest.approx(1.0)
+    assert rows[1]["share"] == rows[2]["share"]                          # the same problem twice
+    assert result.conv_time_ms == pytest.approx(sum(r["tuned_ms"] for r in rows[:4]))
+    assert {r.source for r in result.results.values()} == {"model"}
+    assert resolver.database_url() == db                                 # the ops read where the results went
+    # predictions are stored but never served: the resolver gives the model's choice, not the "database"'s
+    problem = rows and result.layers[0].problem
+    found = resolver.resolve(problem, H200, ["direct", "winograd", "winograd_unfused"], lambda: "model-choice")
+    assert found.source == "model"
+    json.dumps(result.to_dict())
+
+
+class FakeService:
+    """The REST API's answers for one batch: POST /v1/batches, GET /v1/batches/{id}, GET /v1/configs/best."""
+
+    def __init__(self, backend: str = "gpu", device: str = H200.name) -> None:
+        self.backend, self.device = backend, device
+        self.requests: list[tuple[str, str, object]] = []
+        self.polls = 0
+        self.jobs: list[dict] = []
+
+    def __call__(self, method: str, path: str, body: object) -> object:
+        self.requests.append((method, path, body))
+        if method == "POST" and path == "/v1/batches":
+            self.jobs = [{"id": i + 1, "problem": {"id": i + 1, "key": p["key"]}, "status": "queued",
+                          "device_name": self.device, "best_time_ms": None, "floor_ms": None, "efficiency": None,
+                          "error": None} for i, p in enumerate(body["problems"])]
+            return {"id": 7, "status": "queued", "backend": self.backend, "jobs": self.jobs, "skipped": []}
+        if method == "GET" and path == "/v1/batches/7":
+            self.polls += 1
+            if self.polls >= 2:
+                for job in self.jobs:
+                    job.update(status="finished", best_time_ms=0.05, floor_ms=0.01, efficiency=0.2)
+            done = all(j["status"] == "finished" for j in self.jobs)
+            return {"id": 7, "status": "finished" if done else "running", "backend": self.backend, "jobs": self.jobs}
+        if method == "GET" and path.startswith("/v1/configs/best?"):
+            from urllib.parse import parse_qs, urlsplit
+
+            query = parse_qs(urlsplit(path).query)
+            key = query["problem"][0]
+            assert query["backend"] == [self.backend]          # only the batch's backend's rows are asked for
+            problem = ConvProblem.parse(key)
+            config = ("depthwise2d_fast.fwd band_h=1 rows_per_thread=1 outputs_per_thread=1 planes=1 threads=32"
+                      if problem.groups > 1 else "direct.fwd tile_h=4 tile_w=16 tile_k=8 chunk_c=8 thread_h=1 "
+                                                 "thread_w=4 thread_k=4 stages=2 vec=1 splits=1")
+            return {"device": self.device, "config": {"key": config}, "time_ms": 0.04, "floor_ms": 0.01,
+                    "efficiency": 0.25, "provisional": self.backend == "model", "backend": self.backend}
+        raise AssertionError(f"unexpected request {method} {path}")
+
+
+def test_service_tuning_serves_gpu_results_to_the_ops(capsys: pytest.CaptureFixture[str]) -> None:
+    service = FakeService("gpu")
+    result = ct.tune(Tiny(), torch.randn(2, 3, 12, 12), budget_s=90, transport=service, poll_s=0, progress=False)
+    method, path, body = service.requests[0]
+    assert (method, path) == ("POST", "/v1/batches") and len(body["problems"]) == 3
+    assert body["budget_s"] == pytest.approx(30.0)
+    assert {r.source for r in result.results.values()} == {"service"}
+    assert all(r["tuned_ms"] == 0.04 for r in result.rows()[:4])
+    dense = result.layers[0].problem
+    found = resolver.resolve(dense, H200, ["direct", "winograd", "winograd_unfused"], lambda: "model-choice")
+    assert found.source == "service" and found.config.family == "direct"
+    assert "| stem |" in capsys.readouterr().out
+
+
+def test_replayed_service_results_are_shown_not_served() -> None:
+    result = ct.tune(Tiny(), torch.randn(2, 3, 12, 12), budget_s=90, transport=FakeService("replay"), poll_s=0,
+                     progress=False, show=False)
+    assert {r.source for r in result.results.values()} == {"service (replay)"}
+    dense = result.layers[0].problem
+    assert resolver.resolve(dense, H200, ["direct"], lambda: "model-choice").source == "model"
+
+
+def test_bad_budgets_and_an_unreachable_service() -> None:
+    with pytest.raises(InvalidInput) as exc:
+        ct.tune(Tiny(), torch.randn(1, 3, 8, 8), budget_s=0)
+    assert exc.value.field == "budget_s"
+    with pytest.raises(tune_model.ServiceError):
+        ct.tune(Tiny(), torch.randn(1, 3, 8, 8), budget_s=10, url="http://127.0.0.1:9", progress=False, show=False)
+
+
+def test_cli_tune_model(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``convtune tune-model module:callable --input-shape ...`` with the model backend (no GPU)."""
+    from convtune.cli import main
+
+    module = tmp_path / "tiny_models.py"
+    module.write_text("import torch.nn as nn\n\ndef make():\n    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), "
+                      "nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1, groups=4))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    db = f"sqlite:///{tmp_path / 'main.db'}"
+    status = main(["tune-model", "tiny_models:make", "--input-shape", "2,3,10,10", "--device", "cpu", "--backend",
+                   "model", "--budget-s", "20", "--budget-trials", "3", "--db", db, "--json", "--no-progress"])
+    assert status == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["layer"] for r in report["rows"]] == ["0", "2"] and report["conv_time_ms"] > 0
+    assert main(["tune-model", "tiny_models:nothing", "--input-shape", "2,3,10,10", "--device", "cpu"]) == 2
+    assert "tiny_models:nothing" in capsys.readouterr().err
+    assert main(["tune-model", "tiny_models:make", "--input-shape", "2,x", "--device", "cpu"]) == 2
