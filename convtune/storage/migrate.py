@@ -1,14 +1,13 @@
 """Run convtune's Alembic migrations from Python: upgrade, downgrade, check, current revision.
 
-Where the migrations are: the source lives in the top-level ``migrations/`` folder; wheels ship it
-as the package ``convtune._migrations`` (pyproject maps the folder there). :func:`migrations_dir`
-tries that package first, then the source checkout beside ``convtune/``. The database URL (or an
-open connection) reaches ``migrations/env.py`` through ``Config.attributes``, never through a file.
+Where the migrations are: inside the package, ``convtune/storage/migrations/`` (``env.py``,
+``script.py.mako``, ``versions/``), so a source checkout and an installed wheel find them at the same
+place beside this module. The database URL (or an open connection) reaches ``migrations/env.py``
+through ``Config.attributes``, never through a file.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import io
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +25,9 @@ from convtune.errors import StorageError
 from convtune.storage.models import OPTUNA_TABLES, VERSION_TABLE, Base, UTCDateTime
 from convtune.storage.session import make_engine
 
-_PACKAGE = "convtune._migrations"
+_PACKAGE = "convtune.storage.migrations"
+#: the folder of :data:`_PACKAGE`: beside this module in a checkout and in an installed copy alike
+_FOLDER = Path(__file__).parent / "migrations"
 
 
 class SchemaDrift(StorageError):
@@ -66,21 +67,14 @@ CONTEXT_OPTIONS: dict[str, Any] = {
 
 
 def migrations_dir() -> Path:
-    """The folder holding ``env.py``, ``script.py.mako`` and ``versions/``.
+    """The folder holding ``env.py``, ``script.py.mako`` and ``versions/`` (package ``convtune.storage.migrations``).
 
     Raises:
-        StorageError: neither the installed package nor a source checkout has it.
+        StorageError: the folder has no ``env.py`` (a broken installation).
     """
-    spec = importlib.util.find_spec(_PACKAGE)
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            if (Path(location) / "env.py").is_file():
-                return Path(location)
-    # a source checkout run without installing: <root>/convtune/storage/migrate.py -> <root>/migrations
-    root = Path(__file__).resolve().parents[2]
-    if (root / "alembic.ini").is_file() and (root / "migrations" / "env.py").is_file():
-        return root / "migrations"
-    raise StorageError(f"convtune's migrations are missing: no package {_PACKAGE} and no {root / 'migrations'}; "
+    if (_FOLDER / "env.py").is_file():
+        return _FOLDER
+    raise StorageError(f"convtune's migrations are missing: no {_FOLDER / 'env.py'} (package {_PACKAGE}); "
                        "reinstall convtune")
 
 

@@ -1,4 +1,4 @@
-"""SQLAlchemy 2 typed models of convtune's tables (what the Alembic migrations in ``migrations/`` create).
+"""SQLAlchemy 2 typed models of convtune's tables (what the Alembic migrations in ``storage/migrations/`` create).
 
 Identity rules (DESIGN.md, "Storage and scale-out"): a result is keyed by device (name, compute
 capability, driver and CUDA versions), kernel source hash, family/direction, problem and configuration,
@@ -6,7 +6,7 @@ so adding candidates never invalidates old measurements. Model-predicted rows (b
 carry ``predicted = true``, enforced by a CHECK constraint, and are never mixed with measured ones.
 
 Optuna's RDBStorage may share the database: its tables (:data:`OPTUNA_TABLES`) and its
-``alembic_version`` table are not ours; ``migrations/env.py`` leaves them out of autogenerate.
+``alembic_version`` table are not ours; ``convtune/storage/migrations/env.py`` leaves them out of autogenerate.
 """
 
 from __future__ import annotations

@@ -28,10 +28,7 @@ _NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-in
 
 
 def _package_folder(package: str) -> Path:
-    for name, folder in PYPROJECT["tool"]["setuptools"].get("package-dir", {}).items():
-        if package == name or package.startswith(name + "."):
-            return ROOT / folder / package[len(name):].lstrip(".").replace(".", "/")
-    return ROOT / package.replace(".", "/")
+    return ROOT / package.replace(".", "/")  # packages.find: every package is its folder (no package-dir mapping)
 
 
 def test_every_package_data_glob_matches_a_file() -> None:
@@ -104,9 +101,11 @@ def test_the_wheel_ships_license_sources_migrations_suites_and_docs_assets(wheel
     assert license_text == (ROOT / "LICENSE").read_text()
     cuda = {p.relative_to(ROOT).as_posix() for p in (ROOT / "convtune").rglob("*") if p.suffix in (".cu", ".cuh")}
     assert len(cuda) >= 15 and cuda <= names, sorted(cuda - names)
-    migrations = {f"convtune/_migrations/versions/{p.name}" for p in (ROOT / "migrations" / "versions").glob("2*.py")}
+    shipped = "convtune/storage/migrations"
+    versions = ROOT / shipped / "versions"
+    migrations = {f"{shipped}/versions/{p.name}" for p in versions.glob("2*.py")}
     assert migrations and migrations <= names
-    assert {"convtune/_migrations/env.py", "convtune/_migrations/script.py.mako"} <= names
+    assert {f"{shipped}/env.py", f"{shipped}/script.py.mako", f"{shipped}/__init__.py"} <= names
     assert {f"convtune/suites/{name}.json" for name in suites.names()} <= names
     assert {f"convtune/api/static/docs/{name}" for name in ASSETS} <= names
     assert "convtune/py.typed" in names

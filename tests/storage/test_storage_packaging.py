@@ -1,7 +1,10 @@
-"""The migrations ship inside the wheel as ``convtune._migrations`` and are found from an installed copy."""
+"""The package is found by rules, not a list: setuptools' finder and the package-data globs cover every source
+folder; the migrations live in ``convtune/storage/migrations``, ship inside the wheel and are found from an
+installed copy."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import subprocess
@@ -11,41 +14,76 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from setuptools import find_namespace_packages, find_packages
 
 from convtune.storage.migrate import migrations_dir
 
 ROOT = Path(__file__).resolve().parents[2]
+MIGRATIONS = ROOT / "convtune" / "storage" / "migrations"
 _NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
                                      ".ruff_cache", ".hypothesis", "*.db", "*.db-*")
+_SOURCES = (".py", ".cu", ".cuh")
 
 
 def _setuptools() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
 
 
-def test_every_package_folder_is_listed_in_pyproject() -> None:
-    """setuptools cannot mix ``packages.find`` with the migrations mapping, so packages are listed by hand."""
-    listed = set(_setuptools()["packages"])
-    on_disk = {".".join(path.relative_to(ROOT).parts) for path in (ROOT / "convtune").rglob("*")
-               if path.is_dir() and path.name != "__pycache__" and any(path.glob("*.py*"))}
-    on_disk |= {"convtune._migrations", "convtune._migrations.versions"}
-    assert on_disk <= listed, (f"add {sorted(on_disk - listed)} to [tool.setuptools] packages in pyproject.toml, "
-                               "or the wheel will not contain them")
+def _found_packages() -> set[str]:
+    """What setuptools' finder makes of ``[tool.setuptools.packages.find]`` in this checkout."""
+    rules = _setuptools()["packages"]["find"]
+    finder = find_namespace_packages if rules.get("namespaces", True) else find_packages
+    return set(finder(where=str(ROOT), include=rules.get("include", ("*",)), exclude=rules.get("exclude", ())))
 
 
-def test_listed_packages_exist() -> None:
-    package_dir = _setuptools()["package-dir"]
-    for package in _setuptools()["packages"]:
-        mapped = next((folder + package[len(name):].replace(".", "/") for name, folder in package_dir.items()
-                       if package == name or package.startswith(name + ".")), package.replace(".", "/"))
-        assert (ROOT / mapped).is_dir(), f"{package} -> {mapped} does not exist"
+def _source_folders() -> set[str]:
+    """Every folder under ``convtune/`` holding a ``.py``, ``.cu`` or ``.cuh`` file, as a dotted package name."""
+    return {".".join(path.relative_to(ROOT).parts) for path in [ROOT / "convtune", *(ROOT / "convtune").rglob("*")]
+            if path.is_dir() and path.name != "__pycache__"
+            and any(p.is_file() and p.suffix in _SOURCES for p in path.iterdir())}
+
+
+def test_the_packaging_is_found_by_rules_not_listed() -> None:
+    """No hand-written list of packages (a new kernel family folder must need no pyproject edit)."""
+    assert set(_setuptools()["packages"]) == {"find"}  # [tool.setuptools.packages.find], not packages = [...]
+    assert "package-dir" not in _setuptools()
+    assert not (ROOT / "migrations").exists() and not (ROOT / "convtune" / "_migrations").exists()
+
+
+def test_the_find_rules_cover_every_source_folder() -> None:
+    found = _found_packages()
+    missing = _source_folders() - found
+    assert not missing, f"[tool.setuptools.packages.find] in pyproject.toml misses {sorted(missing)}"
+    assert not any("__pycache__" in name for name in found)
+    assert {"convtune.storage.migrations", "convtune.storage.migrations.versions"} <= found
+
+
+def test_the_package_data_globs_cover_every_cuda_source_and_the_migration_template() -> None:
+    """Each .cu/.cuh file (and script.py.mako) matches a package-data glob of its package or of a parent package,
+    which is how setuptools decides what a wheel carries beside the modules."""
+    package_data: dict[str, list[str]] = _setuptools()["package-data"]
+    found = _found_packages()
+    data = [p for p in (ROOT / "convtune").rglob("*") if p.suffix in (".cu", ".cuh") or p.name == "script.py.mako"]
+    assert len(data) >= 16
+    for path in data:
+        parts = path.relative_to(ROOT).parts
+        package = ".".join(parts[:-1])
+        assert package in found, f"{path}: its folder {package} is not a package"
+        covered = False
+        for depth in range(1, len(parts)):
+            owner, inside = ".".join(parts[:depth]), "/".join(parts[depth:])
+            if any(fnmatch.fnmatch(inside, pattern) or (pattern.startswith("**/") and fnmatch.fnmatch(inside,
+                   pattern[3:])) for pattern in package_data.get(owner, ())):
+                covered = True
+        assert covered, f"{path.relative_to(ROOT)} matches no [tool.setuptools.package-data] glob"
 
 
 def test_migrations_are_found_in_the_source_checkout() -> None:
     folder = migrations_dir()
-    assert folder.resolve() == (ROOT / "migrations").resolve()
+    assert folder.resolve() == MIGRATIONS.resolve()
     assert (folder / "env.py").is_file() and (folder / "script.py.mako").is_file()
     assert list((folder / "versions").glob("*.py"))
+    assert (ROOT / "alembic.ini").read_text().count("script_location = %(here)s/convtune/storage/migrations\n") == 1
 
 
 @pytest.mark.slow
@@ -59,11 +97,12 @@ def test_a_built_wheel_ships_the_migrations_and_upgrades_from_them(tmp_path: Pat
     assert build.returncode == 0, build.stdout + build.stderr
     (wheel,) = (tmp_path / "dist").glob("convtune-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"convtune/_migrations/env.py", "convtune/_migrations/script.py.mako",
-            "convtune/_migrations/versions/__init__.py"} <= names
-    revisions = {p.name for p in (ROOT / "migrations" / "versions").glob("2*.py")}
-    assert {f"convtune/_migrations/versions/{name}" for name in revisions} <= names
+    shipped = "convtune/storage/migrations"
+    assert {f"{shipped}/env.py", f"{shipped}/script.py.mako", f"{shipped}/versions/__init__.py"} <= names
+    revisions = {p.name for p in (MIGRATIONS / "versions").glob("2*.py")}
+    assert revisions and {f"{shipped}/versions/{name}" for name in revisions} <= names
     assert not any(name.startswith("migrations/") for name in names)  # no top-level package called migrations
+    assert not any("__pycache__" in name for name in names)
 
     # a pure-Python wheel unpacked onto sys.path is what an installation puts in site-packages
     site = tmp_path / "site"
@@ -82,4 +121,4 @@ def test_a_built_wheel_ships_the_migrations_and_upgrades_from_them(tmp_path: Pat
                          env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     package_file, folder = run.stdout.split()
-    assert Path(package_file).is_relative_to(site) and Path(folder) == site / "convtune" / "_migrations"
+    assert Path(package_file).is_relative_to(site) and Path(folder) == site / "convtune" / "storage" / "migrations"

@@ -1,0 +1,1 @@
+"""convtune's Alembic migrations: ``env.py``, ``script.py.mako`` and ``versions/``, shipped inside the package."""

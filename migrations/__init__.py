@@ -1,1 +1,0 @@
-"""convtune's Alembic migrations (installed as the package ``convtune._migrations``)."""
