@@ -133,7 +133,7 @@ class MachineModel:
 
 
 PRESETS: dict[str, MachineModel] = {
-    # Measured on the project's H200 (shared/DESIGN.md): copy 4.19 TB/s, SGEMM (no TF32) 50.9 TFLOP/s.
+    # Measured on the project's H200 (docs/design.md): copy 4.19 TB/s, SGEMM (no TF32) 50.9 TFLOP/s.
     "h200": MachineModel("NVIDIA H200", (9, 0), 132, 232_448, 233_472, 65_536, 62_914_560,
                          4.19e12, 50.9e12, ceilings_source="measured (H200, DESIGN.md)"),
     # Vendor data below: H100 SXM5 80 GB, A100 SXM4 80 GB, V100 SXM2, P100 SXM2.

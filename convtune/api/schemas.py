@@ -194,7 +194,7 @@ class OtherBestOut(BaseModel):
 
 
 class BestConfigOut(BaseModel):
-    """A stored best configuration, with the figures DESIGN.md asks for."""
+    """A stored best configuration, with the figures docs/design.md asks for."""
 
     problem: ProblemRef
     device: str

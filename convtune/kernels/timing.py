@@ -1,6 +1,6 @@
 """Timing primitives shared by the benchmarks and the tuner: CUDA events, warm-up, median, rotation.
 
-Protocol (shared/DESIGN.md): warm up; then per repetition enqueue a short spin kernel (so the host
+Protocol (docs/design.md): warm up; then per repetition enqueue a short spin kernel (so the host
 can queue the start event, the launch and the stop event while the GPU is busy — otherwise a kernel
 shorter than the ~6 µs host launch cost measures the host), record the start event, launch on
 buffer set ``i mod n_sets``, record the stop event. Report the median over ≥ 20 repetitions and the

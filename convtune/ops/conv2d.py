@@ -1,6 +1,6 @@
 """Operator API: ``conv2d(x, w, ..., algorithm="auto"|"direct"|"winograd")`` on CuPy arrays or torch CUDA tensors.
 
-The call path (shared/DESIGN.md): one runner per *call signature* — the types, shapes, strides, dtypes and
+The call path (docs/design.md): one runner per *call signature* — the types, shapes, strides, dtypes and
 devices of x and w, stride, padding, dilation, config, algorithm, ``cache_filters`` — kept in a per-process
 dictionary. The first call of a signature validates (typed errors naming the argument), builds the
 :class:`~convtune.problem.ConvProblem`, resolves the configuration (:mod:`convtune.ops.resolver`: the tuning

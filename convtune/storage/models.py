@@ -1,6 +1,6 @@
 """SQLAlchemy 2 typed models of convtune's tables (what the Alembic migrations in ``storage/migrations/`` create).
 
-Identity rules (DESIGN.md, "Storage and scale-out"): a result is keyed by device (name, compute
+Identity rules (docs/design.md, "Storage and scale-out"): a result is keyed by device (name, compute
 capability, driver and CUDA versions), kernel source hash, family/direction, problem and configuration,
 so adding candidates never invalidates old measurements. Model-predicted rows (backend ``"model"``)
 carry ``predicted = true``, enforced by a CHECK constraint, and are never mixed with measured ones.

@@ -1,6 +1,6 @@
 """CupyBenchmarker: compile, verify against the float64 reference, and time on the current GPU.
 
-Protocol (shared/DESIGN.md): fresh normal inputs per problem (never zeros); the output is poisoned with
+Protocol (docs/design.md): fresh normal inputs per problem (never zeros); the output is poisoned with
 NaN before the one verification launch; relative error ‖y − ref‖/‖ref‖ ≤ the plan's tolerance (the
 family launcher's ``tolerance(plan)``: 1e-5 direct, scaled with m for Winograd); then
 :func:`convtune.kernels.timing.time_launches` over rotating buffer sets (> 2× L2). A CUDA fault raises

@@ -94,7 +94,7 @@ def test_bound_numbers_for_the_suite_anchor():
 
 
 def test_halo_gap_for_32x32_tile():
-    """bounds.md §8: a 32×32 tile of a 3×3 stride-1 layer reads (34·34)/(32·32) = 1.13× the pixels (interior)."""
+    """docs/bounds.md §8: a 32×32 tile of a 3×3 stride-1 layer reads (34·34)/(32·32) = 1.13× the pixels (interior)."""
     p = ConvProblem.parse("N=1 C=2 H=96 W=96 K=2 R=3 S=3 groups=2")   # no padding: every tile interior
     t = depthwise_tiled_traffic(p, tile_w=47, tile_h=47)                # P = Q = 94 = 2 tiles of 47
     assert t.terms["input_halo"] == 2 * (2 * 49) ** 2

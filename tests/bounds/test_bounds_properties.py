@@ -1,4 +1,4 @@
-"""Properties every bound must have (bounds.md §10): monotone, ≥ compulsory, reductions, symmetry."""
+"""Properties every bound must have (docs/bounds.md §10): monotone, ≥ compulsory, reductions, symmetry."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_window_reuse():
 
 
 def test_reference_table_values():
-    """bounds.md §6 (S = 12,288 words): literature 8.96e5 for 64→64 56² (we count non-padding MACs and now
+    """docs/bounds.md §6 (S = 12,288 words): literature 8.96e5 for 64→64 56² (we count non-padding MACs and now
     require L ≥ 2√(R·S), so it is reported but not used); compulsory 2.41e6 dominates 512→512 7²."""
     p = ConvProblem.parse("N=1 C=64 H=56 W=56 K=64 R=3 S=3 pad=1")
     lit = direct_literature_bound(p, 12288)

@@ -125,7 +125,7 @@ def reduction_split_schedules(draw) -> tuple[ConvProblem, dict[str, int], str]:
 @PROPERTY
 @given(reduction_split_schedules())
 def test_literature_form_survives_reduction_split_schedules(case):
-    """With bounds.md's L ≥ √(R·S) this property fails within a few dozen examples (checked); with
+    """With the notes' L ≥ √(R·S) (docs/bounds.md §5) this property fails within a few dozen examples (checked); with
     L ≥ 2√(R·S) it holds here and over 20,000 further random examples."""
     check_literature_form(*case)
 
@@ -140,7 +140,7 @@ def test_literature_valid_cases_are_exercised():
 
 
 def test_reduction_condition_of_the_reference_notes_is_not_enough():
-    """bounds.md's L ≥ √(R·S) admits a counterexample; our L ≥ 2√(R·S) rejects it.
+    """The notes' L ≥ √(R·S) (docs/bounds.md §5) admits a counterexample; our L ≥ 2√(R·S) rejects it.
 
     1×1 conv (matrix multiply m=900, n=256, k=32), S = 1024 words: keep a 30-pixel panel of all 32 input
     channels, stream one output channel at a time (outputs never revisited).

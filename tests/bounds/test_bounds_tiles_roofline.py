@@ -73,7 +73,7 @@ def test_direct_tile_balances_xy_against_r_z_when_dims_allow(case):
     lb = direct_lower_bound(p, s)
     ratio = t.predicted_words / lb.words
     assert ratio >= 1
-    if lb.binding_term == "literature":   # bounds.md §10.6: within about 2× in the valid regime
+    if lb.binding_term == "literature":   # docs/bounds.md §10.6: within about 2× in the valid regime
         assert ratio <= 2.5
 
 

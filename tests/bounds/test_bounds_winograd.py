@@ -79,7 +79,7 @@ def test_cdag_bound_monotone(p, s, extra, m, dim, step):
 
 
 def test_reference_numbers_64_channels():
-    """bounds.md §6: 2α²·K·C·P/√S + Out for 64→64 56², S = 12,288: 1.13e6 / 7.22e5 / 6.74e5 (m = 2/4/6)."""
+    """docs/bounds.md §6: 2α²·K·C·P/√S + Out for 64→64 56², S = 12,288: 1.13e6 / 7.22e5 / 6.74e5 (m = 2/4/6)."""
     p = ConvProblem.parse("N=1 C=64 H=56 W=56 K=64 R=3 S=3 pad=1")
     for m, expected in ((2, 1.13e6), (4, 7.22e5), (6, 6.74e5)):
         cdag = winograd_cdag_bound(p, 12288, m)

@@ -36,7 +36,7 @@ from convtune.kernels.depthwise.conv2d.packed import Dw2dPackedPlan
 from convtune.kernels.depthwise.conv2d.tiled import Dw2dPlan
 from convtune.problem import ConvProblem
 
-TOLERANCE = 1e-5  # relative error of the forward against float64 (shared/DESIGN.md)
+TOLERANCE = 1e-5  # relative error of the forward against float64 (docs/design.md, "Measurement protocol")
 
 
 # ---- what the registry's rows call --------------------------------------------------------------------
