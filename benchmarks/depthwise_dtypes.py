@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.depthwise import family
 from convtune.kernels.depthwise.reference import dw1d_fwd_reference, dw2d_fwd_reference
 from convtune.kernels.reference import relative_error
+from convtune.kernels.registry import get_spec
 from convtune.kernels.timing import rotation_sets, time_launches
 from convtune.ops.conv2d import device_machine
 from convtune.ops.depthwise import model_plan
@@ -67,11 +67,12 @@ def bench(name: str, problem: ConvProblem, dtype: str, machine, reps: int) -> di
         row.update(status="no kernel", error=str(exc))
         return row
     row["config"] = pl.config.key()
-    kernel = family.compile_plan(pl)
+    launcher = get_spec(pl.config.family).launcher  # the forward row's own launcher module
+    kernel = launcher.compile_plan(pl)
     xc, yc, wc = [cupy_view(t) for t in xs], [cupy_view(t) for t in ys], cupy_view(w)
 
     def ours(i: int) -> None:  # 1-D and 2-D forward plans alike (w already in the kernels' order)
-        family.launch(pl, kernel, xc[i], wc, yc[i])
+        launcher.launch(pl, kernel, xc[i], wc, yc[i])
 
     ys[0].fill_(float("nan"))
     ours(0)

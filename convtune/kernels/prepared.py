@@ -1,7 +1,7 @@
 """Prepared launches: everything a call needs except its data pointers and its stream, built once.
 
 A :class:`PreparedLaunch` is what every family's ``prepare(problem, config, device)`` returns
-(:func:`prepare` dispatches on the config's kind). It holds the compiled function(s), each launch's grid,
+(:func:`prepare` finds it by the config's kind in the registry). It holds the compiled function(s), each launch's grid,
 block, dynamic shared memory and constant (int32) arguments, the zeroing a split or atomic reduction needs,
 the workspace bytes and the filter layout. Calling it takes only the operands' device pointers, in the order
 of :attr:`PreparedLaunch.operands`, and a raw ``cudaStream_t``::
@@ -322,7 +322,7 @@ def pointers(*indices: int | tuple[int, int]) -> tuple[tuple[int, int], ...]:
     return tuple((i, 0) if isinstance(i, int) else (int(i[0]), int(i[1])) for i in indices)
 
 
-# ---- dispatch on the config's kind ---------------------------------------------------------------------------
+# ---- look-up by the config's kind ------------------------------------------------------------------------------
 def prepare(problem: Any, config: Any, device: int = 0) -> PreparedLaunch:
     """The prepared launch of ``config`` for ``problem`` on CUDA device ``device`` (validated, compiled).
 
@@ -343,37 +343,11 @@ def prepare_plan(plan: Any, device: int = 0, kernels: Any = None) -> PreparedLau
 
 
 def _families(kind: str) -> tuple[Callable[..., Any], Callable[..., PreparedLaunch]]:
-    """(plan function, prepare_plan function) of a config kind; imported lazily (the families import us)."""
-    family, _, direction = kind.partition(".")
-    if family == "direct":
-        from convtune.kernels.direct import launcher as mod
-    elif family == "pointwise":
-        from convtune.kernels.pointwise import launcher as mod  # type: ignore[no-redef]
-    elif family == "winograd":
-        from convtune.kernels.winograd import launcher as mod  # type: ignore[no-redef]
-    elif family == "winograd_unfused":
-        from convtune.kernels.winograd import unfused as mod  # type: ignore[no-redef]
-    elif family == "depthwise1d_fused":
-        from convtune.kernels.depthwise.conv1d import fused as mod  # type: ignore[no-redef]
-    elif family.startswith("depthwise1d_"):
-        from convtune.kernels.depthwise.conv1d import launcher as mod  # type: ignore[no-redef]
-    elif family == "depthwise2d_fast" and direction == "dgrad":
-        from convtune.kernels.depthwise.conv2d import dgrad as mod  # type: ignore[no-redef]
-    elif family == "depthwise2d_fast" and direction == "wgrad":
-        from convtune.kernels.depthwise.conv2d import wgrad as mod  # type: ignore[no-redef]
-    elif family == "depthwise2d_fast":
-        from convtune.kernels.depthwise.conv2d import fast as mod  # type: ignore[no-redef]
-    elif family == "depthwise2d_tiled":
-        from convtune.kernels.depthwise.conv2d import tiled as mod  # type: ignore[no-redef]
-    elif family == "depthwise2d_packed":
-        from convtune.kernels.depthwise.conv2d import packed as mod  # type: ignore[no-redef]
-    else:
-        raise InvalidConfig("config", f"{kind!r}: no prepared launch for this kind of configuration")
-    if family.startswith("depthwise1d_") and family != "depthwise1d_fused":
-        from convtune.kernels.depthwise.conv1d import plan as plan1d
+    """(plan function, prepare_plan function) of a config kind, looked up in the registry
+    (:func:`convtune.kernels.registry.preparer`; imported lazily: the families import this module)."""
+    from convtune.kernels.registry import preparer
 
-        return plan1d.plan, mod.prepare_plan
-    return mod.plan, mod.prepare_plan
+    return preparer(kind)
 
 
 # ---- the classic launch(...) functions on CuPy arrays, on top of prepared launches ---------------------------

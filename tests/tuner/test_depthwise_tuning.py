@@ -13,10 +13,12 @@ import pytest
 
 from convtune.cli import main
 from convtune.errors import InvalidConfig
-from convtune.kernels.depthwise import family, model
+from convtune.kernels.depthwise import model
 from convtune.kernels.depthwise.configs import VARIANTS_1D, FastDgradConfig, FastFwdConfig
+from convtune.kernels.depthwise.conv1d import family as family1d
 from convtune.kernels.depthwise.conv1d import traffic
 from convtune.kernels.depthwise.conv1d.plan import plan as plan_1d
+from convtune.kernels.depthwise.conv2d import fast, packed, tiled
 from convtune.kernels.registry import REGISTRY, get_spec, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -40,7 +42,9 @@ def test_every_1d_variant_and_2d_kernel_has_a_forward_row() -> None:
     assert families == ({f"depthwise1d_{v}" for v in VARIANTS_1D}
                         | {"depthwise2d_tiled", "depthwise2d_fast", "depthwise2d_packed"})
     assert all(REGISTRY[(f, "fwd")].algorithm == "depthwise" for f in families)
-    assert all(REGISTRY[(f, "fwd")].launcher is family for f in families)
+    assert all(REGISTRY[(f"depthwise1d_{v}", "fwd")].launcher is family1d for v in VARIANTS_1D)
+    assert [REGISTRY[(f"depthwise2d_{k}", "fwd")].launcher for k in ("tiled", "fast", "packed")] == [tiled, fast,
+                                                                                                      packed]
 
 
 def test_direct_and_winograd_rows_do_not_take_depthwise_problems() -> None:
@@ -107,10 +111,10 @@ def test_pruning_keeps_the_fast_variant_first() -> None:
 
 def test_family_protocol_without_a_device() -> None:
     fwd = plan_1d(SMALL_1D, FastFwdConfig(rows=32, tile_l=48), H200)
-    assert family.tolerance(fwd) == 1e-5
-    assert family.filters_key(fwd) != family.filters_key(_best(SMALL_2D, "depthwise2d_tiled"))
+    assert family1d.tolerance(fwd) == 1e-5 == tiled.tolerance(_best(SMALL_2D, "depthwise2d_tiled"))
+    assert family1d.filters_key(fwd) != tiled.filters_key(_best(SMALL_2D, "depthwise2d_tiled"))
     with pytest.raises(InvalidConfig, match="only forward plans"):
-        family.launch(plan_1d(SMALL_1D, FastDgradConfig(rows=32, tile_l=48), H200), None, None, None, None)
+        family1d.launch(plan_1d(SMALL_1D, FastDgradConfig(rows=32, tile_l=48), H200), None, None, None, None)
 
 
 def _tune(argv: list[str]) -> tuple[int, str, str]:

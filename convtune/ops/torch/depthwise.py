@@ -117,19 +117,23 @@ def _plan(problem: ConvProblem, device_index: int, path: str) -> Any | None:
 
 @lru_cache(maxsize=512)
 def _compiled(pl: Any, device_index: int) -> Any:
-    """The plan's kernel(s) on the device: the 2-D gradients' own modules, else the family protocol's
-    (forward plans, 1-D plans of every path)."""
+    """The plan's kernel(s) on the device: the 2-D gradients' own modules, the 1-D launcher protocol's for 1-D
+    plans of every path, else the forward registry row's launcher."""
     from convtune.kernels.compile import cupy_module
-    from convtune.kernels.depthwise import family
+    from convtune.kernels.depthwise.conv1d import family as family1d
+    from convtune.kernels.depthwise.conv1d.plan import Depthwise1dPlan
     from convtune.kernels.depthwise.conv2d import dgrad as plan2d_dgrad
     from convtune.kernels.depthwise.conv2d import wgrad as plan2d_wgrad
+    from convtune.kernels.registry import get_spec
 
     with cupy_module().cuda.Device(device_index):
         if isinstance(pl, plan2d_dgrad.Dw2dDgradPlan):
             return plan2d_dgrad.compile_plan(pl)
         if isinstance(pl, plan2d_wgrad.Dw2dWgradPlan):
             return plan2d_wgrad.compile_plan(pl)
-        return family.compile_plan(pl)
+        if isinstance(pl, Depthwise1dPlan):
+            return family1d.compile_plan(pl)
+        return get_spec(pl.config.family).launcher.compile_plan(pl)
 
 
 def _prepared(problem: ConvProblem, device_index: int, path: str) -> Any | None:

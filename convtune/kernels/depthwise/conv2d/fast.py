@@ -22,6 +22,7 @@ from typing import Any
 
 from convtune.errors import InvalidConfig, InvalidInput
 from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
+from convtune.kernels.depthwise import family as _shared
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dFastFwdConfig
 from convtune.kernels.depthwise.conv2d.tiled import applies
@@ -257,3 +258,35 @@ def launch(pl: Dw2dFastPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, strea
                                      f"offset: pass a copy)")
     prepared = cached_prepared(pl, kernel, prepare_plan)
     prepared((data_pointer(x), data_pointer(w), data_pointer(y)), stream_pointer(stream))
+
+
+# ---- the registry row's callables and the launcher protocol (convtune.kernels.protocols.Launcher) -----------
+def supports(problem: ConvProblem) -> bool:
+    """Whether the kernel runs ``problem`` at all (:func:`applies`, shared with the tiled kernel)."""
+    return applies(problem) is None
+
+
+def total_traffic_words(pl: Dw2dFastPlan) -> int:
+    """Modelled global-memory words of one launch (loads + stores)."""
+    return sum(traffic_words(pl).values())
+
+
+def onchip_words(pl: Dw2dFastPlan) -> int:
+    """Fast memory one block holds: shared memory, each thread's taps and VH × VW outputs, and one window."""
+    p, c = pl.problem, pl.config
+    window = ((c.rows_per_thread - 1) * p.stride_h + p.R) * ((c.outputs_per_thread - 1) * p.stride_w + p.S)
+    return pl.smem_bytes // 4 + pl.threads * (p.R * p.S + c.rows_per_thread * c.outputs_per_thread) + window
+
+
+def prepare_filters(pl: Dw2dFastPlan, w: Any) -> Any:
+    """The filter operand :func:`launch` takes: w (C, 1, R, S) as it is."""
+    return _shared.prepare_filters_2d(w)
+
+
+def filters_key(pl: Dw2dFastPlan) -> tuple[str, ...]:
+    """Every 2-D forward plan shares one filter operand."""
+    return _shared.FILTERS_KEY_2D
+
+
+def tolerance(pl: Dw2dFastPlan) -> float:
+    return _shared.TOLERANCE

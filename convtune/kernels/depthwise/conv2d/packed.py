@@ -22,6 +22,7 @@ from typing import Any
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
+from convtune.kernels.depthwise import family as _shared
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dPackedFwdConfig
 from convtune.kernels.depthwise.conv2d.tiled import applies as applies_2d
@@ -191,3 +192,34 @@ def launch(pl: Dw2dPackedPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, str
         check_array(name, array, shape, p.dtype)
     prepared = cached_prepared(pl, kernel, prepare_plan)
     prepared((data_pointer(x), data_pointer(w), data_pointer(y)), stream_pointer(stream))
+
+
+# ---- the registry row's callables and the launcher protocol (convtune.kernels.protocols.Launcher) -----------
+def supports(problem: ConvProblem) -> bool:
+    """Whether the kernel runs ``problem`` at all (:func:`applies`)."""
+    return applies(problem) is None
+
+
+def total_traffic_words(pl: Dw2dPackedPlan) -> int:
+    """Modelled global-memory words of one launch (loads + stores)."""
+    return sum(traffic_words(pl).values())
+
+
+def onchip_words(pl: Dw2dPackedPlan) -> int:
+    """Fast memory one block holds: shared memory plus each thread's taps, VH output rows and input row."""
+    p, c = pl.problem, pl.config
+    return pl.smem_bytes // 4 + pl.threads * (p.R * p.S + c.rows_per_thread * p.Q + p.W)
+
+
+def prepare_filters(pl: Dw2dPackedPlan, w: Any) -> Any:
+    """The filter operand :func:`launch` takes: w (C, 1, R, S) as it is."""
+    return _shared.prepare_filters_2d(w)
+
+
+def filters_key(pl: Dw2dPackedPlan) -> tuple[str, ...]:
+    """Every 2-D forward plan shares one filter operand."""
+    return _shared.FILTERS_KEY_2D
+
+
+def tolerance(pl: Dw2dPackedPlan) -> float:
+    return _shared.TOLERANCE

@@ -18,6 +18,7 @@ from typing import Any
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
+from convtune.kernels.depthwise import family as _shared
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dTiledFwdConfig
 from convtune.kernels.depthwise.dtypes import FP32_ONLY, check_dtype
@@ -201,3 +202,35 @@ def launch(pl: Dw2dPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, stream: A
         check_array(name, array, shape)
     prepared = cached_prepared(pl, kernel, prepare_plan)
     prepared((data_pointer(x), data_pointer(w), data_pointer(y)), stream_pointer(stream))
+
+
+# ---- the registry row's callables and the launcher protocol (convtune.kernels.protocols.Launcher) -----------
+def supports(problem: ConvProblem) -> bool:
+    """Whether the kernel runs ``problem`` at all (:func:`applies`)."""
+    return applies(problem) is None
+
+
+def total_traffic_words(pl: Dw2dPlan) -> int:
+    """Modelled global-memory words of one launch (loads + stores)."""
+    return sum(traffic_words(pl).values())
+
+
+def onchip_words(pl: Dw2dPlan) -> int:
+    """Fast memory one block holds: shared memory plus each thread's taps, window and outputs."""
+    p, c = pl.problem, pl.config
+    per_thread = p.R * p.S + (c.outputs_per_thread - 1) * p.stride_w + p.S + c.outputs_per_thread
+    return pl.smem_bytes // 4 + pl.threads * per_thread
+
+
+def prepare_filters(pl: Dw2dPlan, w: Any) -> Any:
+    """The filter operand :func:`launch` takes: w (C, 1, R, S) as it is."""
+    return _shared.prepare_filters_2d(w)
+
+
+def filters_key(pl: Dw2dPlan) -> tuple[str, ...]:
+    """Every 2-D forward plan shares one filter operand."""
+    return _shared.FILTERS_KEY_2D
+
+
+def tolerance(pl: Dw2dPlan) -> float:
+    return _shared.TOLERANCE

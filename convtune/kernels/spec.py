@@ -1,0 +1,57 @@
+"""KernelSpec: one registry row, (family, direction) -> what the tuner needs to treat every family alike.
+
+A module of its own that imports no family, so that each family package (``convtune.kernels.direct`` …, or one
+outside convtune) can build its rows without importing :mod:`convtune.kernels.registry`, which imports them.
+The fields are described in the registry's docstring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from convtune.kernels.compile import kernel_text, source_hash
+from convtune.kernels.config import KernelConfig
+from convtune.kernels.protocols import Launcher, PlanPreparer
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSpec:
+    family: str
+    direction: str
+    source: str                   # file name of the .cu source, found by convtune.kernels.compile.kernel_path
+    entry: str                    # extern "C" entry of the generated wrapper
+    config_class: type[KernelConfig]
+    supports: Callable[[ConvProblem], bool]
+    enumerate_plans: Callable[[ConvProblem, MachineModel], Iterable[Any]]
+    plan: Callable[..., Any]  # (problem, the family's own config class, machine) -> plan
+    predict_s: Callable[[Any, MachineModel], float]
+    traffic_words: Callable[[Any], int]
+    onchip_words: Callable[[Any], int]                  # fast memory one block holds (smem + accumulators)
+    bound_words: Callable[[Any, int], float]            # the plan's algorithm's I/O lower bound for S words
+    grid_size: Callable[[ConvProblem], int]             # size of the raw parameter grid before validity checks
+    floor_work: Callable[[ConvProblem, int], list[tuple[str, float, float]]]  # [(variant, flops, bound words)]
+    launcher: Launcher                                  # compile_plan, prepare_filters, filters_key, launch, ...
+    algorithm: str = "direct"                           # what convtune.conv2d(algorithm=...) calls it
+    description: str = ""
+    source_dirs: tuple[Path, ...] = ()                  # folders searched before convtune/kernels (outside families)
+
+    @property
+    def kind(self) -> str:
+        return f"{self.family}.{self.direction}"
+
+    def source_sha256(self) -> str:
+        """Kernel version: SHA-256 of the family's source with its includes expanded."""
+        return source_hash(kernel_text(self.source, self.source_dirs))
+
+
+
+#: (plan function, module with ``prepare_plan``) of a config kind: what :func:`convtune.kernels.prepared.prepare`
+#: needs. Registry rows give theirs (``spec.plan``, ``spec.launcher``); a family package lists the kinds it
+#: prepares without a row (gradients, say) in an optional ``PREPARERS: dict[str, Preparer]``. The module, not the
+#: function, so that ``prepare_plan`` is looked up at each call (as a module attribute: tests replace it).
+Preparer = tuple[Callable[..., Any], PlanPreparer]
