@@ -135,7 +135,7 @@ class MachineModel:
 PRESETS: dict[str, MachineModel] = {
     # Measured on the project's H200 (docs/design.md): copy 4.19 TB/s, SGEMM (no TF32) 50.9 TFLOP/s.
     "h200": MachineModel("NVIDIA H200", (9, 0), 132, 232_448, 233_472, 65_536, 62_914_560,
-                         4.19e12, 50.9e12, ceilings_source="measured (H200, DESIGN.md)"),
+                         4.19e12, 50.9e12, ceilings_source="measured (H200, docs/design.md)"),
     # Vendor data below: H100 SXM5 80 GB, A100 SXM4 80 GB, V100 SXM2, P100 SXM2.
     "h100": MachineModel("NVIDIA H100", (9, 0), 132, 232_448, 233_472, 65_536, 52_428_800, 3.35e12, 66.9e12),
     "a100": MachineModel("NVIDIA A100", (8, 0), 108, 166_912, 167_936, 65_536, 41_943_040, 2.039e12, 19.5e12),
