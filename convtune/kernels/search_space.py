@@ -130,3 +130,22 @@ class SearchSpace:
         rule = self.violation(config)
         if rule is not None:
             raise rule.error(self.values_of(config))
+
+
+def channel_split_rules(channels: int) -> tuple[Rule, Rule]:
+    """The rules of a reduction over ``channels`` input channels in chunks of ``chunk_c``, split across
+    ``splits`` blocks: no more splits than chunks, and no split left without a chunk (5 chunks in 4 splits of 2)."""
+
+    def chunks(v: Values) -> int:
+        return -(-channels // v["chunk_c"])
+
+    def splits_used(v: Values) -> int:  # splits of ⌈chunks/splits⌉ chunks each that hold a channel
+        return -(-chunks(v) // -(-chunks(v) // v["splits"]))
+
+    return (
+        Rule("splits_chunks", ("chunk_c", "splits"), lambda v: v["splits"] <= chunks(v),
+             lambda v: f"splits={v['splits']} exceeds the {chunks(v)} channel chunks of C={channels}"),
+        Rule("splits_nonempty", ("chunk_c", "splits"), lambda v: splits_used(v) == v["splits"],
+             lambda v: f"splits={v['splits']} leaves a split without channels ({chunks(v)} chunks of "
+                       f"chunk_c={v['chunk_c']}); use splits={splits_used(v)}"),
+    )

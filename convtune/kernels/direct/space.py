@@ -14,7 +14,7 @@ from functools import cache
 from convtune.errors import InvalidConfig
 from convtune.kernels.direct.launcher import WARP, DirectFwdConfig, DirectFwdPlan, derive_plan
 from convtune.kernels.direct.model import DirectPrediction, predict
-from convtune.kernels.search_space import Rule, SearchSpace, Values
+from convtune.kernels.search_space import Rule, SearchSpace, Values, channel_split_rules
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -51,13 +51,6 @@ def space(problem: ConvProblem) -> SearchSpace:
     p = problem
     max_h, max_w, max_k = _pow2_at_least(p.P), max(4, _pow2_at_least(p.Q)), max(16, _pow2_at_least(p.K))
 
-    def chunks(v: Values) -> int:
-        return -(-p.C // v["chunk_c"])
-
-    def splits_used(v: Values) -> int:  # splits of ⌈chunks/splits⌉ chunks each that hold a channel
-        per_split = -(-chunks(v) // v["splits"])
-        return -(-chunks(v) // per_split)
-
     rules = (
         Rule("groups", (), lambda v: p.groups == 1, f"direct kernel supports groups=1 only, got {p.groups}",
              field="groups"),
@@ -76,12 +69,7 @@ def space(problem: ConvProblem) -> SearchSpace:
         Rule("stages", ("stages",), lambda v: v["stages"] <= 4, "stages={stages}: allowed 1..4"),
         Rule("vec", ("vec",), lambda v: v["vec"] in (1, 4), "vec={vec}: allowed 1 or 4"),
         Rule("vec_aligned", ("vec",), lambda v: v["vec"] != 4 or p.W % 4 == 0, f"vec=4 needs W % 4 == 0, got W={p.W}"),
-        Rule("splits_chunks", ("chunk_c", "splits"), lambda v: v["splits"] <= chunks(v),
-             lambda v: f"splits={v['splits']} exceeds the {chunks(v)} channel chunks of C={p.C}"),
-        # e.g. 5 chunks in 4 splits of 2: the last split is empty
-        Rule("splits_nonempty", ("chunk_c", "splits"), lambda v: splits_used(v) == v["splits"],
-             lambda v: f"splits={v['splits']} leaves a split without channels ({chunks(v)} chunks of "
-                       f"chunk_c={v['chunk_c']}); use splits={splits_used(v)}"),
+        *channel_split_rules(p.C),
     )
     prune = (
         Rule("tile_h_extent", ("tile_h",), lambda v: v["tile_h"] <= max_h, f"tile_h={{tile_h}} exceeds {max_h}"),
