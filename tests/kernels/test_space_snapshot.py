@@ -49,12 +49,18 @@ def _families() -> dict[str, tuple[Callable[[ConvProblem], SearchSpace], Callabl
     from convtune.kernels.direct import space as direct_space
     from convtune.kernels.pointwise import launcher as pointwise
     from convtune.kernels.pointwise import space as pointwise_space
+    from convtune.kernels.winograd import launcher as winograd
+    from convtune.kernels.winograd import space as winograd_space
+    from convtune.kernels.winograd import unfused
 
+    wino = ConvProblem(N=2, C=24, H=14, W=14, K=40, R=3, S=3, pad_h=1, pad_w=1)
     return {
         "direct": (direct_space.space, direct.plan, direct.DirectFwdConfig,
                    ConvProblem(N=1, C=24, H=14, W=14, K=48, R=3, S=3, pad_h=1, pad_w=1)),
         "pointwise": (pointwise_space.space, pointwise.plan, pointwise.PointwiseFwdConfig,
                       ConvProblem(N=2, C=40, H=14, W=14, K=96, R=1, S=1)),
+        "winograd": (winograd_space.space, winograd.plan, winograd.WinogradFwdConfig, wino),
+        "winograd_unfused": (winograd_space.unfused_space, unfused.plan, unfused.WinogradUnfusedConfig, wino),
     }
 
 
@@ -63,12 +69,13 @@ RULES = [(family, rule.name) for family, (space, _, _, p) in FAMILIES.items() fo
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_every_enumerated_config_passes_plan(family: str) -> None:
-    space, plan, config_class, problem = FAMILIES[family]
-    configs = list(space(problem).configs())
-    assert configs
-    for values in configs:
-        plan(problem, config_class(**values))
+def test_every_enumerated_plan_passes_plan(family: str) -> None:
+    _, plan, _, problem = FAMILIES[family]
+    enumerate_plans, _ = space_snapshot.spaces()[family]
+    plans = list(enumerate_plans(problem, H200))
+    assert plans
+    for pl in plans:
+        assert plan(problem, pl.config, H200) == pl
 
 
 WIDE = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 64, 128, 256, 512, 1024, 2048)
@@ -110,4 +117,5 @@ def test_a_config_breaking_each_rule_is_refused_by_plan_naming_its_field(family:
 
 def _unsupported(family: str, rule_name: str, problem: ConvProblem) -> ConvProblem:
     return {"groups": replace(problem, groups=2), "dtype": replace(problem, dtype="float16"),
-            "problem": replace(problem, R=3, S=3, pad_h=1, pad_w=1)}[rule_name]
+            "problem": replace(problem, R=3, S=3, pad_h=1, pad_w=1) if family == "pointwise"
+            else replace(problem, stride_h=2, stride_w=2)}[rule_name]
