@@ -185,39 +185,27 @@ def regs_estimate(problem: ConvProblem, config: DirectFwdConfig) -> int:
 
 
 def plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | None = None) -> DirectFwdPlan:
-    """Validate ``config`` for ``problem`` (and ``machine``'s limits) and derive the launch plan.
+    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.direct.space.space`, then
+    ``machine``'s limits on the derived geometry) and derive the launch plan.
 
     Raises:
         InvalidConfig: naming the field that breaks a rule.
     """
+    from convtune.kernels.direct.space import space  # the rules live with the values (space imports plan)
+
+    space(problem).check(config)
+    return derive_plan(problem, config, machine)
+
+
+def derive_plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | None = None) -> DirectFwdPlan:
+    """The launch plan of a config that keeps the space's rules (:func:`plan` checks them first; the
+    enumeration yields only such configs); refuses what breaks ``machine``'s limits or the grid's.
+
+    Raises:
+        InvalidConfig: naming the field whose derived geometry breaks a limit.
+    """
     p, c = problem, config
-    if p.groups != 1:
-        raise InvalidConfig("groups", f"direct kernel supports groups=1 only, got {p.groups}")
-    if p.dtype != "float32":
-        raise InvalidConfig("dtype", f"direct kernel supports float32 only, got {p.dtype}")
-    if c.tile_h % c.thread_h:
-        raise InvalidConfig("thread_h", f"thread_h={c.thread_h} must divide tile_h={c.tile_h}")
-    if c.tile_w % c.thread_w:
-        raise InvalidConfig("thread_w", f"thread_w={c.thread_w} must divide tile_w={c.tile_w}")
-    if c.thread_k % 4 or c.tile_k % c.thread_k:
-        raise InvalidConfig("thread_k", f"thread_k={c.thread_k} must be a multiple of 4 dividing tile_k={c.tile_k}")
-    if not 32 <= c.threads <= 1024 or c.threads % WARP:
-        raise InvalidConfig("threads", f"{c.threads} threads per block: must be a multiple of 32 in [32, 1024]")
-    if c.threads % (c.tile_k // 4):
-        raise InvalidConfig("tile_k", f"threads={c.threads} must be a multiple of tile_k/4={c.tile_k // 4}")
-    if c.stages > 4:
-        raise InvalidConfig("stages", f"stages={c.stages}: allowed 1..4")
-    if c.vec not in (1, 4):
-        raise InvalidConfig("vec", f"vec={c.vec}: allowed 1 or 4")
-    if c.vec == 4 and p.W % 4:
-        raise InvalidConfig("vec", f"vec=4 needs W % 4 == 0, got W={p.W}")
     chunks = -(-p.C // c.chunk_c)
-    if c.splits > chunks:
-        raise InvalidConfig("splits", f"splits={c.splits} exceeds the {chunks} channel chunks of C={p.C}")
-    per_split = -(-chunks // c.splits)
-    if -(-chunks // per_split) != c.splits:  # e.g. 5 chunks in 4 splits of 2: the last split is empty
-        raise InvalidConfig("splits", f"splits={c.splits} leaves a split without channels ({chunks} chunks of "
-                                      f"chunk_c={c.chunk_c}); use splits={-(-chunks // per_split)}")
     patch_h = (c.tile_h - 1) * p.stride_h + (p.R - 1) * p.dil_h + 1
     patch_w = (c.tile_w - 1) * p.stride_w + (p.S - 1) * p.dil_w + 1
     pitch = patch_pitch(p, c, patch_w)

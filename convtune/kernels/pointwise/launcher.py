@@ -152,39 +152,30 @@ def regs_estimate(config: PointwiseFwdConfig, vec: int) -> int:
 
 
 def plan(problem: ConvProblem, config: PointwiseFwdConfig, machine: MachineModel | None = None) -> PointwiseFwdPlan:
-    """Validate ``config`` for ``problem`` (and ``machine``'s limits) and derive the launch plan.
+    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.pointwise.space.space`, then
+    ``machine``'s limits on the derived geometry) and derive the launch plan.
 
     Raises:
         InvalidConfig: naming the field that breaks a rule.
     """
+    from convtune.kernels.pointwise.space import space  # the rules live with the values (space imports plan)
+
+    space(problem).check(config)
+    return derive_plan(problem, config, machine)
+
+
+def derive_plan(problem: ConvProblem, config: PointwiseFwdConfig,
+                machine: MachineModel | None = None) -> PointwiseFwdPlan:
+    """The launch plan of a config that keeps the space's rules (:func:`plan` checks them first; the
+    enumeration yields only such configs); refuses what breaks ``machine``'s limits or the grid's.
+
+    Raises:
+        InvalidConfig: naming the field whose derived geometry breaks a limit.
+    """
     p, c = problem, config
-    if not supports(p):
-        raise InvalidConfig("problem", f"the pointwise kernel runs 1×1 filters without padding, groups=1, float32; "
-                                       f"got {p.key()}")
-    for name in ("tile_m", "tile_n"):
-        value = getattr(c, name)
-        if value % THREAD_TILE or value > 256:
-            raise InvalidConfig(name, f"{name}={value} must be a multiple of {THREAD_TILE} and at most 256")
-    if not 32 <= c.threads <= 512:
-        raise InvalidConfig("tile_m", f"{c.threads} threads per block (tile_m/8 · tile_n/8): allowed 32..512")
-    if c.chunk_c % 4:
-        raise InvalidConfig("chunk_c", f"chunk_c={c.chunk_c} must be a multiple of 4")
-    if not 2 <= c.stages <= 4:
-        raise InvalidConfig("stages", f"stages={c.stages}: allowed 2..4")
     vec = copy_width(p)
-    a_elems, b_segs = c.chunk_c * c.tile_m // vec, c.chunk_c * c.tile_n // 4
-    if c.tile_m % vec or -(-a_elems // c.threads) > MAX_COPIES:
-        raise InvalidConfig("chunk_c", f"{-(-a_elems // c.threads)} input copies per thread and chunk exceed "
-                                       f"{MAX_COPIES}: lower chunk_c or raise the tile")
-    if -(-b_segs // c.threads) > MAX_COPIES:
-        raise InvalidConfig("chunk_c", f"too many weight copies per thread ({-(-b_segs // c.threads)})")
     chunks = -(-p.C // c.chunk_c)
-    if c.splits > chunks:
-        raise InvalidConfig("splits", f"splits={c.splits} exceeds the {chunks} channel chunks of C={p.C}")
     per_split = -(-chunks // c.splits)
-    if -(-chunks // per_split) != c.splits:
-        raise InvalidConfig("splits", f"splits={c.splits} leaves a split without channels ({chunks} chunks of "
-                                      f"chunk_c={c.chunk_c}); use splits={-(-chunks // per_split)}")
     m = p.N * p.P * p.Q
     m_tiles, k_tiles = -(-m // c.tile_m), -(-p.K // c.tile_n)
     if m_tiles > 2**31 - 1 or k_tiles > 65535 or c.splits > 65535:

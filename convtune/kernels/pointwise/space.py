@@ -7,11 +7,20 @@ left out, as are splits of a grid that already has two blocks per SM.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
+from functools import cache
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.pointwise.launcher import PointwiseFwdConfig, PointwiseFwdPlan, plan, supports
+from convtune.kernels.pointwise.launcher import (
+    MAX_COPIES,
+    THREAD_TILE,
+    PointwiseFwdConfig,
+    PointwiseFwdPlan,
+    copy_width,
+    derive_plan,
+    supports,
+)
+from convtune.kernels.search_space import Rule, SearchSpace, Values, channel_split_rules
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -26,25 +35,73 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def _threads(v: Values) -> int:
+    return (v["tile_m"] // THREAD_TILE) * (v["tile_n"] // THREAD_TILE)
+
+
+@cache
+def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSpace:
+    """The pointwise forward space of ``problem``: the values, the kernel's rules (``plan`` enforces them) and the
+    search's pruning rules (tiles no larger than the next power of two of M = N·P·Q and of K; with ``machine``,
+    no split of a grid that already has two blocks per SM)."""
+    p = problem
+    vec = copy_width(p) if supports(p) else 1
+    max_m, max_n = max(32, _pow2_at_least(p.N * p.P * p.Q)), max(32, _pow2_at_least(p.K))
+
+    def a_copies(v: Values) -> int:
+        return -(-(v["chunk_c"] * v["tile_m"] // vec) // _threads(v))
+
+    def b_copies(v: Values) -> int:
+        return -(-(v["chunk_c"] * v["tile_n"] // 4) // _threads(v))
+
+    def tile_rule(name: str) -> Rule:
+        return Rule(name, (name,), lambda v: v[name] % THREAD_TILE == 0 and v[name] <= 256,
+                    f"{name}={{{name}}} must be a multiple of {THREAD_TILE} and at most 256")
+
+    rules = (
+        Rule("problem", (), lambda v: supports(p), f"the pointwise kernel runs 1×1 filters without padding, "
+             f"groups=1, float32; got {p.key()}", field="problem"),
+        tile_rule("tile_m"),
+        tile_rule("tile_n"),
+        Rule("threads", ("tile_m", "tile_n"), lambda v: 32 <= _threads(v) <= 512,
+             lambda v: f"{_threads(v)} threads per block (tile_m/8 · tile_n/8): allowed 32..512", field="tile_m"),
+        Rule("chunk_c", ("chunk_c",), lambda v: v["chunk_c"] % 4 == 0, "chunk_c={chunk_c} must be a multiple of 4"),
+        Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 4, "stages={stages}: allowed 2..4"),
+        Rule("input_copies", ("tile_m", "tile_n", "chunk_c"),
+             lambda v: v["tile_m"] % vec == 0 and a_copies(v) <= MAX_COPIES,
+             lambda v: f"{a_copies(v)} input copies per thread and chunk exceed {MAX_COPIES}: lower chunk_c or "
+                       f"raise the tile", field="chunk_c"),
+        Rule("weight_copies", ("tile_m", "tile_n", "chunk_c"), lambda v: b_copies(v) <= MAX_COPIES,
+             lambda v: f"too many weight copies per thread ({b_copies(v)})", field="chunk_c"),
+        *channel_split_rules(p.C),
+    )
+    prune = [
+        Rule("tile_m_extent", ("tile_m",), lambda v: v["tile_m"] <= max_m, f"tile_m={{tile_m}} exceeds {max_m}"),
+        Rule("tile_n_extent", ("tile_n",), lambda v: v["tile_n"] <= max_n, f"tile_n={{tile_n}} exceeds {max_n}"),
+    ]
+    if machine is not None:
+        sm_count = machine.sm_count
+
+        def tiles(v: Values) -> int:
+            return -(-p.N * p.P * p.Q // v["tile_m"]) * -(-p.K // v["tile_n"])
+
+        prune.append(Rule("split_needed", ("tile_m", "tile_n", "splits"),
+                          lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
+                          lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
+                          field="splits"))
+    values = {"tile_m": TILE_M, "tile_n": TILE_N, "chunk_c": CHUNK_C, "stages": STAGES, "splits": SPLITS}
+    return SearchSpace(values, rules, tuple(prune))
+
+
 def grid_size(problem: ConvProblem) -> int:
     """Size of the raw parameter grid (every combination, before any validity rule)."""
-    return len(TILE_M) * len(TILE_N) * len(CHUNK_C) * len(STAGES) * len(SPLITS)
+    return space(problem).grid_size()
 
 
 def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[PointwiseFwdPlan]:
     """Every valid (config, plan) of the pointwise forward kernel for ``problem`` on ``machine``."""
-    if not supports(problem):
-        return
-    p = problem
-    max_m, max_n = max(32, _pow2_at_least(p.N * p.P * p.Q)), max(32, _pow2_at_least(p.K))
-    for bm, bn, bk, stages, splits in itertools.product(TILE_M, TILE_N, CHUNK_C, STAGES, SPLITS):
-        if bm > max_m or bn > max_n:
-            continue
-        if splits > 1:
-            tiles = -(-p.N * p.P * p.Q // bm) * -(-p.K // bn)
-            if tiles >= 2 * machine.sm_count:
-                continue  # the grid fills the GPU already: a split only adds atomics
+    for values in space(problem, machine).configs():
         try:
-            yield plan(p, PointwiseFwdConfig(bm, bn, bk, stages, splits), machine)
-        except InvalidConfig:
+            yield derive_plan(problem, PointwiseFwdConfig(**values), machine)  # the rules hold: configs() kept them
+        except InvalidConfig:  # a limit of the derived geometry (shared memory, registers, grid)
             continue

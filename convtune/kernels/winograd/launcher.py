@@ -37,7 +37,7 @@ from convtune.kernels.prepared import (
     pointers,
     stream_pointer,
 )
-from convtune.kernels.winograd.transforms import POINTS, device_code, matrices
+from convtune.kernels.winograd.transforms import device_code, matrices
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -151,28 +151,27 @@ def applies(problem: ConvProblem) -> str | None:
 
 
 def plan(problem: ConvProblem, config: WinogradFwdConfig, machine: MachineModel | None = None) -> WinogradFwdPlan:
-    """Validate ``config`` for ``problem`` (and ``machine``'s limits) and derive the launch plan.
+    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.winograd.space.space`, then
+    the register and ``machine``'s limits on the derived geometry) and derive the launch plan.
 
     Raises:
         InvalidConfig: naming the field that breaks a rule.
     """
+    from convtune.kernels.winograd.space import space  # the rules live with the values (space imports plan)
+
+    space(problem).check(config)
+    return derive_plan(problem, config, machine)
+
+
+def derive_plan(problem: ConvProblem, config: WinogradFwdConfig,
+                machine: MachineModel | None = None) -> WinogradFwdPlan:
+    """The plan of a config that keeps the space's rules (:func:`plan` checks them first; the enumeration
+    yields only such configs); refuses what breaks the register limit, ``machine``'s limits or the grid's.
+
+    Raises:
+        InvalidConfig: naming the field whose derived geometry breaks a limit.
+    """
     p, c = problem, config
-    why = applies(p)
-    if why:
-        raise InvalidConfig("problem", f"Winograd F(m×m,3×3): {why}")
-    if c.m not in POINTS:
-        raise InvalidConfig("m", f"m={c.m}: allowed {sorted(POINTS)}")
-    if c.tile_n % c.thread_n:
-        raise InvalidConfig("thread_n", f"thread_n={c.thread_n} must divide tile_n={c.tile_n}")
-    if c.tile_k % 4 or c.tile_k % c.thread_k:
-        raise InvalidConfig("tile_k", f"tile_k={c.tile_k} must be a multiple of 4 and of thread_k={c.thread_k}")
-    if not 32 <= c.threads <= 1024 or c.threads % WARP:
-        raise InvalidConfig("threads", f"{c.threads} threads per block: must be a multiple of 32 in [32, 1024]")
-    if (c.tile_n * c.chunk_c) % c.threads:
-        raise InvalidConfig("chunk_c", f"tile_n·chunk_c={c.tile_n * c.chunk_c} must be a multiple of the "
-                                       f"{c.threads} threads (each loads whole input windows)")
-    if c.stages not in (1, 2):
-        raise InvalidConfig("stages", f"stages={c.stages}: allowed 1 or 2")
     tiles_p, tiles_q = -(-p.P // c.m), -(-p.Q // c.m)
     tiles = p.N * tiles_p * tiles_q
     cp_, kp = -(-p.C // c.chunk_c) * c.chunk_c, -(-p.K // c.tile_k) * c.tile_k

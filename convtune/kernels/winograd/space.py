@@ -7,13 +7,15 @@ of the tile count and of K), each with its plan.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
+from functools import cache
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.winograd.launcher import WinogradFwdConfig, WinogradFwdPlan, applies, plan
+from convtune.kernels.search_space import Rule, SearchSpace, Values
+from convtune.kernels.winograd.launcher import WARP, WinogradFwdConfig, WinogradFwdPlan, applies, derive_plan
+from convtune.kernels.winograd.transforms import POINTS
 from convtune.kernels.winograd.unfused import WinogradUnfusedConfig, WinogradUnfusedPlan
-from convtune.kernels.winograd.unfused import plan as unfused_plan
+from convtune.kernels.winograd.unfused import derive_plan as derive_unfused_plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -31,32 +33,71 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def _problem_rules(p: ConvProblem) -> tuple[Rule, ...]:
+    why = applies(p)
+    return (
+        Rule("problem", (), lambda v: why is None, f"Winograd F(m×m,3×3): {why}", field="problem"),
+        Rule("m", ("m",), lambda v: v["m"] in POINTS, f"m={{m}}: allowed {sorted(POINTS)}"),
+    )
+
+
+def _tiles(p: ConvProblem, m: int) -> int:
+    return p.N * -(-p.P // m) * -(-p.Q // m)
+
+
+def _fused_threads(v: Values) -> int:
+    return (v["tile_n"] // v["thread_n"]) * (v["tile_k"] // v["thread_k"])
+
+
+_FUSED_BLOCK = ("tile_n", "tile_k", "thread_n", "thread_k")
+
+
+@cache
+def space(problem: ConvProblem) -> SearchSpace:
+    """The fused kernel's space for ``problem``: the values, the kernel's rules (``plan`` enforces them) and the
+    search's pruning rules (tile_n no larger than the next power of two of the tile count, tile_k than that of
+    K, 64..512 threads)."""
+    p = problem
+    max_k = max(8, _pow2_at_least(p.K))
+    rules = (
+        *_problem_rules(p),
+        Rule("thread_n", ("tile_n", "thread_n"), lambda v: v["tile_n"] % v["thread_n"] == 0,
+             "thread_n={thread_n} must divide tile_n={tile_n}"),
+        Rule("tile_k", ("tile_k", "thread_k"), lambda v: v["tile_k"] % 4 == 0 and v["tile_k"] % v["thread_k"] == 0,
+             "tile_k={tile_k} must be a multiple of 4 and of thread_k={thread_k}", field="tile_k"),
+        Rule("threads", _FUSED_BLOCK, lambda v: 32 <= _fused_threads(v) <= 1024 and _fused_threads(v) % WARP == 0,
+             lambda v: f"{_fused_threads(v)} threads per block: must be a multiple of 32 in [32, 1024]",
+             field="threads"),
+        Rule("whole_windows", (*_FUSED_BLOCK, "chunk_c"),
+             lambda v: (v["tile_n"] * v["chunk_c"]) % _fused_threads(v) == 0,
+             lambda v: f"tile_n·chunk_c={v['tile_n'] * v['chunk_c']} must be a multiple of the "
+                       f"{_fused_threads(v)} threads (each loads whole input windows)", field="chunk_c"),
+        Rule("stages", ("stages",), lambda v: v["stages"] in (1, 2), "stages={stages}: allowed 1 or 2"),
+    )
+    prune = (
+        Rule("tile_n_extent", ("m", "tile_n"), lambda v: v["tile_n"] <= max(16, _pow2_at_least(_tiles(p, v["m"]))),
+             lambda v: f"tile_n={v['tile_n']} exceeds {max(16, _pow2_at_least(_tiles(p, v['m'])))}"),
+        Rule("tile_k_extent", ("tile_k",), lambda v: v["tile_k"] <= max_k, f"tile_k={{tile_k}} exceeds {max_k}"),
+        Rule("threads_searched", _FUSED_BLOCK, lambda v: MIN_THREADS <= _fused_threads(v) <= MAX_THREADS,
+             lambda v: f"{_fused_threads(v)} threads: searched {MIN_THREADS}..{MAX_THREADS}", field="threads"),
+    )
+    values = {"m": M, "tile_n": TILE_N, "tile_k": TILE_K, "thread_n": THREAD_N, "thread_k": THREAD_K,
+              "chunk_c": CHUNK_C, "stages": STAGES}
+    return SearchSpace(values, rules, prune)
+
+
 def grid_size(problem: ConvProblem) -> int:
     """Size of the raw parameter grid (every combination, before any validity rule)."""
-    size = 1
-    for values in (M, TILE_N, TILE_K, CHUNK_C, THREAD_N, THREAD_K, STAGES):
-        size *= len(values)
-    return size
+    return space(problem).grid_size()
 
 
 def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[WinogradFwdPlan]:
     """Every valid (config, plan) of the fused Winograd kernel for ``problem`` on ``machine``."""
-    if applies(problem) is not None:
-        return
-    p = problem
-    max_k = max(8, _pow2_at_least(p.K))
-    for m, bn, bk, tn, tk in itertools.product(M, TILE_N, TILE_K, THREAD_N, THREAD_K):
-        tiles = p.N * -(-p.P // m) * -(-p.Q // m)
-        if bn > max(16, _pow2_at_least(tiles)) or bk > max_k or bn % tn or bk % tk:
+    for values in space(problem).configs():
+        try:
+            yield derive_plan(problem, WinogradFwdConfig(**values), machine)  # the rules hold: configs() kept them
+        except InvalidConfig:  # a limit of the derived geometry (registers, shared memory, grid)
             continue
-        threads = (bn // tn) * (bk // tk)
-        if not MIN_THREADS <= threads <= MAX_THREADS:
-            continue
-        for bc, stages in itertools.product(CHUNK_C, STAGES):
-            try:
-                yield plan(p, WinogradFwdConfig(m, bn, bk, bc, tn, tk, stages), machine)
-            except InvalidConfig:
-                continue
 
 
 # ---- the unfused path (input transform, α² batched GEMMs, output transform) ----
@@ -68,25 +109,56 @@ GEMM_STAGES = (2, 3, 4)
 GEMM_MIN_THREADS, GEMM_MAX_THREADS = 64, 256
 
 
+def _gemm_threads(v: Values) -> int:
+    return (v["tile_k"] // v["thread_k"]) * (v["tile_t"] // v["thread_t"])
+
+
+_GEMM_BLOCK = ("tile_k", "tile_t", "thread_k", "thread_t")
+
+
+@cache
+def unfused_space(problem: ConvProblem) -> SearchSpace:
+    """The unfused path's space for ``problem`` (its GEMM's tiles: BK no larger than the next power of two of K,
+    BT than that of the tile count, 64..256 threads searched)."""
+    p = problem
+
+    def thread_rule(name: str, tile: str) -> Rule:
+        return Rule(name, (tile, name), lambda v: v[name] % 4 == 0 and v[tile] % v[name] == 0,
+                    lambda v: f"{name}={v[name]} must be a multiple of 4 that divides {v[tile]}")
+
+    rules = (
+        *_problem_rules(p),
+        thread_rule("thread_k", "tile_k"),
+        thread_rule("thread_t", "tile_t"),
+        Rule("threads", _GEMM_BLOCK, lambda v: 32 <= _gemm_threads(v) <= 1024 and _gemm_threads(v) % 32 == 0,
+             lambda v: f"{_gemm_threads(v)} GEMM threads per block: must be a multiple of 32 in [32, 1024]",
+             field="threads"),
+        Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 4, "stages={stages}: allowed 2..4"),
+        Rule("chunk_c", ("chunk_c",), lambda v: v["chunk_c"] <= 32, "chunk_c={chunk_c}: allowed 1..32"),
+    )
+    max_k = max(32, _pow2_at_least(p.K))
+    prune = (
+        Rule("tile_k_extent", ("tile_k",), lambda v: v["tile_k"] <= max_k, f"tile_k={{tile_k}} exceeds {max_k}"),
+        Rule("tile_t_extent", ("m", "tile_t"), lambda v: v["tile_t"] <= max(32, _pow2_at_least(_tiles(p, v["m"]))),
+             lambda v: f"tile_t={v['tile_t']} exceeds {max(32, _pow2_at_least(_tiles(p, v['m'])))}"),
+        Rule("threads_searched", _GEMM_BLOCK, lambda v: GEMM_MIN_THREADS <= _gemm_threads(v) <= GEMM_MAX_THREADS,
+             lambda v: f"{_gemm_threads(v)} GEMM threads: searched {GEMM_MIN_THREADS}..{GEMM_MAX_THREADS}",
+             field="threads"),
+    )
+    values = {"m": M, "tile_k": GEMM_TILE_K, "tile_t": GEMM_TILE_T, "chunk_c": GEMM_CHUNK_C, "thread_k": GEMM_THREAD,
+              "thread_t": GEMM_THREAD, "stages": GEMM_STAGES}
+    return SearchSpace(values, rules, prune)
+
+
 def unfused_grid_size(problem: ConvProblem) -> int:
     """Size of the unfused path's raw parameter grid."""
-    return len(M) * len(GEMM_TILE_K) * len(GEMM_TILE_T) * len(GEMM_CHUNK_C) * len(GEMM_THREAD) ** 2 * len(GEMM_STAGES)
+    return unfused_space(problem).grid_size()
 
 
 def enumerate_unfused_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[WinogradUnfusedPlan]:
-    """Every valid (config, plan) of the unfused path for ``problem`` on ``machine`` (BK no larger than the
-    next power of two of K, BT no larger than that of the tile count)."""
-    if applies(problem) is not None:
-        return
-    p = problem
-    for m, bk, bt, bc, tk, tt, stages in itertools.product(M, GEMM_TILE_K, GEMM_TILE_T, GEMM_CHUNK_C, GEMM_THREAD,
-                                                           GEMM_THREAD, GEMM_STAGES):
-        tiles = p.N * -(-p.P // m) * -(-p.Q // m)
-        if bk > max(32, _pow2_at_least(p.K)) or bt > max(32, _pow2_at_least(tiles)) or bk % tk or bt % tt:
-            continue
-        if not GEMM_MIN_THREADS <= (bk // tk) * (bt // tt) <= GEMM_MAX_THREADS:
-            continue
+    """Every valid (config, plan) of the unfused path for ``problem`` on ``machine``."""
+    for values in unfused_space(problem).configs():
         try:
-            yield unfused_plan(p, WinogradUnfusedConfig(m, bk, bt, bc, tk, tt, stages), machine)
-        except InvalidConfig:
+            yield derive_unfused_plan(problem, WinogradUnfusedConfig(**values), machine)
+        except InvalidConfig:  # a limit of the derived geometry (registers, shared memory, grid)
             continue

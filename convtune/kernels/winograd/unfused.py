@@ -39,8 +39,8 @@ from convtune.kernels.prepared import (
     pointers,
     stream_pointer,
 )
-from convtune.kernels.winograd.launcher import TOLERANCE, applies, transform_filters
-from convtune.kernels.winograd.transforms import POINTS, device_code
+from convtune.kernels.winograd.launcher import TOLERANCE, transform_filters
+from convtune.kernels.winograd.transforms import device_code
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -157,26 +157,27 @@ def regs_estimate(config: WinogradUnfusedConfig) -> int:
 
 def plan(problem: ConvProblem, config: WinogradUnfusedConfig,
          machine: MachineModel | None = None) -> WinogradUnfusedPlan:
-    """Validate ``config`` for ``problem`` (and ``machine``'s limits) and derive the plan.
+    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.winograd.space.unfused_space`, then
+    the register and ``machine``'s limits on the derived geometry) and derive the plan.
 
     Raises:
         InvalidConfig: naming the field that breaks a rule.
     """
+    from convtune.kernels.winograd.space import unfused_space  # the rules live with the values (space imports plan)
+
+    unfused_space(problem).check(config)
+    return derive_plan(problem, config, machine)
+
+
+def derive_plan(problem: ConvProblem, config: WinogradUnfusedConfig,
+                machine: MachineModel | None = None) -> WinogradUnfusedPlan:
+    """The plan of a config that keeps the space's rules (:func:`plan` checks them first; the enumeration
+    yields only such configs); refuses what breaks the register limit, ``machine``'s limits or the grid's.
+
+    Raises:
+        InvalidConfig: naming the field whose derived geometry breaks a limit.
+    """
     p, c = problem, config
-    why = applies(p)
-    if why:
-        raise InvalidConfig("problem", f"Winograd F(m×m,3×3): {why}")
-    if c.m not in POINTS:
-        raise InvalidConfig("m", f"m={c.m}: allowed {sorted(POINTS)}")
-    for name, tile, thread in (("thread_k", c.tile_k, c.thread_k), ("thread_t", c.tile_t, c.thread_t)):
-        if thread % 4 or tile % thread:
-            raise InvalidConfig(name, f"{name}={thread} must be a multiple of 4 that divides {tile}")
-    if not 32 <= c.threads <= 1024 or c.threads % 32:
-        raise InvalidConfig("threads", f"{c.threads} GEMM threads per block: must be a multiple of 32 in [32, 1024]")
-    if not 2 <= c.stages <= 4:
-        raise InvalidConfig("stages", f"stages={c.stages}: allowed 2..4")
-    if c.chunk_c > 32:
-        raise InvalidConfig("chunk_c", f"chunk_c={c.chunk_c}: allowed 1..32")
     tiles_p, tiles_q = -(-p.P // c.m), -(-p.Q // c.m)
     tiles = p.N * tiles_p * tiles_q
     tp = -(-tiles // c.tile_t) * c.tile_t
