@@ -42,8 +42,7 @@ from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.storage import queries as repo
 from convtune.tuner.efficiency import family_choice
-
-FINAL_JOB_STATUSES = ("finished", "failed", "cancelled")
+from convtune.vocabulary import FINAL_JOB_STATUSES as FINAL_JOB_STATUSES
 
 
 @dataclass

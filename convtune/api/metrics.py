@@ -32,9 +32,10 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from convtune.vocabulary import JOB_STATUSES as JOB_STATUSES
+
 #: The text exposition format that :func:`generate_latest` writes (0.0.4; scrapers of every age read it).
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
-JOB_STATUSES = ("queued", "running", "finished", "failed", "cancelled")
 #: the window (seconds) of queue_stats' measurement count
 RATE_WINDOW_S = 60.0
 UNMATCHED = "<unmatched>"

@@ -37,8 +37,9 @@ from convtune.api.report import (
 from convtune.errors import ConvtuneError, NotFound
 from convtune.problem import ConvProblem
 from convtune.storage import queries as repo
-from convtune.storage.models import OVERALL_SCOPE, Device, Job, Measurement, Problem, TuningRun
+from convtune.storage.models import Device, Job, Measurement, Problem, TuningRun
 from convtune.storage.queries.results import BestConfigView
+from convtune.vocabulary import OVERALL_SCOPE
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
 

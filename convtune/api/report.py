@@ -35,6 +35,7 @@ from convtune.machine import PRESETS, MachineModel
 from convtune.problem import ConvProblem
 from convtune.storage import queries as repo
 from convtune.storage.models import Device, Measurement, Problem
+from convtune.vocabulary import OVERALL_SCOPE
 
 WIDTH = 960
 HEIGHT = 400
@@ -649,7 +650,7 @@ def floor_and_bound(problem: ConvProblem, device: Device) -> tuple[float | None,
 def default_device_id(session: Session, problem: Problem) -> int | None:
     """The device of the problem's best overall config (measured first), else of its latest run, else None."""
     views = repo.list_best_configs(session, problem_key=problem.key)
-    overall = [v for v in views if v.scope == "*"] or views
+    overall = [v for v in views if v.scope == OVERALL_SCOPE] or views
     if overall:
         return overall[0].device_id
     runs = repo.list_runs(session, problem.id, limit=1)
@@ -679,7 +680,7 @@ def build_report(session: Session, problem_id: int, device_id: int | None = None
     trials = [Trial(m.status, m.median_ms if m.status == "ok" else None, config_keys.get(m.config_id, ""),
                     m.tuning_run_id) for m in rows]
     best = next((v for v in repo.list_best_configs(session, problem_key=problem_row.key)
-                 if v.device_id == device.id and v.scope == "*"), None)
+                 if v.device_id == device.id and v.scope == OVERALL_SCOPE), None)
     floors = algorithm_floors(problem, device)
     floor_ms, bound_bytes = (floors[0].floor_ms, floors[0].bound_bytes) if floors else (None, None)
     if best is not None:

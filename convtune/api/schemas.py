@@ -9,16 +9,22 @@ ConvProblem's own (:func:`convtune.api.problems.to_problem`), so a bad field is 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from convtune.problem import ITEMSIZE_BYTES, LAYOUTS
+from convtune.vocabulary import BACKENDS, BATCH_STATUSES, JOB_STATUSES
 
 Dtype = Literal["float32", "float16", "bfloat16"]
-Backend = Literal["gpu", "replay", "model"]
-JobStatus = Literal["queued", "running", "finished", "failed", "cancelled"]
-BatchStatus = Literal["queued", "running", "finished", "cancelled"]
+if TYPE_CHECKING:  # the type checker sees the stored words as str; pydantic validates against the tuples
+    Backend = str
+    JobStatus = str
+    BatchStatus = str
+else:
+    Backend = Literal[BACKENDS]
+    JobStatus = Literal[JOB_STATUSES]
+    BatchStatus = Literal[BATCH_STATUSES]
 WINDOW_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$"
 #: printable ASCII only: device names are compared in SQL (PostgreSQL rejects NUL in strings)
 PRINTABLE = r"^[ -~]+$"

@@ -10,15 +10,19 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from convtune.storage.session import default_database_url
+from convtune.vocabulary import BACKENDS
 
-Backend = Literal["gpu", "replay", "model"]
+if TYPE_CHECKING:  # the type checker sees a backend as str; pydantic validates against the tuple
+    Backend = str
+else:
+    Backend = Literal[BACKENDS]
 
 
 def server_timezone() -> str:

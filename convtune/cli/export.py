@@ -16,8 +16,9 @@ import sys
 from typing import Any
 
 from convtune.errors import InvalidConfig
+from convtune.vocabulary import BACKENDS
 
-BACKEND_CHOICES = ("gpu", "replay", "model", "all")
+BACKEND_CHOICES = (*BACKENDS, "all")
 
 
 def add_export_parser(sub: Any) -> None:

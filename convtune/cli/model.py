@@ -16,8 +16,7 @@ from typing import Any
 
 from convtune.errors import InvalidInput
 from convtune.machine import preset_help
-
-BACKENDS = ("gpu", "model", "replay")
+from convtune.vocabulary import BACKENDS as BACKENDS
 
 
 def add_model_parser(sub: Any) -> None:

@@ -13,6 +13,8 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
+from convtune.vocabulary import FINAL_JOB_STATUSES
+
 #: Pruning's stages as the user reads them: the survivors after plan(), after the I/O bounds, after the model.
 STAGE_LABELS = {"feasible": "feasible", "traffic": "after bounds", "predicted_time": "after model"}
 
@@ -96,7 +98,7 @@ class JobsProgress:
     """Jobs of the service being waited for: a bar of jobs ended / total, the running ones' trials as postfix
     (``job 12 34/200``). :meth:`update` with the jobs' JSON (``GET /v1/jobs``) after each poll."""
 
-    FINAL = ("finished", "failed", "cancelled")
+    FINAL = FINAL_JOB_STATUSES
 
     def __init__(self, enabled: bool, total: int, file: IO[str] | None = None, desc: str = "jobs") -> None:
         self.enabled = enabled

@@ -34,12 +34,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from convtune.cli._common import CliError, emit, read_json
 from convtune.errors import InvalidInput
 from convtune.problem import ConvProblem
+from convtune.vocabulary import BACKENDS
+from convtune.vocabulary import FINAL_JOB_STATUSES as FINAL_STATUSES
+from convtune.vocabulary import JOB_STATUSES as JOB_STATUSES
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "CONVTUNE_URL"
 KEY_ENV = "CONVTUNE_API_KEY"
 WINDOW_RE = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$")
-JOB_STATUSES = ("queued", "running", "finished", "failed", "cancelled")
 PRESETS = ("resnet18", "resnet50", "vgg16", "mobilenet_v2", "convnext_tiny", "s4convd")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -54,7 +56,7 @@ def add_service_parsers(sub: Any) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--db", metavar="URL", default=None,
                    help="database URL (default: $CONVTUNE_DATABASE_URL, else a per-user SQLite file)")
-    p.add_argument("--backend", choices=("gpu", "model", "replay"), default=None,
+    p.add_argument("--backend", choices=BACKENDS, default=None,
                    help="what tuning jobs measure with (default: $CONVTUNE_BACKEND, else gpu); model: the analytic "
                         "model, for demos without a GPU (results flagged predicted)")
     p.add_argument("--replay", metavar="FILE", default=None, help="timing table for --backend replay")
@@ -494,10 +496,6 @@ def cmd_batch(args: argparse.Namespace) -> int:
     if args.wait is not None and not args.wait > 0:
         raise InvalidInput("--wait", f"{args.wait:g} must be > 0 seconds")
     return _run(lambda a: _batch(a, body), args)
-
-
-#: Job statuses that end a job.
-FINAL_STATUSES = ("finished", "failed", "cancelled")
 
 
 def wait_for_jobs(fetch: Callable[[], list[dict[str, Any]]], progress: Any, wait_s: float | None, poll_s: float,

@@ -15,8 +15,8 @@ from convtune.cli._common import add_db_arg, open_database
 from convtune.errors import DeviceUnavailable, InvalidConfig
 from convtune.machine import preset_help
 from convtune.problem import ConvProblem
-
-BACKENDS = ("gpu", "replay", "model")
+from convtune.vocabulary import BACKENDS as BACKENDS
+from convtune.vocabulary import DEMO_BACKENDS, OVERALL_SCOPE
 
 
 def add_tuning_parsers(sub: Any) -> None:
@@ -48,7 +48,8 @@ def add_tuning_parsers(sub: Any) -> None:
     p = sub.add_parser("best", help="look up the stored best configuration of a convolution (no tuning)")
     p.add_argument("problem", nargs="+", metavar="FIELD=VALUE")
     p.add_argument("--device", default=None, help="device name (default: any)")
-    p.add_argument("--family", default="*", help="family scope (default: overall best, '*')")
+    p.add_argument("--family", default=OVERALL_SCOPE,
+                   help=f"family scope (default: overall best, {OVERALL_SCOPE!r})")
     add_db_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_best)
@@ -85,7 +86,7 @@ def _tune_database(args: argparse.Namespace) -> str | None:
     (said in one line on stderr), so that replayed or predicted rows never land in the default database."""
     import os
 
-    from convtune.storage.session import DATABASE_URL_ENV, DEMO_BACKENDS, demo_database_url
+    from convtune.storage.session import DATABASE_URL_ENV, demo_database_url
 
     if args.db or os.environ.get(DATABASE_URL_ENV) or args.backend not in DEMO_BACKENDS:
         return args.db
@@ -287,7 +288,7 @@ def _demo_hint(db: str | None) -> str:
 
     if db or os.environ.get(DATABASE_URL_ENV):
         return ""
-    found = [p for p in (demo_database_path(b) for b in ("replay", "model")) if p.is_file()]
+    found = [p for p in (demo_database_path(b) for b in DEMO_BACKENDS) if p.is_file()]
     return "".join(f"; demo results are in --db sqlite:///{p}" for p in found)
 
 

@@ -22,10 +22,7 @@ from typing import Any
 from convtune.cli._common import add_db_arg, emit, open_database
 from convtune.errors import ConvtuneError, InvalidConfig
 from convtune.machine import preset_help
-
-BACKENDS = ("gpu", "replay", "model")
-
-
+from convtune.vocabulary import BACKENDS as BACKENDS
 
 
 def add_worker_parser(sub: Any) -> None:

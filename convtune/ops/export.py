@@ -30,15 +30,17 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from convtune.errors import InvalidInput
+from convtune.vocabulary import BACKENDS as BACKENDS
+from convtune.vocabulary import OVERALL_SCOPE
 
 SCHEMA = "convtune.best_configs"
 SCHEMA_VERSION = 1
 CONFIGS_ENV = "CONVTUNE_CONFIGS"
-BACKENDS = ("gpu", "replay", "model")
 
 
 class ConfigFileError(InvalidInput):
@@ -92,10 +94,20 @@ def entries_from_db(session: Any, *, device: str | None = None, backend: str | N
     return out
 
 
+@cache
+def kernel_shas() -> dict[str, str]:
+    """family → SHA-256 of its current source (the kernel version), for every registered forward family
+    (also :func:`convtune.ops.resolver.kernel_shas`)."""
+    from convtune.kernels.registry import REGISTRY
+
+    return {spec.family: spec.source_sha256() for (_, direction), spec in REGISTRY.items() if direction == "fwd"}
+
+
+_current_shas = kernel_shas  # load()'s parameter of that name shadows the function
+
+
 def document(entries: Iterable[Entry], *, device: str | None, backend: str | None) -> dict[str, Any]:
     """The file's JSON object."""
-    from convtune.ops.resolver import kernel_shas
-
     return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
             "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "filters": {"device": device, "backend": backend}, "kernel_versions": dict(sorted(kernel_shas().items())),
@@ -194,9 +206,7 @@ def load(path: str | os.PathLike[str], kernel_shas: Mapping[str, str] | None = N
     entries = [_entry(name, f"entries[{i}]", item) for i, item in enumerate(raw)]
     loaded = ConfigFile(name, entries)
     if kernel_shas is None:
-        from convtune.ops.resolver import kernel_shas as current
-
-        kernel_shas = current()
+        kernel_shas = _current_shas()
     _, stale = loaded.servable(kernel_shas)
     if stale:
         warnings.warn(f"{CONFIGS_ENV} file {name}: {stale} measured entr{'y' if stale == 1 else 'ies'} of another "
@@ -241,7 +251,7 @@ def _entry(path: str, where: str, item: Any) -> Entry:
     if backend not in BACKENDS:
         raise ConfigFileError(path, f"{where}.backend", f"{backend!r} must be one of {', '.join(BACKENDS)}")
     return Entry(problem=get("problem", _STR), device=get("device", _STR),
-                 compute_capability=get("compute_capability", _OPT_STR, None), scope=get("scope", _STR, "*"),
+                 compute_capability=get("compute_capability", _OPT_STR, None), scope=get("scope", _STR, OVERALL_SCOPE),
                  config=config, family=family, time_ms=float(time_ms), floor_ms=get("floor_ms", _OPT_NUM, None),
                  efficiency=get("efficiency", _OPT_NUM, None), kernel_version=get("kernel_version", _OPT_STR),
                  backend=backend, measured=get("measured", _BOOL), provisional=get("provisional", _BOOL, False))

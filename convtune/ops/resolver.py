@@ -35,11 +35,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from convtune.errors import ConvtuneError
+from convtune.ops.export import kernel_shas as kernel_shas  # the file's kernel versions are the resolver's
 from convtune.problem import ConvProblem
 
 DATABASE_URL_ENV = "CONVTUNE_DATABASE_URL"
@@ -157,14 +158,6 @@ def clear_cache() -> None:
 
 
 # ---- the database ------------------------------------------------------------------------------------------
-@cache
-def kernel_shas() -> dict[str, str]:
-    """family → SHA-256 of its current source (the kernel version), for every registered forward family."""
-    from convtune.kernels.registry import REGISTRY
-
-    return {spec.family: spec.source_sha256() for (_, direction), spec in REGISTRY.items() if direction == "fwd"}
-
-
 @lru_cache(maxsize=8)
 def _engine(url: str) -> Any:
     from convtune.storage.session import make_engine

@@ -55,7 +55,7 @@ from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.storage import queries as repo
 from convtune.storage.session import session_scope
-from convtune.tuner.benchmark import ModelBenchmarker, ReplayBenchmarker, ReplayTable, TrialResult
+from convtune.tuner.benchmark import ModelBenchmarker, ReplayBenchmarker, ReplayTable
 
 if TYPE_CHECKING:
     from convtune.tuner.benchmark import Benchmarker
@@ -85,33 +85,6 @@ class JobCancelled(Exception):
 
 
 # ---- benchmarkers ------------------------------------------------------------------------------------------
-class _Delayed:
-    """Mixin: each answer takes ``delay_s`` first, like a (very fast) GPU, so that tests can stop or kill
-    workers mid-job."""
-
-    delay_s: float = 0.0
-
-    def measure(self, problem: ConvProblem, plan: Any) -> TrialResult:
-        time.sleep(self.delay_s)
-        return super().measure(problem, plan)  # type: ignore[misc]
-
-
-class DelayedReplayBenchmarker(_Delayed, ReplayBenchmarker):
-    """:class:`ReplayBenchmarker` taking ``delay_s`` per answer."""
-
-    def __init__(self, table: ReplayTable | str | Path, delay_s: float) -> None:
-        super().__init__(table)
-        self.delay_s = delay_s
-
-
-class DelayedModelBenchmarker(_Delayed, ModelBenchmarker):
-    """:class:`ModelBenchmarker` taking ``delay_s`` per answer."""
-
-    def __init__(self, machine: MachineModel, delay_s: float) -> None:
-        super().__init__(machine)
-        self.delay_s = delay_s
-
-
 def benchmarker_factory(*, replay: str | Path | None = None, machine: str = "h200", trial_delay_s: float = 0.0,
                         replay_delay_s: float | None = None, gpu_timeout_s: float = 120.0) -> BenchmarkerFactory:
     """The usual factory: ``gpu`` trials in a restartable child process, ``replay`` from a timing table,
@@ -134,13 +107,21 @@ def benchmarker_factory(*, replay: str | Path | None = None, machine: str = "h20
                 table = ReplayTable.load(replay)
             except (OSError, ValueError) as exc:
                 raise InvalidConfig("--replay", f"cannot read {replay}: {exc}") from None
-            return DelayedReplayBenchmarker(table, trial_delay_s) if trial_delay_s > 0 else ReplayBenchmarker(table)
+            if trial_delay_s > 0:
+                from convtune.testing.delayed import DelayedReplayBenchmarker
+
+                return DelayedReplayBenchmarker(table, trial_delay_s)
+            return ReplayBenchmarker(table)
         if backend == "model":
             try:
                 preset = MachineModel.preset(machine)
             except ConvtuneError as exc:
                 raise InvalidConfig("--machine", str(exc)) from None
-            return DelayedModelBenchmarker(preset, trial_delay_s) if trial_delay_s > 0 else ModelBenchmarker(preset)
+            if trial_delay_s > 0:
+                from convtune.testing.delayed import DelayedModelBenchmarker
+
+                return DelayedModelBenchmarker(preset, trial_delay_s)
+            return ModelBenchmarker(preset)
         if backend == "gpu":
             from convtune.tuner.trial_process import (
                 SubprocessBenchmarker,  # starts the trial process (CUDA lives there)

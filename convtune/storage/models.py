@@ -33,13 +33,14 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-#: Backends that produce measurements: a real GPU, a recorded timing table, or the analytic model.
-BACKENDS = ("gpu", "replay", "model")
-RUN_STATUSES = ("running", "finished", "failed", "cancelled")
-MEASUREMENT_STATUSES = ("ok", "compile_error", "launch_error", "wrong", "timeout", "crashed", "spill")
+from convtune.vocabulary import BACKENDS as BACKENDS
+from convtune.vocabulary import BATCH_STATUSES as BATCH_STATUSES
+from convtune.vocabulary import JOB_STATUSES as JOB_STATUSES
+from convtune.vocabulary import MEASUREMENT_STATUSES as MEASUREMENT_STATUSES
+from convtune.vocabulary import OVERALL_SCOPE as OVERALL_SCOPE
+from convtune.vocabulary import RUN_STATUSES as RUN_STATUSES
+
 PRUNING_STAGES = ("infeasible", "traffic", "predicted_time", "kept")
-#: The ``scope`` of the overall best configuration of a (device, problem); other scopes are family names.
-OVERALL_SCOPE = "*"
 
 #: Tables that Optuna's RDBStorage creates (Optuna 3.x-5.x), plus its own Alembic version table.
 OPTUNA_TABLES = frozenset({
@@ -283,8 +284,6 @@ class BestConfig(_Timestamps, Base):
 
 
 # ---- the service: API keys, batches, jobs (docs/service.md) ------------------------------------------------
-JOB_STATUSES = ("queued", "running", "finished", "failed", "cancelled")
-BATCH_STATUSES = ("queued", "running", "finished", "cancelled")
 
 
 def _schedule_checks() -> tuple[CheckConstraint, ...]:

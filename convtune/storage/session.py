@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from convtune.errors import StorageError
+from convtune.vocabulary import DEMO_BACKENDS as DEMO_BACKENDS
 
 DATABASE_URL_ENV = "CONVTUNE_DATABASE_URL"
 #: How long a SQLite connection waits for another writer's lock before failing.
@@ -43,8 +44,6 @@ def default_database_url() -> str:
     return f"sqlite:///{directory / 'convtune.db'}"
 
 
-#: Backends whose results are no measurement of this machine: ``convtune tune`` keeps them in a demo file.
-DEMO_BACKENDS = ("replay", "model")
 
 
 def _data_dir() -> Path:

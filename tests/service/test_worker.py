@@ -342,3 +342,55 @@ def test_convtune_worker_refuses_bad_input_in_one_line(sqlite_url: str, args: li
                           text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.startswith(f"convtune: error: {field}:") and done.stderr.count("\n") == 1, done.stderr
+
+
+# ---- the run a job names -------------------------------------------------------------------------------------
+def _other_run(engine: Engine, like: TuningRun | None = None) -> int:
+    """A run of the same device and problem that is no job's, started when ``like`` started (same second)."""
+    with session_scope(engine) as session:
+        template = like or session.scalars(select(TuningRun).order_by(TuningRun.id)).first()
+        assert template is not None
+        run = repo.create_run(session, device_id=template.device_id, problem_id=template.problem_id,
+                              families=template.families, backend=template.backend, sampler="random")
+        run.started_at = template.started_at
+        return run.id
+
+
+def test_the_job_names_the_run_its_tune_created_even_among_runs_of_the_same_second(engine: Engine) -> None:
+    """tune() hands its run id to the worker (``on_run``): no query of "the runs started just now", which
+    would pick another worker's run started in the same second."""
+    seen: dict[str, Any] = {}
+    job_id = add_job(engine, budget_trials=BUDGET)
+
+    def hook(n: int) -> None:
+        if n == 1:  # tune() has opened its run and told the worker; another run starts in the same second
+            [mine] = [r for r in runs(engine) if r.job_id == job_id]
+            seen["mine"], seen["after"] = mine.id, _other_run(engine, mine)
+            seen["named"] = job(engine, job_id).tuning_run_id
+
+    worker = make_worker(engine, HookedModel(hook))
+    assert worker.run_once()
+    worker.close()
+    row = job(engine, job_id)
+    by_id = {r.id: r for r in runs(engine)}
+    assert seen["named"] == seen["mine"] == row.tuning_run_id  # named at once, before the first trial
+    assert by_id[seen["after"]].started_at == by_id[seen["mine"]].started_at
+    assert by_id[row.tuning_run_id].job_id == job_id and by_id[row.tuning_run_id].status == "finished"
+    assert by_id[seen["after"]].status == "running" and by_id[seen["after"]].job_id is None
+
+
+def test_tune_reports_its_run_id_before_measuring(engine: Engine) -> None:
+    from convtune.tuner.tune import tune
+
+    reported: list[int] = []
+    calls_then: list[int] = []
+    bench = HookedModel()
+
+    def on_run(run_id: int) -> None:
+        reported.append(run_id)
+        calls_then.append(bench.calls)
+
+    first = tune(TINY[1], bench, engine, budget_trials=2, on_run=on_run, force=True)
+    second = tune(TINY[1], bench, engine, budget_trials=2, on_run=on_run, force=True)  # same second, new run
+    assert reported == [first.run_id, second.run_id] and first.run_id != second.run_id
+    assert calls_then[0] == 0

@@ -14,7 +14,7 @@ from convtune.api.inputs import to_problem
 from convtune.api.schemas import EXAMPLE_KEY, PRINTABLE, BestConfigOut
 from convtune.api.views import best_out
 from convtune.storage import queries as repo
-from convtune.storage.models import BACKENDS, OVERALL_SCOPE
+from convtune.vocabulary import BACKENDS, OVERALL_SCOPE
 
 router = APIRouter(prefix="/v1/configs", tags=["configs"])
 

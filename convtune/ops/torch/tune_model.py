@@ -32,10 +32,10 @@ from typing import Any, TextIO
 from convtune.errors import ConvtuneError, InvalidInput
 from convtune.ops import resolver
 from convtune.problem import ConvProblem
+from convtune.vocabulary import FINAL_BATCH_STATUSES as FINAL_BATCH_STATUSES
+from convtune.vocabulary import FINAL_JOB_STATUSES as FINAL_JOB_STATUSES
 
 API_KEY_ENV = "CONVTUNE_API_KEY"
-FINAL_BATCH_STATUSES = ("finished", "cancelled")
-FINAL_JOB_STATUSES = ("finished", "failed", "cancelled")
 
 Transport = Callable[[str, str, Any], Any]   # (method, path with query, JSON body or None) -> JSON answer
 

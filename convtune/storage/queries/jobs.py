@@ -36,9 +36,6 @@ from sqlalchemy.orm import Session
 from convtune.errors import InvalidInput, NotFound
 from convtune.problem import ConvProblem
 from convtune.storage.models import (
-    BACKENDS,
-    BATCH_STATUSES,
-    JOB_STATUSES,
     ApiKey,
     Batch,
     Job,
@@ -48,11 +45,10 @@ from convtune.storage.models import (
     utcnow,
 )
 from convtune.storage.queries import results
+from convtune.vocabulary import ACTIVE_JOB_STATUSES as ACTIVE_JOB_STATUSES
+from convtune.vocabulary import BACKENDS, BATCH_STATUSES, JOB_STATUSES
+from convtune.vocabulary import FINAL_JOB_STATUSES as FINAL_JOB_STATUSES
 
-#: Statuses that end a job.
-FINAL_JOB_STATUSES = ("finished", "failed", "cancelled")
-#: Statuses that count against a key's ``max_queued_jobs`` (and that a duplicate request joins).
-ACTIVE_JOB_STATUSES = ("queued", "running")
 SECRET_PREFIX = "ct_"
 #: Characters of the secret shown as ``prefix`` (``"ct_" + 5``).
 PREFIX_CHARS = 8

@@ -28,11 +28,7 @@ from convtune.kernels.config import KernelConfig
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.storage.models import (
-    BACKENDS,
-    MEASUREMENT_STATUSES,
-    OVERALL_SCOPE,
     PRUNING_STAGES,
-    RUN_STATUSES,
     Base,
     BestConfig,
     Config,
@@ -44,11 +40,11 @@ from convtune.storage.models import (
     TuningRun,
     utcnow,
 )
+from convtune.vocabulary import BACKENDS, MEASUREMENT_STATUSES, OVERALL_SCOPE, RUN_STATUSES
+from convtune.vocabulary import FINISHED_RUN_STATUSES as FINISHED_RUN_STATUSES
 
 ModelT = TypeVar("ModelT", bound=Base)
 
-#: Statuses that end a run.
-FINISHED_RUN_STATUSES = ("finished", "failed", "cancelled")
 #: The columns that identify a measurement: measured once per device, kernel version and backend.
 MEASUREMENT_IDENTITY = ("device_id", "problem_id", "kernel_version_id", "config_id", "backend")
 _MEASUREMENT_FIELDS = frozenset(Measurement.__table__.columns.keys()) - {"id", "created_at"}
