@@ -64,15 +64,8 @@ RULES = (
 #: Cycles known and left for now, each with why; the test fails when one of them is gone (remove it here then).
 #: convtune.kernels is being restructured elsewhere: prepared.py's launcher-by-family dispatch imports the
 #: fused 1-D depthwise launcher lazily, and that launcher imports prepared.py's PreparedLaunch at module level.
-#: Cycles left to break, each through one lazy import. ``plan()`` in a launcher checks its config by the rules of
-#: its family's space (``space.py``), and ``space.py`` builds configs and plans with the launcher's classes: the
-#: fix is to move ``plan()``/``prepare()`` next to the rules (about 20 call sites). The test fails on any new cycle
-#: and on an entry here that is no longer one.
-KNOWN_CYCLES: tuple[tuple[str, ...], ...] = (
-    ("convtune.kernels.direct.launcher", "convtune.kernels.direct.space", "convtune.kernels.direct.launcher"),
-    ("convtune.kernels.pointwise.launcher", "convtune.kernels.pointwise.space", "convtune.kernels.pointwise.launcher"),
-    ("convtune.kernels.winograd.launcher", "convtune.kernels.winograd.space", "convtune.kernels.winograd.launcher"),
-)
+#: Cycles accepted for now (none). The test fails on any cycle not listed here and on a listed one that is gone.
+KNOWN_CYCLES: tuple[tuple[str, ...], ...] = ()
 
 
 def _within(module: str, layer: str) -> bool:

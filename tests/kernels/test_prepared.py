@@ -24,8 +24,10 @@ from convtune.kernels.depthwise.conv2d import packed as plan2d_packed
 from convtune.kernels.depthwise.conv2d import tiled as plan2d
 from convtune.kernels.depthwise.conv2d import wgrad as plan2d_wgrad
 from convtune.kernels.direct import launcher as direct
+from convtune.kernels.direct import space as direct_space
 from convtune.kernels.winograd import filters as wino_filters
 from convtune.kernels.winograd import launcher as wino
+from convtune.kernels.winograd import space as wino_space
 from convtune.kernels.winograd import unfused
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -55,7 +57,7 @@ P_DENSE = ConvProblem.parse("N=2 C=16 H=14 W=13 K=24 R=3 S=3 pad=1")
 
 @pytest.mark.parametrize("splits", [1, 2], ids=["one-split", "split-C"])
 def test_direct(rec, splits) -> None:
-    pl = direct.plan(P_DENSE, direct.DirectFwdConfig(splits=splits), H200)
+    pl = direct_space.plan(P_DENSE, direct.DirectFwdConfig(splits=splits), H200)
     k = rec.kernel("direct_fwd", 3, 12)
     launch = direct.prepare_plan(pl, 0, k)
     assert launch.operands == ("x", "filters", "y") and launch.workspace_bytes == 0
@@ -72,7 +74,7 @@ def test_direct(rec, splits) -> None:
 def test_direct_filter_packing(rec, monkeypatch) -> None:
     pack = rec.kernel("direct_pack_weights", 2, 3)
     monkeypatch.setattr(direct, "load_kernel", lambda text, entry, *a, **k: pack)
-    pl = direct.plan(P_DENSE, direct.DirectFwdConfig(), H200)
+    pl = direct_space.plan(P_DENSE, direct.DirectFwdConfig(), H200)
     layout = direct.prepare_plan(pl, 0, rec.kernel("direct_fwd", 3, 12)).filters
     assert layout.key == ("direct",) and layout.words == 16 * 9 * 24
     layout.prep(PTRS[:2], STREAM)
@@ -82,7 +84,7 @@ def test_direct_filter_packing(rec, monkeypatch) -> None:
 
 
 def test_winograd_fused(rec) -> None:
-    pl = wino.plan(P_DENSE, wino.WinogradFwdConfig(), H200)
+    pl = wino_space.plan(P_DENSE, wino.WinogradFwdConfig(), H200)
     launch = wino.prepare_plan(pl, 0, rec.kernel("winograd_fwd", 3, 13))
     launch(PTRS[:3], STREAM)
     p = P_DENSE
@@ -92,7 +94,7 @@ def test_winograd_fused(rec) -> None:
 
 
 def test_winograd_unfused_three_launches_share_one_workspace(rec) -> None:
-    pl = unfused.plan(P_DENSE, unfused.WinogradUnfusedConfig(), H200)
+    pl = wino_space.plan_unfused(P_DENSE, unfused.WinogradUnfusedConfig(), H200)
     kernels = unfused.UnfusedKernels(rec.kernel("winograd_input", 2, 10), rec.kernel("winograd_gemm", 3, 3),
                                      rec.kernel("winograd_output", 2, 8))
     launch = unfused.prepare_plan(pl, 0, kernels)
@@ -117,8 +119,8 @@ def test_winograd_unfused_three_launches_share_one_workspace(rec) -> None:
 def test_winograd_filter_transform_launch(rec, monkeypatch, m) -> None:
     transform = rec.kernel("winograd_filter", 2, 4)
     monkeypatch.setattr(wino_filters, "load_kernel", lambda text, entry, *a, **k: transform)
-    pl = unfused.plan(P_DENSE, unfused.WinogradUnfusedConfig(m=m), H200)
-    fused_pl = wino.plan(P_DENSE, wino.WinogradFwdConfig(m=m, tile_n=32, tile_k=64, chunk_c=16, thread_n=1,
+    pl = wino_space.plan_unfused(P_DENSE, unfused.WinogradUnfusedConfig(m=m), H200)
+    fused_pl = wino_space.plan(P_DENSE, wino.WinogradFwdConfig(m=m, tile_n=32, tile_k=64, chunk_c=16, thread_n=1,
                                                          thread_k=4))
     layout = unfused.prepare_plan(pl, 0, unfused.UnfusedKernels(*(rec.kernel(n, 3, 10) for n in "abc"))).filters
     assert layout.key == ("winograd", m, pl.cp, pl.kp) == wino_filters.layout(fused_pl, 0).key  # one U for both
@@ -292,7 +294,7 @@ def test_prepare_dispatches_on_the_config_kind(monkeypatch) -> None:
 
 
 def test_a_call_switches_to_the_launch_device_and_back(rec) -> None:
-    pl = direct.plan(P_DENSE, direct.DirectFwdConfig(), H200)
+    pl = direct_space.plan(P_DENSE, direct.DirectFwdConfig(), H200)
     launch = direct.prepare_plan(pl, 2, rec.kernel("direct_fwd", 3, 12))
     rec.current_device = 0
     launch(PTRS[:3], STREAM)
@@ -300,11 +302,11 @@ def test_a_call_switches_to_the_launch_device_and_back(rec) -> None:
 
 
 def test_wrong_pointer_counts_and_driver_errors_are_typed(rec) -> None:
-    single = direct.prepare_plan(direct.plan(P_DENSE, direct.DirectFwdConfig(), H200), 0,
+    single = direct.prepare_plan(direct_space.plan(P_DENSE, direct.DirectFwdConfig(), H200), 0,
                                  rec.kernel("direct_fwd", 3, 12))
     with pytest.raises(InvalidConfig, match="operands"):
         single(PTRS[:2], STREAM)
-    multi = direct.prepare_plan(direct.plan(P_DENSE, direct.DirectFwdConfig(splits=2), H200), 0,
+    multi = direct.prepare_plan(direct_space.plan(P_DENSE, direct.DirectFwdConfig(splits=2), H200), 0,
                                 rec.kernel("direct_fwd", 3, 12))
     with pytest.raises(InvalidConfig, match="operands"):
         multi(PTRS[:4], STREAM)
@@ -314,7 +316,7 @@ def test_wrong_pointer_counts_and_driver_errors_are_typed(rec) -> None:
 
 
 def test_a_workspace_operand_exactly_when_workspace_bytes(rec) -> None:
-    pl = direct.plan(P_DENSE, direct.DirectFwdConfig(), H200)
+    pl = direct_space.plan(P_DENSE, direct.DirectFwdConfig(), H200)
     step = prepared.Launch(rec.kernel("k", 3, 0), (1, 1, 1), (32, 1, 1), 0, prepared.pointers(0, 1, 2))
     with pytest.raises(InvalidConfig, match="workspace"):
         prepared.PreparedLaunch(plan=pl, device=0, operands=("x", "w", "y"), steps=[step], kernels=None,

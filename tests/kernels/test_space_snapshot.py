@@ -55,12 +55,13 @@ def _families() -> dict[str, tuple[Callable[[ConvProblem], SearchSpace], Callabl
 
     wino = ConvProblem(N=2, C=24, H=14, W=14, K=40, R=3, S=3, pad_h=1, pad_w=1)
     return {
-        "direct": (direct_space.space, direct.plan, direct.DirectFwdConfig,
+        "direct": (direct_space.space, direct_space.plan, direct.DirectFwdConfig,
                    ConvProblem(N=1, C=24, H=14, W=14, K=48, R=3, S=3, pad_h=1, pad_w=1)),
-        "pointwise": (pointwise_space.space, pointwise.plan, pointwise.PointwiseFwdConfig,
+        "pointwise": (pointwise_space.space, pointwise_space.plan, pointwise.PointwiseFwdConfig,
                       ConvProblem(N=2, C=40, H=14, W=14, K=96, R=1, S=1)),
-        "winograd": (winograd_space.space, winograd.plan, winograd.WinogradFwdConfig, wino),
-        "winograd_unfused": (winograd_space.unfused_space, unfused.plan, unfused.WinogradUnfusedConfig, wino),
+        "winograd": (winograd_space.space, winograd_space.plan, winograd.WinogradFwdConfig, wino),
+        "winograd_unfused": (winograd_space.unfused_space, winograd_space.plan_unfused, unfused.WinogradUnfusedConfig,
+                             wino),
     }
 
 

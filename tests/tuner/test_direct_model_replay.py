@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from convtune.kernels.config import parse_config_key
-from convtune.kernels.direct.launcher import DirectFwdConfig, plan
+from convtune.kernels.direct.launcher import DirectFwdConfig
 from convtune.kernels.direct.model import ATOMIC_WORDS, blocks_per_sm, predict
+from convtune.kernels.direct.space import plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.tuner.benchmark import ReplayTable

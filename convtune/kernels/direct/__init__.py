@@ -36,7 +36,7 @@ SPECS: tuple[KernelSpec, ...] = (
     KernelSpec(
         family="direct", direction="fwd", source=_direct.SOURCE, entry=_direct.ENTRY,
         config_class=_direct.DirectFwdConfig, supports=supports,
-        enumerate_plans=_direct_space.enumerate_plans, plan=_direct.plan,
+        enumerate_plans=_direct_space.enumerate_plans, plan=_direct_space.plan,
         predict_s=lambda pl, machine: _direct_model.predict(pl, machine).time_s,
         traffic_words=_direct.total_traffic_words,
         onchip_words=_direct.onchip_words,

@@ -184,19 +184,6 @@ def regs_estimate(problem: ConvProblem, config: DirectFwdConfig) -> int:
     return config.accumulators + 3 * window + config.thread_k // 2 + 52
 
 
-def plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | None = None) -> DirectFwdPlan:
-    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.direct.space.space`, then
-    ``machine``'s limits on the derived geometry) and derive the launch plan.
-
-    Raises:
-        InvalidConfig: naming the field that breaks a rule.
-    """
-    from convtune.kernels.direct.space import space  # the rules live with the values (space imports plan)
-
-    space(problem).check(config)
-    return derive_plan(problem, config, machine)
-
-
 def derive_plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | None = None) -> DirectFwdPlan:
     """The launch plan of a config that keeps the space's rules (:func:`plan` checks them first; the
     enumeration yields only such configs); refuses what breaks ``machine``'s limits or the grid's.
@@ -330,13 +317,6 @@ def prepare_plan(pl: DirectFwdPlan, device: int = 0, kernels: LoadedKernel | Non
                          c.splits)))
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y"), steps=steps, kernels=kernels,
                           filters=filter_layout(pl, device), output_shape=(p.N, p.K, p.P, p.Q))
-
-
-def prepare(problem: ConvProblem, config: DirectFwdConfig, device: int = 0) -> PreparedLaunch:
-    """Validate ``config`` for ``problem`` on CUDA device ``device`` and prepare its launch (compiled)."""
-    from convtune.kernels.devices import device_machine
-
-    return prepare_plan(plan(problem, config, device_machine(device)), device)
 
 
 def launch(pl: DirectFwdPlan, kernel: LoadedKernel, x: Any, wpk: Any, y: Any, stream: Any | None = None) -> None:

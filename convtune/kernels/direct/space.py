@@ -119,3 +119,14 @@ def model_best(problem: ConvProblem, machine: MachineModel) -> DirectFwdConfig:
     if not best:
         raise InvalidConfig("problem", f"no valid direct configuration for {problem.key()}")
     return best[0][1].config
+
+
+def plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineModel | None = None) -> DirectFwdPlan:
+    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.direct.space.space`, then
+    ``machine``'s limits on the derived geometry) and derive the launch plan.
+
+    Raises:
+        InvalidConfig: naming the field that breaks a rule.
+    """
+    space(problem).check(config)
+    return derive_plan(problem, config, machine)

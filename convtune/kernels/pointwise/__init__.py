@@ -16,7 +16,7 @@ SPECS: tuple[KernelSpec, ...] = (
     KernelSpec(
         family="pointwise", direction="fwd", source=_pointwise.SOURCE, entry=_pointwise.ENTRY,
         config_class=_pointwise.PointwiseFwdConfig, supports=_pointwise.supports,
-        enumerate_plans=_pointwise_space.enumerate_plans, plan=_pointwise.plan,
+        enumerate_plans=_pointwise_space.enumerate_plans, plan=_pointwise_space.plan,
         predict_s=lambda pl, machine: _pointwise_model.predict(pl, machine).time_s,
         traffic_words=_pointwise.total_traffic_words,
         onchip_words=_pointwise.onchip_words,

@@ -151,19 +151,6 @@ def regs_estimate(config: PointwiseFwdConfig, vec: int) -> int:
     return config.accumulators + 16 + 3 * copies + 40
 
 
-def plan(problem: ConvProblem, config: PointwiseFwdConfig, machine: MachineModel | None = None) -> PointwiseFwdPlan:
-    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.pointwise.space.space`, then
-    ``machine``'s limits on the derived geometry) and derive the launch plan.
-
-    Raises:
-        InvalidConfig: naming the field that breaks a rule.
-    """
-    from convtune.kernels.pointwise.space import space  # the rules live with the values (space imports plan)
-
-    space(problem).check(config)
-    return derive_plan(problem, config, machine)
-
-
 def derive_plan(problem: ConvProblem, config: PointwiseFwdConfig,
                 machine: MachineModel | None = None) -> PointwiseFwdPlan:
     """The launch plan of a config that keeps the space's rules (:func:`plan` checks them first; the
@@ -240,13 +227,6 @@ def prepare_plan(pl: PointwiseFwdPlan, device: int = 0, kernels: LoadedKernel | 
                         (p.N, p.C, p.H, p.W, p.K, pl.kp, p.P, p.Q, pl.chunks_per_split)))
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y"), steps=steps, kernels=kernels,
                           filters=filter_layout(pl, device), output_shape=(p.N, p.K, p.P, p.Q))
-
-
-def prepare(problem: ConvProblem, config: PointwiseFwdConfig, device: int = 0) -> PreparedLaunch:
-    """Validate ``config`` for ``problem`` on CUDA device ``device`` and prepare its launch (compiled)."""
-    from convtune.kernels.devices import device_machine
-
-    return prepare_plan(plan(problem, config, device_machine(device)), device)
 
 
 def launch(pl: PointwiseFwdPlan, kernel: LoadedKernel, x: Any, wpk: Any, y: Any, stream: Any | None = None) -> None:

@@ -105,3 +105,14 @@ def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[Poi
             yield derive_plan(problem, PointwiseFwdConfig(**values), machine)  # the rules hold: configs() kept them
         except InvalidConfig:  # a limit of the derived geometry (shared memory, registers, grid)
             continue
+
+
+def plan(problem: ConvProblem, config: PointwiseFwdConfig, machine: MachineModel | None = None) -> PointwiseFwdPlan:
+    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.pointwise.space.space`, then
+    ``machine``'s limits on the derived geometry) and derive the launch plan.
+
+    Raises:
+        InvalidConfig: naming the field that breaks a rule.
+    """
+    space(problem).check(config)
+    return derive_plan(problem, config, machine)

@@ -38,7 +38,7 @@ SPECS: tuple[KernelSpec, ...] = (
     KernelSpec(
         family="winograd", direction="fwd", source=_wino.SOURCE, entry=_wino.ENTRY,
         config_class=_wino.WinogradFwdConfig, supports=supports,
-        enumerate_plans=_wino_space.enumerate_plans, plan=_wino.plan,
+        enumerate_plans=_wino_space.enumerate_plans, plan=_wino_space.plan,
         predict_s=lambda pl, machine: _wino_model.predict_fused(pl, machine).time_s,
         traffic_words=_wino.total_traffic_words,
         onchip_words=_wino.onchip_words,
@@ -50,7 +50,7 @@ SPECS: tuple[KernelSpec, ...] = (
     KernelSpec(
         family="winograd_unfused", direction="fwd", source=_wino_unfused.SOURCE, entry=_wino_unfused.ENTRY,
         config_class=_wino_unfused.WinogradUnfusedConfig, supports=supports,
-        enumerate_plans=_wino_space.enumerate_unfused_plans, plan=_wino_unfused.plan,
+        enumerate_plans=_wino_space.enumerate_unfused_plans, plan=_wino_space.plan_unfused,
         predict_s=lambda pl, machine: _wino_model.predict_unfused(pl, machine).time_s,
         traffic_words=_wino_unfused.total_traffic_words,
         onchip_words=_wino_unfused.onchip_words,

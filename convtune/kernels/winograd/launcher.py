@@ -150,19 +150,6 @@ def applies(problem: ConvProblem) -> str | None:
     return None
 
 
-def plan(problem: ConvProblem, config: WinogradFwdConfig, machine: MachineModel | None = None) -> WinogradFwdPlan:
-    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.winograd.space.space`, then
-    the register and ``machine``'s limits on the derived geometry) and derive the launch plan.
-
-    Raises:
-        InvalidConfig: naming the field that breaks a rule.
-    """
-    from convtune.kernels.winograd.space import space  # the rules live with the values (space imports plan)
-
-    space(problem).check(config)
-    return derive_plan(problem, config, machine)
-
-
 def derive_plan(problem: ConvProblem, config: WinogradFwdConfig,
                 machine: MachineModel | None = None) -> WinogradFwdPlan:
     """The plan of a config that keeps the space's rules (:func:`plan` checks them first; the enumeration
@@ -245,13 +232,6 @@ def prepare_plan(pl: WinogradFwdPlan, device: int = 0, kernels: LoadedKernel | N
                   (p.C, p.H, p.W, p.K, p.P, p.Q, p.pad_h, p.pad_w, pl.tiles_p, pl.tiles_q, pl.tiles, pl.cp, pl.kp))
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y"), steps=[step], kernels=kernels,
                           filters=filters.layout(pl, device), output_shape=(p.N, p.K, p.P, p.Q))
-
-
-def prepare(problem: ConvProblem, config: WinogradFwdConfig, device: int = 0) -> PreparedLaunch:
-    """Validate ``config`` for ``problem`` on CUDA device ``device`` and prepare its launch (compiled)."""
-    from convtune.kernels.devices import device_machine
-
-    return prepare_plan(plan(problem, config, device_machine(device)), device)
 
 
 def launch(pl: WinogradFwdPlan, kernel: LoadedKernel, x: Any, u: Any, y: Any, stream: Any | None = None) -> None:

@@ -162,3 +162,26 @@ def enumerate_unfused_plans(problem: ConvProblem, machine: MachineModel) -> Iter
             yield derive_unfused_plan(problem, WinogradUnfusedConfig(**values), machine)
         except InvalidConfig:  # a limit of the derived geometry (registers, shared memory, grid)
             continue
+
+
+def plan(problem: ConvProblem, config: WinogradFwdConfig, machine: MachineModel | None = None) -> WinogradFwdPlan:
+    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.winograd.space.space`, then
+    the register and ``machine``'s limits on the derived geometry) and derive the launch plan.
+
+    Raises:
+        InvalidConfig: naming the field that breaks a rule.
+    """
+    space(problem).check(config)
+    return derive_plan(problem, config, machine)
+
+
+def plan_unfused(problem: ConvProblem, config: WinogradUnfusedConfig,
+                 machine: MachineModel | None = None) -> WinogradUnfusedPlan:
+    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.winograd.space.unfused_space`, then
+    the register and ``machine``'s limits on the derived geometry) and derive the plan.
+
+    Raises:
+        InvalidConfig: naming the field that breaks a rule.
+    """
+    unfused_space(problem).check(config)
+    return derive_unfused_plan(problem, config, machine)

@@ -155,20 +155,6 @@ def regs_estimate(config: WinogradUnfusedConfig) -> int:
     return c.thread_k * c.thread_t + c.thread_k + c.thread_t + 30
 
 
-def plan(problem: ConvProblem, config: WinogradUnfusedConfig,
-         machine: MachineModel | None = None) -> WinogradUnfusedPlan:
-    """Validate ``config`` for ``problem`` (the rules of :func:`convtune.kernels.winograd.space.unfused_space`, then
-    the register and ``machine``'s limits on the derived geometry) and derive the plan.
-
-    Raises:
-        InvalidConfig: naming the field that breaks a rule.
-    """
-    from convtune.kernels.winograd.space import unfused_space  # the rules live with the values (space imports plan)
-
-    unfused_space(problem).check(config)
-    return derive_plan(problem, config, machine)
-
-
 def derive_plan(problem: ConvProblem, config: WinogradUnfusedConfig,
                 machine: MachineModel | None = None) -> WinogradUnfusedPlan:
     """The plan of a config that keeps the space's rules (:func:`plan` checks them first; the enumeration
@@ -323,13 +309,6 @@ def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKerne
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
                           kernels=kernels, workspace_bytes=pl.workspace_bytes, filters=filters.layout(pl, device),
                           output_shape=(p.N, p.K, p.P, p.Q))
-
-
-def prepare(problem: ConvProblem, config: WinogradUnfusedConfig, device: int = 0) -> PreparedLaunch:
-    """Validate ``config`` for ``problem`` on CUDA device ``device`` and prepare its launches (compiled)."""
-    from convtune.kernels.devices import device_machine
-
-    return prepare_plan(plan(problem, config, device_machine(device)), device)
 
 
 def launch(pl: WinogradUnfusedPlan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.direct.launcher import DirectFwdConfig, plan
+from convtune.kernels.direct import space as direct_space
+from convtune.kernels.direct.launcher import DirectFwdConfig
+from convtune.kernels.direct.space import plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -96,7 +98,7 @@ def test_direct_fwd_matches_float64(problem: ConvProblem, config: DirectFwdConfi
     from convtune.kernels.direct import launcher
     from convtune.kernels.reference import conv2d_reference_gpu, relative_error
 
-    pl = launcher.plan(problem, config, machine)
+    pl = direct_space.plan(problem, config, machine)
     kernel = launcher.compile_plan(pl)  # spills are a speed matter, checked by the nvcc test, not here
     rng = cp.random.default_rng(zlib.crc32(problem.key().encode()))
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)

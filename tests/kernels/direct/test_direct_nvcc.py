@@ -21,8 +21,8 @@ import pytest
 
 from convtune.kernels.compile import KernelResources, nvcc_available, nvcc_compile
 from convtune.kernels.direct import launcher
-from convtune.kernels.direct.launcher import DirectFwdConfig, DirectFwdPlan, plan
-from convtune.kernels.direct.space import model_best
+from convtune.kernels.direct.launcher import DirectFwdConfig, DirectFwdPlan
+from convtune.kernels.direct.space import model_best, plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 

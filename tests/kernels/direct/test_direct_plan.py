@@ -17,8 +17,8 @@ import convtune
 from convtune.errors import DeviceUnavailable, InvalidConfig, InvalidInput, InvalidProblem
 from convtune.kernels import compile as compile_mod
 from convtune.kernels.config import KernelConfig, parse_config_key
-from convtune.kernels.direct.launcher import DirectFwdConfig, patch_pitch, plan
-from convtune.kernels.direct.space import enumerate_plans, model_best
+from convtune.kernels.direct.launcher import DirectFwdConfig, patch_pitch
+from convtune.kernels.direct.space import enumerate_plans, model_best, plan
 from convtune.machine import MachineModel
 from convtune.ops import conv2d
 from convtune.problem import ConvProblem

@@ -26,13 +26,8 @@ from hypothesis import strategies as st
 
 from convtune.bounds import direct_lower_bound
 from convtune.errors import InvalidConfig
-from convtune.kernels.direct.launcher import (
-    DirectFwdConfig,
-    DirectFwdPlan,
-    plan,
-    total_traffic_words,
-    traffic_words,
-)
+from convtune.kernels.direct.launcher import DirectFwdConfig, DirectFwdPlan, total_traffic_words, traffic_words
+from convtune.kernels.direct.space import plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 

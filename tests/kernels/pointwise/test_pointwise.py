@@ -11,8 +11,8 @@ import pytest
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import nvcc_available, nvcc_compile
 from convtune.kernels.pointwise import launcher
-from convtune.kernels.pointwise.launcher import PointwiseFwdConfig, plan, supports, traffic_words
-from convtune.kernels.pointwise.space import enumerate_plans
+from convtune.kernels.pointwise.launcher import PointwiseFwdConfig, supports, traffic_words
+from convtune.kernels.pointwise.space import enumerate_plans, plan
 from convtune.kernels.registry import get_spec, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem

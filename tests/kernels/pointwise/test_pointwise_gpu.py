@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.pointwise.launcher import PointwiseFwdConfig, plan
+from convtune.kernels.pointwise import space as pointwise_space
+from convtune.kernels.pointwise.launcher import PointwiseFwdConfig
+from convtune.kernels.pointwise.space import plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -76,7 +78,7 @@ def test_pointwise_fwd_matches_float64(problem: ConvProblem, config: PointwiseFw
     from convtune.kernels.pointwise import launcher
     from convtune.kernels.reference import conv2d_reference_gpu, relative_error
 
-    pl = launcher.plan(problem, config, machine)
+    pl = pointwise_space.plan(problem, config, machine)
     kernel = launcher.compile_plan(pl)
     rng = cp.random.default_rng(zlib.crc32(problem.key().encode()))
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)

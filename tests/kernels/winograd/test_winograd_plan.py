@@ -15,10 +15,10 @@ from convtune.kernels.winograd.launcher import (
     WinogradFwdConfig,
     WinogradFwdPlan,
     onchip_words,
-    plan,
     total_traffic_words,
     traffic_words,
 )
+from convtune.kernels.winograd.space import plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 

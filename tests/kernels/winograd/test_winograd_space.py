@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from convtune.kernels.winograd.launcher import plan
-from convtune.kernels.winograd.space import enumerate_plans, grid_size
+from convtune.kernels.winograd.space import enumerate_plans, grid_size, plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from convtune.bounds.winograd import winograd_cdag_bound
 from convtune.errors import InvalidConfig
 from convtune.kernels.winograd.space import enumerate_unfused_plans, unfused_grid_size
+from convtune.kernels.winograd.space import plan_unfused as plan
 from convtune.kernels.winograd.unfused import (
     WinogradUnfusedConfig,
     WinogradUnfusedPlan,
     dram_words,
     onchip_words,
-    plan,
     total_traffic_words,
     traffic_words,
 )
