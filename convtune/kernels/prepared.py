@@ -1,10 +1,10 @@
 """Prepared launches: everything a call needs except its data pointers and its stream, built once.
 
-A :class:`PreparedLaunch` is what every family's ``prepare(problem, config, device)`` returns
-(:func:`prepare` finds it by the config's kind in the registry). It holds the compiled function(s), each launch's grid,
-block, dynamic shared memory and constant (int32) arguments, the zeroing a split or atomic reduction needs,
-the workspace bytes and the filter layout. Calling it takes only the operands' device pointers, in the order
-of :attr:`PreparedLaunch.operands`, and a raw ``cudaStream_t``::
+A :class:`PreparedLaunch` is what :func:`prepare` (problem, config, device) returns for every family: it finds the
+config kind's plan function (the family's ``space.plan``) and launcher in the registry. It holds the compiled
+function(s), each launch's grid, block, dynamic shared memory and constant (int32) arguments, the zeroing a split
+or atomic reduction needs, the workspace bytes and the filter layout. Calling it takes only the operands' device
+pointers, in the order of :attr:`PreparedLaunch.operands`, and a raw ``cudaStream_t``::
 
     prepared = prepare(problem, config, device=0)
     prepared((x_ptr, filters_ptr, y_ptr), stream)             # operands ("x", "filters", "y")
