@@ -61,9 +61,6 @@ RULES = (
 )
 
 
-#: Cycles known and left for now, each with why; the test fails when one of them is gone (remove it here then).
-#: convtune.kernels is being restructured elsewhere: prepared.py's launcher-by-family dispatch imports the
-#: fused 1-D depthwise launcher lazily, and that launcher imports prepared.py's PreparedLaunch at module level.
 #: Cycles accepted for now (none). The test fails on any cycle not listed here and on a listed one that is gone.
 KNOWN_CYCLES: tuple[tuple[str, ...], ...] = ()
 
