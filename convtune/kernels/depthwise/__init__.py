@@ -44,20 +44,20 @@ from convtune.problem import ConvProblem
 
 
 def grid_size_2d(problem: ConvProblem) -> int:
-    """Size of the 2-D tiled kernel's raw parameter grid (tiles × outputs per thread × planes)."""
-    return len(_space.TILE_2D) * len(_space.VW_2D) * len(_space.PLANES_2D)
+    """Size of the 2-D tiled kernel's raw parameter grid (tiles × outputs per thread × planes), from its declared
+    spaces (one per tile)."""
+    return sum(s.grid_size() for s in _space.spaces_2d_tiled(problem))
 
 
 def grid_size_2d_fast(problem: ConvProblem) -> int:
-    """Size of the 2-D fast kernel's raw parameter grid (bands × VH × VW × planes × threads)."""
-    bands = {b for b in _space.FAST2D_BAND if b <= problem.P} | {problem.P}
-    return (len(bands) * len(_space.FAST2D_VH) * len(_space.FAST2D_VW) * len(_space.FAST2D_PLANES)
-            * len(_space.FAST2D_THREADS))
+    """Size of the 2-D fast kernel's raw parameter grid (bands × VH × VW × planes × threads), from its declared
+    space."""
+    return _space.space_2d_fast(problem).grid_size()
 
 
 def grid_size_2d_packed(problem: ConvProblem) -> int:
-    """Size of the packed 2-D kernel's raw parameter grid (planes × VH × threads)."""
-    return len(_space.PACKED2D_PLANES) * len(_space.PACKED2D_VH) * len(_space.PACKED2D_THREADS)
+    """Size of the packed 2-D kernel's raw parameter grid (planes × VH × threads), from its declared space."""
+    return _space.space_2d_packed(problem).grid_size()
 
 
 _DW1D_DESCRIPTIONS = {

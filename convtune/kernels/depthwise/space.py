@@ -1,17 +1,24 @@
-"""Configuration spaces of the depthwise kernels for one problem and machine.
+"""Configuration spaces of the depthwise kernels for one problem and machine, declared as data.
 
-:func:`enumerate_plans` yields every valid plan of one 1-D (variant, path): the raw grid of parameter
-values below, less what :func:`~convtune.kernels.depthwise.conv1d.plan.plan` rejects (resource limits of the
-machine, shapes the variant cannot take) and tiles far larger than the sequence (a tile ≥ 2·L or a
-chunk of 32·V ≥ 2·L only idles threads). :func:`enumerate_plans_2d` does the same for the 2-D kernel.
-Weight-gradient spaces include both modes; callers that need bitwise-repeatable results keep
-``mode == MODE_DETERMINISTIC``.
+Each space is one or more :class:`~convtune.kernels.search_space.SearchSpace` s (values + named rules), whose
+configs are chained in order where one product cannot express the shape (the warp weight gradient's two
+designs, the 2-D tiled kernel's list of tiles). ``rules`` restate the pure-config checks of the kernel's plan
+function (``vec=4`` needs ``L % 4 == 0``, bands a multiple of the rows per item, …); ``prune`` are the search's own
+rules (tiles far larger than the sequence: a segment of G·V ≥ 2·L or a chunk of 32·V ≥ 2·L only idles lanes;
+several planes per block only for small blocks). The plan functions
+(:func:`~convtune.kernels.depthwise.conv1d.plan.plan`, :func:`~convtune.kernels.depthwise.conv1d.fused.plan`,
+``conv2d.{tiled,fast,packed,dgrad,wgrad}.plan``) stay the validity check of the derived geometry (resource limits
+of the machine, shapes the variant cannot take): ``enumerate_plans*`` yield what they accept of ``configs()``.
+
+The 2-D grid sizes are the product of the declared values; the 1-D grid sizes, as they always were, count the
+1-D grid after its declared rules (the inline skips of the hand-written loops). Weight-gradient spaces include
+both modes; callers that need bitwise-repeatable results keep ``mode == MODE_DETERMINISTIC``.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
+from functools import cache
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.config import KernelConfig
@@ -41,6 +48,7 @@ from convtune.kernels.depthwise.conv2d.tiled import Dw2dPlan, applies
 from convtune.kernels.depthwise.conv2d.tiled import plan as plan_2d
 from convtune.kernels.depthwise.conv2d.wgrad import Dw2dWgradPlan
 from convtune.kernels.depthwise.conv2d.wgrad import plan as plan_2d_wgrad
+from convtune.kernels.search_space import Rule, SearchSpace, Values
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -69,66 +77,122 @@ FAST2D_THREADS = (32, 64, 128, 256, 512)
 PACKED2D_PLANES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128)
 PACKED2D_VH = (1, 2, 3, 4, 7, 14)
 PACKED2D_THREADS = (32, 64, 128, 256, 512)
+FUSED_ROWS = (32, 64, 128, 256)
+FUSED_BLOCKS_PER_SM = (1, 2, 3, 4)
+WGRAD_MODES = tuple(sorted(MODES))
 
 
-def _with_extent(values: tuple[int, ...], extent: int, multiple: int = 1) -> list[int]:
+def _with_extent(values: tuple[int, ...], extent: int, multiple: int = 1) -> tuple[int, ...]:
     """``values`` up to ``extent``, plus ``extent`` rounded up to ``multiple`` when it is smaller than the largest
     (a tile exactly as long as the sequence)."""
     top = -(-extent // multiple) * multiple
     out = {v for v in values if v <= top}
     if top < max(values):
         out.add(top)
-    return sorted(out or {min(values)})
+    return tuple(sorted(out or {min(values)}))
+
+
+def _chained_configs(spaces: tuple[SearchSpace, ...]) -> Iterator[dict[str, int]]:
+    for s in spaces:
+        yield from s.configs()
+
+
+# ---- shared rules -------------------------------------------------------------------------------------------
+
+def _vec_aligned(p: ConvProblem) -> Rule:
+    """``vec=4`` (16-byte copies) needs rows of a multiple of 4 floats (restated by the 1-D fast and fused plans)."""
+    return Rule("vec_aligned", ("vec",), lambda v: v["vec"] != 4 or p.W % 4 == 0,
+                f"vec=4 needs L % 4 == 0 (16-byte aligned rows), got L={p.W}")
+
+
+def _segment_extent(p: ConvProblem) -> Rule:
+    """A warp segment of G·V outputs twice the row only idles lanes (segments of ≤ 2 outputs always kept)."""
+    def ok(v: Values) -> bool:
+        seg = v["lanes_per_row"] * v["outputs_per_lane"]
+        return seg < 2 * p.W or seg <= 2
+    return Rule("segment_extent", ("outputs_per_lane", "lanes_per_row"), ok,
+                f"a segment of lanes_per_row·outputs_per_lane outputs is ≥ 2·L={2 * p.W} (and > 2)")
+
+
+_BAND_MULTIPLE = Rule("band_multiple", ("band_h", "rows_per_thread"), lambda v: v["band_h"] % v["rows_per_thread"] == 0,
+                      "band_h={band_h} must be a multiple of rows_per_thread={rows_per_thread}", field="band_h")
+
+
+def _vw_extent(width: int, name: str) -> Rule:
+    """Outputs per item no wider than the row they cover (``name`` = ``width``), one output always kept."""
+    return Rule("vw_extent", ("outputs_per_thread",),
+                lambda v: v["outputs_per_thread"] <= width or v["outputs_per_thread"] == 1,
+                f"outputs_per_thread={{outputs_per_thread}} exceeds {name}={width}")
+
+
+def _planes_small_blocks(width: int) -> Rule:
+    """Several planes (batch entries) per block only while a block has fewer than 64 items per plane pair."""
+    def ok(v: Values) -> bool:
+        per_plane = v["band_h"] // v["rows_per_thread"] * -(-width // v["outputs_per_thread"])
+        return v["planes"] == 1 or per_plane * (v["planes"] // 2) < 64
+    return Rule("planes_small_blocks", ("band_h", "rows_per_thread", "outputs_per_thread", "planes"), ok,
+                "planes={planes}: several planes per block only while a block has < 64 items per plane pair",
+                field="planes")
+
+
+# ---- 1-D ----------------------------------------------------------------------------------------------------
+
+@cache
+def spaces_1d(problem: ConvProblem, variant: str, path: str) -> tuple[SearchSpace, ...]:
+    """The space of the 1-D ``variant`` and ``path``, as spaces whose configs are chained in order (one, but for
+    the warp weight gradient: its rows design, then its register design, design=2)."""
+    p = problem
+    modes: dict[str, tuple[int, ...]] = {"mode": WGRAD_MODES} if path == "wgrad" else {}
+    if variant in ("naive", "coalesced"):
+        return (SearchSpace({"threads": THREADS, **modes}),)
+    if variant == "shared":
+        return (SearchSpace({"rows": _with_extent(SHARED_ROWS, p.N), "tile_l": _with_extent(SHARED_TILE, p.W),
+                             "threads": SHARED_THREADS, **modes}),)
+    if variant == "warp" and path == "wgrad":
+        chunk_extent = Rule("chunk_extent", ("outputs_per_lane",),
+                            lambda v: v["outputs_per_lane"] == 1 or 32 * v["outputs_per_lane"] < 2 * p.W,
+                            f"a chunk of 32·outputs_per_lane = 32·{{outputs_per_lane}} outputs is ≥ 2·L={2 * p.W}")
+        rows_design = SearchSpace(
+            {"warps": WARPS, "outputs_per_lane": OUTPUTS_PER_LANE, **modes, "rows": _with_extent(WARP_WGRAD_ROWS, p.N),
+             "lanes_per_row": (32,), "design": (1,)},
+            prune=(chunk_extent,))
+        register_design = SearchSpace(
+            {"warps": WARPS, "outputs_per_lane": WARP_V, "lanes_per_row": WARP_LANES, **modes, "rows": (1,),
+             "design": (2,)},
+            prune=(_segment_extent(p),))
+        return rows_design, register_design
+    if variant == "warp":
+        return (SearchSpace({"warps": WARPS, "outputs_per_lane": WARP_V, "lanes_per_row": WARP_LANES},
+                            prune=(_segment_extent(p),)),)
+    if variant == "fast":
+        return (SearchSpace({"rows": FAST_ROWS, "tile_l": _with_extent(FAST_TILE, p.W, 4), "lanes_per_row": FAST_LANES,
+                             "stages": FAST_STAGES, "vec": FAST_VEC, "blocks_per_sm": FAST_BLOCKS_PER_SM, **modes},
+                            rules=(_vec_aligned(p),)),)
+    raise InvalidConfig("variant", f"{variant!r}: allowed {', '.join(VARIANTS_1D)}")
 
 
 def _raw_configs(problem: ConvProblem, variant: str, path: str) -> Iterator[KernelConfig]:
     cls: Callable[..., KernelConfig] = CONFIG_CLASSES_1D[(variant, path)]
-    p = problem
-    modes = sorted(MODES) if path == "wgrad" else [None]
+    for values in _chained_configs(spaces_1d(problem, variant, path)):
+        yield cls(**values)
 
-    def extra(mode: int | None) -> dict[str, int]:
-        return {} if mode is None else {"mode": mode}
 
-    if variant in ("naive", "coalesced"):
-        for threads, mode in itertools.product(THREADS, modes):
-            yield cls(threads=threads, **extra(mode))
-    elif variant == "shared":
-        rows = _with_extent(SHARED_ROWS, p.N)
-        for rb, t, threads, mode in itertools.product(rows, _with_extent(SHARED_TILE, p.W), SHARED_THREADS, modes):
-            yield cls(rows=rb, tile_l=t, threads=threads, **extra(mode))
-    elif variant == "warp" and path == "wgrad":
-        for warps, v, mode in itertools.product(WARPS, OUTPUTS_PER_LANE, modes):
-            if v > 1 and 32 * v >= 2 * p.W:
-                continue
-            for rb in _with_extent(WARP_WGRAD_ROWS, p.N):
-                yield cls(warps=warps, outputs_per_lane=v, rows=rb, **extra(mode))
-        for warps, v, g, mode in itertools.product(WARPS, WARP_V, WARP_LANES, modes):  # the register design
-            if g * v >= 2 * p.W and g * v > 2:
-                continue
-            yield cls(warps=warps, outputs_per_lane=v, rows=1, lanes_per_row=g, design=2, **extra(mode))
-    elif variant == "warp":
-        for warps, v, g in itertools.product(WARPS, WARP_V, WARP_LANES):
-            if g * v >= 2 * p.W and g * v > 2:  # a segment twice the row only idles lanes
-                continue
-            yield cls(warps=warps, outputs_per_lane=v, lanes_per_row=g)
-    else:
-        for rb, tl, tpr, stages, vec, bps, mode in itertools.product(
-                FAST_ROWS, _with_extent(FAST_TILE, p.W, 4), FAST_LANES, FAST_STAGES, FAST_VEC, FAST_BLOCKS_PER_SM,
-                modes):
-            if vec == 4 and p.W % 4:
-                continue
-            yield cls(rows=rb, tile_l=tl, lanes_per_row=tpr, stages=stages, vec=vec, blocks_per_sm=bps,
-                      **extra(mode))
+def _check_variant_path(variant: str, path: str) -> None:
+    if variant not in VARIANTS_1D:
+        raise InvalidConfig("variant", f"{variant!r}: allowed {', '.join(VARIANTS_1D)}")
+    if path not in PATHS:
+        raise InvalidConfig("path", f"{path!r}: allowed {', '.join(PATHS)}")
+
+
+def _runs_1d(problem: ConvProblem) -> bool:
+    return problem.causal and problem.dtype == "float32" and problem.dil_w == 1
 
 
 def enumerate_plans(problem: ConvProblem, machine: MachineModel, variant: str,
                     path: str) -> Iterator[Depthwise1dPlan]:
     """Every valid plan of the 1-D ``variant`` (naive … fast) and ``path`` (fwd, dgrad, wgrad)."""
-    if variant not in VARIANTS_1D:
-        raise InvalidConfig("variant", f"{variant!r}: allowed {', '.join(VARIANTS_1D)}")
-    if path not in PATHS:
-        raise InvalidConfig("path", f"{path!r}: allowed {', '.join(PATHS)}")
-    if not problem.causal or problem.dtype != "float32" or problem.dil_w != 1:
+    _check_variant_path(variant, path)
+    if not _runs_1d(problem):
         return
     for config in _raw_configs(problem, variant, path):
         try:
@@ -143,108 +207,153 @@ def plans_enumerator(variant: str, path: str) -> Callable[[ConvProblem, MachineM
 
 
 def grid_size(problem: ConvProblem, variant: str, path: str) -> int:
-    """Size of the raw parameter grid of one (variant, path) before any validity rule."""
-    return sum(1 for _ in _raw_configs(problem, variant, path))
+    """Size of the 1-D grid of one (variant, path) before the plan's checks: the declared values, less what the
+    declared rules leave out (as the 1-D grids were always counted)."""
+    return sum(1 for _ in _chained_configs(spaces_1d(problem, variant, path)))
+
+
+@cache
+def space_fused(problem: ConvProblem) -> SearchSpace:
+    """The fused 1-D backward's space: rows × stages × vec × blocks per SM × both modes."""
+    return SearchSpace({"rows": FUSED_ROWS, "stages": FAST_STAGES, "vec": FAST_VEC,
+                        "blocks_per_sm": FUSED_BLOCKS_PER_SM, "mode": WGRAD_MODES},
+                       rules=(_vec_aligned(problem),))
+
+
+def enumerate_plans_fused(problem: ConvProblem, machine: MachineModel) -> Iterator[FusedPlan]:
+    """Every valid plan of the fused 1-D backward (rows, stages, vec, blocks per SM, both modes)."""
+    if not _runs_1d(problem):
+        return
+    for values in space_fused(problem).configs():
+        try:
+            yield plan_fused(problem, FusedBwdConfig(**values), machine)
+        except InvalidConfig:
+            continue
+
+
+# ---- 2-D ----------------------------------------------------------------------------------------------------
+
+@cache
+def spaces_2d_tiled(problem: ConvProblem) -> tuple[SearchSpace, ...]:
+    """The 2-D tiled forward's space: one space per tile of :data:`TILE_2D` (in order) × outputs per thread ×
+    planes; several planes only for small images (two tiles cover the plane)."""
+    p = problem
+    vw_divides = Rule("vw_divides_tile_w", ("tile_w", "outputs_per_thread"),
+                      lambda v: v["tile_w"] % v["outputs_per_thread"] == 0,
+                      "outputs_per_thread={outputs_per_thread} must divide tile_w={tile_w}")
+    small_images = Rule("planes_small_images", ("tile_h", "tile_w", "planes"),
+                        lambda v: v["planes"] == 1 or 2 * v["tile_h"] * v["tile_w"] >= p.P * p.Q,
+                        f"planes={{planes}}: several planes per block only when 2·tile_h·tile_w ≥ P·Q={p.P * p.Q}",
+                        field="planes")
+    return tuple(SearchSpace({"tile_h": (th,), "tile_w": (tw,), "outputs_per_thread": VW_2D, "planes": PLANES_2D},
+                             rules=(vw_divides,), prune=(small_images,)) for th, tw in TILE_2D)
 
 
 def enumerate_plans_2d(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dPlan]:
     """Every valid plan of the 2-D tiled forward kernel."""
     if applies(problem) is not None:
         return
-    for (th, tw), vw, pb in itertools.product(TILE_2D, VW_2D, PLANES_2D):
-        if tw % vw or (pb > 1 and 2 * th * tw < problem.P * problem.Q):  # several planes: small images only
-            continue
+    for values in _chained_configs(spaces_2d_tiled(problem)):
         try:
-            yield plan_2d(problem, Dw2dTiledFwdConfig(th, tw, vw, pb), machine)
+            yield plan_2d(problem, Dw2dTiledFwdConfig(**values), machine)
         except InvalidConfig:
             continue
+
+
+def _bands(values: tuple[int, ...], extent: int, *extra: int) -> tuple[int, ...]:
+    return tuple(sorted({b for b in values if b <= extent} | {extent, *extra}))
+
+
+@cache
+def space_2d_fast(problem: ConvProblem) -> SearchSpace:
+    """The fast 2-D forward's space: bands up to the output height (plus P itself: whole planes) × rows and
+    outputs per item × planes (several only while a block is small) × threads (plan: from one warp up to the
+    block's items)."""
+    p = problem
+    return SearchSpace({"band_h": _bands(FAST2D_BAND, p.P), "rows_per_thread": FAST2D_VH,
+                        "outputs_per_thread": FAST2D_VW, "planes": FAST2D_PLANES, "threads": FAST2D_THREADS},
+                       rules=(_BAND_MULTIPLE,), prune=(_vw_extent(p.Q, "Q"), _planes_small_blocks(p.Q)))
 
 
 def enumerate_plans_2d_fast(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dFastPlan]:
-    """Every valid plan of the fast 2-D forward kernel: bands up to the output height (plus P itself: whole
-    planes), several planes per block only while a block has fewer than 64 items per plane group (small
-    images), threads from one warp up to the block's items."""
+    """Every valid plan of the fast 2-D forward kernel (see :func:`space_2d_fast`)."""
     if applies(problem) is not None:
         return
-    p = problem
-    bands = sorted({b for b in FAST2D_BAND if b <= p.P} | {p.P})
-    for th, vh, vw, pb, threads in itertools.product(bands, FAST2D_VH, FAST2D_VW, FAST2D_PLANES, FAST2D_THREADS):
-        if th % vh or (vw > p.Q and vw > 1):
-            continue
-        per_plane = th // vh * -(-p.Q // vw)
-        if pb > 1 and per_plane * (pb // 2) >= 64:  # more planes only while a block is small
-            continue
+    for values in space_2d_fast(problem).configs():
         try:
-            yield plan_2d_fast(p, Dw2dFastFwdConfig(th, vh, vw, pb, threads), machine)
+            yield plan_2d_fast(problem, Dw2dFastFwdConfig(**values), machine)
         except InvalidConfig:
             continue
+
+
+@cache
+def space_2d_packed(problem: ConvProblem) -> SearchSpace:
+    """The packed 2-D forward's space (images up to 32 wide): planes per block × output rows per item (up to
+    P) × threads (plan: from one warp up to the block's items)."""
+    p = problem
+    rows_extent = Rule("rows_extent", ("rows_per_thread",), lambda v: 1 <= v["rows_per_thread"] <= p.P,
+                       f"rows_per_thread={{rows_per_thread}}: allowed 1..P={p.P}")
+    return SearchSpace({"planes": PACKED2D_PLANES, "rows_per_thread": PACKED2D_VH, "threads": PACKED2D_THREADS},
+                       rules=(rows_extent,))
 
 
 def enumerate_plans_2d_packed(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dPackedPlan]:
-    """Every valid plan of the packed 2-D forward kernel (images up to 32 wide): planes per block × output
-    rows per item × threads (from one warp up to the block's items)."""
+    """Every valid plan of the packed 2-D forward kernel (see :func:`space_2d_packed`)."""
     if applies_packed(problem) is not None:
         return
-    for pb, vh, threads in itertools.product(PACKED2D_PLANES, PACKED2D_VH, PACKED2D_THREADS):
-        if vh > problem.P:
-            continue
+    for values in space_2d_packed(problem).configs():
         try:
-            yield plan_2d_packed(problem, Dw2dPackedFwdConfig(pb, vh, threads), machine)
+            yield plan_2d_packed(problem, Dw2dPackedFwdConfig(**values), machine)
         except InvalidConfig:
             continue
 
 
-FUSED_ROWS = (32, 64, 128, 256)
-FUSED_BLOCKS_PER_SM = (1, 2, 3, 4)
-
-
-def enumerate_plans_fused(problem: ConvProblem, machine: MachineModel) -> Iterator[FusedPlan]:
-    """Every valid plan of the fused 1-D backward (rows, stages, vec, blocks per SM, both modes)."""
-    if not problem.causal or problem.dtype != "float32" or problem.dil_w != 1:
-        return
-    for rb, stages, vec, bps, mode in itertools.product(FUSED_ROWS, FAST_STAGES, FAST_VEC, FUSED_BLOCKS_PER_SM,
-                                                        sorted(MODES)):
-        if vec == 4 and problem.W % 4:
-            continue
-        try:
-            yield plan_fused(problem, FusedBwdConfig(rb, stages, vec, bps, mode), machine)
-        except InvalidConfig:
-            continue
+@cache
+def space_2d_dgrad(problem: ConvProblem) -> SearchSpace:
+    """The 2-D input gradient's space: bands over the input height H (plus H, and H rounded up to the stride) ×
+    rows and columns per item (multiples of the strides) × planes × threads."""
+    p = problem
+    sh, sw = p.stride_h, p.stride_w
+    rules = (
+        Rule("rows_stride", ("rows_per_thread",), lambda v: v["rows_per_thread"] % sh == 0,
+             f"rows_per_thread={{rows_per_thread}} must be a multiple of stride_h={sh}"),
+        Rule("outputs_stride", ("outputs_per_thread",), lambda v: v["outputs_per_thread"] % sw == 0,
+             f"outputs_per_thread={{outputs_per_thread}} must be a multiple of stride_w={sw}"),
+        _BAND_MULTIPLE,
+    )
+    return SearchSpace({"band_h": _bands(FAST2D_BAND, p.H, -(-p.H // sh) * sh), "rows_per_thread": (*FAST2D_VH, 8),
+                        "outputs_per_thread": FAST2D_VW, "planes": FAST2D_PLANES, "threads": FAST2D_THREADS},
+                       rules=rules, prune=(_vw_extent(p.W, "W"), _planes_small_blocks(p.W)))
 
 
 def enumerate_plans_2d_dgrad(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dDgradPlan]:
-    """Every valid plan of the 2-D input-gradient kernel (bands over the input height H; rows and columns per
-    item multiples of the strides)."""
+    """Every valid plan of the 2-D input-gradient kernel (see :func:`space_2d_dgrad`)."""
     if applies(problem) is not None:
         return
-    p = problem
-    bands = sorted({b for b in FAST2D_BAND if b <= p.H} | {p.H, -(-p.H // p.stride_h) * p.stride_h})
-    for th, vh, vw, pb, threads in itertools.product(bands, (*FAST2D_VH, 8), FAST2D_VW, FAST2D_PLANES,
-                                                     FAST2D_THREADS):
-        if th % vh or vh % p.stride_h or vw % p.stride_w or (vw > p.W and vw > 1):
-            continue
-        if pb > 1 and th // vh * -(-p.W // vw) * (pb // 2) >= 64:
-            continue
+    for values in space_2d_dgrad(problem).configs():
         try:
-            yield plan_2d_dgrad(p, Dw2dFastDgradConfig(th, vh, vw, pb, threads), machine)
+            yield plan_2d_dgrad(problem, Dw2dFastDgradConfig(**values), machine)
         except InvalidConfig:
             continue
 
 
+@cache
+def space_2d_wgrad(problem: ConvProblem) -> SearchSpace:
+    """The 2-D weight gradient's space, both modes: bands over the output height P × rows and outputs per item
+    × batch entries per block (several only while a block is small) × threads × mode."""
+    p = problem
+    return SearchSpace({"band_h": _bands(FAST2D_BAND, p.P), "rows_per_thread": FAST2D_VH,
+                        "outputs_per_thread": FAST2D_VW, "planes": FAST2D_PLANES, "threads": FAST2D_THREADS,
+                        "mode": WGRAD_MODES},
+                       rules=(_BAND_MULTIPLE,), prune=(_vw_extent(p.Q, "Q"), _planes_small_blocks(p.Q)))
+
+
 def enumerate_plans_2d_wgrad(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dWgradPlan]:
-    """Every valid plan of the 2-D weight-gradient kernel, both modes (bands over the output height P; batch
-    entries per block only while a block has fewer than 64 items per batch group)."""
+    """Every valid plan of the 2-D weight-gradient kernel (see :func:`space_2d_wgrad`)."""
     if applies(problem) is not None:
         return
-    p = problem
-    bands = sorted({b for b in FAST2D_BAND if b <= p.P} | {p.P})
-    for th, vh, vw, pb, threads, mode in itertools.product(bands, FAST2D_VH, FAST2D_VW, FAST2D_PLANES,
-                                                           FAST2D_THREADS, sorted(MODES)):
-        if th % vh or (vw > p.Q and vw > 1):
-            continue
-        if pb > 1 and th // vh * -(-p.Q // vw) * (pb // 2) >= 64:
-            continue
+    for values in space_2d_wgrad(problem).configs():
         try:
-            yield plan_2d_wgrad(p, Dw2dFastWgradConfig(th, vh, vw, pb, threads, mode), machine)
+            yield plan_2d_wgrad(problem, Dw2dFastWgradConfig(**values), machine)
         except InvalidConfig:
             continue
