@@ -41,10 +41,8 @@ class DeviceInfo:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DeviceInfo:
-        m = dict(d["machine"])
-        m["compute_capability"] = tuple(m["compute_capability"])
         return cls(d["name"], d["compute_capability"], d["sm_count"], d.get("driver_version"),
-                   d.get("cuda_version"), MachineModel(**m))
+                   d.get("cuda_version"), MachineModel.from_dict(d["machine"]))
 
     @classmethod
     def from_machine(cls, machine: MachineModel) -> DeviceInfo:
