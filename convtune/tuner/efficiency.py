@@ -126,7 +126,9 @@ def family_choice(problem: ConvProblem, machine: MachineModel) -> dict[str, Any]
                 "dram_floor_ms": f["dram_floor_s"] * 1e3, "onchip_floor_ms": f["onchip_floor_s"] * 1e3,
                 "launch_floor_ms": f["launch_floor_s"] * 1e3, "datasheet_floor_ms": f["datasheet_floor_s"] * 1e3,
                 "datasheet_binding": f["datasheet_binding"]})
-    ranked = sorted(rows.values(), key=lambda r: (r["floor_ms"], r["algorithm"], r["variant"]))
+    # equal floors (launch-bound shapes): the lower floor without the launch term first
+    ranked = sorted(rows.values(), key=lambda r: (r["floor_ms"], max(r["dram_floor_ms"], r["onchip_floor_ms"]),
+                                                  r["algorithm"], r["variant"]))
     if not ranked:
         return {"favoured": None, "variant": None, "reason": "no registered family can run this problem", "floors": []}
     best = ranked[0]

@@ -201,6 +201,9 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
     best_rows = {s.family: best_floor(problem, machine, s) for s in specs}
     floors = {f: float(r["floor_s"]) for f, r in best_rows.items()}
     overall_floor_s = min(floors.values())
+    # the epsilon stop rule uses the bandwidth/compute floors only: the launch floor is the least time we ever
+    # measured, so a shape at it would stop at once (and a model backend's predictions sit below it)
+    stop_floor_s = min(max(float(r["dram_floor_s"]), float(r["onchip_floor_s"])) for r in best_rows.values())
     floor_info: dict[str, Any] = {
         "datasheet_floors_ms": {f: float(r["datasheet_floor_s"]) * 1e3 for f, r in best_rows.items()},
         "floor_bindings": {f: str(r["binding"]) for f, r in best_rows.items()},
@@ -252,7 +255,7 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
             check()
         search_start = clock()  # budget_s starts now: pruning is not search time
         _search(problem, benchmarker, engine, rows, result, survivors, name, sampler, seed, warm_start,
-                budget_trials, budget_s, patience, epsilon, overall_floor_s, search_start, progress, available,
+                budget_trials, budget_s, patience, epsilon, stop_floor_s, search_start, progress, available,
                 stop_at_ms, check, fail_orphans, clock)
         result.search_s = clock() - search_start
         _finalize(problem, benchmarker, engine, rows, result, survivors, specs, floors)
