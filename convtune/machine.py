@@ -5,6 +5,13 @@ FMA throughput — are what the roofline floor time uses. The H200 preset carrie
 on the project's H200 (copy 4.19 TB/s counting bytes read + written, SGEMM without TF32 50.9 TFLOP/s);
 the other presets carry vendor figures, flagged by ``ceilings_source``.
 
+Beside the ceilings the floors use (``copy_bandwidth_bytes_per_s``, ``fp32_peak_flops_per_s``) every preset
+carries the vendor **datasheet** peaks (``datasheet_bandwidth_bytes_per_s``, ``datasheet_fp32_flops_per_s``,
+named by ``datasheet_source``): efficiency is reported against both (docs/bounds.md §11). Two more figures feed
+the floors: ``l2_bandwidth_bytes_per_s`` (L2→SM, an optimistic figure: see :data:`OPTIMISTIC_L2_BYTES_PER_CLK_PER_SM`)
+for the on-chip floor, and ``launch_floor_s`` (the least time any kernel took in the committed measurements;
+0 = no launch floor) for the launch floor.
+
 The kernels copy global memory to shared memory with ``cp.async``, which needs compute capability 8.0
 (Ampere) or newer: presets below it (V100, P100) are *bounds-only* — ``convtune bounds`` and the model
 backend work for them, measuring on such a device is refused with :class:`~convtune.errors.UnsupportedDevice`.
@@ -19,6 +26,28 @@ from convtune.errors import DeviceUnavailable, UnknownMachine, UnsupportedDevice
 
 #: The oldest compute capability the kernels run on (``cp.async``: sm_80, Ampere).
 MIN_COMPUTE_CAPABILITY = (8, 0)
+
+#: L2→SM bandwidth, no sound figure exists: NVIDIA publishes no L2 bandwidth for these GPUs, and a
+#: microbenchmark figure is a measurement, not a bound. A *high* bandwidth gives a *lower*, hence safe, on-chip
+#: floor, so the presets use a deliberately optimistic cap: 2 × 128 B per clock per SM (a load and a store port,
+#: each as wide as the SM's 128 B/clk L1/shared-memory datapath, 32 banks × 4 B: shared/reference/kernel-craft.md
+#: [CPG]) × the SM count × :data:`OPTIMISTIC_CLOCK_HZ`. It is an assumption chosen to err high, not a measurement.
+OPTIMISTIC_L2_BYTES_PER_CLK_PER_SM = 2 * 128
+#: 2.0 GHz: above the maximum boost clock of every preset (vendor whitepapers: H100/H200 SXM 1.98 GHz, A100
+#: 1.41 GHz, V100 SXM2 1.53 GHz, P100 SXM2 1.48 GHz), so the L2 figure errs high.
+OPTIMISTIC_CLOCK_HZ = 2.0e9
+
+#: The H200's launch floor: no kernel we timed on the project's H200 finished faster. The smallest kernel time in
+#: the committed H200 results is 4.199 µs (``convtune_kernel_ms`` = 0.00419898 of layer features.15.conv.1.0 in
+#: benchmarks/results/delivered_h200/models_mobilenet_v2.json); the replay tables' smallest ``min_ms`` is 31.5 µs
+#: (tests/data/replay_h200_winograd_sweep.json.gz); rounded down to 4.0 µs. An empirical floor of our timing
+#: (CUDA events around launches), not a hardware constant; presets without measurements carry 0 (no launch floor).
+H200_LAUNCH_FLOOR_S = 4.0e-6
+
+
+def optimistic_l2_bandwidth(sm_count: int) -> float:
+    """The optimistic L2→SM bandwidth of ``sm_count`` SMs, bytes/s (see :data:`OPTIMISTIC_L2_BYTES_PER_CLK_PER_SM`)."""
+    return float(OPTIMISTIC_L2_BYTES_PER_CLK_PER_SM * sm_count * OPTIMISTIC_CLOCK_HZ)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +69,11 @@ class MachineModel:
     max_regs_per_thread: int = 255
     smem_reserved_per_block_bytes: int = 1024
     ceilings_source: str = "vendor"
+    datasheet_bandwidth_bytes_per_s: float = 0.0   # vendor datasheet DRAM bandwidth; 0 = unknown
+    datasheet_fp32_flops_per_s: float = 0.0        # vendor datasheet fp32 peak (no tensor cores); 0 = unknown
+    datasheet_source: str = ""
+    l2_bandwidth_bytes_per_s: float = 0.0          # L2→SM, all SMs together, erring high; 0 = no on-chip floor
+    launch_floor_s: float = 0.0                    # least kernel time measured on this GPU; 0 = no launch floor
 
     @property
     def arch(self) -> str:
@@ -78,6 +112,31 @@ class MachineModel:
         if scope == "l2":
             return self.l2_bytes // word_bytes
         raise ValueError(f"scope={scope!r}: allowed 'block', 'sm', 'l2'")
+
+    @property
+    def has_datasheet(self) -> bool:
+        return self.datasheet_bandwidth_bytes_per_s > 0 and self.datasheet_fp32_flops_per_s > 0
+
+    def datasheet(self) -> MachineModel:
+        """This machine with the datasheet peaks as its ceilings (``ceilings_source`` = the datasheet); itself
+        when no datasheet figures are known."""
+        if not self.has_datasheet:
+            return self
+        return self.with_ceilings(self.datasheet_bandwidth_bytes_per_s, self.datasheet_fp32_flops_per_s,
+                                  source=self.datasheet_source or "datasheet")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MachineModel:
+        """A machine from :func:`dataclasses.asdict` output. Fields it lacks (a table written before they
+        existed) come from the preset of the same name, else the defaults."""
+        m = dict(d)
+        m["compute_capability"] = tuple(m["compute_capability"])
+        base = next((p for p in PRESETS.values() if p.name == m.get("name")), None)
+        if base is not None:
+            for key in ("datasheet_bandwidth_bytes_per_s", "datasheet_fp32_flops_per_s", "datasheet_source",
+                        "l2_bandwidth_bytes_per_s", "launch_floor_s"):
+                m.setdefault(key, getattr(base, key))
+        return cls(**m)
 
     def with_ceilings(self, copy_bandwidth_bytes_per_s: float, fp32_peak_flops_per_s: float,
                       source: str = "measured") -> MachineModel:
@@ -119,6 +178,13 @@ class MachineModel:
             bandwidth = 2.0 * props["memoryClockRate"] * 1e3 * props["memoryBusWidth"] / 8
             peak = 2.0 * 128 * props["multiProcessorCount"] * props["clockRate"] * 1e3
             source = "device-theoretical"
+        extras: dict[str, Any] = {
+            "datasheet_bandwidth_bytes_per_s": base.datasheet_bandwidth_bytes_per_s if base else bandwidth,
+            "datasheet_fp32_flops_per_s": base.datasheet_fp32_flops_per_s if base else peak,
+            "datasheet_source": base.datasheet_source if base else "device-theoretical (clocks and bus width)",
+            "l2_bandwidth_bytes_per_s": optimistic_l2_bandwidth(int(props["multiProcessorCount"])),
+            "launch_floor_s": base.launch_floor_s if base else 0.0,
+        }
         return cls(
             name=name, compute_capability=cc, sm_count=int(props["multiProcessorCount"]),
             smem_per_block_bytes=int(props["sharedMemPerBlockOptin"]),
@@ -128,20 +194,40 @@ class MachineModel:
             max_threads_per_block=int(props["maxThreadsPerBlock"]),
             max_threads_per_sm=int(props["maxThreadsPerMultiProcessor"]),
             max_blocks_per_sm=int(props.get("maxBlocksPerMultiProcessor", 32)),
-            ceilings_source=source,
+            ceilings_source=source, **extras,
         )
 
 
+# Datasheets (peak DRAM bandwidth, peak fp32 without tensor cores): "NVIDIA H200 Tensor Core GPU" datasheet (H200 SXM:
+# 4.8 TB/s HBM3e, 67 TFLOP/s FP32); "NVIDIA H100 Tensor Core GPU" datasheet (H100 SXM5: 3.35 TB/s, 67 TFLOP/s);
+# "NVIDIA A100 Tensor Core GPU" datasheet (A100 SXM4 80GB: 2,039 GB/s, 19.5 TFLOP/s); "NVIDIA Tesla V100 GPU
+# Accelerator" datasheet (V100 SXM2: 900 GB/s, 15.7 TFLOP/s); "NVIDIA Tesla P100" datasheet (P100 SXM2: 732 GB/s,
+# 10.6 TFLOP/s).
 PRESETS: dict[str, MachineModel] = {
     # Measured on the project's H200 (docs/design.md): copy 4.19 TB/s, SGEMM (no TF32) 50.9 TFLOP/s.
     "h200": MachineModel("NVIDIA H200", (9, 0), 132, 232_448, 233_472, 65_536, 62_914_560,
-                         4.19e12, 50.9e12, ceilings_source="measured (H200, docs/design.md)"),
+                         4.19e12, 50.9e12, ceilings_source="measured (H200, docs/design.md)",
+                         datasheet_bandwidth_bytes_per_s=4.8e12, datasheet_fp32_flops_per_s=67e12,
+                         datasheet_source="datasheet (NVIDIA H200 SXM)",
+                         l2_bandwidth_bytes_per_s=optimistic_l2_bandwidth(132), launch_floor_s=H200_LAUNCH_FLOOR_S),
     # Vendor data below: H100 SXM5 80 GB, A100 SXM4 80 GB, V100 SXM2, P100 SXM2.
-    "h100": MachineModel("NVIDIA H100", (9, 0), 132, 232_448, 233_472, 65_536, 52_428_800, 3.35e12, 66.9e12),
-    "a100": MachineModel("NVIDIA A100", (8, 0), 108, 166_912, 167_936, 65_536, 41_943_040, 2.039e12, 19.5e12),
-    "v100": MachineModel("Tesla V100", (7, 0), 80, 98_304, 98_304, 65_536, 6_291_456, 0.9e12, 15.7e12),
+    "h100": MachineModel("NVIDIA H100", (9, 0), 132, 232_448, 233_472, 65_536, 52_428_800, 3.35e12, 66.9e12,
+                         datasheet_bandwidth_bytes_per_s=3.35e12, datasheet_fp32_flops_per_s=67e12,
+                         datasheet_source="datasheet (NVIDIA H100 SXM5)",
+                         l2_bandwidth_bytes_per_s=optimistic_l2_bandwidth(132)),
+    "a100": MachineModel("NVIDIA A100", (8, 0), 108, 166_912, 167_936, 65_536, 41_943_040, 2.039e12, 19.5e12,
+                         datasheet_bandwidth_bytes_per_s=2.039e12, datasheet_fp32_flops_per_s=19.5e12,
+                         datasheet_source="datasheet (NVIDIA A100 SXM4 80GB)",
+                         l2_bandwidth_bytes_per_s=optimistic_l2_bandwidth(108)),
+    "v100": MachineModel("Tesla V100", (7, 0), 80, 98_304, 98_304, 65_536, 6_291_456, 0.9e12, 15.7e12,
+                         datasheet_bandwidth_bytes_per_s=0.9e12, datasheet_fp32_flops_per_s=15.7e12,
+                         datasheet_source="datasheet (NVIDIA Tesla V100 SXM2)",
+                         l2_bandwidth_bytes_per_s=optimistic_l2_bandwidth(80)),
     "p100": MachineModel("Tesla P100", (6, 0), 56, 49_152, 65_536, 65_536, 4_194_304, 0.732e12, 10.6e12,
-                         smem_reserved_per_block_bytes=0),
+                         smem_reserved_per_block_bytes=0,
+                         datasheet_bandwidth_bytes_per_s=0.732e12, datasheet_fp32_flops_per_s=10.6e12,
+                         datasheet_source="datasheet (NVIDIA Tesla P100 SXM2)",
+                         l2_bandwidth_bytes_per_s=optimistic_l2_bandwidth(56)),
 }
 
 

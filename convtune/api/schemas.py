@@ -267,8 +267,9 @@ class FloorOut(BaseModel):
     flops: float = Field(description="FLOPs the algorithm must execute (direct: non-padding MACs ×2; Winograd: "
                                      "α² multiplications per tile and channel pair ×2)")
     bound_bytes: float = Field(description="the algorithm's I/O lower bound at S = L2 capacity, bytes")
-    floor_ms: float = Field(description="max(FLOPs / fp32 peak, bound bytes / copy bandwidth)")
-    binding: str = Field(description="compute or memory")
+    floor_ms: float = Field(description="max(FLOPs / fp32 peak, bound bytes / copy bandwidth, on-chip bound bytes / "
+                                        "L2→SM bandwidth, launch floor) on the device's ceilings (docs/bounds.md §11)")
+    binding: str = Field(description="compute, memory (DRAM), memory (on-chip) or launch")
 
 
 class FamilyChoiceOut(BaseModel):

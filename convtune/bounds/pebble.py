@@ -27,6 +27,16 @@ of a monotone equation, found by bisection) and φ₂ = (X−S)(G/(L·X) − 1) 
 X = √(G·S/L)); the integer neighbours of both maximisers are evaluated.
 Dropping the −1 and the integrality gives the closed form `max_X (X−S)·G/V_max(X)`, whose first
 regime peaks at X = 3S with value 4G/(3√3·√(R·S)) ≈ 0.770·G/√(R·S).
+
+**P processors** (``processors=P``; P SMs, each with its own S words, sharing only slow memory; docs/bounds.md
+§11.2) [R]: cut each processor's own schedule into segments of X − S I/Os. Processor i computes |V_i| vertices
+in h_i ≥ |V_i|/V_max(X) segments and moves Q_i ≥ (X − S)(h_i − 1) words (Q_i ≥ 0 when it computes nothing).
+Summing over the P processors, with Σ|V_i| = |V| (no recomputation):
+
+    Q_total ≥ (X − S) · (|V| / V_max(X) − P)       for every integer X > S,
+
+the sequential bound less (P − 1)(X − S). Maximised like the sequential one (P replaces 1: φ₁'s stationarity
+equation becomes P·X^{5/2} + c·X/2 = 3cS/2, φ₂ peaks at X = √(G·S/(L·P))), clamped at 0.
 """
 
 from __future__ import annotations
@@ -39,12 +49,13 @@ def segment_capacity(x_words: float, reuse: float, reduction_length: float) -> f
     return min(math.sqrt(reuse) * x_words**1.5 / 2.0, reduction_length * x_words)
 
 
-def partition_bound(x_words: int, macs: float, reuse: float, reduction_length: float, fast_memory_words: int) -> float:
-    """(X − S)·(G/V_max(X) − 1) for one X > S; ≤ 0 means this X proves nothing."""
+def partition_bound(x_words: int, macs: float, reuse: float, reduction_length: float, fast_memory_words: int,
+                    processors: int = 1) -> float:
+    """(X − S)·(G/V_max(X) − P) for one X > S (P = ``processors``, 1: sequential); ≤ 0 proves nothing."""
     if x_words <= fast_memory_words:
         return 0.0
     cap = segment_capacity(x_words, reuse, reduction_length)
-    return (x_words - fast_memory_words) * (macs / cap - 1.0)
+    return (x_words - fast_memory_words) * (macs / cap - float(processors))
 
 
 def _bisect_increasing(fn, lo: float, hi: float, iterations: int = 200) -> float:
@@ -60,32 +71,39 @@ def _bisect_increasing(fn, lo: float, hi: float, iterations: int = 200) -> float
     return 0.5 * (lo + hi)
 
 
-def reuse_term_words(macs: float, reuse: float, reduction_length: float, fast_memory_words: int) -> tuple[float, int]:
-    """max over integer X > S of (X − S)·(G/V_max(X) − 1), and the maximising X.
+def reuse_term_words(macs: float, reuse: float, reduction_length: float, fast_memory_words: int,
+                     processors: int = 1) -> tuple[float, int]:
+    """max over integer X > S of (X − S)·(G/V_max(X) − P), and the maximising X (P = ``processors``).
 
     Args:
         macs: G, the multiply-accumulates of the CDAG (count only those that read real data).
         reuse: R ≥ 1, the window reuse (1 for matrix multiply).
         reduction_length: L ≥ 1, the most MACs of one reduction chain (k for matrix multiply).
-        fast_memory_words: S, the fast memory in words.
+        fast_memory_words: S, the fast memory in words (of each processor).
+        processors: P ≥ 1 processors with S words each (the total traffic over all of them is bounded).
 
     Returns:
         (words, X): the bound (≥ 0) and the X attaining it (S + 1 when nothing is proved).
     """
+    if processors < 1:
+        raise ValueError(f"processors={processors} must be >= 1")
     s = float(fast_memory_words)
+    pr = float(processors)
     a = math.sqrt(reuse) / 2.0
     if macs <= 0:
         return 0.0, fast_memory_words + 1
     candidates: set[int] = {fast_memory_words + 1}
-    # φ₁(X) = (X−S)(c·X^{-3/2} − 1), c = G/a; φ'(X) = 0 <=> X^{5/2} + c·X/2 = 3cS/2.
+    # φ₁(X) = (X−S)(c·X^{-3/2} − P), c = G/a; φ'(X) = 0 <=> P·X^{5/2} + c·X/2 = 3cS/2.
     c = macs / a
-    x1 = _bisect_increasing(lambda x: x**2.5 + 0.5 * c * x - 1.5 * c * s, 0.0, max(3.0 * s, (1.5 * c * s) ** 0.4) + 1.0)
-    # φ₂(X) = G/L − G·S/(L·X) − X + S, concave, maximal at X = √(G·S/L).
-    x2 = math.sqrt(macs * s / reduction_length)
+    x1 = _bisect_increasing(lambda x: pr * x**2.5 + 0.5 * c * x - 1.5 * c * s, 0.0,
+                            max(3.0 * s, (1.5 * c * s) ** 0.4) + 1.0)
+    # φ₂(X) = G/L − G·S/(L·X) − P·X + P·S, concave, maximal at X = √(G·S/(L·P)).
+    x2 = math.sqrt(macs * s / (reduction_length * pr))
     for x in (x1, x2):
         for xi in (math.floor(x), math.ceil(x)):
             if xi > fast_memory_words:
                 candidates.add(int(xi))
-    best_x = max(candidates, key=lambda x: partition_bound(x, macs, reuse, reduction_length, fast_memory_words))
-    best = partition_bound(best_x, macs, reuse, reduction_length, fast_memory_words)
+    best_x = max(candidates, key=lambda x: partition_bound(x, macs, reuse, reduction_length, fast_memory_words,
+                                                           processors))
+    best = partition_bound(best_x, macs, reuse, reduction_length, fast_memory_words, processors)
     return max(0.0, best), best_x

@@ -126,7 +126,12 @@ def bounds_report(problem: ConvProblem, machine: MachineModel, smem_kib: float |
         problem=problem.key(), output_shape=[problem.P, problem.Q], reduction_length=problem.reduction_length,
         window_reuse=window_reuse(problem),
         machine={"name": machine.name, "copy_bandwidth_bytes_per_s": machine.copy_bandwidth_bytes_per_s,
-                 "fp32_peak_flops_per_s": machine.fp32_peak_flops_per_s, "ceilings_source": machine.ceilings_source},
+                 "fp32_peak_flops_per_s": machine.fp32_peak_flops_per_s, "ceilings_source": machine.ceilings_source,
+                 "datasheet_bandwidth_bytes_per_s": machine.datasheet_bandwidth_bytes_per_s,
+                 "datasheet_fp32_flops_per_s": machine.datasheet_fp32_flops_per_s,
+                 "datasheet_source": machine.datasheet_source,
+                 "l2_bandwidth_bytes_per_s": machine.l2_bandwidth_bytes_per_s,
+                 "launch_floor_s": machine.launch_floor_s},
         fast_memory_words=s, fast_memory_bytes=s * problem.itemsize_bytes, fast_memory_source=source,
         macs=problem.macs, macs_nonpad=problem.macs_nonpad, flops=problem.flops,
         compulsory_words=problem.compulsory_elements, compulsory_bytes=problem.compulsory_bytes)
@@ -153,7 +158,29 @@ def bounds_report(problem: ConvProblem, machine: MachineModel, smem_kib: float |
     report["winograd"] = [_winograd_report(problem, s, m, machine) for m in WINOGRAD_M] \
         if _winograd_applies(problem) else []
     report["family_choice"] = family_choice(problem, machine)
+    report["floors"] = floors_summary(problem, machine, report["family_choice"])
     return report
+
+
+def floors_summary(problem: ConvProblem, machine: MachineModel, choice: dict[str, Any]) -> dict[str, Any]:
+    """The reported floor (docs/bounds.md §11): the favoured algorithm's best variant, its DRAM, on-chip and launch
+    floors and what binds, on the machine's ceilings and on the datasheet peaks, with the levels' S."""
+    word = problem.itemsize_bytes
+    out: dict[str, Any] = {
+        "dram_fast_memory_words": machine.fast_memory_words("l2", word_bytes=word),
+        "onchip_fast_memory_words_per_sm": machine.fast_memory_words("sm", word_bytes=word),
+        "sm_count": machine.sm_count, "l2_bandwidth_bytes_per_s": machine.l2_bandwidth_bytes_per_s,
+        "ceilings_source": machine.ceilings_source, "datasheet_source": machine.datasheet().ceilings_source}
+    if not choice["floors"]:
+        return {**out, "algorithm": None}
+    best = choice["floors"][0]
+    out.update(algorithm=best["algorithm"], variant=best["variant"], flops=best["flops"],
+               dram_bound_bytes=best["bound_bytes"], onchip_bound_bytes=best["onchip_bound_bytes"],
+               floor_ms=best["floor_ms"], binding=best["binding"], launch_bound=best["launch_bound"],
+               dram_floor_ms=best["dram_floor_ms"], onchip_floor_ms=best["onchip_floor_ms"],
+               launch_floor_ms=best["launch_floor_ms"], datasheet_floor_ms=best["datasheet_floor_ms"],
+               datasheet_binding=best["datasheet_binding"])
+    return out
 
 
 def _winograd_applies(p: ConvProblem) -> bool:
@@ -218,10 +245,25 @@ def format_report(r: dict[str, Any]) -> str:
             f"{w['fused']['words']:,.0f}; unfused floor {w['unfused']['words']:,.0f}; "
             f"floor time {_us(w['floor_time']['time_s'])}"
             f" (fused {_us(w['fused_floor_time']['time_s'])})")
+    fl = r["floors"]
+    lines.append(f"datasheet    copy {m['datasheet_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s, fp32 "
+                 f"{m['datasheet_fp32_flops_per_s'] / 1e12:.1f} TFLOP/s ({m['datasheet_source'] or 'unknown'}); "
+                 f"L2→SM {m['l2_bandwidth_bytes_per_s'] / 1e12:.1f} TB/s (optimistic); launch floor "
+                 f"{_us(m['launch_floor_s'])}")
+    if fl.get("algorithm"):
+        lines.append(
+            f"floors       {fl['algorithm']} {fl['variant']}: DRAM {_us(fl['dram_floor_ms'] * 1e-3)} "
+            f"(S = L2, {fl['dram_bound_bytes']:,.0f} B), on-chip {_us(fl['onchip_floor_ms'] * 1e-3)} "
+            f"({fl['sm_count']} SMs × {fl['onchip_fast_memory_words_per_sm']:,} words, "
+            f"{fl['onchip_bound_bytes']:,.0f} B), launch {_us(fl['launch_floor_ms'] * 1e-3)}")
+        lines.append(f"             => floor {_us(fl['floor_ms'] * 1e-3)} (binding: {fl['binding']}"
+                     f"{'; LAUNCH-BOUND' if fl['launch_bound'] else ''}) on {fl['ceilings_source']}; "
+                     f"{_us(fl['datasheet_floor_ms'] * 1e-3)} (binding: {fl['datasheet_binding']}) on "
+                     f"{fl['datasheet_source']}")
     choice = r["family_choice"]
     if choice["favoured"]:
         lines.append(f"family       the bound favours {choice['favoured']}: {choice['reason']} "
-                     "(floors at S = L2, DRAM traffic)")
+                     "(floors = max(compute, DRAM, on-chip, launch))")
     return "\n".join(lines)
 
 

@@ -176,7 +176,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     summary = {
         "problem": problem.key(), "device": result.device_name, "backend": result.backend, "run_id": result.run_id,
         "best_config": result.best_config, "time_ms": result.time_ms, "tflops": result.tflops, "gbps": result.gbps,
-        "floor_ms": result.floor_ms, "efficiency": result.efficiency, "predicted": result.predicted,
+        "floor_ms": result.floor_ms, "efficiency": result.efficiency, "binding": result.binding,
+        "launch_bound": result.launch_bound, "ceilings_source": result.ceilings_source,
+        "datasheet_floor_ms": result.datasheet_floor_ms, "efficiency_datasheet": result.efficiency_datasheet,
+        "datasheet_source": result.datasheet_source, "predicted": result.predicted,
         "trials": result.trials, "measured": result.measured, "reused": result.reused, "failed": result.failed,
         "statuses": result.statuses, "stop_reason": result.stop_reason, "stop_code": result.stop_code,
         "pruning": result.prune_summary, "pruning_s": round(result.pruning_s, 3), "search_s": round(result.search_s, 3),
@@ -205,7 +208,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"best        {result.best_config}")
     print(f"time        {result.time_ms:.4f} ms  {result.tflops:.1f} TFLOP/s (direct-equivalent FLOPs)  "
           f"{result.gbps:.0f} GB/s (compulsory)")
-    print(f"bound       floor {result.floor_ms:.4f} ms  efficiency {result.efficiency:.2f}")
+    print(f"bound       floor {result.floor_ms:.4f} ms  efficiency {result.efficiency:.2f} vs "
+          f"{result.ceilings_source or 'the machine ceilings'}"
+          + (f"; binding: {result.binding}" if result.binding else "")
+          + (" (LAUNCH-BOUND: no kernel finishes faster than a launch)" if result.launch_bound else ""))
+    if result.efficiency_datasheet is not None and result.datasheet_floor_ms is not None:
+        print(f"datasheet   floor {result.datasheet_floor_ms:.4f} ms  efficiency {result.efficiency_datasheet:.2f} vs "
+              f"{result.datasheet_source}")
     if len(result.floors_ms) > 1:
         per_family = ", ".join(f"{f} floor {floor:.4f} ms / best {_ms_or_dash(result.family_best_ms.get(f))}"
                                for f, floor in result.floors_ms.items())

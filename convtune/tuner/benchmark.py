@@ -41,10 +41,8 @@ class DeviceInfo:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DeviceInfo:
-        m = dict(d["machine"])
-        m["compute_capability"] = tuple(m["compute_capability"])
         return cls(d["name"], d["compute_capability"], d["sm_count"], d.get("driver_version"),
-                   d.get("cuda_version"), MachineModel(**m))
+                   d.get("cuda_version"), MachineModel.from_dict(d["machine"]))
 
     @classmethod
     def from_machine(cls, machine: MachineModel) -> DeviceInfo:
@@ -205,7 +203,9 @@ class ModelBenchmarker:
         from convtune.kernels.registry import get_spec
 
         spec = get_spec(plan.config.family, plan.config.direction)
-        return TrialResult(OK, median_ms=spec.predict_s(plan, self.machine) * 1e3, predicted=True,
+        # no kernel finishes faster than a launch (docs/bounds.md §11.1): a prediction neither
+        predicted_s = max(spec.predict_s(plan, self.machine), self.machine.launch_floor_s)
+        return TrialResult(OK, median_ms=predicted_s * 1e3, predicted=True,
                            smem_bytes=getattr(plan, "smem_bytes", None))
 
     def retime(self, problem: ConvProblem, plans: list[Any], rounds: int = 5) -> list[TrialResult]:

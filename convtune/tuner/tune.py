@@ -38,7 +38,7 @@ from convtune.problem import ConvProblem
 from convtune.storage import queries as repo
 from convtune.storage.session import session_scope
 from convtune.tuner.benchmark import Benchmarker, TrialResult
-from convtune.tuner.efficiency import efficiency, floor_time_s
+from convtune.tuner.efficiency import best_floor, efficiency
 from convtune.tuner.neighbours import LocalSearch
 from convtune.tuner.prune import Candidate, PruneSettings, prune, warm_start_order
 from convtune.tuner.study import ConfigSpace, make_sampler, open_study, study_name
@@ -92,12 +92,48 @@ class TuneResult:
     search_s: float = 0.0              # the search loop, what budget_s limits
     statuses: dict[str, int] = field(default_factory=dict)
     floors_ms: dict[str, float] = field(default_factory=dict)       # per family: the bound's floor time
+    # per family: the floor on the datasheet peaks, what binds the floor, and the ceilings each used
+    datasheet_floors_ms: dict[str, float] = field(default_factory=dict)
+    floor_bindings: dict[str, str] = field(default_factory=dict)
+    ceilings_source: str = ""
+    datasheet_source: str = ""
     family_best_ms: dict[str, float] = field(default_factory=dict)  # per family: its best measured time
 
     @property
     def bound_favours(self) -> str | None:
         """The family whose algorithm has the lowest floor time (ties: first registered)."""
         return min(self.floors_ms, key=lambda f: self.floors_ms[f]) if self.floors_ms else None
+
+    @property
+    def best_family(self) -> str | None:
+        return self.best_config.split(".", 1)[0] if self.best_config else None
+
+    @property
+    def datasheet_floor_ms(self) -> float | None:
+        """The best family's floor on the datasheet peaks (else the lowest), ms; None when unknown."""
+        if not self.datasheet_floors_ms:
+            return None
+        fam = self.best_family
+        return self.datasheet_floors_ms.get(fam, min(self.datasheet_floors_ms.values())) if fam else \
+            min(self.datasheet_floors_ms.values())
+
+    @property
+    def efficiency_datasheet(self) -> float | None:
+        """Floor on the datasheet peaks / best time (≤ :attr:`efficiency`)."""
+        floor = self.datasheet_floor_ms
+        return floor / self.time_ms if floor is not None and self.time_ms else None
+
+    @property
+    def binding(self) -> str | None:
+        """What binds the reported floor: compute, memory (DRAM), memory (on-chip) or launch."""
+        fam = self.best_family
+        if fam in self.floor_bindings:
+            return self.floor_bindings[fam]
+        return self.floor_bindings.get(self.bound_favours or "", None)
+
+    @property
+    def launch_bound(self) -> bool:
+        return self.binding == "launch"
 
     @property
     def tflops(self) -> float | None:
@@ -162,8 +198,16 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
     # a new kernel version starts a new study: trials of the old one say nothing about the new code
     name = study_name(device.name, problem.key(), family_names, backend,
                       [kernel_versions[s.kind][:12] for s in specs])
-    floors = {s.family: floor_time_s(problem, machine, s) for s in specs}
+    best_rows = {s.family: best_floor(problem, machine, s) for s in specs}
+    floors = {f: float(r["floor_s"]) for f, r in best_rows.items()}
     overall_floor_s = min(floors.values())
+    # the epsilon stop rule uses the bandwidth/compute floors only: the launch floor is the least time we ever
+    # measured, so a shape at it would stop at once (and a model backend's predictions sit below it)
+    stop_floor_s = min(max(float(r["dram_floor_s"]), float(r["onchip_floor_s"])) for r in best_rows.values())
+    floor_info: dict[str, Any] = {
+        "datasheet_floors_ms": {f: float(r["datasheet_floor_s"]) * 1e3 for f, r in best_rows.items()},
+        "floor_bindings": {f: str(r["binding"]) for f, r in best_rows.items()},
+        "ceilings_source": machine.ceilings_source, "datasheet_source": machine.datasheet().ceilings_source}
 
     with session_scope(engine) as session:
         dev = repo.get_or_create_device(
@@ -179,8 +223,11 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
                     if r.status == "finished" and r.backend == backend and r.families == ",".join(family_names)
                     and r.study_name == name and r.best_measurement_id is not None]
             if done:
-                return _stored_result(session, problem, device.name, backend, done[0], overall_floor_s,
-                                      clock() - start)
+                stored = _stored_result(session, problem, device.name, backend, done[0], overall_floor_s,
+                                        clock() - start)
+                for key, value in floor_info.items():
+                    setattr(stored, key, value)
+                return stored
 
     # the run exists before pruning (seconds on large spaces), so a job can name it and a crash leaves it visible
     with session_scope(engine) as session:
@@ -190,7 +237,7 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
     if on_run is not None:
         on_run(run_id)
     result = TuneResult(problem, device.name, backend, run_id, None, None, overall_floor_s * 1e3, None,
-                        floors_ms={f: s * 1e3 for f, s in floors.items()})
+                        floors_ms={f: s * 1e3 for f, s in floors.items()}, **floor_info)
     try:
         pruned = prune(problem, machine, specs, settings, check=check, report=prune_progress, clock=clock)
         survivors = pruned.survivors
@@ -208,7 +255,7 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
             check()
         search_start = clock()  # budget_s starts now: pruning is not search time
         _search(problem, benchmarker, engine, rows, result, survivors, name, sampler, seed, warm_start,
-                budget_trials, budget_s, patience, epsilon, overall_floor_s, search_start, progress, available,
+                budget_trials, budget_s, patience, epsilon, stop_floor_s, search_start, progress, available,
                 stop_at_ms, check, fail_orphans, clock)
         result.search_s = clock() - search_start
         _finalize(problem, benchmarker, engine, rows, result, survivors, specs, floors)

@@ -99,7 +99,7 @@ def test_bound_floor_and_onchip_words() -> None:
     assert variant == "depthwise" and flops == traffic.flops(PAPER) and words == bound
     floor = floor_time_s(PAPER, H200, spec)
     assert floor == pytest.approx(4 * PAPER.compulsory_elements / H200.copy_bandwidth_bytes_per_s)
-    assert floors(MOBILENET, H200, get_spec("depthwise2d_tiled"))[0]["binding"] == "memory"
+    assert floors(MOBILENET, H200, get_spec("depthwise2d_tiled"))[0]["binding"] == "memory (DRAM)"
 
 
 def test_pruning_keeps_the_fast_variant_first() -> None:
