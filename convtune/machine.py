@@ -37,12 +37,13 @@ OPTIMISTIC_L2_BYTES_PER_CLK_PER_SM = 2 * 128
 #: 1.41 GHz, V100 SXM2 1.53 GHz, P100 SXM2 1.48 GHz), so the L2 figure errs high.
 OPTIMISTIC_CLOCK_HZ = 2.0e9
 
-#: The H200's launch floor: no kernel we timed on the project's H200 finished faster. The smallest kernel time in
-#: the committed H200 results is 4.199 µs (``convtune_kernel_ms`` = 0.00419898 of layer features.15.conv.1.0 in
-#: benchmarks/results/delivered_h200/models_mobilenet_v2.json); the replay tables' smallest ``min_ms`` is 31.5 µs
-#: (tests/data/replay_h200_winograd_sweep.json.gz); rounded down to 4.0 µs. An empirical floor of our timing
-#: (CUDA events around launches), not a hardware constant; presets without measurements carry 0 (no launch floor).
-H200_LAUNCH_FLOOR_S = 4.0e-6
+#: The H200's launch floor: a time no kernel launch on the project's H200 is assumed to beat. The smallest kernel
+#: time in the committed H200 results is 4.199 µs (``convtune_kernel_ms`` = 0.00419898 of layer features.15.conv.1.0
+#: in benchmarks/results/delivered_h200/models_mobilenet_v2.json; the replay tables' smallest ``min_ms`` is 31.5 µs,
+#: tests/data/replay_h200_winograd_sweep.json.gz). Half of it is taken, a margin for kernels not measured yet: the
+#: empty-kernel time has not been measured on this host (to do on the next device session), and until it is, this is
+#: a documented assumption, not a measurement. Presets without measurements carry 0 (no launch floor).
+H200_LAUNCH_FLOOR_S = 2.0e-6
 
 
 def optimistic_l2_bandwidth(sm_count: int) -> float:

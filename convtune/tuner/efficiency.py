@@ -4,7 +4,8 @@ Per variant of a family's algorithm (docs/bounds.md §11), on one ceiling set (c
 
 - **compute** = FLOPs / fp32 peak. Direct FLOPs count only MACs that read real input (padding taps are free);
   Winograd FLOPs are its α² multiplications per tile and channel pair, per F(m);
-- **memory (DRAM)** = the variant's I/O lower bound at S = the L2 capacity, bytes / DRAM (copy) bandwidth;
+- **memory (DRAM)** = the variant's I/O lower bound at S = the L2 capacity + every SM's fast memory (all that
+  sits above DRAM), bytes / DRAM (copy) bandwidth;
 - **memory (on-chip)** = the P-SM lower bound (P = ``sm_count`` SMs with S = one SM's shared memory + registers
   each: :mod:`convtune.bounds.parallel`), bytes / ``l2_bandwidth_bytes_per_s`` (an optimistic figure);
 - **launch** = ``machine.launch_floor_s`` (0 where nothing was measured).
@@ -46,7 +47,8 @@ def floor_terms(flops: float, dram_bytes: float, onchip_bytes: float, machine: M
 def floors(problem: ConvProblem, machine: MachineModel, spec: KernelSpec) -> list[dict[str, Any]]:
     """Per variant of ``spec``'s algorithm: FLOPs, the bound bytes of both levels and every floor.
 
-    Keys: ``variant``, ``flops``, ``bound_bytes`` (DRAM level, S = L2), ``onchip_bound_bytes``, ``floor_s``
+    Keys: ``variant``, ``flops``, ``bound_bytes`` (DRAM level, S = L2 + every SM's fast memory),
+    ``onchip_bound_bytes``, ``floor_s``
     (max of the four terms on the machine's ceilings), ``binding`` (one of :data:`BINDINGS`), ``launch_bound``,
     ``compute_s``, ``dram_memory_s``, ``onchip_memory_s``, ``dram_floor_s``, ``onchip_floor_s``, ``launch_floor_s``,
     ``ceilings_source``; and on the datasheet peaks ``datasheet_floor_s``, ``datasheet_binding``,
@@ -54,9 +56,11 @@ def floors(problem: ConvProblem, machine: MachineModel, spec: KernelSpec) -> lis
     has no datasheet figures).
     """
     word = problem.itemsize_bytes
-    s_l2 = machine.fast_memory_words("l2", word_bytes=word)
     s_sm = machine.fast_memory_words("sm", word_bytes=word)
     processors = max(1, machine.sm_count)
+    # DRAM level: everything above DRAM together — L2 plus every SM's registers and shared memory — is at most this
+    # many words, so one fast memory of that size can replay any schedule (§11.2): the bound there is sound
+    s_l2 = machine.fast_memory_words("l2", word_bytes=word) + processors * s_sm
     # simulation form: P SMs with S words each are simulated by one fast memory of P·S words (§11.2)
     onchip = {v: w for v, _, w in spec.floor_work(problem, s_sm * processors)}
     partition = direct_partition_term_words(problem, s_sm, processors) \
