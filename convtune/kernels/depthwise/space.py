@@ -39,15 +39,20 @@ from convtune.kernels.depthwise.conv1d.fused import plan as plan_fused
 from convtune.kernels.depthwise.conv1d.plan import WARP_V, Depthwise1dPlan, plan
 from convtune.kernels.depthwise.conv2d.dgrad import Dw2dDgradPlan
 from convtune.kernels.depthwise.conv2d.dgrad import plan as plan_2d_dgrad
+from convtune.kernels.depthwise.conv2d.dgrad import space as space_2d_dgrad
 from convtune.kernels.depthwise.conv2d.fast import Dw2dFastPlan
 from convtune.kernels.depthwise.conv2d.fast import plan as plan_2d_fast
+from convtune.kernels.depthwise.conv2d.fast import space as space_2d_fast
 from convtune.kernels.depthwise.conv2d.packed import Dw2dPackedPlan
 from convtune.kernels.depthwise.conv2d.packed import applies as applies_packed
 from convtune.kernels.depthwise.conv2d.packed import plan as plan_2d_packed
+from convtune.kernels.depthwise.conv2d.packed import space as space_2d_packed
 from convtune.kernels.depthwise.conv2d.tiled import Dw2dPlan, applies
 from convtune.kernels.depthwise.conv2d.tiled import plan as plan_2d
+from convtune.kernels.depthwise.conv2d.tiled import spaces as spaces_2d_tiled
 from convtune.kernels.depthwise.conv2d.wgrad import Dw2dWgradPlan
 from convtune.kernels.depthwise.conv2d.wgrad import plan as plan_2d_wgrad
+from convtune.kernels.depthwise.conv2d.wgrad import space as space_2d_wgrad
 from convtune.kernels.search_space import Rule, SearchSpace, Values
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -233,24 +238,8 @@ def enumerate_plans_fused(problem: ConvProblem, machine: MachineModel) -> Iterat
 
 # ---- 2-D ----------------------------------------------------------------------------------------------------
 
-@cache
-def spaces_2d_tiled(problem: ConvProblem) -> tuple[SearchSpace, ...]:
-    """The 2-D tiled forward's space: one space per tile of :data:`TILE_2D` (in order) × outputs per thread ×
-    planes; several planes only for small images (two tiles cover the plane)."""
-    p = problem
-    vw_divides = Rule("vw_divides_tile_w", ("tile_w", "outputs_per_thread"),
-                      lambda v: v["tile_w"] % v["outputs_per_thread"] == 0,
-                      "outputs_per_thread={outputs_per_thread} must divide tile_w={tile_w}")
-    small_images = Rule("planes_small_images", ("tile_h", "tile_w", "planes"),
-                        lambda v: v["planes"] == 1 or 2 * v["tile_h"] * v["tile_w"] >= p.P * p.Q,
-                        f"planes={{planes}}: several planes per block only when 2·tile_h·tile_w ≥ P·Q={p.P * p.Q}",
-                        field="planes")
-    return tuple(SearchSpace({"tile_h": (th,), "tile_w": (tw,), "outputs_per_thread": VW_2D, "planes": PLANES_2D},
-                             rules=(vw_divides,), prune=(small_images,)) for th, tw in TILE_2D)
-
-
 def enumerate_plans_2d(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dPlan]:
-    """Every valid plan of the 2-D tiled forward kernel."""
+    """Every valid plan of the 2-D tiled forward kernel (see :func:`spaces_2d_tiled`)."""
     if applies(problem) is not None:
         return
     for values in _chained_configs(spaces_2d_tiled(problem)):
@@ -258,21 +247,6 @@ def enumerate_plans_2d(problem: ConvProblem, machine: MachineModel) -> Iterator[
             yield plan_2d(problem, Dw2dTiledFwdConfig(**values), machine)
         except InvalidConfig:
             continue
-
-
-def _bands(values: tuple[int, ...], extent: int, *extra: int) -> tuple[int, ...]:
-    return tuple(sorted({b for b in values if b <= extent} | {extent, *extra}))
-
-
-@cache
-def space_2d_fast(problem: ConvProblem) -> SearchSpace:
-    """The fast 2-D forward's space: bands up to the output height (plus P itself: whole planes) × rows and
-    outputs per item × planes (several only while a block is small) × threads (plan: from one warp up to the
-    block's items)."""
-    p = problem
-    return SearchSpace({"band_h": _bands(FAST2D_BAND, p.P), "rows_per_thread": FAST2D_VH,
-                        "outputs_per_thread": FAST2D_VW, "planes": FAST2D_PLANES, "threads": FAST2D_THREADS},
-                       rules=(_BAND_MULTIPLE,), prune=(_vw_extent(p.Q, "Q"), _planes_small_blocks(p.Q)))
 
 
 def enumerate_plans_2d_fast(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dFastPlan]:
@@ -286,17 +260,6 @@ def enumerate_plans_2d_fast(problem: ConvProblem, machine: MachineModel) -> Iter
             continue
 
 
-@cache
-def space_2d_packed(problem: ConvProblem) -> SearchSpace:
-    """The packed 2-D forward's space (images up to 32 wide): planes per block × output rows per item (up to
-    P) × threads (plan: from one warp up to the block's items)."""
-    p = problem
-    rows_extent = Rule("rows_extent", ("rows_per_thread",), lambda v: 1 <= v["rows_per_thread"] <= p.P,
-                       f"rows_per_thread={{rows_per_thread}}: allowed 1..P={p.P}")
-    return SearchSpace({"planes": PACKED2D_PLANES, "rows_per_thread": PACKED2D_VH, "threads": PACKED2D_THREADS},
-                       rules=(rows_extent,))
-
-
 def enumerate_plans_2d_packed(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dPackedPlan]:
     """Every valid plan of the packed 2-D forward kernel (see :func:`space_2d_packed`)."""
     if applies_packed(problem) is not None:
@@ -308,24 +271,6 @@ def enumerate_plans_2d_packed(problem: ConvProblem, machine: MachineModel) -> It
             continue
 
 
-@cache
-def space_2d_dgrad(problem: ConvProblem) -> SearchSpace:
-    """The 2-D input gradient's space: bands over the input height H (plus H, and H rounded up to the stride) ×
-    rows and columns per item (multiples of the strides) × planes × threads."""
-    p = problem
-    sh, sw = p.stride_h, p.stride_w
-    rules = (
-        Rule("rows_stride", ("rows_per_thread",), lambda v: v["rows_per_thread"] % sh == 0,
-             f"rows_per_thread={{rows_per_thread}} must be a multiple of stride_h={sh}"),
-        Rule("outputs_stride", ("outputs_per_thread",), lambda v: v["outputs_per_thread"] % sw == 0,
-             f"outputs_per_thread={{outputs_per_thread}} must be a multiple of stride_w={sw}"),
-        _BAND_MULTIPLE,
-    )
-    return SearchSpace({"band_h": _bands(FAST2D_BAND, p.H, -(-p.H // sh) * sh), "rows_per_thread": (*FAST2D_VH, 8),
-                        "outputs_per_thread": FAST2D_VW, "planes": FAST2D_PLANES, "threads": FAST2D_THREADS},
-                       rules=rules, prune=(_vw_extent(p.W, "W"), _planes_small_blocks(p.W)))
-
-
 def enumerate_plans_2d_dgrad(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dDgradPlan]:
     """Every valid plan of the 2-D input-gradient kernel (see :func:`space_2d_dgrad`)."""
     if applies(problem) is not None:
@@ -335,17 +280,6 @@ def enumerate_plans_2d_dgrad(problem: ConvProblem, machine: MachineModel) -> Ite
             yield plan_2d_dgrad(problem, Dw2dFastDgradConfig(**values), machine)
         except InvalidConfig:
             continue
-
-
-@cache
-def space_2d_wgrad(problem: ConvProblem) -> SearchSpace:
-    """The 2-D weight gradient's space, both modes: bands over the output height P × rows and outputs per item
-    × batch entries per block (several only while a block is small) × threads × mode."""
-    p = problem
-    return SearchSpace({"band_h": _bands(FAST2D_BAND, p.P), "rows_per_thread": FAST2D_VH,
-                        "outputs_per_thread": FAST2D_VW, "planes": FAST2D_PLANES, "threads": FAST2D_THREADS,
-                        "mode": WGRAD_MODES},
-                       rules=(_BAND_MULTIPLE,), prune=(_vw_extent(p.Q, "Q"), _planes_small_blocks(p.Q)))
 
 
 def enumerate_plans_2d_wgrad(problem: ConvProblem, machine: MachineModel) -> Iterator[Dw2dWgradPlan]:
