@@ -9,12 +9,13 @@ modules.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from convtune.kernels.depthwise.configs import MODES
 from convtune.kernels.search_space import Rule, SearchSpace, Values
 from convtune.problem import ConvProblem
 
+WARP = 32
 THREADS = (64, 128, 256, 512)
 SHARED_ROWS = (1, 2, 4, 8, 16, 32)
 SHARED_TILE = (16, 32, 64, 128, 256)
@@ -137,3 +138,28 @@ def planes_small_blocks(width: int) -> Rule:
     return Rule("planes_small_blocks", ("band_h", "rows_per_thread", "outputs_per_thread", "planes"), ok,
                 "planes={planes}: several planes per block only while a block has < 64 items per plane pair",
                 field="planes")
+
+
+def block_threads(name: str, threads: Callable[[Values], int] | None = None) -> Rule:
+    """32..1024 threads per block, a multiple of 32 (``threads``: the block's threads from the values, default the
+    parameter ``name`` itself); reported on ``name``."""
+    count = threads or (lambda v: v[name])
+    return Rule(f"{name}_threads", (name,), lambda v: WARP <= count(v) <= 1024 and count(v) % WARP == 0,
+                lambda v: f"{count(v)} threads per block: must be a multiple of 32 in [{WARP}, 1024]")
+
+
+def allowed(name: str, values: tuple[int, ...], message: str = "") -> Rule:
+    """``name`` takes one of ``values`` (``message``: the allowed values as the error states them)."""
+    listed = message or ", ".join(map(str, values))
+    return Rule(f"{name}_allowed", (name,), lambda v: v[name] in values, f"{name}={{{name}}}: allowed {listed}")
+
+
+def at_most(name: str, limit: int, what: str) -> Rule:
+    """``name`` no larger than ``limit`` (``what``: the limit as the error names it, e.g. ``the batch B=3``)."""
+    return Rule(f"{name}_extent", (name,), lambda v: v[name] <= limit,
+                f"{name}={{{name}}} exceeds {what}: allowed 1..{limit}")
+
+
+LANES_POW2 = Rule("lanes_pow2", ("lanes_per_row",),
+                  lambda v: v["lanes_per_row"] <= WARP and not v["lanes_per_row"] & (v["lanes_per_row"] - 1),
+                  "lanes_per_row={lanes_per_row}: allowed 1, 2, 4, 8, 16, 32")
