@@ -23,6 +23,7 @@ stream_bytes`, partials and atomics in fp32)::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
@@ -35,9 +36,7 @@ from convtune.kernels.depthwise.conv1d.plan import (
     MAX_FAST_TAPS,
     MAX_FAST_TILE,
     REDUCE_ENTRY,
-    _check_mode,
     _check_smem,
-    _check_threads,
     _family_source,
     check_problem,
     fast_pitch,
@@ -45,6 +44,17 @@ from convtune.kernels.depthwise.conv1d.plan import (
     reduce_source,
 )
 from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, cuda_type
+from convtune.kernels.depthwise.values import (
+    FAST_STAGES,
+    FAST_VEC,
+    FUSED_BLOCKS_PER_SM,
+    FUSED_ROWS,
+    WGRAD_MODES,
+    allowed,
+    block_threads,
+    mode_rule,
+    vec_aligned,
+)
 from convtune.kernels.launch_geometry import round_regs
 from convtune.kernels.prepared import (
     FilterLayout,
@@ -54,6 +64,7 @@ from convtune.kernels.prepared import (
     driver,
     stream_pointer,
 )
+from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -161,6 +172,29 @@ def regs_estimate(tile_l: int, ke: int) -> int:
     return tile_l + 2 * ke + 24
 
 
+@cache
+def space(problem: ConvProblem) -> SearchSpace:
+    """The fused 1-D backward's space: rows × stages × vec × blocks per SM × both modes. :func:`plan` enforces
+    the rules (the problem's: rows of at most 64 samples, at most 64 taps; the config's)."""
+    p = problem
+    ke = min(p.S, p.W)
+    rules = (
+        mode_rule(),
+        Rule("fused_length", (), lambda v: p.W <= MAX_FAST_TILE,
+             f"fused backward: L={p.W} exceeds {MAX_FAST_TILE} (one thread per whole row)", field="problem"),
+        Rule("fused_taps", (), lambda v: ke <= MAX_FAST_TAPS,
+             f"fused backward: min(K, L)={ke} taps exceed {MAX_FAST_TAPS}", field="problem"),
+        block_threads("rows"),
+        allowed("stages", (1, 2), "1 or 2"),
+        allowed("vec", (1, 4), "1 or 4"),
+        vec_aligned(p),
+        Rule("blocks_per_sm", ("blocks_per_sm",), lambda v: 1 <= v["blocks_per_sm"] <= 16,
+             "blocks_per_sm={blocks_per_sm}: allowed 1..16"),
+    )
+    return SearchSpace({"rows": FUSED_ROWS, "stages": FAST_STAGES, "vec": FAST_VEC,
+                        "blocks_per_sm": FUSED_BLOCKS_PER_SM, "mode": WGRAD_MODES}, rules=rules)
+
+
 def plan(problem: ConvProblem, config: FusedBwdConfig, machine: MachineModel | None = None) -> FusedPlan:
     """Validate ``config`` for ``problem`` and derive the launch plan.
 
@@ -171,21 +205,8 @@ def plan(problem: ConvProblem, config: FusedBwdConfig, machine: MachineModel | N
     c, p = config, problem
     if not isinstance(c, FusedBwdConfig):
         raise InvalidConfig("config", f"{c.key()} is not a depthwise1d_fused configuration")
-    _check_mode(c)
-    if p.W > MAX_FAST_TILE:
-        raise InvalidConfig("problem", f"fused backward: L={p.W} exceeds {MAX_FAST_TILE} (one thread per whole row)")
+    space(p).check(c)  # the rules: mode, L ≤ 64 and ≤ 64 taps, rows, stages, vec (aligned), blocks per SM
     ke = min(p.S, p.W)
-    if ke > MAX_FAST_TAPS:
-        raise InvalidConfig("problem", f"fused backward: min(K, L)={ke} taps exceed {MAX_FAST_TAPS}")
-    _check_threads(c.rows, "rows")
-    if c.stages not in (1, 2):
-        raise InvalidConfig("stages", f"stages={c.stages}: allowed 1 or 2")
-    if c.vec not in (1, 4):
-        raise InvalidConfig("vec", f"vec={c.vec}: allowed 1 or 4")
-    if c.vec == 4 and p.W % 4:
-        raise InvalidConfig("vec", f"vec=4 needs L % 4 == 0 (16-byte aligned rows), got L={p.W}")
-    if not 1 <= c.blocks_per_sm <= 16:
-        raise InvalidConfig("blocks_per_sm", f"blocks_per_sm={c.blocks_per_sm}: allowed 1..16")
     tl = -(-p.W // 4) * 4
     pitch = fast_pitch(tl, c.rows, 1, tl)
     smem_bytes = p.itemsize_bytes * c.stages * 2 * c.rows * pitch

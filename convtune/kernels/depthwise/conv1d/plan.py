@@ -35,12 +35,39 @@ from convtune.kernels.compile import kernel_text
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.depthwise.configs import (
     MODE_ATOMIC,
-    MODES,
     PATHS,
+    VARIANTS_1D,
     variant_of,
 )
 from convtune.kernels.depthwise.dtypes import FP32_ONLY, STORAGE_DTYPES, check_dtype, cuda_type
+from convtune.kernels.depthwise.values import (
+    FAST_BLOCKS_PER_SM,
+    FAST_LANES,
+    FAST_ROWS,
+    FAST_STAGES,
+    FAST_TILE,
+    FAST_VEC,
+    LANES_POW2,
+    OUTPUTS_PER_LANE,
+    SHARED_ROWS,
+    SHARED_THREADS,
+    SHARED_TILE,
+    THREADS,
+    WARP_LANES,
+    WARP_V,
+    WARP_WGRAD_ROWS,
+    WARPS,
+    WGRAD_MODES,
+    allowed,
+    at_most,
+    block_threads,
+    mode_rule,
+    segment_extent,
+    vec_aligned,
+    with_extent,
+)
 from convtune.kernels.launch_geometry import round_regs
+from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -236,12 +263,6 @@ def _check_threads(threads: int, name: str = "threads", lo: int = WARP) -> None:
         raise InvalidConfig(name, f"{threads} threads per block: must be a multiple of 32 in [{lo}, 1024]")
 
 
-def _check_mode(config: KernelConfig) -> None:
-    mode = config.mode  # type: ignore[attr-defined]
-    if mode not in MODES:
-        raise InvalidConfig("mode", f"mode={mode}: allowed {', '.join(f'{k} ({v})' for k, v in MODES.items())}")
-
-
 def _check_smem(smem_bytes: int, machine: MachineModel | None, field_name: str) -> None:
     limit = machine.smem_per_block_bytes if machine is not None else 232_448
     if smem_bytes > limit:
@@ -258,10 +279,68 @@ def persistent_grid(groups: int, rows_per_group: int, channels: int, target_bloc
     return max(unit, target_blocks // unit * unit)
 
 
+# ---- the spaces ------------------------------------------------------------------------------------------
+_BLOCKS_PER_SM = Rule("blocks_per_sm", ("blocks_per_sm",), lambda v: v["blocks_per_sm"] <= 16,
+                      "blocks_per_sm={blocks_per_sm}: allowed 1..16")
+
+
+@cache
+def spaces(problem: ConvProblem, variant: str, path: str) -> tuple[SearchSpace, ...]:
+    """The space of the 1-D ``variant`` and ``path``, as spaces whose configs are chained in order (one, but for
+    the warp weight gradient: its rows design, then its register design, design=2). :func:`plan` enforces the
+    rules (of the space of the config's design); ``prune`` are the search's own (segments or chunks ≥ 2·L)."""
+    p = problem
+    modes: dict[str, tuple[int, ...]] = {"mode": WGRAD_MODES} if path == "wgrad" else {}
+    mode: tuple[Rule, ...] = (mode_rule(),) if path == "wgrad" else ()
+    if variant in ("naive", "coalesced"):
+        return (SearchSpace({"threads": THREADS, **modes}, rules=(*mode, block_threads("threads"))),)
+    if variant == "shared":
+        return (SearchSpace({"rows": with_extent(SHARED_ROWS, p.N), "tile_l": with_extent(SHARED_TILE, p.W),
+                             "threads": SHARED_THREADS, **modes},
+                            rules=(*mode, block_threads("threads"), at_most("rows", p.N, f"the batch B={p.N}"),
+                                   at_most("tile_l", p.W, f"L={p.W}"))),)
+    warps = block_threads("warps", lambda v: v["warps"] * WARP)
+    if variant == "warp" and path == "wgrad":
+        design = allowed("design", (1, 2), "1 (lanes own taps) or 2 (register design)")
+        chunk_extent = Rule("chunk_extent", ("outputs_per_lane",),
+                            lambda v: v["outputs_per_lane"] == 1 or 32 * v["outputs_per_lane"] < 2 * p.W,
+                            f"a chunk of 32·outputs_per_lane = 32·{{outputs_per_lane}} outputs is ≥ 2·L={2 * p.W}")
+        rows_design = SearchSpace(
+            {"warps": WARPS, "outputs_per_lane": OUTPUTS_PER_LANE, **modes, "rows": with_extent(WARP_WGRAD_ROWS, p.N),
+             "lanes_per_row": (32,), "design": (1,)},
+            rules=(*mode, warps, design, allowed("outputs_per_lane", OUTPUTS_PER_LANE),
+                   at_most("rows", p.N, f"the batch B={p.N}")),
+            prune=(chunk_extent,))
+        register_design = SearchSpace(
+            {"warps": WARPS, "outputs_per_lane": WARP_V, "lanes_per_row": WARP_LANES, **modes, "rows": (1,),
+             "design": (2,)},
+            rules=(*mode, warps, design, LANES_POW2, allowed("outputs_per_lane", WARP_V)),
+            prune=(segment_extent(p),))
+        return rows_design, register_design
+    if variant == "warp":
+        return (SearchSpace({"warps": WARPS, "outputs_per_lane": WARP_V, "lanes_per_row": WARP_LANES},
+                            rules=(warps, LANES_POW2, allowed("outputs_per_lane", WARP_V)),
+                            prune=(segment_extent(p),)),)
+    if variant == "fast":
+        tile = Rule("tile_l", ("tile_l",), lambda v: v["tile_l"] % 4 == 0 and v["tile_l"] <= MAX_FAST_TILE,
+                    f"tile_l={{tile_l}}: must be a multiple of 4 in [4, {MAX_FAST_TILE}]")
+        return (SearchSpace({"rows": FAST_ROWS, "tile_l": with_extent(FAST_TILE, p.W, 4), "lanes_per_row": FAST_LANES,
+                             "stages": FAST_STAGES, "vec": FAST_VEC, "blocks_per_sm": FAST_BLOCKS_PER_SM, **modes},
+                            rules=(*mode, tile, LANES_POW2, allowed("stages", (1, 2), "1 or 2"),
+                                   allowed("vec", (1, 4), "1 or 4"), vec_aligned(p), _BLOCKS_PER_SM)),)
+    raise InvalidConfig("variant", f"{variant!r}: allowed {', '.join(VARIANTS_1D)}")
+
+
+def space_of(problem: ConvProblem, config: KernelConfig) -> SearchSpace:
+    """The space whose rules ``config`` (a 1-D config of a known variant and path) must keep: the warp weight
+    gradient's register design for ``design=2``, else its rows design."""
+    chained = spaces(problem, variant_of(config), config.direction)
+    return chained[1] if len(chained) > 1 and getattr(config, "design", 1) == 2 else chained[0]
+
+
 # ---- per-variant plans ----------------------------------------------------------------------------------
 def _simple(p: ConvProblem, c: KernelConfig, path: str, ke: int) -> dict:
     threads = c.threads  # type: ignore[attr-defined]
-    _check_threads(threads)
     total = p.N * p.C * (ke if path == "wgrad" else p.W)
     targs: tuple[int | str, ...] = ("true" if getattr(c, "mode", 0) == MODE_ATOMIC else "false",) \
         if path == "wgrad" else ()
@@ -271,11 +350,6 @@ def _simple(p: ConvProblem, c: KernelConfig, path: str, ke: int) -> dict:
 
 def _shared(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineModel | None) -> dict:
     rb, t, threads = c.rows, c.tile_l, c.threads  # type: ignore[attr-defined]
-    _check_threads(threads)
-    if rb > p.N:
-        raise InvalidConfig("rows", f"rows={rb} exceeds the batch B={p.N}: allowed 1..{p.N}")
-    if t > p.W:
-        raise InvalidConfig("tile_l", f"tile_l={t} exceeds L={p.W}: allowed 1..{p.W}")
     ntl, nbg = -(-p.W // t), -(-p.N // rb)
     win = t + ke - 1
     floats = rb * win + (rb * t if path == "wgrad" else ke)
@@ -290,7 +364,6 @@ def _shared(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: Machin
                 slices=nbg * ntl, slots=nbg * ntl * p.C, geometry={"ntl": ntl, "nbg": nbg})
 
 
-WARP_V = (1, 2, 3, 4, 6, 8, 12, 16)
 MAX_WARP_REG_TAPS = 64    # warp fwd/dgrad register design: KE taps live in registers
 
 
@@ -332,10 +405,6 @@ def _warp_reg(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: Mach
 
 def _warp_reg_wgrad(p: ConvProblem, c: KernelConfig, ke: int, machine: MachineModel | None) -> dict:
     g, v = c.lanes_per_row, c.outputs_per_lane  # type: ignore[attr-defined]
-    if g > WARP or g & (g - 1):
-        raise InvalidConfig("lanes_per_row", f"lanes_per_row={g}: allowed 1, 2, 4, 8, 16, 32")
-    if v not in WARP_V:
-        raise InvalidConfig("outputs_per_lane", f"outputs_per_lane={v}: allowed {', '.join(map(str, WARP_V))}")
     if not warp_register_design(p, g, v):
         raise InvalidConfig("design", f"design=2 needs min(K, L)={ke} ≤ {MAX_WARP_REG_TAPS} taps, and KE ≤ "
                                       "lanes_per_row·outputs_per_lane + 1 on rows of several segments")
@@ -359,13 +428,8 @@ def _warp_reg_wgrad(p: ConvProblem, c: KernelConfig, ke: int, machine: MachineMo
 
 def _warp(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineModel | None) -> dict:
     warps, v = c.warps, c.outputs_per_lane  # type: ignore[attr-defined]
-    _check_threads(warps * WARP, "warps")
     if path != "wgrad":
         g = c.lanes_per_row  # type: ignore[attr-defined]
-        if g > WARP or g & (g - 1):
-            raise InvalidConfig("lanes_per_row", f"lanes_per_row={g}: allowed 1, 2, 4, 8, 16, 32")
-        if v not in WARP_V:
-            raise InvalidConfig("outputs_per_lane", f"outputs_per_lane={v}: allowed {', '.join(map(str, WARP_V))}")
         if warp_register_design(p, g, v):
             return _warp_reg(p, c, path, ke, machine)
         if g != WARP:
@@ -373,18 +437,12 @@ def _warp(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineM
                                                  f"design (KE > {MAX_WARP_REG_TAPS}, or KE > lanes_per_row·"
                                                  "outputs_per_lane + 1 on rows of several segments), which takes "
                                                  "lanes_per_row=32 only")
-    elif c.design not in (1, 2):  # type: ignore[attr-defined]
-        raise InvalidConfig("design", f"design={c.design}: allowed 1 (lanes own taps) or 2 (register design)")  # type: ignore[attr-defined]
     elif c.design == 2:  # type: ignore[attr-defined]
         return _warp_reg_wgrad(p, c, ke, machine)
-    elif v not in (1, 2, 4, 8):
-        raise InvalidConfig("outputs_per_lane", f"outputs_per_lane={v}: allowed 1, 2, 4, 8")
     ch = WARP * v
     sms = machine.sm_count if machine is not None else DEFAULT_SMS
     if path == "wgrad":
         rb = c.rows  # type: ignore[attr-defined]
-        if rb > p.N:
-            raise InvalidConfig("rows", f"rows={rb} exceeds the batch B={p.N}: allowed 1..{p.N}")
         jt = -(-ke // WARP)
         if jt > MAX_WARP_TAP_GROUPS:
             raise InvalidConfig("problem", f"warp wgrad: min(K, L)={ke} taps exceed {WARP * MAX_WARP_TAP_GROUPS} "
@@ -439,22 +497,12 @@ def fast_pitch(span: int, rows: int, lanes_per_row: int, tile_l: int) -> int:
 def _fast(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineModel | None) -> dict:
     rb, tl, tpr = c.rows, c.tile_l, c.lanes_per_row  # type: ignore[attr-defined]
     stages, vec, bps = c.stages, c.vec, c.blocks_per_sm  # type: ignore[attr-defined]
-    if tl % 4 or tl > MAX_FAST_TILE:
-        raise InvalidConfig("tile_l", f"tile_l={tl}: must be a multiple of 4 in [4, {MAX_FAST_TILE}]")
-    if tpr > WARP or tpr & (tpr - 1):
-        raise InvalidConfig("lanes_per_row", f"lanes_per_row={tpr}: allowed 1, 2, 4, 8, 16, 32")
+    # rows·lanes_per_row threads and the segment's extent filter the declared grid, whose 1-D size counts only
+    # the declared rules: they stay here
     _check_threads(rb * tpr, "rows")
-    if stages not in (1, 2):
-        raise InvalidConfig("stages", f"stages={stages}: allowed 1 or 2")
-    if vec not in (1, 4):
-        raise InvalidConfig("vec", f"vec={vec}: allowed 1 or 4")
-    if vec == 4 and p.W % 4:
-        raise InvalidConfig("vec", f"vec=4 needs L % 4 == 0 (16-byte aligned rows), got L={p.W}")
     if ke > MAX_FAST_TAPS:
         raise InvalidConfig("problem", f"fast variant: min(K, L)={ke} taps exceed {MAX_FAST_TAPS} "
                                        "(taps live in registers)")
-    if bps > 16:
-        raise InvalidConfig("blocks_per_sm", f"blocks_per_sm={bps}: allowed 1..16")
     seg = tl * tpr
     if seg >= 2 * p.W and seg > 4:  # the smallest segment (one thread, 4 outputs) is always allowed
         raise InvalidConfig("tile_l", f"a segment of lanes_per_row·tile_l={seg} outputs is ≥ 2·L={2 * p.W}: "
@@ -505,8 +553,7 @@ def plan(problem: ConvProblem, config: KernelConfig, machine: MachineModel | Non
         raise InvalidConfig("config", f"{config.key()} is not a depthwise 1-D configuration")
     variant, path = variant_of(config), config.direction
     check_dtype(problem, VARIANT_DTYPES.get(variant, FP32_ONLY), f"depthwise1d_{variant}")
-    if path == "wgrad":
-        _check_mode(config)
+    space_of(problem, config).check(config)  # the rules of the variant's space
     p = problem
     ke = min(p.S, p.W)
     if variant in ("naive", "coalesced"):

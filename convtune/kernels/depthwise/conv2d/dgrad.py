@@ -27,6 +27,20 @@ from convtune.kernels.depthwise.configs import Dw2dFastDgradConfig
 from convtune.kernels.depthwise.conv2d.fast import MAX_ACC, MAX_REGS
 from convtune.kernels.depthwise.conv2d.tiled import applies
 from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, check_dtype, cuda_type
+from convtune.kernels.depthwise.values import (
+    BAND_MULTIPLE,
+    FAST2D_BAND,
+    FAST2D_PLANES,
+    FAST2D_THREADS,
+    FAST2D_VH,
+    FAST2D_VW,
+    THREADS_WARPS,
+    accumulators,
+    band_extent,
+    bands,
+    planes_small_blocks,
+    vw_extent,
+)
 from convtune.kernels.launch_geometry import round_regs, span_inside
 from convtune.kernels.prepared import (
     FilterLayout,
@@ -39,6 +53,7 @@ from convtune.kernels.prepared import (
     pointers,
     stream_pointer,
 )
+from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -111,6 +126,27 @@ def _family_source() -> str:
     return kernel_text(SOURCE)
 
 
+@cache
+def space(problem: ConvProblem) -> SearchSpace:
+    """The 2-D input gradient's space: bands over the input height H (plus H, and H rounded up to the stride) ×
+    rows and columns per item (multiples of the strides) × planes × threads. :func:`plan` enforces the rules."""
+    p = problem
+    sh, sw = p.stride_h, p.stride_w
+    rules = (
+        Rule("rows_stride", ("rows_per_thread",), lambda v: v["rows_per_thread"] % sh == 0,
+             f"rows_per_thread={{rows_per_thread}} must be a multiple of stride_h={sh}"),
+        Rule("outputs_stride", ("outputs_per_thread",), lambda v: v["outputs_per_thread"] % sw == 0,
+             f"outputs_per_thread={{outputs_per_thread}} must be a multiple of stride_w={sw}"),
+        BAND_MULTIPLE,
+        band_extent(p.H, "H", "input height"),
+        accumulators(MAX_ACC),
+        THREADS_WARPS,
+    )
+    return SearchSpace({"band_h": bands(FAST2D_BAND, p.H, -(-p.H // sh) * sh), "rows_per_thread": (*FAST2D_VH, 8),
+                        "outputs_per_thread": FAST2D_VW, "planes": FAST2D_PLANES, "threads": FAST2D_THREADS},
+                       rules=rules, prune=(vw_extent(p.W, "W"), planes_small_blocks(p.W)))
+
+
 def plan(problem: ConvProblem, config: Dw2dFastDgradConfig, machine: MachineModel | None = None) -> Dw2dDgradPlan:
     """Validate ``config`` for ``problem`` and derive the launch plan.
 
@@ -124,23 +160,8 @@ def plan(problem: ConvProblem, config: Dw2dFastDgradConfig, machine: MachineMode
         raise InvalidConfig("problem", f"depthwise2d_fast dgrad: {why}")
     if not isinstance(c, Dw2dFastDgradConfig):
         raise InvalidConfig("config", f"{c.key()} is not a depthwise2d_fast dgrad configuration")
+    space(p).check(c)  # the rules: whole stride phases per item, bands up to H, ≤ 64 accumulators, threads
     sh, sw = p.stride_h, p.stride_w
-    if c.rows_per_thread % sh:
-        raise InvalidConfig("rows_per_thread", f"rows_per_thread={c.rows_per_thread} must be a multiple of "
-                                               f"stride_h={sh}")
-    if c.outputs_per_thread % sw:
-        raise InvalidConfig("outputs_per_thread", f"outputs_per_thread={c.outputs_per_thread} must be a multiple "
-                                                  f"of stride_w={sw}")
-    if c.band_h % c.rows_per_thread:
-        raise InvalidConfig("band_h", f"band_h={c.band_h} must be a multiple of rows_per_thread={c.rows_per_thread}")
-    if c.band_h > -(-p.H // c.rows_per_thread) * c.rows_per_thread:
-        raise InvalidConfig("band_h", f"band_h={c.band_h} exceeds the input height H={p.H} (rounded up to "
-                                      f"rows_per_thread): allowed {c.rows_per_thread}..{p.H}")
-    if c.rows_per_thread * c.outputs_per_thread > MAX_ACC:
-        raise InvalidConfig("outputs_per_thread", f"rows_per_thread·outputs_per_thread = "
-                                                  f"{c.rows_per_thread * c.outputs_per_thread} exceed {MAX_ACC}")
-    if not WARP <= c.threads <= 1024 or c.threads % WARP:
-        raise InvalidConfig("threads", f"threads={c.threads}: must be a multiple of 32 in [32, 1024]")
     e0, ne = phase_span(p.pad_h, c.rows_per_thread, p.R, sh)
     f0, nf = phase_span(p.pad_w, c.outputs_per_thread, p.S, sw)
     vec = 4 if p.Q % 4 == 0 else 1

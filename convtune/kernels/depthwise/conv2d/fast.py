@@ -27,6 +27,21 @@ from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dFastFwdConfig
 from convtune.kernels.depthwise.conv2d.tiled import applies
 from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, check_dtype, cuda_type
+from convtune.kernels.depthwise.values import (
+    BAND_MULTIPLE,
+    FAST2D_BAND,
+    FAST2D_PLANES,
+    FAST2D_THREADS,
+    FAST2D_VH,
+    FAST2D_VW,
+    THREADS_WARPS,
+    accumulators,
+    band_extent,
+    bands,
+    planes_small_blocks,
+    vw_extent,
+    vw_two_rows,
+)
 from convtune.kernels.launch_geometry import round_regs, spans_inside
 from convtune.kernels.prepared import (
     FilterLayout,
@@ -39,6 +54,7 @@ from convtune.kernels.prepared import (
     pointers,
     stream_pointer,
 )
+from convtune.kernels.search_space import SearchSpace
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -148,6 +164,19 @@ def regs_estimate(problem: ConvProblem, c: Dw2dFastFwdConfig, f4: bool) -> int:
     return problem.R * problem.S + c.rows_per_thread * c.outputs_per_thread + cols + 28
 
 
+@cache
+def space(problem: ConvProblem) -> SearchSpace:
+    """The fast 2-D forward's space: bands up to the output height (plus P itself: whole planes) × rows and
+    outputs per item × planes (several only while a block is small) × threads (plan: from one warp up to the
+    block's items). :func:`plan` enforces the rules."""
+    p = problem
+    rules = (BAND_MULTIPLE, band_extent(p.P, "P", "output height"), accumulators(MAX_ACC, "accumulators "),
+             vw_two_rows(p.Q, "Q"), THREADS_WARPS)
+    return SearchSpace({"band_h": bands(FAST2D_BAND, p.P), "rows_per_thread": FAST2D_VH,
+                        "outputs_per_thread": FAST2D_VW, "planes": FAST2D_PLANES, "threads": FAST2D_THREADS},
+                       rules=rules, prune=(vw_extent(p.Q, "Q"), planes_small_blocks(p.Q)))
+
+
 def plan(problem: ConvProblem, config: Dw2dFastFwdConfig, machine: MachineModel | None = None) -> Dw2dFastPlan:
     """Validate ``config`` for ``problem`` and derive the launch plan.
 
@@ -161,19 +190,7 @@ def plan(problem: ConvProblem, config: Dw2dFastFwdConfig, machine: MachineModel 
         raise InvalidConfig("problem", f"depthwise2d_fast: {why}")
     if not isinstance(c, Dw2dFastFwdConfig):
         raise InvalidConfig("config", f"{c.key()} is not a depthwise2d_fast configuration")
-    if c.band_h % c.rows_per_thread:
-        raise InvalidConfig("band_h", f"band_h={c.band_h} must be a multiple of rows_per_thread={c.rows_per_thread}")
-    if c.band_h > -(-p.P // c.rows_per_thread) * c.rows_per_thread:
-        raise InvalidConfig("band_h", f"band_h={c.band_h} exceeds the output height P={p.P} (rounded up to "
-                                      f"rows_per_thread): allowed {c.rows_per_thread}..{p.P}")
-    if c.rows_per_thread * c.outputs_per_thread > MAX_ACC:
-        raise InvalidConfig("outputs_per_thread", f"rows_per_thread·outputs_per_thread = "
-                                                  f"{c.rows_per_thread * c.outputs_per_thread} accumulators exceed "
-                                                  f"{MAX_ACC}")
-    if c.outputs_per_thread > 2 * p.Q and c.outputs_per_thread > 1:
-        raise InvalidConfig("outputs_per_thread", f"outputs_per_thread={c.outputs_per_thread} exceeds 2·Q={2 * p.Q}")
-    if not WARP <= c.threads <= 1024 or c.threads % WARP:
-        raise InvalidConfig("threads", f"threads={c.threads}: must be a multiple of 32 in [32, 1024]")
+    space(p).check(c)  # the rules: bands of whole items up to P, ≤ 64 accumulators, VW ≤ 2·Q, 32..1024 threads
     vec = 4 if p.W % 4 == 0 else 1
     off = -(-p.pad_w // vec) * vec
     f4 = (c.outputs_per_thread * p.stride_w) % 4 == 0

@@ -27,6 +27,7 @@ from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dPackedFwdConfig
 from convtune.kernels.depthwise.conv2d.tiled import applies as applies_2d
 from convtune.kernels.depthwise.dtypes import FP32_ONLY, STORAGE_DTYPES, check_dtype, cuda_type
+from convtune.kernels.depthwise.values import PACKED2D_PLANES, PACKED2D_THREADS, PACKED2D_VH, THREADS_WARPS
 from convtune.kernels.launch_geometry import round_regs
 from convtune.kernels.prepared import (
     FilterLayout,
@@ -39,6 +40,7 @@ from convtune.kernels.prepared import (
     pointers,
     stream_pointer,
 )
+from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -112,6 +114,23 @@ def regs_estimate(problem: ConvProblem, c: Dw2dPackedFwdConfig) -> int:
     return problem.R * problem.S + c.rows_per_thread * problem.Q + problem.W + 24
 
 
+@cache
+def space(problem: ConvProblem) -> SearchSpace:
+    """The packed 2-D forward's space (images up to 32 wide): planes per block × output rows per item (up to
+    P) × threads (plan: from one warp up to the block's items). :func:`plan` enforces the rules."""
+    p = problem
+    rules = (
+        Rule("rows_extent", ("rows_per_thread",), lambda v: 1 <= v["rows_per_thread"] <= p.P,
+             f"rows_per_thread={{rows_per_thread}}: allowed 1..P={p.P}"),
+        Rule("row_accumulators", ("rows_per_thread",), lambda v: v["rows_per_thread"] * p.Q <= MAX_ACC,
+             lambda v: f"rows_per_thread·Q = {v['rows_per_thread'] * p.Q} accumulators exceed {MAX_ACC}: "
+                       f"allowed 1..{max(1, MAX_ACC // p.Q)}"),
+        THREADS_WARPS,
+    )
+    return SearchSpace({"planes": PACKED2D_PLANES, "rows_per_thread": PACKED2D_VH, "threads": PACKED2D_THREADS},
+                       rules=rules)
+
+
 def plan(problem: ConvProblem, config: Dw2dPackedFwdConfig, machine: MachineModel | None = None) -> Dw2dPackedPlan:
     """Validate ``config`` for ``problem`` and derive the launch plan.
 
@@ -125,13 +144,7 @@ def plan(problem: ConvProblem, config: Dw2dPackedFwdConfig, machine: MachineMode
         raise InvalidConfig("problem", f"depthwise2d_packed: {why}")
     if not isinstance(c, Dw2dPackedFwdConfig):
         raise InvalidConfig("config", f"{c.key()} is not a depthwise2d_packed configuration")
-    if not 1 <= c.rows_per_thread <= p.P:
-        raise InvalidConfig("rows_per_thread", f"rows_per_thread={c.rows_per_thread}: allowed 1..P={p.P}")
-    if c.rows_per_thread * p.Q > MAX_ACC:
-        raise InvalidConfig("rows_per_thread", f"rows_per_thread·Q = {c.rows_per_thread * p.Q} accumulators "
-                                               f"exceed {MAX_ACC}: allowed 1..{max(1, MAX_ACC // p.Q)}")
-    if not WARP <= c.threads <= 1024 or c.threads % WARP:
-        raise InvalidConfig("threads", f"threads={c.threads}: must be a multiple of 32 in [32, 1024]")
+    space(p).check(c)  # the rules: 1..P rows per item, ≤ 64 accumulators (rows·Q), 32..1024 threads
     row_groups = -(-p.P // c.rows_per_thread)
     items = c.planes * row_groups
     if c.threads >= 2 * items and c.threads > WARP:

@@ -22,6 +22,7 @@ from convtune.kernels.depthwise import family as _shared
 from convtune.kernels.depthwise.arrays import check_array
 from convtune.kernels.depthwise.configs import Dw2dTiledFwdConfig
 from convtune.kernels.depthwise.dtypes import FP32_ONLY, check_dtype
+from convtune.kernels.depthwise.values import PLANES_2D, TILE_2D, VW_2D
 from convtune.kernels.prepared import (
     FilterLayout,
     Launch,
@@ -33,6 +34,7 @@ from convtune.kernels.prepared import (
     pointers,
     stream_pointer,
 )
+from convtune.kernels.search_space import Rule, SearchSpace, Values
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -116,6 +118,37 @@ def pitch_for(patch_w: int, tile_w: int, vw: int, stride_w: int) -> int:
     return pitch
 
 
+def _threads(v: Values) -> int:
+    return v["planes"] * v["tile_h"] * (v["tile_w"] // v["outputs_per_thread"])
+
+
+@cache
+def spaces(problem: ConvProblem) -> tuple[SearchSpace, ...]:
+    """The 2-D tiled forward's space: one space per tile of :data:`~convtune.kernels.depthwise.values.TILE_2D`
+    (in order) × outputs per thread × planes; several planes only for small images (two tiles cover the plane).
+    :func:`plan` enforces the rules (every space has the same)."""
+    p = problem
+    rules = (
+        Rule("vw_divides_tile_w", ("tile_w", "outputs_per_thread"),
+             lambda v: v["tile_w"] % v["outputs_per_thread"] == 0,
+             "outputs_per_thread={outputs_per_thread} must divide tile_w={tile_w}"),
+        Rule("threads", ("tile_h", "tile_w", "outputs_per_thread", "planes"),
+             lambda v: WARP <= _threads(v) <= 1024 and _threads(v) % WARP == 0,
+             lambda v: f"planes·tile_h·tile_w/outputs_per_thread = {_threads(v)} threads: must be a multiple of 32 "
+                       "in [32, 1024]", field="tile_w"),
+        Rule("register_window", ("outputs_per_thread",),
+             lambda v: (v["outputs_per_thread"] - 1) * p.stride_w + p.S <= MAX_WINDOW,
+             lambda v: f"register window (VW−1)·stride_w + S = {(v['outputs_per_thread'] - 1) * p.stride_w + p.S} "
+                       f"exceeds {MAX_WINDOW}"),
+    )
+    small_images = Rule("planes_small_images", ("tile_h", "tile_w", "planes"),
+                        lambda v: v["planes"] == 1 or 2 * v["tile_h"] * v["tile_w"] >= p.P * p.Q,
+                        f"planes={{planes}}: several planes per block only when 2·tile_h·tile_w ≥ P·Q={p.P * p.Q}",
+                        field="planes")
+    return tuple(SearchSpace({"tile_h": (th,), "tile_w": (tw,), "outputs_per_thread": VW_2D, "planes": PLANES_2D},
+                             rules=rules, prune=(small_images,)) for th, tw in TILE_2D)
+
+
 def plan(problem: ConvProblem, config: Dw2dTiledFwdConfig, machine: MachineModel | None = None) -> Dw2dPlan:
     """Validate ``config`` for ``problem`` and derive the launch plan.
 
@@ -127,16 +160,8 @@ def plan(problem: ConvProblem, config: Dw2dTiledFwdConfig, machine: MachineModel
     why = applies(p)
     if why:
         raise InvalidConfig("problem", f"depthwise2d_tiled: {why}")
-    if c.tile_w % c.outputs_per_thread:
-        raise InvalidConfig("outputs_per_thread", f"outputs_per_thread={c.outputs_per_thread} must divide "
-                                                  f"tile_w={c.tile_w}")
-    if not WARP <= c.threads <= 1024 or c.threads % WARP:
-        raise InvalidConfig("tile_w", f"planes·tile_h·tile_w/outputs_per_thread = {c.threads} threads: must be a "
-                                      "multiple of 32 in [32, 1024]")
+    spaces(p)[0].check(c)  # the rules: outputs per thread divide the tile, 32..1024 threads, register window
     window = (c.outputs_per_thread - 1) * p.stride_w + p.S
-    if window > MAX_WINDOW:
-        raise InvalidConfig("outputs_per_thread", f"register window (VW−1)·stride_w + S = {window} exceeds "
-                                                  f"{MAX_WINDOW}")
     patch_h = (c.tile_h - 1) * p.stride_h + p.R
     patch_w = (c.tile_w - 1) * p.stride_w + p.S
     pitch = pitch_for(patch_w, c.tile_w, c.outputs_per_thread, p.stride_w)

@@ -24,11 +24,28 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
 from convtune.kernels.depthwise import wgrad_launch
 from convtune.kernels.depthwise.arrays import check_array
-from convtune.kernels.depthwise.configs import MODE_ATOMIC, MODES, Dw2dFastWgradConfig
+from convtune.kernels.depthwise.configs import MODE_ATOMIC, Dw2dFastWgradConfig
 from convtune.kernels.depthwise.conv1d.plan import REDUCE_ENTRY, reduce_source
 from convtune.kernels.depthwise.conv2d.fast import MAX_ACC, MAX_REGS, window_reads
 from convtune.kernels.depthwise.conv2d.tiled import applies
 from convtune.kernels.depthwise.dtypes import STORAGE_DTYPES, check_dtype, cuda_type
+from convtune.kernels.depthwise.values import (
+    BAND_MULTIPLE,
+    FAST2D_BAND,
+    FAST2D_PLANES,
+    FAST2D_THREADS,
+    FAST2D_VH,
+    FAST2D_VW,
+    THREADS_WARPS,
+    WGRAD_MODES,
+    accumulators,
+    band_extent,
+    bands,
+    mode_rule,
+    planes_small_blocks,
+    vw_extent,
+    vw_two_rows,
+)
 from convtune.kernels.launch_geometry import round_regs, spans_inside
 from convtune.kernels.prepared import (
     FilterLayout,
@@ -38,6 +55,7 @@ from convtune.kernels.prepared import (
     driver,
     stream_pointer,
 )
+from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -139,6 +157,28 @@ def _family_source() -> str:
     return kernel_text(SOURCE)
 
 
+@cache
+def space(problem: ConvProblem) -> SearchSpace:
+    """The 2-D weight gradient's space, both modes: bands over the output height P × rows and outputs per item
+    × batch entries per block (several only while a block is small) × threads × mode. :func:`plan` enforces the
+    rules."""
+    p = problem
+    rules = (
+        mode_rule(),
+        BAND_MULTIPLE,
+        band_extent(p.P, "P", "output height"),
+        Rule("planes_batch", ("planes",), lambda v: v["planes"] <= p.N,
+             f"planes={{planes}} exceeds the batch N={p.N}: allowed 1..{p.N}"),
+        accumulators(MAX_ACC),
+        vw_two_rows(p.Q, "Q"),
+        THREADS_WARPS,
+    )
+    return SearchSpace({"band_h": bands(FAST2D_BAND, p.P), "rows_per_thread": FAST2D_VH,
+                        "outputs_per_thread": FAST2D_VW, "planes": FAST2D_PLANES, "threads": FAST2D_THREADS,
+                        "mode": WGRAD_MODES},
+                       rules=rules, prune=(vw_extent(p.Q, "Q"), planes_small_blocks(p.Q)))
+
+
 def plan(problem: ConvProblem, config: Dw2dFastWgradConfig, machine: MachineModel | None = None) -> Dw2dWgradPlan:
     """Validate ``config`` for ``problem`` and derive the launch plan.
 
@@ -152,22 +192,7 @@ def plan(problem: ConvProblem, config: Dw2dFastWgradConfig, machine: MachineMode
         raise InvalidConfig("problem", f"depthwise2d_fast wgrad: {why}")
     if not isinstance(c, Dw2dFastWgradConfig):
         raise InvalidConfig("config", f"{c.key()} is not a depthwise2d_fast wgrad configuration")
-    if c.mode not in MODES:
-        raise InvalidConfig("mode", f"mode={c.mode}: allowed {', '.join(f'{k} ({v})' for k, v in MODES.items())}")
-    if c.band_h % c.rows_per_thread:
-        raise InvalidConfig("band_h", f"band_h={c.band_h} must be a multiple of rows_per_thread={c.rows_per_thread}")
-    if c.band_h > -(-p.P // c.rows_per_thread) * c.rows_per_thread:
-        raise InvalidConfig("band_h", f"band_h={c.band_h} exceeds the output height P={p.P} (rounded up to "
-                                      f"rows_per_thread): allowed {c.rows_per_thread}..{p.P}")
-    if c.planes > p.N:
-        raise InvalidConfig("planes", f"planes={c.planes} exceeds the batch N={p.N}: allowed 1..{p.N}")
-    if c.rows_per_thread * c.outputs_per_thread > MAX_ACC:
-        raise InvalidConfig("outputs_per_thread", f"rows_per_thread·outputs_per_thread = "
-                                                  f"{c.rows_per_thread * c.outputs_per_thread} exceed {MAX_ACC}")
-    if c.outputs_per_thread > 2 * p.Q and c.outputs_per_thread > 1:
-        raise InvalidConfig("outputs_per_thread", f"outputs_per_thread={c.outputs_per_thread} exceeds 2·Q={2 * p.Q}")
-    if not WARP <= c.threads <= 1024 or c.threads % WARP:
-        raise InvalidConfig("threads", f"threads={c.threads}: must be a multiple of 32 in [32, 1024]")
+    space(p).check(c)  # the rules: mode, bands up to P, planes ≤ N, ≤ 64 accumulators, VW ≤ 2·Q, threads
     vec = 4 if p.W % 4 == 0 else 1
     off = -(-p.pad_w // vec) * vec
     f4 = (c.outputs_per_thread * p.stride_w) % 4 == 0
