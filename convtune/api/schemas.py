@@ -266,10 +266,17 @@ class FloorOut(BaseModel):
     variant: str = Field(description="direct, or the Winograd tile F(m×m,3×3)")
     flops: float = Field(description="FLOPs the algorithm must execute (direct: non-padding MACs ×2; Winograd: "
                                      "α² multiplications per tile and channel pair ×2)")
-    bound_bytes: float = Field(description="the algorithm's I/O lower bound at S = L2 capacity, bytes")
+    bound_bytes: float = Field(description="the algorithm's I/O lower bound at S = L2 + every SM's fast memory, bytes")
     floor_ms: float = Field(description="max(FLOPs / fp32 peak, bound bytes / copy bandwidth, on-chip bound bytes / "
                                         "L2→SM bandwidth, launch floor) on the device's ceilings (docs/bounds.md §11)")
     binding: str = Field(description="compute, memory (DRAM), memory (on-chip) or launch")
+    launch_bound: bool = Field(False, description="the launch floor binds: no kernel finishes faster than a launch")
+    onchip_bound_bytes: float | None = Field(None, description="the P-SM lower bound at one SM's fast memory, bytes")
+    dram_floor_ms: float | None = Field(None, description="max(compute, DRAM) on the device's ceilings")
+    onchip_floor_ms: float | None = Field(None, description="max(compute, on-chip) on the device's ceilings")
+    launch_floor_ms: float | None = Field(None, description="the device's launch floor (0: none known)")
+    datasheet_floor_ms: float | None = Field(None, description="the floor on the datasheet peaks (≤ floor_ms)")
+    datasheet_binding: str | None = Field(None, description="what binds on the datasheet peaks")
 
 
 class FamilyChoiceOut(BaseModel):

@@ -253,7 +253,7 @@ def format_report(r: dict[str, Any]) -> str:
     if fl.get("algorithm"):
         lines.append(
             f"floors       {fl['algorithm']} {fl['variant']}: DRAM {_us(fl['dram_floor_ms'] * 1e-3)} "
-            f"(S = L2, {fl['dram_bound_bytes']:,.0f} B), on-chip {_us(fl['onchip_floor_ms'] * 1e-3)} "
+            f"(S = L2 + SMs, {fl['dram_bound_bytes']:,.0f} B), on-chip {_us(fl['onchip_floor_ms'] * 1e-3)} "
             f"({fl['sm_count']} SMs × {fl['onchip_fast_memory_words_per_sm']:,} words, "
             f"{fl['onchip_bound_bytes']:,.0f} B), launch {_us(fl['launch_floor_ms'] * 1e-3)}")
         lines.append(f"             => floor {_us(fl['floor_ms'] * 1e-3)} (binding: {fl['binding']}"

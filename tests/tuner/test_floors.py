@@ -13,7 +13,7 @@ from convtune.kernels.registry import specs_for
 from convtune.machine import H200_LAUNCH_FLOOR_S, PRESETS, MachineModel
 from convtune.problem import ConvProblem
 from convtune.tuner.benchmark import OK, ReplayBenchmarker
-from convtune.tuner.efficiency import BINDINGS, floors
+from convtune.tuner.efficiency import BINDINGS, family_choice, floors
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TABLES = sorted(DATA.glob("replay_h200_*.json.gz"))
@@ -92,3 +92,14 @@ def test_cli_bounds_shows_the_floors(capsys):
     text = capsys.readouterr().out
     assert "LAUNCH-BOUND" in text and "on-chip" in text and "datasheet (NVIDIA H200 SXM)" in text
     assert "measured (H200" in text
+
+
+def test_a_one_channel_problem_has_floors_and_a_family_choice(capsys) -> None:
+    """C = K = groups = 1 is depthwise and dense at once: the 2-D depthwise kernels take it, and their floor uses the
+    dense bound of the same computation (the depthwise bound needs groups = C > 1) instead of raising."""
+    problem = ConvProblem.parse("N=1 C=1 H=8 W=8 K=1 R=3 S=3 pad=1")
+    choice = family_choice(problem, H200)
+    assert {"direct", "depthwise"} <= {r["algorithm"] for r in choice["floors"]}
+    assert all(r["floor_ms"] > 0 for r in choice["floors"])
+    assert main(["bounds", *problem.key().split()]) == 0
+    assert "the bound favours" in capsys.readouterr().out
