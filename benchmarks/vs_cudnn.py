@@ -39,7 +39,7 @@ from convtune.kernels.compile import precompile
 from convtune.kernels.direct.space import ranked
 from convtune.kernels.reference import conv2d_reference_gpu, relative_error
 from convtune.kernels.registry import get_spec, specs_for
-from convtune.kernels.timing import rotation_sets, time_launches
+from convtune.kernels.timing import L2Flusher, rotation, time_launches
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.tuner.efficiency import family_choice, floor_time_s
@@ -90,40 +90,46 @@ def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: i
     return chosen, size
 
 
-def time_cudnn(xs: list, w, problem: ConvProblem, mode: str) -> float:
+def time_cudnn(xs: list, ws: list, problem: ConvProblem, mode: str, flush=None) -> float:
+    """cuDNN through torch on the same rotating sets (x and w each) and the same L2 flush as our kernels."""
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = mode == "tf32"
     dtype = torch.float16 if mode == "fp16" else torch.float32
     xt = [torch.from_dlpack(x).to(dtype) for x in xs]
-    wt = torch.from_dlpack(w).to(dtype)
+    wt = [torch.from_dlpack(w).to(dtype) for w in ws]
     kwargs = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
               "dilation": (problem.dil_h, problem.dil_w)}
     for x in xt[:2]:
-        torch.nn.functional.conv2d(x, wt, **kwargs)  # cudnn.benchmark picks its algorithm here
+        torch.nn.functional.conv2d(x, wt[0], **kwargs)  # cudnn.benchmark picks its algorithm here
     torch.cuda.synchronize()
-    timing = time_launches(lambda i: torch.nn.functional.conv2d(xt[i], wt, **kwargs), sets=len(xt), warmup=5, reps=50)
+    timing = time_launches(lambda i: torch.nn.functional.conv2d(xt[i], wt[i], **kwargs), sets=len(xt), warmup=5,
+                           reps=50, flush=flush)
     return timing.median_ms
 
 
 class Operands:
-    """Fresh normal inputs in enough rotating sets to exceed 2× L2, outputs, filters, the float64 GPU
-    reference, and each plan's prepared filters (shared by plans with equal ``filters_key``)."""
+    """Fresh normal inputs, filters and outputs in enough rotating sets to exceed 2× L2 (with an L2 flush before
+    each timed launch where 16 sets do not reach it), the float64 GPU reference, and each plan's prepared filters
+    of every set (shared by plans with equal ``filters_key``)."""
 
     def __init__(self, problem: ConvProblem, machine: MachineModel, seed: int) -> None:
         p = problem
         rng = cp.random.default_rng(seed)
-        self.sets = rotation_sets(4 * (p.input_elements + p.output_elements), machine.l2_bytes)
+        rot = rotation(4 * (p.input_elements + p.output_elements + p.K * p.C * p.R * p.S), machine.l2_bytes)
+        self.sets = rot.sets
+        self.flush = L2Flusher(machine.l2_bytes) if rot.flush else None
         self.xs = [rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32) for _ in range(self.sets)]
         self.ys = [cp.empty((p.N, p.K, p.P, p.Q), dtype=cp.float32) for _ in range(self.sets)]
         self.w = rng.standard_normal((p.K, p.C, p.R, p.S), dtype=cp.float32)
+        self.ws = [self.w] + [self.w.copy() for _ in range(self.sets - 1)]
         self.ref = conv2d_reference_gpu(self.xs[0], self.w, stride=(p.stride_h, p.stride_w),
                                         padding=(p.pad_h, p.pad_w), dilation=(p.dil_h, p.dil_w))
         self._prepared: dict[tuple, object] = {}
 
-    def filters(self, pl: object, launcher: object) -> object:
+    def filters(self, pl: object, launcher: object) -> list:
         key = launcher.filters_key(pl)
         if key not in self._prepared:
-            self._prepared[key] = launcher.prepare_filters(pl, self.w)
+            self._prepared[key] = [launcher.prepare_filters(pl, w) for w in self.ws]
         return self._prepared[key]
 
 
@@ -147,7 +153,7 @@ def measure_candidates(plans: list, ops: Operands, reps: int, warmup: int,
         f = ops.filters(pl, launcher)
         try:
             ops.ys[0].fill(cp.nan)
-            launcher.launch(pl, kernel, ops.xs[0], f, ops.ys[0])
+            launcher.launch(pl, kernel, ops.xs[0], f[0], ops.ys[0])
             cp.cuda.get_current_stream().synchronize()
         except (LaunchError, cp.cuda.driver.CUDADriverError) as exc:
             row.update(status="launch_error", error=str(exc)[:300])
@@ -157,9 +163,9 @@ def measure_candidates(plans: list, ops: Operands, reps: int, warmup: int,
         if not err <= launcher.tolerance(pl):
             row["status"] = "wrong"
             continue
-        timing = time_launches(lambda i, pl=pl, kernel=kernel, la=launcher, f=f: la.launch(pl, kernel, ops.xs[i], f,
+        timing = time_launches(lambda i, pl=pl, kernel=kernel, la=launcher, f=f: la.launch(pl, kernel, ops.xs[i], f[i],
                                                                                            ops.ys[i]),
-                               sets=ops.sets, warmup=warmup, reps=reps)
+                               sets=ops.sets, warmup=warmup, reps=reps, flush=ops.flush)
         row.update(status="ok", **timing.to_dict())
     return rows
 
@@ -167,7 +173,7 @@ def measure_candidates(plans: list, ops: Operands, reps: int, warmup: int,
 def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: argparse.Namespace,
                   plans: list, space_size: int) -> dict:
     ops = Operands(problem, machine, seed=7)
-    xs, ys, w, sets = ops.xs, ops.ys, ops.w, ops.sets
+    xs, ys, sets = ops.xs, ops.ys, ops.sets
     filters = ops.filters
     results = measure_candidates(plans, ops, args.reps, warmup=3)
     ok = sorted((r for r in results if r["status"] == "ok"), key=lambda r: (r["median_ms"], r["config"]))
@@ -181,13 +187,13 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
     for _round in range(args.final_rounds):
         for pl, kernel, la in zip(finalists, kernels, launchers, strict=True):
             f = filters(pl, la)
-            t = time_launches(lambda i, pl=pl, kernel=kernel, la=la, f=f: la.launch(pl, kernel, xs[i], f, ys[i]),
-                              sets=sets, warmup=1, reps=10)
+            t = time_launches(lambda i, pl=pl, kernel=kernel, la=la, f=f: la.launch(pl, kernel, xs[i], f[i], ys[i]),
+                              sets=sets, warmup=1, reps=10, flush=ops.flush)
             samples[pl.config.key()].append(t.median_ms)
     final = sorted(((statistics.median(v), k) for k, v in samples.items()))
     best_ms, best_key = final[0]
     best_row = next(r for r in ok if r["config"] == best_key)
-    cudnn = {mode: time_cudnn(xs, w, problem, mode) for mode in ("fp32", "tf32", "fp16")}
+    cudnn = {mode: time_cudnn(xs, ops.ws, problem, mode, ops.flush) for mode in ("fp32", "tf32", "fp16")}
     lb = direct_lower_bound(problem, machine.fast_memory_words("l2"))
     best_spec = get_spec(best_key.split()[0].split(".")[0])
     floor_s = floor_time_s(problem, machine, best_spec)   # the winning family's algorithm's floor

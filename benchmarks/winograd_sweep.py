@@ -61,7 +61,7 @@ def bench_shape(name: str, problem: ConvProblem, plans: list, machine, reps: int
     ops = Operands(p, machine, seed=11)
     rows = measure_candidates(plans, ops, reps, warmup=2, describe=lambda pl: {
         "m": pl.config.m, "threads": pl.config.threads, "regs_estimate": pl.regs_estimate})
-    cudnn_ms = time_cudnn(ops.xs, ops.w, p, "fp32")
+    cudnn_ms = time_cudnn(ops.xs, ops.ws, p, "fp32", ops.flush)
     ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["median_ms"])
     best = ok[0] if ok else None
     return {"name": name, "problem": p.key(), "sampled": len(plans), "verified": len(ok),

@@ -237,18 +237,23 @@ def _cudnn_ms(problem: ConvProblem) -> float | None:
         return None
     if not torch.cuda.is_available() or problem.causal:
         return None
-    from convtune.kernels.timing import rotation_sets, time_launches
+    from convtune.kernels.timing import L2Flusher, rotation, time_launches
 
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
-    sets = rotation_sets(4 * (problem.input_elements + problem.output_elements), 60 << 20)
-    xs = [torch.randn(problem.N, problem.C, problem.H, problem.W, device="cuda") for _ in range(sets)]
-    w = torch.randn(problem.K, problem.C // problem.groups, problem.R, problem.S, device="cuda")
+    l2_bytes = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    filter_elements = problem.K * (problem.C // problem.groups) * problem.R * problem.S
+    rot = rotation(4 * (problem.input_elements + problem.output_elements + filter_elements), l2_bytes)
+    xs = [torch.randn(problem.N, problem.C, problem.H, problem.W, device="cuda") for _ in range(rot.sets)]
+    ws = [torch.randn(problem.K, problem.C // problem.groups, problem.R, problem.S, device="cuda")
+          for _ in range(rot.sets)]  # the filters rotate too, as ours do
     kw: dict[str, Any] = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
           "dilation": (problem.dil_h, problem.dil_w), "groups": problem.groups}
-    torch.nn.functional.conv2d(xs[0], w, **kw)
+    torch.nn.functional.conv2d(xs[0], ws[0], **kw)
     torch.cuda.synchronize()
-    return time_launches(lambda i: torch.nn.functional.conv2d(xs[i], w, **kw), sets=sets, warmup=5, reps=30).median_ms
+    flush = L2Flusher(l2_bytes) if rot.flush else None
+    return time_launches(lambda i: torch.nn.functional.conv2d(xs[i], ws[i], **kw), sets=rot.sets, warmup=5, reps=30,
+                         flush=flush).median_ms
 
 
 # ---- lookups ------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Protocol (docs/design.md): fresh normal inputs per problem (never zeros); the output is poisoned with
 NaN before the one verification launch; relative error ‖y − ref‖/‖ref‖ ≤ the plan's tolerance (the
 family launcher's ``tolerance(plan)``: 1e-5 direct, scaled with m for Winograd); then
-:func:`convtune.kernels.timing.time_launches` over rotating buffer sets (> 2× L2). A CUDA fault raises
+:func:`convtune.kernels.timing.time_launches` over rotating buffer sets — x, the filter operand and y each — of
+more than 2× L2 in all, or with an L2 flush before each timed launch where 16 sets do not reach it. A CUDA fault raises
 :class:`ContextLost`: the context is unusable afterwards, so the worker process running this exits.
 """
 
@@ -18,7 +19,7 @@ from convtune.errors import CompileError, ConvtuneError
 from convtune.kernels.compile import cupy_module
 from convtune.kernels.devices import kernel_machine
 from convtune.kernels.registry import KernelSpec, get_spec
-from convtune.kernels.timing import rotation_sets, time_launches
+from convtune.kernels.timing import L2Flusher, rotation, time_launches
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.tuner.benchmark import OK, DeviceInfo, TrialResult
@@ -98,10 +99,16 @@ class CupyBenchmarker:
             self._inputs.clear()  # one problem at a time keeps memory bounded
             cp = self.cp
             rng = cp.random.default_rng()
-            sets = rotation_sets(4 * (problem.input_elements + problem.output_elements), self.machine.l2_bytes)
+            filter_elements = problem.K * (problem.C // problem.groups) * problem.R * problem.S
+            # every operand of a launch rotates (x, the filter operand, y); the filter operand's bytes are taken as
+            # w's, a lower estimate of packed or transformed ones, so the rotation errs towards more sets / a flush
+            rot = rotation(4 * (problem.input_elements + problem.output_elements + filter_elements),
+                           self.machine.l2_bytes)
+            sets = rot.sets
             xs = [rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
                   for _ in range(sets)]
             w = rng.standard_normal((problem.K, problem.C // problem.groups, problem.R, problem.S), dtype=cp.float32)
+            ws = [w] + [w.copy() for _ in range(sets - 1)]
             ys = [cp.empty((problem.N, problem.K, problem.P, problem.Q), dtype=cp.float32) for _ in range(sets)]
             x_ref, pad_w = xs[0], problem.pad_w
             if problem.causal:  # the causal padding is on the left only: pad explicitly, none in the reference
@@ -110,19 +117,21 @@ class CupyBenchmarker:
                                        padding=(problem.pad_h, pad_w), dilation=(problem.dil_h, problem.dil_w),
                                        groups=problem.groups)
             del x_ref
-            self._inputs[key] = {"xs": xs, "w": w, "filters": {}, "ys": ys, "ref": ref, "sets": sets}
+            self._inputs[key] = {"xs": xs, "w": w, "ws": ws, "filters": {}, "ys": ys, "ref": ref, "sets": sets,
+                                 "flush": L2Flusher(self.machine.l2_bytes) if rot.flush else None}
         return self._inputs[key]
 
     @staticmethod
     def _launcher(plan: Any) -> Any:
         return get_spec(plan.config.family, plan.config.direction).launcher
 
-    def _filters(self, buf: dict[str, Any], plan: Any) -> Any:
-        """The plan's filter operand (packed or Winograd-transformed weights), shared by plans with equal keys."""
+    def _filters(self, buf: dict[str, Any], plan: Any) -> list[Any]:
+        """The plan's filter operand (packed or Winograd-transformed weights) of every buffer set, shared by plans
+        with equal keys: set ``i`` is prepared from its own copy of w, so filters rotate with x and y."""
         launcher = self._launcher(plan)
         key = launcher.filters_key(plan)
         if key not in buf["filters"]:
-            buf["filters"][key] = launcher.prepare_filters(plan, buf["w"])
+            buf["filters"][key] = [launcher.prepare_filters(plan, w) for w in buf["ws"]]
         return buf["filters"][key]
 
     def measure(self, problem: ConvProblem, plan: Any) -> TrialResult:
@@ -141,14 +150,14 @@ class CupyBenchmarker:
         try:
             filters = self._filters(buf, plan)
             buf["ys"][0].fill(cp.nan)
-            launcher.launch(plan, kernel, buf["xs"][0], filters, buf["ys"][0])
+            launcher.launch(plan, kernel, buf["xs"][0], filters[0], buf["ys"][0])
             cp.cuda.get_current_stream().synchronize()
             err = relative_error(buf["ys"][0], buf["ref"])
             tolerance = launcher.tolerance(plan)
             if not err <= tolerance:
                 return TrialResult("wrong", rel_error=err, error=f"relative error {err:.3e} > {tolerance:g}", **common)
-            timing = time_launches(lambda i: launcher.launch(plan, kernel, buf["xs"][i], filters, buf["ys"][i]),
-                                   sets=buf["sets"], warmup=3, reps=self.reps)
+            timing = time_launches(lambda i: launcher.launch(plan, kernel, buf["xs"][i], filters[i], buf["ys"][i]),
+                                   sets=buf["sets"], warmup=3, reps=self.reps, flush=buf["flush"])
         except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError, ConvtuneError) as exc:
             raise ContextLost(f"{plan.config.key()}: {exc}") from exc
         return TrialResult(OK, timing.median_ms, timing.p10_ms, timing.p90_ms, timing.min_ms, timing.reps,
@@ -165,9 +174,9 @@ class CupyBenchmarker:
                 launcher = self._launcher(pl)
 
                 def launch(j: int, pl: Any = pl, k: Any = kernel, la: Any = launcher, f: Any = filters[i]) -> None:
-                    la.launch(pl, k, buf["xs"][j], f, buf["ys"][j])
+                    la.launch(pl, k, buf["xs"][j], f[j], buf["ys"][j])
 
-                t = time_launches(launch, sets=buf["sets"], warmup=1, reps=10)
+                t = time_launches(launch, sets=buf["sets"], warmup=1, reps=10, flush=buf["flush"])
                 samples[i].append(t.median_ms)
         return [TrialResult(OK, statistics.median(s), min(s), max(s), min(s), 10 * rounds, buf["sets"])
                 for s in samples]
