@@ -129,6 +129,29 @@ def test_get_or_create_configs_in_bulk_reuses_existing_rows(session: Session) ->
     assert queries.get_or_create_configs(session, []) == {}
 
 
+
+def test_new_configs_are_inserted_in_key_order(session: Session, engine: Engine) -> None:
+    """Every transaction inserts missing configs sorted by key, so two workers inserting overlapping sets take the
+    unique index's locks in one order: one waits, neither deadlocks (PostgreSQL once aborted such a pair)."""
+    configs = [DirectFwdConfig(tile_w=w, tile_k=k) for w in range(40, 1, -1) for k in (64, 8, 32)]
+    inserted: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO CONFIGS"):
+            rows = parameters if isinstance(parameters, list | tuple) and parameters and not isinstance(
+                parameters[0], str | int | float) else [parameters]
+            for row in rows:
+                values = row.values() if isinstance(row, dict) else row
+                inserted.extend(v for v in values if isinstance(v, str) and v.startswith("direct.fwd "))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        queries.get_or_create_configs(session, configs)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert len(inserted) == len(configs) and inserted == sorted(inserted)
+
+
 # ---- runs ------------------------------------------------------------------------------------------------
 def test_run_lifecycle(session: Session, device: Device, problem: Problem) -> None:
     run = queries.create_run(session, device_id=device.id, problem_id=problem.id, families=["direct", "winograd"],

@@ -231,8 +231,10 @@ def get_or_create_configs(session: Session, configs: Iterable[KernelConfig]) -> 
 def _get_or_create_configs(session: Session, wanted: Mapping[str, KernelConfig]) -> dict[str, int]:
     ids = _config_ids(session, wanted)
     now = utcnow()
+    # in key order: concurrent workers inserting overlapping sets then take the unique index's locks in one order,
+    # so one waits for the other instead of both deadlocking (PostgreSQL aborted such a pair under load)
     missing = [{"key": key, "kind": config.kind, "params": json_safe(config.to_dict()), "created_at": now}
-               for key, config in wanted.items() if key not in ids]
+               for key, config in sorted(wanted.items()) if key not in ids]
     if not missing:
         return ids
     table = Config.__table__
