@@ -268,8 +268,11 @@ def analyse(units: Sequence[Unit]) -> dict[str, Any]:
                 "regret_after": None if k is None else float(reg[k, j]),
                 "weights": None if k is None else dict(zip(TERM_NAMES[family], map(float, grid[k]), strict=True)),
             })
+        constant = [n for i, n in enumerate(TERM_NAMES[family])
+                    if all(np.ptp(u.terms[:, i]) <= 1e-12 * max(1e-30, float(np.abs(u.terms[:, i]).max()))
+                           for u in fu)]
         all_fit = fit(rho, grid)   # on every shape: what the fit leans on, not an evaluation
-        out[family] = {"terms": list(TERM_NAMES[family]), "grid": list(GRID), "units": rows,
+        out[family] = {"terms": list(TERM_NAMES[family]), "grid": list(GRID), "units": rows, "constant_terms": constant,
                        "fit_on_all_shapes": dict(zip(TERM_NAMES[family], map(float, grid[all_fit]), strict=True)),
                        "fit_on_all_shapes_train_mean_rho": float(rho[all_fit].mean()),
                        "shipped_mean_rho": float(rho[base].mean())}
@@ -362,6 +365,8 @@ def findings(result: dict[str, Any]) -> list[str]:
             for k, v in r["weights"].items():
                 fold_w.setdefault(k, []).append(v)
         spread = ", ".join(f"{k} {min(v):g}–{max(v):g}" for k, v in fold_w.items() if k != f["terms"][0])
+        edge = [k for k, v in f["fit_on_all_shapes"].items() if v in (GRID[0], GRID[-1])]
+        const = f["constant_terms"]
         verdict = ("improves" if d_rho > 0.005 else "worsens" if d_rho < -0.005 else "leaves about unchanged")
         out.append(
             f"**{family}** ({s['units']} held-out problems): held-out calibration {verdict} mean ρ, "
@@ -370,7 +375,12 @@ def findings(result: dict[str, Any]) -> list[str]:
             f"Mean regret {s['regret_before']['mean']:.3f} → {s['regret_after']['mean']:.3f} ({d_reg:+.3f}); "
             f"lower on {rbetter}, higher on {rworse}. The fit on all shapes moves "
             + (", ".join(f"{k} ×{v:g}" for k, v in moved.items()) if moved else "no weight")
-            + f" (relative to {f['terms'][0]}); per-fold weights: {spread}.")
+            + f" (relative to {f['terms'][0]}); per-fold weights: {spread}."
+            + (f" Weights at the grid's edge (1/8 or 8): {', '.join(edge)}." if edge else "")
+            + "".join(f" {k} is constant within every problem: "
+                      + ("its weight only moves a floor under the max() (configs below it tie)."
+                         if k in MAX_TERMS[family] else "an added constant, its weight cannot change a rank.")
+                      for k in const))
     return out
 
 
