@@ -57,22 +57,29 @@ def spaces() -> dict[str, tuple[Callable[..., Iterable[Any]], Callable[[ConvProb
     }
 
 
-def snapshot_one(space: str, problem: ConvProblem, machine: MachineModel) -> dict[str, Any]:
-    enumerate_plans, grid_size = spaces()[space]
+def fingerprint(enumerate_plans: Callable[..., Iterable[Any]], grid_size: Callable[[ConvProblem], int] | None,
+                problem: ConvProblem, machine: MachineModel) -> dict[str, Any]:
+    """Count, grid size (None without a grid-size function) and hashes of the keys, sorted and in order."""
     keys = [pl.config.key() for pl in enumerate_plans(problem, machine)]
-    return {"count": len(keys), "grid_size": grid_size(problem), "sorted_sha": _digest(sorted(keys)),
-            "ordered_sha": _digest(keys)}
+    return {"count": len(keys), "grid_size": grid_size(problem) if grid_size is not None else None,
+            "sorted_sha": _digest(sorted(keys)), "ordered_sha": _digest(keys)}
 
 
-def snapshot() -> dict[str, dict[str, dict[str, Any]]]:
+def snapshot_one(space: str, problem: ConvProblem, machine: MachineModel) -> dict[str, Any]:
+    return fingerprint(*spaces()[space], problem, machine)
+
+
+def write(path: Path, commit: str, one: Callable[[str, ConvProblem, MachineModel], dict[str, Any]],
+          names: Iterable[str], problems: dict[str, ConvProblem]) -> None:
+    """Write every space × problem fingerprint (``one``) to ``path``, naming the commit whose code made it."""
     machine = MachineModel.preset("h200")
-    return {space: {name: snapshot_one(space, p, machine) for name, p in problems().items()} for space in spaces()}
+    spaces = {space: {name: one(space, p, machine) for name, p in problems.items()} for space in names}
+    path.write_text(json.dumps({"machine": "h200", "commit": commit, "spaces": spaces}, indent=1, sort_keys=True)
+                    + "\n")
 
 
 def main() -> None:
-    PATH.write_text(json.dumps({"machine": "h200", "commit": "c35758d", "spaces": snapshot()}, indent=1,
-                               sort_keys=True) + "\n")
-
+    write(PATH, "c35758d", snapshot_one, spaces(), problems())
 
 if __name__ == "__main__":
     main()

@@ -55,37 +55,6 @@ from convtune.kernels.depthwise.conv2d.tiled import spaces as spaces_2d_tiled
 from convtune.kernels.depthwise.conv2d.wgrad import Dw2dWgradPlan
 from convtune.kernels.depthwise.conv2d.wgrad import plan as plan_2d_wgrad
 from convtune.kernels.depthwise.conv2d.wgrad import space as space_2d_wgrad
-from convtune.kernels.depthwise.values import (  # noqa: F401  (re-exported: the declared values)
-    FAST2D_BAND,
-    FAST2D_PLANES,
-    FAST2D_THREADS,
-    FAST2D_VH,
-    FAST2D_VW,
-    FAST_BLOCKS_PER_SM,
-    FAST_LANES,
-    FAST_ROWS,
-    FAST_STAGES,
-    FAST_TILE,
-    FAST_VEC,
-    FUSED_BLOCKS_PER_SM,
-    FUSED_ROWS,
-    OUTPUTS_PER_LANE,
-    PACKED2D_PLANES,
-    PACKED2D_THREADS,
-    PACKED2D_VH,
-    PLANES_2D,
-    SHARED_ROWS,
-    SHARED_THREADS,
-    SHARED_TILE,
-    THREADS,
-    TILE_2D,
-    VW_2D,
-    WARP_LANES,
-    WARP_V,
-    WARP_WGRAD_ROWS,
-    WARPS,
-    WGRAD_MODES,
-)
 from convtune.kernels.depthwise.values import chained_configs as _chained_configs
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem

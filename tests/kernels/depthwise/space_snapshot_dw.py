@@ -10,8 +10,6 @@ grid-size function then (fused backward, 2-D dgrad/wgrad) record ``grid_size: nu
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 from convtune.cli.bounds import load_suite
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
+from tests.kernels.space_snapshot import fingerprint, write
 
 PATH = Path(__file__).resolve().parents[2] / "data" / "space_snapshot_dw_h200.json"
 
@@ -60,10 +59,6 @@ def problems() -> dict[str, ConvProblem]:
     return out
 
 
-def _digest(keys: Iterable[str]) -> str:
-    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
-
-
 Space = tuple[Callable[..., Iterable[Any]], Callable[[ConvProblem], int] | None]
 
 
@@ -90,21 +85,11 @@ def spaces() -> dict[str, Space]:
 def snapshot_one(space: str, problem: ConvProblem, machine: MachineModel,
                  with_grid_size: bool = True) -> dict[str, Any]:
     enumerate_plans, grid_size = spaces()[space]
-    keys = [pl.config.key() for pl in enumerate_plans(problem, machine)]
-    size = grid_size(problem) if grid_size is not None and with_grid_size else None
-    return {"count": len(keys), "grid_size": size, "sorted_sha": _digest(sorted(keys)),
-            "ordered_sha": _digest(keys)}
-
-
-def snapshot() -> dict[str, dict[str, dict[str, Any]]]:
-    machine = MachineModel.preset("h200")
-    return {space: {name: snapshot_one(space, p, machine) for name, p in problems().items()} for space in spaces()}
+    return fingerprint(enumerate_plans, grid_size if with_grid_size else None, problem, machine)
 
 
 def main() -> None:
-    PATH.write_text(json.dumps({"machine": "h200", "commit": "3654335", "spaces": snapshot()}, indent=1,
-                               sort_keys=True) + "\n")
-
+    write(PATH, "3654335", snapshot_one, spaces(), problems())
 
 if __name__ == "__main__":
     main()

@@ -16,6 +16,7 @@ import pytest
 from convtune.errors import InvalidConfig
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.depthwise import space as dw
+from convtune.kernels.depthwise import values
 from convtune.kernels.depthwise.configs import (
     CoalescedFwdConfig,
     CoalescedWgradConfig,
@@ -67,12 +68,12 @@ def test_the_2d_grid_sizes_are_the_products_of_the_declared_values() -> None:
     from convtune.kernels import depthwise
 
     p = PROBLEMS["public/mobilenetv2_dw_144_b32"]
-    bands = len({b for b in dw.FAST2D_BAND if b <= p.P} | {p.P})
-    assert depthwise.grid_size_2d(p) == len(dw.TILE_2D) * len(dw.VW_2D) * len(dw.PLANES_2D)
-    assert depthwise.grid_size_2d_fast(p) == bands * len(dw.FAST2D_VH) * len(dw.FAST2D_VW) * len(
-        dw.FAST2D_PLANES) * len(dw.FAST2D_THREADS)
-    assert depthwise.grid_size_2d_packed(p) == len(dw.PACKED2D_PLANES) * len(dw.PACKED2D_VH) * len(
-        dw.PACKED2D_THREADS)
+    bands = len({b for b in values.FAST2D_BAND if b <= p.P} | {p.P})
+    assert depthwise.grid_size_2d(p) == len(values.TILE_2D) * len(values.VW_2D) * len(values.PLANES_2D)
+    assert depthwise.grid_size_2d_fast(p) == bands * len(values.FAST2D_VH) * len(values.FAST2D_VW) * len(
+        values.FAST2D_PLANES) * len(values.FAST2D_THREADS)
+    assert depthwise.grid_size_2d_packed(p) == len(values.PACKED2D_PLANES) * len(values.PACKED2D_VH) * len(
+        values.PACKED2D_THREADS)
 
 
 L50 = ConvProblem.depthwise1d(B=8, C=64, L=50, K=4)
