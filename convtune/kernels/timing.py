@@ -106,6 +106,10 @@ class L2Flusher:
             self._scratch = cupy_module().empty(self.nbytes, dtype="uint8")
         self._scratch.fill(0)
 
+    def release(self) -> None:
+        """Free the scratch buffer (the next call allocates it again)."""
+        self._scratch = None
+
 
 def time_launches(launch: Callable[[int], object], sets: int = 1, warmup: int = 5, reps: int = 30,
                   flush: Callable[[], object] | None = None) -> Timing:

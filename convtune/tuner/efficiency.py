@@ -94,17 +94,6 @@ def floor_time_s(problem: ConvProblem, machine: MachineModel, spec: KernelSpec) 
     return float(best_floor(problem, machine, spec)["floor_s"])
 
 
-def datasheet_floor_time_s(problem: ConvProblem, machine: MachineModel, spec: KernelSpec) -> float:
-    """:func:`floor_time_s` on the datasheet peaks (≤ it: the datasheet peaks are higher)."""
-    return min(float(f["datasheet_floor_s"]) for f in floors(problem, machine, spec))
-
-
-def floor_and_bound_bytes(problem: ConvProblem, machine: MachineModel, spec: KernelSpec) -> tuple[float, float]:
-    """(floor seconds, DRAM bound bytes) of ``spec``'s best variant."""
-    best = best_floor(problem, machine, spec)
-    return float(best["floor_s"]), float(best["bound_bytes"])
-
-
 def efficiency(floor_s: float, measured_s: float) -> float:
     return floor_s / measured_s if measured_s > 0 else 0.0
 

@@ -61,6 +61,7 @@ class CupyBenchmarker:
         self.machine = machine
         self.reps = reps
         self._inputs: dict[str, dict[str, Any]] = {}
+        self._flush = L2Flusher(machine.l2_bytes)  # one scratch buffer for every problem that needs a flush
 
     def device(self) -> DeviceInfo:
         rt = self.cp.cuda.runtime
@@ -118,7 +119,7 @@ class CupyBenchmarker:
                                        groups=problem.groups)
             del x_ref
             self._inputs[key] = {"xs": xs, "w": w, "ws": ws, "filters": {}, "ys": ys, "ref": ref, "sets": sets,
-                                 "flush": L2Flusher(self.machine.l2_bytes) if rot.flush else None}
+                                 "flush": self._flush if rot.flush else None}
         return self._inputs[key]
 
     @staticmethod
@@ -183,6 +184,7 @@ class CupyBenchmarker:
 
     def close(self) -> None:
         self._inputs.clear()
+        self._flush.release()
 
 
 def _version(v: int) -> str:
