@@ -81,14 +81,9 @@ def _benchmarker(args: argparse.Namespace) -> Any:
 
         return ModelBenchmarker(MachineModel.preset(args.machine))
     if args.backend == "replay":
-        if not args.replay:
-            raise InvalidInput("--replay", "required with --backend replay (a timing table .json[.gz])")
-        from convtune.tuner.benchmark import ReplayBenchmarker
+        from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
 
-        try:
-            return ReplayBenchmarker(args.replay)
-        except (OSError, ValueError) as exc:
-            raise InvalidInput("--replay", f"cannot read {args.replay}: {exc}") from None
+        return ReplayBenchmarker(ReplayTable.for_option(args.replay))
     return None  # the GPU benchmarker in a subprocess (convtune.ops.torch.tune's default)
 
 

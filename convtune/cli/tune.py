@@ -103,15 +103,10 @@ def _problem(tokens: list[str]) -> ConvProblem:
 # ---- tune ---------------------------------------------------------------------------------------------
 def _benchmarker(args: argparse.Namespace) -> Any:
     from convtune.machine import MachineModel
-    from convtune.tuner.benchmark import ModelBenchmarker, ReplayBenchmarker
+    from convtune.tuner.benchmark import ModelBenchmarker, ReplayBenchmarker, ReplayTable
 
     if args.backend == "replay":
-        if not args.replay:
-            raise InvalidConfig("--replay", "required with --backend replay (a timing table .json[.gz])")
-        try:
-            return ReplayBenchmarker(args.replay)
-        except (OSError, ValueError) as exc:
-            raise InvalidConfig("--replay", f"cannot read {args.replay}: {exc}") from None
+        return ReplayBenchmarker(ReplayTable.for_option(args.replay))
     if args.backend == "model":
         return ModelBenchmarker(MachineModel.preset(args.machine or "h200"))
     if args.machine is not None:  # gpu: the device is what it is; a preset that no kernel runs on is refused

@@ -101,12 +101,7 @@ def benchmarker_factory(*, replay: str | Path | None = None, machine: str = "h20
 
     def make(backend: str) -> Benchmarker:
         if backend == "replay":
-            if replay is None:
-                raise InvalidConfig("--replay", "required with --backend replay (a timing table .json[.gz])")
-            try:
-                table = ReplayTable.load(replay)
-            except (OSError, ValueError) as exc:
-                raise InvalidConfig("--replay", f"cannot read {replay}: {exc}") from None
+            table = ReplayTable.for_option(replay)
             if trial_delay_s > 0:
                 from convtune.testing.delayed import DelayedReplayBenchmarker
 

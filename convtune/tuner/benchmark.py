@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from convtune.errors import InvalidConfig
 from convtune.kernels.registry import KernelSpec
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -133,6 +134,17 @@ class ReplayTable:
             raise ValueError(f"{path}: not a {REPLAY_FORMAT} file")
         return cls(DeviceInfo.from_dict(data["device"]), data["kernel_sha256"], data["problems"],
                    data.get("source", ""))
+
+    @classmethod
+    def for_option(cls, path: str | Path | None, field: str = "--replay") -> ReplayTable:
+        """:meth:`load` for a user's option: missing or unreadable is one :class:`~convtune.errors.InvalidConfig`
+        naming ``field`` (what ``convtune tune``, ``tune-model`` and the worker say)."""
+        if path is None or path == "":
+            raise InvalidConfig(field, "required with --backend replay (a timing table .json[.gz])")
+        try:
+            return cls.load(path)
+        except (OSError, ValueError) as exc:
+            raise InvalidConfig(field, f"cannot read {path}: {exc}") from None
 
     def save(self, path: str | Path) -> None:
         path = Path(path)
