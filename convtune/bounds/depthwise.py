@@ -29,7 +29,9 @@ from convtune.problem import ConvProblem
 
 
 def _check_depthwise(problem: ConvProblem) -> None:
-    if not problem.is_depthwise:
+    # groups == C, one channel included: C = K = groups = 1 is depthwise and dense at once (the 2-D depthwise
+    # kernels run it), and the bound below is the dense safe bound, valid for it either way
+    if problem.groups != problem.C:
         raise NotApplicable("groups", f"groups={problem.groups}, C={problem.C}: depthwise needs groups == C")
 
 

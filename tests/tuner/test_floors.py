@@ -95,8 +95,8 @@ def test_cli_bounds_shows_the_floors(capsys):
 
 
 def test_a_one_channel_problem_has_floors_and_a_family_choice(capsys) -> None:
-    """C = K = groups = 1 is depthwise and dense at once: the 2-D depthwise kernels take it, and their floor uses the
-    dense bound of the same computation (the depthwise bound needs groups = C > 1) instead of raising."""
+    """C = K = groups = 1 is depthwise and dense at once: the 2-D depthwise kernels take it, and the depthwise bound
+    (groups == C, one channel included) gives their floor instead of raising."""
     problem = ConvProblem.parse("N=1 C=1 H=8 W=8 K=1 R=3 S=3 pad=1")
     choice = family_choice(problem, H200)
     assert {"direct", "depthwise"} <= {r["algorithm"] for r in choice["floors"]}

@@ -13,7 +13,6 @@ from functools import lru_cache
 from typing import Any
 
 from convtune.bounds.depthwise import depthwise_lower_bound
-from convtune.bounds.direct import direct_lower_bound
 from convtune.problem import ConvProblem
 
 TOLERANCE = 1e-5  # relative error of the forward against float64 (docs/design.md, "Measurement protocol")
@@ -22,11 +21,7 @@ FILTERS_KEY_2D = ("depthwise2d",)  # every 2-D forward kernel takes w (C, 1, R, 
 
 @lru_cache(maxsize=4096)
 def bound_words_for(problem: ConvProblem, s_words: int) -> float:
-    """The depthwise I/O lower bound (:func:`~convtune.bounds.depthwise.depthwise_lower_bound`) in words. A one-channel
-    problem (C = K = groups = 1) is depthwise and dense at once; the 2-D kernels run it, the depthwise bound (groups
-    = C > 1) does not take it, and the dense bound of the same computation does."""
-    if not problem.is_depthwise:
-        return direct_lower_bound(problem, max(1, s_words)).words
+    """The depthwise I/O lower bound (:func:`~convtune.bounds.depthwise.depthwise_lower_bound`) in words."""
     return depthwise_lower_bound(problem, max(1, s_words)).words
 
 
