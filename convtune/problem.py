@@ -26,6 +26,13 @@ from convtune.errors import InvalidProblem
 #: Bytes per element of each supported storage type.
 ITEMSIZE_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
 LAYOUTS = ("NCHW",)
+#: Arithmetic of a float32 problem: "ieee" (strict fp32 FMAs, PyTorch's ``allow_tf32=False``) or "tf32" (tensor-core
+#: products of operands rounded to TF32, 10-bit mantissa, fp32 accumulation: PyTorch's default for convolutions).
+#: 16-bit problems carry "ieee": their class is their dtype (fp32 accumulation).
+MATH_MODES = ("ieee", "tf32")
+#: Precision classes, strictest first: a config verified for one class may be served for it and every later one
+#: of the same storage type (float32 -> tf32), never for an earlier one.
+PRECISION_CLASSES = ("float32", "tf32", "bfloat16", "float16")
 #: Keys of a suite entry that describe it (its name, its class, the network layer it comes from), not the problem.
 SUITE_METADATA_KEYS = ("name", "class", "source")
 #: Largest element count of one tensor: kernels index with 32-bit signed integers.
@@ -119,6 +126,7 @@ class ConvProblem:
     dtype: str = "float32"
     layout: str = "NCHW"
     causal: bool = False
+    math: str = "ieee"
     _derived: tuple[int, int] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -126,13 +134,17 @@ class ConvProblem:
                      "pad_h", "pad_w"):
             _check_int(name, getattr(self, name), minimum=0 if name.startswith("pad") else 1)
             object.__setattr__(self, name, int(getattr(self, name)))  # numpy integers -> int
-        for name in ("dtype", "layout"):
+        for name in ("dtype", "layout", "math"):
             if not isinstance(getattr(self, name), str):
                 raise InvalidProblem(name, f"{getattr(self, name)!r} must be a string")
         if self.dtype not in ITEMSIZE_BYTES:
             raise InvalidProblem("dtype", f"{self.dtype!r} is not supported: allowed {sorted(ITEMSIZE_BYTES)}")
         if self.layout not in LAYOUTS:
             raise InvalidProblem("layout", f"{self.layout!r} is not supported: allowed {list(LAYOUTS)}")
+        if self.math not in MATH_MODES:
+            raise InvalidProblem("math", f"{self.math!r} is not supported: allowed {list(MATH_MODES)}")
+        if self.math == "tf32" and self.dtype != "float32":
+            raise InvalidProblem("math", f"math='tf32' needs dtype='float32', got dtype={self.dtype!r}")
         if not isinstance(self.causal, bool):
             raise InvalidProblem("causal", f"{self.causal!r} must be a bool")
         if self.C % self.groups:
@@ -233,7 +245,7 @@ class ConvProblem:
             name, _, raw = token.partition("=")
             if name in spec:
                 raise InvalidProblem(name, "given twice")
-            spec[name] = raw if name in ("dtype", "layout") else _parse_int(name, raw)
+            spec[name] = raw if name in ("dtype", "layout", "math") else _parse_int(name, raw)
         if not spec:
             raise InvalidProblem("problem", "empty: expected e.g. N=1 C=64 H=56 W=56 K=64 R=3 S=3")
         return cls.from_mapping(spec)
@@ -253,6 +265,11 @@ class ConvProblem:
     def is_depthwise(self) -> bool:
         """One filter per channel: groups == C (and K a multiple of C)."""
         return self.groups == self.C and (self.groups > 1 or self.causal)
+
+    @property
+    def precision(self) -> str:
+        """The precision class (:data:`PRECISION_CLASSES`): "tf32" for float32 with ``math="tf32"``, else the dtype."""
+        return "tf32" if self.math == "tf32" else self.dtype
 
     @property
     def itemsize_bytes(self) -> int:
@@ -361,6 +378,8 @@ class ConvProblem:
         if self.groups != 1:
             parts.append(f"groups={self.groups}")
         parts.append(f"dtype={self.dtype}")
+        if self.math != "ieee":  # strict problems keep the keys they had before precision classes existed
+            parts.append(f"math={self.math}")
         return " ".join(parts)
 
     def __str__(self) -> str:
