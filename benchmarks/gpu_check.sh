@@ -2,6 +2,10 @@
 # GPU-host steps, batched into one device call; logs and tables under $OUT (default benchmarks/results).
 #   bash benchmarks/gpu_check.sh STEP...     steps: tests vs_cudnn sample tune
 #     tests     pytest -m gpu: kernels vs float64, operator API, the tuner on the GPU
+#     all_tests every GPU test file at once, $GPU_TEST_WORKERS (default 6) pytest-xdist workers sharing the GPU
+#               (correctness only: no test asserts a wall-clock figure); igemm errors to $OUT/igemm_errors.json
+#     ceilings  benchmarks/device_ceilings.py: GEMM peaks per precision class, copy bandwidth, empty-kernel time
+#     tf32      benchmarks/vs_cudnn.py --math tf32: the tensor-core family vs cuDNN TF32 ($TF32_ARGS, e.g. --suite)
 #     api_tests pytest -m gpu: only the operator API, the machine probe and the tuner on the GPU
 #     dw_tests  pytest -m gpu: the depthwise kernels (every variant × path × mode)
 #     torch_tests pytest -m gpu: convtune.ops.torch ops, depthwise ops/tuning, convtune analyze
@@ -45,6 +49,16 @@ for step in "$@"; do
     tests)
         python3 -m pytest -m gpu -q -p no:cacheprovider --maxfail=25 -W default \
             tests/kernels tests/test_machine.py tests/tuner/test_tuner_gpu.py 2>&1 | tee "$OUT/gpu_tests.txt" | tail -15 ;;
+    all_tests)
+        CONVTUNE_ERROR_TABLE="$OUT/igemm_errors.json" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
+            -n "${GPU_TEST_WORKERS:-6}" --dist loadfile tests/kernels tests/test_machine.py tests/tuner/test_tuner_gpu.py \
+            tests/tuner/test_depthwise_tuning.py tests/ops tests/analysis/test_analyze.py 2>&1 \
+            | tee "$OUT/gpu_all_tests.txt" | tail -40 ;;
+    ceilings)
+        python3 benchmarks/device_ceilings.py --out "$OUT/ceilings" 2>&1 | tee "$OUT/ceilings.log" | tail -16 ;;
+    tf32)
+        python3 benchmarks/vs_cudnn.py --math tf32 --top "${TF32_TOP:-16}" --out "$OUT/tf32" ${TF32_ARGS:-} 2>&1 \
+            | tee "$OUT/tf32.log" | tail -30 ;;
     api_tests)
         python3 -m pytest -m gpu -q -p no:cacheprovider -W default tests/ops/test_ops_gpu.py tests/test_machine.py \
             tests/tuner/test_tuner_gpu.py 2>&1 | tee "$OUT/gpu_api_tests.txt" | tail -8 ;;

@@ -9,11 +9,18 @@ F(2) / F(4); output poisoned with NaN first), time each with the shared
 protocol (:mod:`convtune.kernels.timing`: spin-then-events, median, rotating buffer sets larger than
 2× L2), re-time the best three interleaved and pick the fastest (ties by config key). cuDNN is timed in
 the same run through torch (``cudnn.benchmark=True``; fp32 with ``allow_tf32=False``, plus TF32 and
-fp16 columns) on the same rotating inputs.
+fp16 and bf16 columns) on the same rotating inputs.
 
-Writes ``vs_cudnn.md`` (table) and ``vs_cudnn.json`` (every candidate measured) under ``--out``.
+``--math tf32`` runs the TF32 class: every problem with ``math="tf32"``, the tensor-core family (default
+``--families igemm``), the speedup against cuDNN TF32 (``allow_tf32=True``), the compute ceiling the TF32 GEMM
+peak measured in this run (so floors and efficiencies use the class's ceiling), TFLOP/s as % of that peak, and
+cuDNN TF32's own relative error against float64 on the same inputs next to ours.
+
+Writes ``vs_cudnn.md`` (table) and ``vs_cudnn.json`` (every candidate measured) under ``--out`` (``vs_cudnn_tf32.*``
+with ``--math tf32``).
 
     python benchmarks/vs_cudnn.py --suite benchmarks/suites/public.json --out benchmarks/results
+    python benchmarks/vs_cudnn.py --math tf32 --top 16 --out benchmarks/results/igemm_h200
 """
 
 from __future__ import annotations
@@ -55,12 +62,13 @@ def measure_copy_bandwidth(nbytes: int = 2 << 30) -> float:
     return 2 * nbytes / (timing.median_ms * 1e-3)
 
 
-def measure_fp32_peak(n: int = 8192) -> float:
-    """SGEMM through torch with TF32 off: 2n³ / median time."""
-    torch.backends.cuda.matmul.allow_tf32 = False
+def measure_fp32_peak(n: int = 8192, tf32: bool = False) -> float:
+    """SGEMM through torch, TF32 off (the strict class) or on: 2n³ / median time."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     a = torch.randn(n, n, device="cuda")
     b = torch.randn(n, n, device="cuda")
     timing = time_launches(lambda _i: torch.mm(a, b), warmup=2, reps=10)
+    torch.backends.cuda.matmul.allow_tf32 = False
     return 2 * n**3 / (timing.median_ms * 1e-3)
 
 
@@ -94,7 +102,7 @@ def time_cudnn(xs: list, ws: list, problem: ConvProblem, mode: str, flush=None) 
     """cuDNN through torch on the same rotating sets (x and w each) and the same L2 flush as our kernels."""
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = mode == "tf32"
-    dtype = torch.float16 if mode == "fp16" else torch.float32
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(mode, torch.float32)
     xt = [torch.from_dlpack(x).to(dtype) for x in xs]
     wt = [torch.from_dlpack(w).to(dtype) for w in ws]
     kwargs = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
@@ -193,7 +201,8 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
     final = sorted(((statistics.median(v), k) for k, v in samples.items()))
     best_ms, best_key = final[0]
     best_row = next(r for r in ok if r["config"] == best_key)
-    cudnn = {mode: time_cudnn(xs, ops.ws, problem, mode, ops.flush) for mode in ("fp32", "tf32", "fp16")}
+    cudnn = {mode: time_cudnn(xs, ops.ws, problem, mode, ops.flush) for mode in ("fp32", "tf32", "fp16", "bf16")}
+    baseline = "tf32" if problem.math == "tf32" else "fp32"
     lb = direct_lower_bound(problem, machine.fast_memory_words("l2"))
     best_spec = get_spec(best_key.split()[0].split(".")[0])
     floor_s = floor_time_s(problem, machine, best_spec)   # the winning family's algorithm's floor
@@ -206,12 +215,24 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
         "best": {"config": best_key, "ms": best_ms, "tflops": problem.flops / best_s / 1e12,
                  "gbps": problem.compulsory_bytes / best_s / 1e9, "regs": best_row.get("regs"),
                  "rel_error": best_row["rel_error"]},
-        "cudnn_ms": cudnn, "speedup_vs_cudnn_fp32": cudnn["fp32"] / best_ms,
+        "cudnn_ms": cudnn, "speedup_vs_cudnn_fp32": cudnn["fp32"] / best_ms, "baseline": baseline,
+        "speedup_vs_baseline": cudnn[baseline] / best_ms, "cudnn_rel_error": cudnn_error(ops, problem),
+        "pct_of_compute_ceiling": 100 * problem.flops / best_s / machine.fp32_peak_flops_per_s,
         "floor_ms": floor_s * 1e3, "efficiency": floor_s / best_s, "bound_bytes": lb.bytes,
         "bound_binding_term": lb.binding_term, "final_medians_ms": {k: v for v, k in final},
         "family_best_ms": family_best, "family_choice": family_choice(problem, machine),
         "candidates": results,
     }
+
+
+def cudnn_error(ops: Operands, problem: ConvProblem) -> float:
+    """cuDNN's relative error against float64 on set 0, in the problem's class (TF32 on for tf32 problems)."""
+    torch.backends.cudnn.allow_tf32 = problem.math == "tf32"
+    y = torch.nn.functional.conv2d(torch.from_dlpack(ops.xs[0]), torch.from_dlpack(ops.w),
+                                   stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
+                                   dilation=(problem.dil_h, problem.dil_w))
+    torch.cuda.synchronize()
+    return relative_error(cp.from_dlpack(y.contiguous()), ops.ref)
 
 
 def markdown(report: dict) -> str:
@@ -253,13 +274,48 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def markdown_class(report: dict) -> str:
+    """The table of a tensor-core class run (``--math tf32``): speedup against cuDNN in the same class."""
+    lines = [f"# convtune tensor-core kernels vs cuDNN TF32 — {report['device']}", "",
+             f"Measured {report['date']} · torch {report['torch']} · cuDNN {report['cudnn']} · CuPy {report['cupy']}"
+             f" · copy {report['copy_tbps']:.2f} TB/s · TF32 GEMM {report['class_peak_tflops']:.1f} TFLOP/s"
+             f" (n=8192, measured in this run: the compute ceiling of the floors)", "",
+             "Kernel times: medians of CUDA-event timings over rotating input sets (> 2× L2, or an L2 flush before each"
+             " launch), ours and cuDNN's alike; cuDNN with `cudnn.benchmark=True`. speedup = cuDNN TF32 / ours."
+             " % peak = TFLOP/s / the TF32 GEMM peak. Errors: ‖y − y64‖ / ‖y64‖ on the same inputs. Floor = max(FLOPs"
+             " / TF32 peak, DRAM lower bound / copy bandwidth, on-chip, launch); efficiency = floor / ours.", "",
+             "| shape | best config | ms | TFLOP/s | % peak | cuDNN TF32 ms | speedup | cuDNN fp32 ms | cuDNN bf16 ms |"
+             " our error | cuDNN TF32 error | floor ms | efficiency | timed / space |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    speedups = []
+    for r in report["results"]:
+        if "best" not in r:
+            lines.append(f"| {r['name']} | {r.get('error')} |" + " |" * 12)
+            continue
+        b, c = r["best"], r["cudnn_ms"]
+        cfg = b["config"].replace(".fwd ", " ").replace("tile_", "t").replace("warps_", "w")
+        lines.append(f"| {r['name']} | `{cfg}` | {b['ms']:.4f} | {b['tflops']:.1f} |"
+                     f" {r['pct_of_compute_ceiling']:.0f} | {c['tf32']:.4f} | {r['speedup_vs_baseline']:.2f} |"
+                     f" {c['fp32']:.4f} | {c['bf16']:.4f} | {b['rel_error']:.2e} | {r['cudnn_rel_error']:.2e} |"
+                     f" {r['floor_ms']:.4f} | {r['efficiency']:.2f} | {r['timed']} / {r['space_size']} |")
+        speedups.append(r["speedup_vs_baseline"])
+    if speedups:
+        geo = math.exp(sum(map(math.log, speedups)) / len(speedups))
+        lines += ["", f"Geometric-mean speedup over cuDNN TF32: **{geo:.2f}** ({len(speedups)} shapes), lowest "
+                      f"{min(speedups):.2f}."]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suite", default="benchmarks/suites/public.json")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--only", nargs="*", help="entry names to run (default: every conv2d entry)")
     ap.add_argument("--top", type=int, default=40, help="configs per family taken from the top of its model ranking")
-    ap.add_argument("--families", nargs="*", default=list(FAMILIES), help="kernel families to time")
+    ap.add_argument("--families", nargs="*", default=None,
+                    help=f"kernel families to time (default: {' '.join(FAMILIES)}; igemm with --math tf32)")
+    ap.add_argument("--math", choices=("ieee", "tf32"), default="ieee",
+                    help="the precision class: ieee (strict fp32, vs cuDNN fp32) or tf32 (vs cuDNN TF32)")
     ap.add_argument("--buckets", type=int, default=24, help="extra configs: the model's best per bucket")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--final-rounds", type=int, default=5)
@@ -270,10 +326,14 @@ def main() -> int:
     os.environ.setdefault("CONVTUNE_CUBIN_DIR", "/tmp/convtune-cubins")
 
     start = time.perf_counter()
+    tf32 = args.math == "tf32"
+    if args.families is None:
+        args.families = ["igemm"] if tf32 else list(FAMILIES)
     bandwidth, peak = measure_copy_bandwidth(), measure_fp32_peak()
-    machine = MachineModel.from_device().with_ceilings(bandwidth, peak, "measured in this run")
+    class_peak = measure_fp32_peak(tf32=True) if tf32 else peak
+    machine = MachineModel.from_device().with_ceilings(bandwidth, class_peak, "measured in this run")
     entries = [e for e in json.loads(Path(args.suite).read_text())["conv2d"] if not args.only or e["name"] in args.only]
-    problems = [ConvProblem.from_mapping(e) for e in entries]
+    problems = [ConvProblem.from_mapping(e).replace(math=args.math) for e in entries]
     with ProcessPoolExecutor(max_workers=min(len(problems), args.jobs) or 1) as pool:  # planning is pure Python
         planned = list(pool.map(candidates, problems, [machine] * len(problems), [args.top] * len(problems),
                                 [args.buckets] * len(problems), [tuple(args.families)] * len(problems)))
@@ -286,19 +346,21 @@ def main() -> int:
     report = {
         "device": machine.name, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "cupy": cp.__version__,
-        "copy_tbps": bandwidth / 1e12, "sgemm_tflops": peak / 1e12, "results": [],
+        "copy_tbps": bandwidth / 1e12, "sgemm_tflops": peak / 1e12, "class_peak_tflops": class_peak / 1e12,
+        "math": args.math, "results": [],
     }
+    stem, render = ("vs_cudnn_tf32", markdown_class) if tf32 else ("vs_cudnn", markdown)
     for name, problem, plans, size in work:
         t1 = time.perf_counter()
         r = bench_problem(name, problem, machine, args, plans, size)
         report["results"].append(r)
         # written after every shape: a fault in a later one (it kills the CUDA context) loses nothing
-        (out / "vs_cudnn.json").write_text(json.dumps(report, indent=1))
-        (out / "vs_cudnn.md").write_text(markdown(report))
-        summary = (f"{r['best']['ms']:.4f} ms vs cuDNN {r['cudnn_ms']['fp32']:.4f} ms "
-                   f"-> {r['speedup_vs_cudnn_fp32']:.2f}x") if "best" in r else r.get("error")
+        (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+        (out / f"{stem}.md").write_text(render(report))
+        summary = (f"{r['best']['ms']:.4f} ms vs cuDNN {r['baseline']} {r['cudnn_ms'][r['baseline']]:.4f} ms "
+                   f"-> {r['speedup_vs_baseline']:.2f}x") if "best" in r else r.get("error")
         print(f"{name}: {summary} ({time.perf_counter() - t1:.1f} s)", file=sys.stderr)
-    print(markdown(report))
+    print(render(report))
     return 0
 
 

@@ -62,6 +62,7 @@ FAMILY_PACKAGES: tuple[str, ...] = (
     "convtune.kernels.pointwise",
     "convtune.kernels.winograd",
     "convtune.kernels.depthwise",
+    "convtune.kernels.igemm",
 )
 #: Entry-point group naming family packages outside convtune (``name = module``).
 ENTRY_POINT_GROUP = "convtune.families"

@@ -16,16 +16,21 @@ from convtune.kernels import compile as kc
 from convtune.kernels.registry import REGISTRY
 
 PRE_LAYOUT = json.loads((Path(__file__).parents[1] / "data" / "pre_layout" / "kernel_versions.json").read_text())
+#: Families and sources added after the move: no stored data predates them.
+ADDED_FAMILIES = {"igemm.fwd"}
+ADDED_SOURCES = {"igemm_fwd.cu"}
 
 
 def test_every_registered_family_keeps_its_version() -> None:
     now = {f"{family}.{direction}": spec.source_sha256() for (family, direction), spec in REGISTRY.items()}
-    assert now == PRE_LAYOUT["registry"]
+    assert set(now) - set(PRE_LAYOUT["registry"]) == ADDED_FAMILIES
+    assert {k: now.get(k) for k in PRE_LAYOUT["registry"]} == PRE_LAYOUT["registry"]
 
 
 def test_every_source_file_keeps_its_expanded_text_hash() -> None:
     now = {path.name: kc.source_hash(kc.kernel_text(path.name)) for path in sorted(kc.KERNELS_DIR.rglob("*.cu"))}
-    assert now == PRE_LAYOUT["sources"]
+    assert set(now) - set(PRE_LAYOUT["sources"]) == ADDED_SOURCES
+    assert {k: now.get(k) for k in PRE_LAYOUT["sources"]} == PRE_LAYOUT["sources"]
 
 
 def test_a_flattened_copy_of_the_sources_gives_the_same_versions(tmp_path: Path) -> None:

@@ -1,0 +1,303 @@
+"""Implicit-GEMM forward on tensor cores (TF32): config, resources, analytic traffic, and the prepared launch.
+
+Shapes (fp32 storage, contiguous): x (N, C, H, W); packed weights wpk (C, R, S, Kp), Kp = ⌈K/4⌉·4 — the direct
+family's layout, shared with it; y (N, K, P, Q). The kernel is one GEMM of M = N·P·Q output pixels × K output
+channels over KR = C·R·S, its A operand gathered from x on the fly (``igemm_fwd.cu`` states the dataflow).
+Grid: (⌈M/BM⌉, ⌈K/BN⌉, splits); (WM·WN) warps, each owning a (BM/WM) × (BN/WN) tile of 16 × 8 mma tiles.
+
+Global-memory traffic of the dataflow, in words, exactly what the kernel requests (zero-filled padding and tail
+copies read nothing; the weight pre-pack is a one-time cost per weight tensor and is not included)::
+
+    input  = ⌈K/BN⌉ · Σ_{n,p,q,c,r,s} [x tap in range] = ⌈K/BN⌉ · macs_nonpad / K
+    weight = ⌈M/BM⌉ · C·R·S · Σ_nt min(BN, Kp − nt·BN)
+    output = splits · N·K·P·Q stores (atomic adds when splits > 1) + N·K·P·Q for zeroing y first
+
+Every block gathers its own A tile, so the input term is the non-padding MACs over K, once per channel tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from convtune.errors import InvalidConfig
+from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
+from convtune.kernels.config import KernelConfig
+from convtune.kernels.direct import launcher as _direct
+from convtune.kernels.launch_geometry import round_regs
+from convtune.kernels.prepared import (
+    FilterLayout,
+    Launch,
+    Memset,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+SOURCE = "igemm_fwd.cu"
+ENTRY = "igemm_fwd"
+WARP = 32
+MMA_M, MMA_N, MMA_K = 16, 8, 8   # mma.sync.m16n8k8 TF32
+SMEM_PAD = 8                     # floats of padding per shared-memory row (conflict-free fragment reads)
+MIN_COMPUTE_CAPABILITY = (8, 0)  # mma.sync TF32 and cp.async: Ampere and newer
+
+
+@dataclass(frozen=True, slots=True)
+class IgemmFwdConfig(KernelConfig):
+    """Tunable parameters of the implicit-GEMM tensor-core forward kernel (see the module docstring)."""
+
+    family = "igemm"
+    direction = "fwd"
+
+    tile_m: int = 128      # BM: output pixels (over all images) per block
+    tile_n: int = 128      # BN: output channels per block
+    tile_k: int = 16       # BK: reduction (C·R·S) elements per shared-memory stage
+    warps_m: int = 2       # WM: warps along the pixels
+    warps_n: int = 2       # WN: warps along the channels
+    stages: int = 3        # shared-memory pipeline depth (2..5)
+    splits: int = 1        # reduction split across blocks (atomic adds when > 1)
+
+    @property
+    def threads(self) -> int:
+        return WARP * self.warps_m * self.warps_n
+
+    @property
+    def mma_tiles(self) -> tuple[int, int]:
+        """(MI, NI): 16 × 8 mma tiles per warp along the pixels and the channels."""
+        return self.tile_m // self.warps_m // MMA_M, self.tile_n // self.warps_n // MMA_N
+
+    @property
+    def accumulators(self) -> int:
+        mi, ni = self.mma_tiles
+        return 4 * mi * ni
+
+
+def reduction_length(problem: ConvProblem) -> int:
+    """KR = C·R·S, the GEMM's reduction."""
+    return problem.C * problem.R * problem.S
+
+
+def division_magic(divisor: int) -> int:
+    """m = ⌊2³²/d⌋ + 1: ⌊k/d⌋ = umulhi(k, m) for every k < 2³²/d (the error k·(m·d − 2³²)/2³² < 1 there).
+
+    d = 1 gives 2³² + 1, which no 32-bit word holds: the kernel takes the dividend itself as the quotient there."""
+    return (1 << 32) // divisor + 1
+
+
+def magic_argument(divisor: int) -> int:
+    """The kernel's ``unsigned`` magic-number argument as the signed 32-bit int the launch packs (same bits);
+    0 for divisor 1 (unused: the kernel's identity branch)."""
+    if divisor == 1:
+        return 0
+    m = division_magic(divisor)
+    return m - (1 << 32) if m >= 1 << 31 else m
+
+
+def supports(problem: ConvProblem) -> bool:
+    """Float32 storage with TF32 arithmetic allowed (``math="tf32"``), groups = 1, not causal; the reduction small
+    enough for the kernel's 32-bit magic division (C·R·S · R·S < 2³²)."""
+    p = problem
+    return (p.dtype == "float32" and p.math == "tf32" and p.groups == 1 and not p.causal
+            and reduction_length(p) * p.R * p.S < 2**32)
+
+
+@dataclass(frozen=True, slots=True)
+class IgemmFwdPlan:
+    """Everything derived from (problem, config): launch geometry, resources."""
+
+    problem: ConvProblem
+    config: IgemmFwdConfig
+    kp: int
+    m_tiles: int
+    n_tiles: int
+    chunks_per_split: int
+    smem_bytes: int
+    regs_estimate: int
+    min_blocks: int
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.m_tiles, self.n_tiles, self.config.splits)
+
+    @property
+    def blocks(self) -> int:
+        return self.m_tiles * self.n_tiles * self.config.splits
+
+    @property
+    def threads(self) -> int:
+        return self.config.threads
+
+    @property
+    def a_copies(self) -> int:
+        """4-byte A-tile copies one thread issues per chunk."""
+        c = self.config
+        return c.tile_k * c.tile_m // c.threads
+
+    @property
+    def b_copies(self) -> int:
+        """16-byte B-tile copies one thread issues per chunk."""
+        c = self.config
+        return -(-c.tile_k * c.tile_n // 4 // c.threads)
+
+    def template_args(self) -> tuple[int, ...]:
+        c = self.config
+        return (c.tile_m, c.tile_n, c.tile_k, c.warps_m, c.warps_n, c.stages)
+
+    def source(self) -> str:
+        """Self-contained CUDA text: the family source plus an ``extern "C"`` entry for this plan."""
+        return _family_source() + _WRAPPER.format(threads=self.config.threads, min_blocks=self.min_blocks,
+                                                  targs=", ".join(str(a) for a in self.template_args()))
+
+
+_WRAPPER = """
+extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
+igemm_fwd(const float* __restrict__ x, const float* __restrict__ wpk, float* __restrict__ y, int N, int C, int H,
+          int W, int K, int Kp, int P, int Q, int R, int S, int SH, int SW, int PH, int PW, int DH, int DW,
+          unsigned rs_magic, unsigned s_magic, int chunks_per_split) {{
+  convtune::igemm_fwd_body<{targs}>(x, wpk, y, N, C, H, W, K, Kp, P, Q, R, S, SH, SW, PH, PW, DH, DW, rs_magic,
+                                    s_magic, chunks_per_split);
+}}
+"""
+
+
+@cache
+def _family_source() -> str:
+    return kernel_text(SOURCE)
+
+
+def regs_estimate(config: IgemmFwdConfig) -> int:
+    """Registers per thread ≈ accumulators + fragments (4·MI + 2·NI) + 3 per pixel column + 48 (addresses, loop)
+    + 4 per A copy beyond 8 (the unrolled gathers' addresses stay live), at most 255.
+
+    Fitted to ptxas on sm_90 (CUDA 13) over the corners: 128×128 2×2 warps 222 (estimate 211), 128×32 k32 4×1 229
+    (195), 64×64 k32 2×2 126 (131); the real count comes from the compiled kernel."""
+    mi, ni = config.mma_tiles
+    columns = max(1, config.tile_m // config.threads)
+    a_copies = config.tile_k * config.tile_m // config.threads
+    return min(255, config.accumulators + 4 * mi + 2 * ni + 3 * columns + 48 + 4 * max(0, a_copies - 8))
+
+
+def derive_plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineModel | None = None) -> IgemmFwdPlan:
+    """The launch plan of a config that keeps the space's rules (:func:`plan` checks them first); refuses what
+    breaks ``machine``'s limits or the grid's.
+
+    Raises:
+        InvalidConfig: naming the field whose derived geometry breaks a limit.
+    """
+    p, c = problem, config
+    chunks = -(-reduction_length(p) // c.tile_k)
+    per_split = -(-chunks // c.splits)
+    m = p.N * p.P * p.Q
+    m_tiles, n_tiles = -(-m // c.tile_m), -(-p.K // c.tile_n)
+    if m_tiles > 2**31 - 1 or n_tiles > 65535 or c.splits > 65535:
+        raise InvalidConfig("tile_m", f"grid ({m_tiles}, {n_tiles}, {c.splits}) exceeds the CUDA grid limits")
+    smem_bytes = 4 * c.stages * c.tile_k * (c.tile_m + c.tile_n + 2 * SMEM_PAD)
+    regs = regs_estimate(c)
+    min_blocks = 1
+    if machine is not None:
+        if machine.compute_capability < MIN_COMPUTE_CAPABILITY:
+            raise InvalidConfig("problem", f"TF32 mma.sync needs compute capability 8.0, {machine.name} has "
+                                           f"{machine.compute_capability}")
+        if smem_bytes > machine.smem_per_block_bytes:
+            raise InvalidConfig("stages", f"{smem_bytes} B of shared memory exceed the "
+                                          f"{machine.smem_per_block_bytes} B per block of {machine.name}")
+        if regs > machine.max_regs_per_thread:
+            raise InvalidConfig("tile_m", f"~{regs} registers per thread exceed {machine.max_regs_per_thread}")
+        by_regs = machine.regs_per_sm // (c.threads * round_regs(regs))
+        by_smem = machine.smem_per_sm_bytes // (smem_bytes + machine.smem_reserved_per_block_bytes)
+        by_threads = machine.max_threads_per_sm // c.threads
+        min_blocks = max(1, min(by_regs, by_smem, by_threads, machine.max_blocks_per_sm, 4))
+    return IgemmFwdPlan(p, c, -(-p.K // 4) * 4, m_tiles, n_tiles, per_split, smem_bytes, regs, min_blocks)
+
+
+# ---- analytic traffic ---------------------------------------------------------------------------------
+def traffic_words(pl: IgemmFwdPlan) -> dict[str, int]:
+    """Words loaded/stored by the kernel per the formula in the module docstring."""
+    p, c = pl.problem, pl.config
+    out = p.output_elements
+    weight_cols = sum(min(c.tile_n, pl.kp - nt * c.tile_n) for nt in range(pl.n_tiles))
+    return {
+        "input": pl.n_tiles * (p.macs_nonpad // p.K),
+        "weight": pl.m_tiles * reduction_length(p) * weight_cols,
+        "output": out * c.splits + (out if c.splits > 1 else 0),
+    }
+
+
+def total_traffic_words(pl: IgemmFwdPlan) -> int:
+    return sum(traffic_words(pl).values())
+
+
+def onchip_words(pl: IgemmFwdPlan) -> int:
+    """Fast memory one block holds: every shared-memory stage plus the accumulator registers."""
+    return pl.smem_bytes // 4 + pl.config.accumulators * pl.config.threads
+
+
+# ---- launching ----------------------------------------------------------------------------------------
+def compile_plan(pl: IgemmFwdPlan) -> LoadedKernel:
+    return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
+
+
+def filter_layout(pl: IgemmFwdPlan, device: int) -> FilterLayout:
+    """The direct family's packed layout wpk (C, R, S, Kp) and its packing launch (shared with direct plans)."""
+    return _direct.filter_layout(pl, device)  # type: ignore[arg-type]  # reads only .problem and .kp
+
+
+def kernel_arguments(pl: IgemmFwdPlan) -> tuple[int, ...]:
+    """The scalar arguments after (x, wpk, y), in the entry's order."""
+    p = pl.problem
+    return (p.N, p.C, p.H, p.W, p.K, pl.kp, p.P, p.Q, p.R, p.S, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
+            p.dil_h, p.dil_w, magic_argument(p.R * p.S), magic_argument(p.S), pl.chunks_per_split)
+
+
+def prepare_plan(pl: IgemmFwdPlan, device: int = 0, kernels: LoadedKernel | None = None) -> PreparedLaunch:
+    """The plan as a prepared launch: operands (x, filters, y); split reductions zero y first (atomic adds)."""
+    p, c = pl.problem, pl.config
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    steps: list[Any] = []
+    if c.splits > 1:
+        steps.append(Memset(2, 4 * p.output_elements))
+    steps.append(Launch(kernels, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2),
+                        kernel_arguments(pl)))
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y"), steps=steps, kernels=kernels,
+                          filters=filter_layout(pl, device), output_shape=(p.N, p.K, p.P, p.Q))
+
+
+def launch(pl: IgemmFwdPlan, kernel: LoadedKernel, x: Any, wpk: Any, y: Any, stream: Any | None = None) -> None:
+    """Run the kernel on contiguous float32 CuPy arrays; allocates nothing (zeroes y first when split).
+
+    Raises:
+        LaunchError: the launch failed.
+    """
+    prepared = cached_prepared(pl, kernel, prepare_plan)
+    prepared((data_pointer(x), data_pointer(wpk), data_pointer(y)), stream_pointer(stream))
+
+
+# ---- the launcher protocol every family provides (registry.KernelSpec.launcher) ------------------------
+#: Relative error (‖y − y64‖₂ / ‖y64‖₂) a config must meet to be measured or served. TF32 rounds each operand to
+#: 11 significant bits (unit roundoff u = 2⁻¹¹ ≈ 4.9e-4); on random data the products' relative errors add in
+#: quadrature like the values, so the norm-wise error is ≈ √2·u ≈ 7e-4, independent of the reduction length. The
+#: gate leaves 4× headroom; the GPU tests compare each case with cuDNN TF32 on the same inputs (≤ 2× its error).
+TOLERANCE = 3e-3
+
+
+def prepare_filters(pl: IgemmFwdPlan, w: Any) -> Any:
+    """The filter operand ``launch`` takes: w packed to (C, R, S, Kp), as the direct family packs it."""
+    return _direct.pack_weights(w)
+
+
+def filters_key(pl: IgemmFwdPlan) -> tuple[str, ...]:
+    """Plans with equal keys share one :func:`prepare_filters` result: the direct family's packing."""
+    return ("direct",)
+
+
+def tolerance(pl: IgemmFwdPlan) -> float:
+    return TOLERANCE

@@ -1,0 +1,84 @@
+"""Analytic performance model of the implicit-GEMM tensor-core kernel (for ranking configs, never as a result).
+
+predicted time = max(SM time, L2 traffic time, DRAM compulsory time) + split atomics + launch overhead:
+
+* SM time: waves = ⌈blocks / (resident blocks · SMs)⌉, each costing ``resident`` blocks' cycles on one SM at
+  ``SM_CLOCK_HZ``, where a block's cycles per reduction chunk are the largest of three pipes:
+  - tensor: warps · (BK/8) · MI·NI mma.sync m16n8k8 at ``MMA_PER_CLK`` per SM,
+  - shared memory: warps · (BK/8) · (4·MI + 2·NI) fragment wavefronts + BK·(BM+BN)/32 copy wavefronts, one per
+    clock (32 banks × 4 B),
+  - issue: warps · (A copies · 14 + B copies · 6 + (BK/8) · (2·(4·MI + 2·NI) + MI·NI)) instructions at 4 per clock
+    (the gather's address math, the fragment loads and their TF32 rounding, the mma);
+  divided by a latency factor min(1, resident warps / 8)^½ for SMs with too few warps to hide latencies;
+* L2 time: the words the kernel requests (:func:`~convtune.kernels.igemm.launcher.traffic_words`) at the L2 read
+  bandwidth, ``L2_FRACTION`` of the optimistic L2 figure;
+* DRAM time: compulsory bytes at the copy bandwidth.
+
+Uncalibrated first figures (no H200 measurement of this family yet): one m16n8k8 mma.sync per two clocks per SM
+(~half the dense wgmma TF32 rate: 1024 MACs per clock per SM at 494.7 TFLOP/s, 132 SMs, 1.83 GHz); L2 feeds ~40% of
+the optimistic per-SM port figure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from convtune.kernels.igemm.launcher import IgemmFwdPlan, reduction_length, total_traffic_words
+from convtune.kernels.launch_geometry import resident_blocks
+from convtune.machine import MachineModel
+
+MMA_PER_CLK = 0.5
+SM_CLOCK_HZ = 1.755e9
+ISSUE_PER_CLK = 4
+L2_FRACTION = 0.4
+LAUNCH_OVERHEAD_S = 3e-6
+
+
+@dataclass(frozen=True, slots=True)
+class IgemmPrediction:
+    time_s: float
+    tensor_s: float
+    l2_s: float
+    dram_s: float
+    resident_blocks: int
+    tile_efficiency: float
+
+
+def tile_efficiency(pl: IgemmFwdPlan) -> float:
+    """Useful / computed MACs: tiles overhang M = N·P·Q and K at the edges, chunks overhang C·R·S."""
+    p, c = pl.problem, pl.config
+    kr = reduction_length(p)
+    chunks = -(-kr // c.tile_k)
+    computed = (pl.m_tiles * c.tile_m) * (pl.n_tiles * c.tile_n) * chunks * c.tile_k
+    return (p.N * p.P * p.Q * p.K * kr) / computed
+
+
+def predict(pl: IgemmFwdPlan, machine: MachineModel) -> IgemmPrediction:
+    """Model time of one launch of ``pl`` on ``machine`` (see the module docstring)."""
+    c = pl.config
+    eff = tile_efficiency(pl)
+    bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
+    if bps == 0:
+        return IgemmPrediction(math.inf, math.inf, math.inf, math.inf, 0, eff)
+    p = pl.problem
+    mi, ni = c.mma_tiles
+    warps = c.threads // WARP_SIZE
+    k8 = c.tile_k // 8
+    fragments = 4 * mi + 2 * ni
+    tensor_clk = warps * k8 * mi * ni / MMA_PER_CLK
+    smem_clk = warps * k8 * fragments + c.tile_k * (c.tile_m + c.tile_n) / 32
+    issue_clk = warps * (pl.a_copies * 14 + pl.b_copies * 6 + k8 * (2 * fragments + mi * ni)) / ISSUE_PER_CLK
+    latency = min(1.0, bps * warps / 8) ** 0.5
+    block_clk = pl.chunks_per_split * max(tensor_clk, smem_clk, issue_clk) / latency
+    waves = -(-pl.blocks // (bps * machine.sm_count))
+    tensor_s = waves * bps * block_clk / SM_CLOCK_HZ
+    l2_bw = L2_FRACTION * (machine.l2_bandwidth_bytes_per_s or 10 * machine.copy_bandwidth_bytes_per_s)
+    l2_s = 4 * total_traffic_words(pl) / l2_bw
+    dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
+    atomics_s = (4 * p.output_elements * c.splits / machine.copy_bandwidth_bytes_per_s) if c.splits > 1 else 0.0
+    time_s = max(tensor_s, l2_s, dram_s) + atomics_s + LAUNCH_OVERHEAD_S
+    return IgemmPrediction(time_s, tensor_s, l2_s, dram_s, bps, eff)
+
+
+WARP_SIZE = 32

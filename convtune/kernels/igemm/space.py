@@ -1,0 +1,161 @@
+"""The configuration space of the implicit-GEMM tensor-core forward kernel for one problem and machine.
+
+Values: block tiles BM, BN ∈ {32, 64, 128, 256}, BK ∈ {8, 16, 32}, warps 1..4 along each axis, 2..5 stages,
+splits 1..16. The kernel's rules (``plan`` enforces them): warp tiles multiples of the 16 × 8 mma tile and at
+most 64 channels wide, 64..256 threads, ≤ 128 accumulators per thread, every thread copying whole A rows, no
+split without chunks. The search's pruning rules: tiles no larger than the next power of two of the extent they
+cover (M = N·P·Q pixels, K channels), and with a machine no split of a grid that already fills every SM twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+
+from convtune.errors import InvalidConfig
+from convtune.kernels.igemm.launcher import (
+    MMA_M,
+    MMA_N,
+    WARP,
+    IgemmFwdConfig,
+    IgemmFwdPlan,
+    derive_plan,
+    reduction_length,
+    supports,
+)
+from convtune.kernels.search_space import Rule, SearchSpace, Values
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+TILE_M = (32, 64, 128, 256)
+TILE_N = (32, 64, 128, 256)
+TILE_K = (8, 16, 32)
+WARPS = (1, 2, 4)
+STAGES = (2, 3, 4, 5)
+SPLITS = (1, 2, 4, 8, 16)
+MAX_ACCUMULATORS = 128   # fp32 accumulators per thread: more leave too few registers for fragments and addresses
+#: Channels of one warp's tile: 16 × 128 (NI = 16 mma tiles, 32 B-fragment registers) spills under ptxas (CUDA 13,
+#: sm_90: 255 registers + 8 B stack at tile_k = 32); tiles up to 64 channels (and 128 pixels) compile clean.
+MAX_WARP_TILE_N = 64
+MAX_A_COPIES = 32        # 4-byte gathers per thread and chunk: each costs ~12 instructions of address math
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _threads(v: Values) -> int:
+    return WARP * v["warps_m"] * v["warps_n"]
+
+
+def _warp_tile(v: Values) -> tuple[int, int]:
+    return v["tile_m"] // v["warps_m"], v["tile_n"] // v["warps_n"]
+
+
+def _accumulators(v: Values) -> int:
+    wm, wn = _warp_tile(v)
+    return 4 * (wm // MMA_M) * (wn // MMA_N)
+
+
+def reduction_split_rules(length: int) -> tuple[Rule, Rule]:
+    """A reduction of ``length`` elements in chunks of ``tile_k`` over ``splits`` blocks: no more splits than
+    chunks, and no split left without a chunk."""
+
+    def chunks(v: Values) -> int:
+        return -(-length // v["tile_k"])
+
+    def splits_used(v: Values) -> int:
+        return -(-chunks(v) // -(-chunks(v) // v["splits"]))
+
+    return (
+        Rule("splits_chunks", ("tile_k", "splits"), lambda v: v["splits"] <= chunks(v),
+             lambda v: f"splits={v['splits']} exceeds the {chunks(v)} reduction chunks of C·R·S={length}"),
+        Rule("splits_nonempty", ("tile_k", "splits"), lambda v: splits_used(v) == v["splits"],
+             lambda v: f"splits={v['splits']} leaves a split without work ({chunks(v)} chunks of "
+                       f"tile_k={v['tile_k']}); use splits={splits_used(v)}"),
+    )
+
+
+@cache
+def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSpace:
+    """The igemm forward space of ``problem`` (see the module docstring)."""
+    p = problem
+    max_m, max_n = max(32, _pow2_at_least(p.N * p.P * p.Q)), max(32, _pow2_at_least(p.K))
+    rules = (
+        Rule("problem", (), lambda v: supports(p), f"the tensor-core kernel runs float32 problems with math=tf32, "
+             f"groups=1; got {p.key()}", field="problem"),
+        Rule("tile_m", ("tile_m",), lambda v: v["tile_m"] % 32 == 0 and v["tile_m"] <= 256,
+             "tile_m={tile_m} must be a multiple of 32 and at most 256"),
+        Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] % 32 == 0 and v["tile_n"] <= 256,
+             "tile_n={tile_n} must be a multiple of 32 and at most 256"),
+        Rule("tile_k", ("tile_k",), lambda v: v["tile_k"] % 8 == 0 and v["tile_k"] <= 64,
+             "tile_k={tile_k} must be a multiple of 8 and at most 64"),
+        Rule("warp_tile_m", ("tile_m", "warps_m"), lambda v: v["tile_m"] % (MMA_M * v["warps_m"]) == 0,
+             lambda v: f"tile_m/warps_m = {v['tile_m']}/{v['warps_m']} must be a multiple of {MMA_M}",
+             field="warps_m"),
+        Rule("warp_tile_n", ("tile_n", "warps_n"), lambda v: v["tile_n"] % (MMA_N * v["warps_n"]) == 0,
+             lambda v: f"tile_n/warps_n = {v['tile_n']}/{v['warps_n']} must be a multiple of {MMA_N}",
+             field="warps_n"),
+        Rule("threads", ("warps_m", "warps_n"), lambda v: 64 <= _threads(v) <= 256,
+             lambda v: f"{_threads(v)} threads per block (32 · warps_m · warps_n): allowed 64..256", field="warps_m"),
+        Rule("warp_tile_n", ("tile_n", "warps_n"), lambda v: v["tile_n"] // v["warps_n"] <= MAX_WARP_TILE_N,
+             lambda v: f"a warp tile {v['tile_n'] // v['warps_n']} channels wide exceeds {MAX_WARP_TILE_N}: its "
+                       f"fragments spill", field="warps_n"),
+        Rule("accumulators", ("tile_m", "tile_n", "warps_m", "warps_n"),
+             lambda v: _accumulators(v) <= MAX_ACCUMULATORS,
+             lambda v: f"{_accumulators(v)} accumulators per thread exceed {MAX_ACCUMULATORS}: add warps or shrink "
+                       f"the tile", field="tile_m"),
+        Rule("a_rows", ("tile_m", "tile_k", "warps_m", "warps_n"),
+             lambda v: (_threads(v) % v["tile_m"] == 0 or v["tile_m"] % _threads(v) == 0)
+             and (v["tile_k"] * v["tile_m"]) % _threads(v) == 0,
+             lambda v: f"tile_k·tile_m = {v['tile_k'] * v['tile_m']} A elements do not split into whole rows "
+                       f"over {_threads(v)} threads", field="tile_k"),
+        Rule("a_copies", ("tile_m", "tile_k", "warps_m", "warps_n"),
+             lambda v: v["tile_k"] * v["tile_m"] // _threads(v) <= MAX_A_COPIES,
+             lambda v: f"{v['tile_k'] * v['tile_m'] // _threads(v)} A copies per thread and chunk exceed "
+                       f"{MAX_A_COPIES}", field="tile_k"),
+        Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 5, "stages={stages}: allowed 2..5"),
+        *reduction_split_rules(reduction_length(p)),
+    )
+    prune = [
+        Rule("tile_m_extent", ("tile_m",), lambda v: v["tile_m"] <= max_m, f"tile_m={{tile_m}} exceeds {max_m}"),
+        Rule("tile_n_extent", ("tile_n",), lambda v: v["tile_n"] <= max_n, f"tile_n={{tile_n}} exceeds {max_n}"),
+    ]
+    if machine is not None:
+        sm_count = machine.sm_count
+
+        def tiles(v: Values) -> int:
+            return -(-p.N * p.P * p.Q // v["tile_m"]) * -(-p.K // v["tile_n"])
+
+        prune.append(Rule("split_needed", ("tile_m", "tile_n", "splits"),
+                          lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
+                          lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
+                          field="splits"))
+    values = {"tile_m": TILE_M, "tile_n": TILE_N, "tile_k": TILE_K, "warps_m": WARPS, "warps_n": WARPS,
+              "stages": STAGES, "splits": SPLITS}
+    return SearchSpace(values, rules, tuple(prune))
+
+
+def grid_size(problem: ConvProblem) -> int:
+    """Size of the raw parameter grid (every combination, before any validity rule)."""
+    return space(problem).grid_size()
+
+
+def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[IgemmFwdPlan]:
+    """Every valid (config, plan) of the igemm forward kernel for ``problem`` on ``machine``."""
+    for values in space(problem, machine).configs():
+        try:
+            yield derive_plan(problem, IgemmFwdConfig(**values), machine)  # the rules hold: configs() kept them
+        except InvalidConfig:  # a limit of the derived geometry (shared memory, registers, grid)
+            continue
+
+
+def plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineModel | None = None) -> IgemmFwdPlan:
+    """Validate ``config`` for ``problem`` (the rules of :func:`space`, then ``machine``'s limits on the derived
+    geometry) and derive the launch plan.
+
+    Raises:
+        InvalidConfig: naming the field that breaks a rule.
+    """
+    space(problem).check(config)
+    return derive_plan(problem, config, machine)
