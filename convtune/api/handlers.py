@@ -4,8 +4,9 @@ The routes stay thin: they parse, call functions here inside :meth:`~convtune.ap
 answer. POST /v1/tune works in three steps so that no request does unbounded work and the database is never
 held across the model's ranking:
 
-1. :func:`tune_lookup` (a read-only transaction): the key, the stored best (→ 200), the key's own active job
-   of the shape, and the key's queue limit (→ 429) — all before any prediction;
+1. :func:`tune_lookup` (a read-only transaction): the key, the stored best (→ 200; of a tf32 problem, the fastest
+   of its rows and its strict float32 twin's: ``ConvProblem.serving_keys``), the key's own active job of the shape,
+   and the key's queue limit (→ 429) — all before any prediction;
 2. :func:`predict_provisional` (no database): the model's provisional config within ``predict_budget_s``;
 3. :func:`tune_commit` (a short write transaction): the problem row and the job (→ 202).
 
@@ -86,10 +87,11 @@ def enforce_queue_limit(session: Session, api_key: Any, new_jobs: int) -> None:
 
 def _stored_answer(session: Session, settings: Settings, problem: ConvProblem,
                    device: DeviceChoice) -> TuneOutcome | None:
-    # rows come GPU first, then replayed, then predicted: if the first cannot answer, none can
-    view = repo.find_best_config(session, problem_key=problem, device_name=device.name)
+    # rows come GPU first, then replayed, then predicted: if the first cannot answer, none can. ``serving``: a tf32
+    # problem is answered by its own rows and its strict float32 twin's, a strict problem by its own only
+    view = repo.find_best_config(session, problem_key=problem, device_name=device.name, serving=True)
     if view is not None and _answerable(view, settings):
-        return _with_choice(TuneOutcome(200, tune_measured(view)), problem, device.machine)
+        return _with_choice(TuneOutcome(200, tune_measured(view, problem)), problem, device.machine)
     return None
 
 

@@ -51,7 +51,8 @@ def to_problem(spec: Mapping[str, Any], dtype: str | None = None, *, prefix: str
 
 
 def _parse(spec: Mapping[str, Any]) -> tuple[ConvProblem, bool]:
-    for name in ("name", "dtype", "layout"):  # ConvProblem compares them with dict keys: unhashable JSON breaks it
+    # ConvProblem compares them with dict keys and tuples: unhashable JSON breaks it
+    for name in ("name", "dtype", "layout", "math"):
         if name in spec and not isinstance(spec[name], str):
             raise InvalidProblem(name, f"{spec[name]!r} must be a string")
     try:
