@@ -286,7 +286,7 @@ class ConvProblem:
         export file, the best-config routes, ``convtune best``).
         """
         if self.math == "tf32":
-            return (self.key(), replace(self, math="ieee").key())
+            return (self._key("tf32"), self._key("ieee"))
         return (self.key(),)
 
     @property
@@ -381,6 +381,10 @@ class ConvProblem:
     # ---- identity -----------------------------------------------------------------------------------
     def key(self) -> str:
         """Canonical, parseable string; equal problems give equal keys."""
+        return self._key(self.math)
+
+    def _key(self, math: str) -> str:
+        """The key of this problem with arithmetic ``math`` (no new problem is built)."""
         if self.causal:
             parts = [f"B={self.N}", f"C={self.C}", f"L={self.W}", f"K={self.S}"]
             if self.dil_w != 1:
@@ -396,8 +400,8 @@ class ConvProblem:
         if self.groups != 1:
             parts.append(f"groups={self.groups}")
         parts.append(f"dtype={self.dtype}")
-        if self.math != "ieee":  # strict problems keep the keys they had before precision classes existed
-            parts.append(f"math={self.math}")
+        if math != "ieee":  # strict problems keep the keys they had before precision classes existed
+            parts.append(f"math={math}")
         return " ".join(parts)
 
     def __str__(self) -> str:
