@@ -123,3 +123,20 @@ def test_the_schema_declares_math_and_precision(env: Any) -> None:
     assert components["ProblemRef"]["properties"]["precision"]["anyOf"][0]["enum"] == [
         "float32", "tf32", "bfloat16", "float16"]
     assert "precision" in components["ProblemOut"]["properties"]
+
+
+def test_a_tf32_job_is_tuned_and_stored_under_its_key(env: Any) -> None:
+    """POST /v1/jobs of a tf32 problem → a worker tunes it (every family that accepts it) → its best answers the
+    tf32 problem and nothing answers the strict one."""
+    from api_samples import run_worker_once
+
+    tf32 = TINY.replace(math="tf32")
+    r = env.client.post("/v1/jobs", json={"problem": {"key": tf32.key()}, "budget_trials": 4}, headers=env.headers)
+    assert r.status_code == 202, r.text
+    assert r.json()["problem"]["precision"] == "tf32"
+    assert run_worker_once(env)
+    job = env.client.get(f"/v1/jobs/{r.json()['id']}", headers=env.headers).json()
+    assert job["status"] == "finished", job
+    body = _best(env, tf32)
+    assert body["problem"]["key"] == tf32.key() and body["backend"] == "model"
+    assert env.client.get("/v1/configs/best", params={"problem": TINY.key()}, headers=env.headers).status_code == 404
