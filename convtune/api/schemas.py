@@ -17,6 +17,10 @@ from convtune.problem import ITEMSIZE_BYTES, LAYOUTS, MATH_MODES, PRECISION_CLAS
 from convtune.vocabulary import BACKENDS, BATCH_STATUSES, JOB_STATUSES
 
 Dtype = Literal["float32", "float16", "bfloat16"]
+Math = Literal["ieee", "tf32"]
+_REQUEST_MATH = ("arithmetic of float32 problems: ieee (strict) or tf32 (TF32 tensor cores); overrides the "
+                 "problem's default (ieee), conflicts with an explicit one; a preset's dense (groups = 1) layers take "
+                 "it, its depthwise layers stay strict (convtune.torch runs them strict)")
 if TYPE_CHECKING:  # the type checker sees the stored words as str; pydantic validates against the tuples
     Backend = str
     JobStatus = str
@@ -102,6 +106,7 @@ class TuneRequest(BaseModel):
 
     problem: ProblemSpec
     dtype: Dtype | None = Field(None, description="element type; overrides the problem's (default float32)")
+    math: Math | None = Field(None, description=_REQUEST_MATH)
     device: str | None = Field(None, min_length=1, max_length=64, pattern=PRINTABLE,
                                description="a machine preset (h200, h100, a100, v100, p100) or a stored device "
                                            "name; default: any device, predictions for the server's default")
@@ -111,6 +116,7 @@ class _JobOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dtype: Dtype | None = None
+    math: Math | None = Field(None, description=_REQUEST_MATH)
     backend: Backend | None = Field(None, description="default: the server's backend")
     families: list[Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9_]+$")]] | None = Field(
         None, min_length=1, max_length=8, description="kernel families to search (default: all that apply)")

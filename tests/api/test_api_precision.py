@@ -140,3 +140,27 @@ def test_a_tf32_job_is_tuned_and_stored_under_its_key(env: Any) -> None:
     body = _best(env, tf32)
     assert body["problem"]["key"] == tf32.key() and body["backend"] == "model"
     assert env.client.get("/v1/configs/best", params={"problem": TINY.key()}, headers=env.headers).status_code == 404
+
+
+def test_the_request_math_overrides_the_default_and_conflicts_with_an_explicit_one(env: Any) -> None:
+    r = env.client.post("/v1/jobs", json={"problem": {"key": TINY.key()}, "math": "tf32"}, headers=env.headers)
+    assert r.status_code == 202, r.text
+    assert r.json()["problem"]["key"] == TINY.replace(math="tf32").key()
+    r = env.client.post("/v1/tune", json={"problem": {**FIELDS, "math": "ieee"}, "math": "tf32"}, headers=env.headers)
+    assert r.status_code == 422 and r.json()["field"] == "math" and "the problem says 'ieee'" in r.json()["detail"]
+    r = env.client.post("/v1/tune", json={"problem": {"key": TINY.key() + " math=tf32"}, "math": "ieee"},
+                        headers=env.headers)
+    assert r.status_code == 422 and r.json()["field"] == "math"
+    r = env.client.post("/v1/tune", json={"problem": FIELDS, "math": "fp16"}, headers=env.headers)
+    assert r.status_code == 422 and r.json()["field"] == "math"
+
+
+def test_a_preset_batch_takes_math_on_its_dense_layers(env: Any) -> None:
+    r = env.client.post("/v1/batches", json={"preset": "mobilenet_v2", "math": "tf32"}, headers=env.headers)
+    assert r.status_code == 202, r.text[:300]
+    problems = [ConvProblem.parse(job["problem"]["key"]) for job in r.json()["jobs"]]
+    assert {p.math for p in problems if p.groups == 1} == {"tf32"}
+    assert {p.math for p in problems if p.groups > 1} == {"ieee"}
+    r = env.client.post("/v1/batches", json={"preset": "resnet18", "math": "tf32", "dtype": "float16"},
+                        headers=env.headers)
+    assert r.status_code == 422 and r.json()["field"] == "math"
