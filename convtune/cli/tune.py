@@ -282,6 +282,9 @@ def cmd_best(args: argparse.Namespace) -> int:
         return 0
     print(f"{d['config']}\n{d['time_ms']:.4f} ms on {d['device']}; floor {d['floor_ms']:.4f} ms, "
           f"efficiency {d['efficiency']:.2f}; run {d['run_id']}; {_flag(answer)}")
+    if answer.problem_key != problem.key():
+        print(f"  measured for {answer.problem_key} ({d['precision']}: a config verified for a stricter class serves "
+              f"{problem.precision}; `convtune tune {problem.key()}` tunes the {problem.precision} problem itself)")
     for v in others:
         print(f"  also stored: {v.time_ms:.4f} ms on {v.device_name}, {_flag(v)}: {v.config_key}")
     return 0

@@ -110,3 +110,13 @@ def test_best_serves_by_precision_class(sqlite_url: str) -> None:
     d = json.loads(out)
     assert rc == 0 and (d["config"], d["time_ms"], d["precision"]) == (TF32_CONFIG.key(), TF32_MS, "tf32")
     assert [(o["config"], o["precision"]) for o in d["others"]] == [(GPU_CONFIG.key(), "float32")]
+
+
+def test_best_says_when_a_strict_row_answers_a_tf32_problem(sqlite_url: str) -> None:
+    strict_and_tf32(sqlite_url, tf32_ms=3 * GPU_MS)          # the strict row is the faster
+    rc, out, _ = _run(["best", *TF32_PROBLEM.key().split(), "--db", sqlite_url])
+    lines = out.splitlines()
+    assert rc == 0 and lines[0] == GPU_CONFIG.key()
+    assert lines[2].startswith(f"  measured for {PROBLEM.key()} (float32: ") and "tunes the tf32 problem" in lines[2]
+    rc, out, _ = _run(["best", *PROBLEM.key().split(), "--db", sqlite_url])
+    assert rc == 0 and "measured for" not in out and TF32_CONFIG.key() not in out
