@@ -12,6 +12,12 @@ the floors: ``l2_bandwidth_bytes_per_s`` (L2→SM, an optimistic figure: see :da
 for the on-chip floor, and ``launch_floor_s`` (the least time any kernel took in the committed measurements;
 0 = no launch floor) for the launch floor.
 
+Precision classes (docs/design.md): the ceilings above are the CUDA cores' strict fp32 ones, what every floor uses
+today (a strict config also serves a tf32 problem). The tensor cores' compute ceilings are carried beside them for
+the families that use them — :meth:`MachineModel.peak_flops_per_s` by arithmetic: ``tf32_peak_flops_per_s``
+(measured TF32 GEMM; H200: 389 TFLOP/s) with its datasheet figure ``datasheet_tf32_flops_per_s`` (H200 SXM: 494.7
+TFLOP/s dense), and ``bf16_peak_flops_per_s`` (not measured yet). 0 = unknown: no floor may be built on it.
+
 The kernels copy global memory to shared memory with ``cp.async``, which needs compute capability 8.0
 (Ampere) or newer: presets below it (V100, P100) are *bounds-only* — ``convtune bounds`` and the model
 backend work for them, measuring on such a device is refused with :class:`~convtune.errors.UnsupportedDevice`.
@@ -44,6 +50,11 @@ OPTIMISTIC_CLOCK_HZ = 2.0e9
 #: empty-kernel time has not been measured on this host (to do on the next device session), and until it is, this is
 #: a documented assumption, not a measurement. Presets without measurements carry 0 (no launch floor).
 H200_LAUNCH_FLOOR_S = 2.0e-6
+#: TF32 tensor-core GEMM throughput measured on the project's H200, FLOP/s (docs/design.md, "Measurement protocol";
+#: the shared baseline): the compute ceiling of a family that multiplies on the tensor cores in TF32.
+H200_TF32_PEAK_FLOPS_PER_S = 389e12
+#: The H200 SXM datasheet's dense TF32 tensor-core peak, FLOP/s (989 TFLOP/s with 2:4 sparsity, halved).
+H200_DATASHEET_TF32_FLOPS_PER_S = 494.7e12
 
 
 def optimistic_l2_bandwidth(sm_count: int) -> float:
@@ -75,6 +86,9 @@ class MachineModel:
     datasheet_source: str = ""
     l2_bandwidth_bytes_per_s: float = 0.0          # L2→SM, all SMs together, erring high; 0 = no on-chip floor
     launch_floor_s: float = 0.0                    # least kernel time measured on this GPU; 0 = no launch floor
+    tf32_peak_flops_per_s: float = 0.0             # TF32 tensor-core GEMM, FLOP/s, measured; 0 = unknown
+    datasheet_tf32_flops_per_s: float = 0.0        # vendor datasheet dense TF32 tensor-core peak; 0 = unknown
+    bf16_peak_flops_per_s: float = 0.0             # BF16 tensor-core GEMM (fp32 accumulation), measured; 0 = unknown
 
     @property
     def arch(self) -> str:
@@ -114,17 +128,32 @@ class MachineModel:
             return self.l2_bytes // word_bytes
         raise ValueError(f"scope={scope!r}: allowed 'block', 'sm', 'l2'")
 
+    def peak_flops_per_s(self, arithmetic: str = "fp32") -> float:
+        """The compute ceiling of one kind of arithmetic, FLOP/s (2 per multiply-accumulate): ``"fp32"`` (strict
+        FMAs on the CUDA cores: ``fp32_peak_flops_per_s``), ``"tf32"`` (``tf32_peak_flops_per_s``) or ``"bf16"``
+        (``bf16_peak_flops_per_s``) on the tensor cores. 0.0 = unknown for this GPU: a floor needs a known ceiling.
+
+        Raises:
+            ValueError: another ``arithmetic``.
+        """
+        peaks = {"fp32": self.fp32_peak_flops_per_s, "tf32": self.tf32_peak_flops_per_s,
+                 "bf16": self.bf16_peak_flops_per_s}
+        if arithmetic not in peaks:
+            raise ValueError(f"arithmetic={arithmetic!r}: allowed {', '.join(map(repr, peaks))}")
+        return peaks[arithmetic]
+
     @property
     def has_datasheet(self) -> bool:
         return self.datasheet_bandwidth_bytes_per_s > 0 and self.datasheet_fp32_flops_per_s > 0
 
     def datasheet(self) -> MachineModel:
-        """This machine with the datasheet peaks as its ceilings (``ceilings_source`` = the datasheet); itself
-        when no datasheet figures are known."""
+        """This machine with the datasheet peaks as its ceilings (``ceilings_source`` = the datasheet; the TF32
+        ceiling the datasheet's, the BF16 one unknown); itself when no datasheet figures are known."""
         if not self.has_datasheet:
             return self
-        return self.with_ceilings(self.datasheet_bandwidth_bytes_per_s, self.datasheet_fp32_flops_per_s,
-                                  source=self.datasheet_source or "datasheet")
+        sheet = self.with_ceilings(self.datasheet_bandwidth_bytes_per_s, self.datasheet_fp32_flops_per_s,
+                                   source=self.datasheet_source or "datasheet")
+        return replace(sheet, tf32_peak_flops_per_s=self.datasheet_tf32_flops_per_s, bf16_peak_flops_per_s=0.0)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MachineModel:
@@ -135,7 +164,8 @@ class MachineModel:
         base = next((p for p in PRESETS.values() if p.name == m.get("name")), None)
         if base is not None:
             for key in ("datasheet_bandwidth_bytes_per_s", "datasheet_fp32_flops_per_s", "datasheet_source",
-                        "l2_bandwidth_bytes_per_s", "launch_floor_s"):
+                        "l2_bandwidth_bytes_per_s", "launch_floor_s", "tf32_peak_flops_per_s",
+                        "datasheet_tf32_flops_per_s", "bf16_peak_flops_per_s"):
                 m.setdefault(key, getattr(base, key))
         return cls(**m)
 
@@ -185,6 +215,9 @@ class MachineModel:
             "datasheet_source": base.datasheet_source if base else "device-theoretical (clocks and bus width)",
             "l2_bandwidth_bytes_per_s": optimistic_l2_bandwidth(int(props["multiProcessorCount"])),
             "launch_floor_s": base.launch_floor_s if base else 0.0,
+            "tf32_peak_flops_per_s": base.tf32_peak_flops_per_s if base else 0.0,
+            "datasheet_tf32_flops_per_s": base.datasheet_tf32_flops_per_s if base else 0.0,
+            "bf16_peak_flops_per_s": base.bf16_peak_flops_per_s if base else 0.0,
         }
         return cls(
             name=name, compute_capability=cc, sm_count=int(props["multiProcessorCount"]),
@@ -200,17 +233,20 @@ class MachineModel:
 
 
 # Datasheets (peak DRAM bandwidth, peak fp32 without tensor cores): "NVIDIA H200 Tensor Core GPU" datasheet (H200 SXM:
-# 4.8 TB/s HBM3e, 67 TFLOP/s FP32); "NVIDIA H100 Tensor Core GPU" datasheet (H100 SXM5: 3.35 TB/s, 67 TFLOP/s);
-# "NVIDIA A100 Tensor Core GPU" datasheet (A100 SXM4 80GB: 2,039 GB/s, 19.5 TFLOP/s); "NVIDIA Tesla V100 GPU
-# Accelerator" datasheet (V100 SXM2: 900 GB/s, 15.7 TFLOP/s); "NVIDIA Tesla P100" datasheet (P100 SXM2: 732 GB/s,
-# 10.6 TFLOP/s).
+# 4.8 TB/s HBM3e, 67 TFLOP/s FP32; TF32 tensor core 989 TFLOP/s with sparsity, 494.7 dense); "NVIDIA H100 Tensor Core
+# GPU" datasheet (H100 SXM5: 3.35 TB/s, 67 TFLOP/s); "NVIDIA A100 Tensor Core GPU" datasheet (A100 SXM4 80GB: 2,039
+# GB/s, 19.5 TFLOP/s); "NVIDIA Tesla V100 GPU Accelerator" datasheet (V100 SXM2: 900 GB/s, 15.7 TFLOP/s); "NVIDIA
+# Tesla P100" datasheet (P100 SXM2: 732 GB/s, 10.6 TFLOP/s).
 PRESETS: dict[str, MachineModel] = {
-    # Measured on the project's H200 (docs/design.md): copy 4.19 TB/s, SGEMM (no TF32) 50.9 TFLOP/s.
+    # Measured on the project's H200 (docs/design.md): copy 4.19 TB/s, SGEMM (no TF32) 50.9 TFLOP/s, TF32 GEMM
+    # 389 TFLOP/s (the shared baseline's measurement); BF16 not measured yet.
     "h200": MachineModel("NVIDIA H200", (9, 0), 132, 232_448, 233_472, 65_536, 62_914_560,
                          4.19e12, 50.9e12, ceilings_source="measured (H200, docs/design.md)",
                          datasheet_bandwidth_bytes_per_s=4.8e12, datasheet_fp32_flops_per_s=67e12,
                          datasheet_source="datasheet (NVIDIA H200 SXM)",
-                         l2_bandwidth_bytes_per_s=optimistic_l2_bandwidth(132), launch_floor_s=H200_LAUNCH_FLOOR_S),
+                         l2_bandwidth_bytes_per_s=optimistic_l2_bandwidth(132), launch_floor_s=H200_LAUNCH_FLOOR_S,
+                         tf32_peak_flops_per_s=H200_TF32_PEAK_FLOPS_PER_S,
+                         datasheet_tf32_flops_per_s=H200_DATASHEET_TF32_FLOPS_PER_S),
     # Vendor data below: H100 SXM5 80 GB, A100 SXM4 80 GB, V100 SXM2, P100 SXM2.
     "h100": MachineModel("NVIDIA H100", (9, 0), 132, 232_448, 233_472, 65_536, 52_428_800, 3.35e12, 66.9e12,
                          datasheet_bandwidth_bytes_per_s=3.35e12, datasheet_fp32_flops_per_s=67e12,

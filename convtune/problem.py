@@ -179,7 +179,8 @@ class ConvProblem:
                  ("K", self.K == self.C, f"C={self.C} (depthwise)"),
                  ("stride_h", self.stride_h == 1, "1"), ("stride_w", self.stride_w == 1, "1"),
                  ("pad_w", self.pad_w == self.dil_w * (self.S - 1), f"dil_w·(S−1) = {self.dil_w * (self.S - 1)}"),
-                 ("pad_h", self.pad_h == 0, "0"), ("dil_h", self.dil_h == 1, "1"))
+                 ("pad_h", self.pad_h == 0, "0"), ("dil_h", self.dil_h == 1, "1"),
+                 ("math", self.math == "ieee", "ieee (no tensor-core family runs depthwise problems)"))
         for name, ok, allowed in rules:
             if not ok:
                 raise InvalidProblem(name, f"{name}={getattr(self, name)} is invalid for a causal 1-D "
@@ -199,13 +200,17 @@ class ConvProblem:
     def from_mapping(cls, spec: Mapping[str, Any]) -> ConvProblem:
         """Build from the suite/CLI field names (``stride``, ``pad``, ``dilation`` set both axes).
 
-        1-D causal depthwise problems use ``B, C, L, K`` (optionally ``dilation``). The suite metadata keys
-        ``name``, ``class`` and ``source`` are ignored. Unknown keys raise :class:`InvalidProblem` naming the key.
+        1-D causal depthwise problems use ``B, C, L, K`` (optionally ``dilation``, ``dtype``, and ``math``, which
+        may only be ``"ieee"``). The suite metadata keys ``name``, ``class`` and ``source`` are ignored. Unknown keys
+        raise :class:`InvalidProblem` naming the key.
         """
         spec = {k: v for k, v in spec.items() if k not in SUITE_METADATA_KEYS}
         if "L" in spec or "B" in spec:
-            allowed = {"B", "C", "L", "K", "dilation", "dtype", "causal"}
+            allowed = {"B", "C", "L", "K", "dilation", "dtype", "causal", "math"}
             _reject_unknown(spec, allowed)
+            if spec.get("math", "ieee") != "ieee":
+                raise InvalidProblem("math", f"{spec['math']!r} is invalid for a 1-D causal depthwise problem "
+                                             "(B, C, L, K): must be 'ieee' (no tensor-core family runs it)")
             for req in ("B", "C", "L", "K"):
                 if req not in spec:
                     raise InvalidProblem(req, "is required for a 1-D causal depthwise problem (B, C, L, K)")
@@ -270,6 +275,19 @@ class ConvProblem:
     def precision(self) -> str:
         """The precision class (:data:`PRECISION_CLASSES`): "tf32" for float32 with ``math="tf32"``, else the dtype."""
         return "tf32" if self.math == "tf32" else self.dtype
+
+    def serving_keys(self) -> tuple[str, ...]:
+        """Keys of the problems whose verified configs may serve this one, its own key first.
+
+        A config verified for a stricter precision class may serve a looser class of the same storage type, never
+        the reverse: a tf32 problem is served by its own rows and by the strict float32 problem's (strict fp32 FMAs
+        meet every TF32 tolerance); a float32, bfloat16 or float16 problem only by its own rows, so a tf32 row never
+        serves a strict problem. The one rule every lookup that serves a config applies (the ops' resolver, the
+        export file, the best-config routes, ``convtune best``).
+        """
+        if self.math == "tf32":
+            return (self._key("tf32"), self._key("ieee"))
+        return (self.key(),)
 
     @property
     def itemsize_bytes(self) -> int:
@@ -363,6 +381,10 @@ class ConvProblem:
     # ---- identity -----------------------------------------------------------------------------------
     def key(self) -> str:
         """Canonical, parseable string; equal problems give equal keys."""
+        return self._key(self.math)
+
+    def _key(self, math: str) -> str:
+        """The key of this problem with arithmetic ``math`` (no new problem is built)."""
         if self.causal:
             parts = [f"B={self.N}", f"C={self.C}", f"L={self.W}", f"K={self.S}"]
             if self.dil_w != 1:
@@ -378,8 +400,8 @@ class ConvProblem:
         if self.groups != 1:
             parts.append(f"groups={self.groups}")
         parts.append(f"dtype={self.dtype}")
-        if self.math != "ieee":  # strict problems keep the keys they had before precision classes existed
-            parts.append(f"math={self.math}")
+        if math != "ieee":  # strict problems keep the keys they had before precision classes existed
+            parts.append(f"math={math}")
         return " ".join(parts)
 
     def __str__(self) -> str:

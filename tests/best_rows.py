@@ -57,3 +57,19 @@ def replay_and_gpu(url: str | URL, *, migrate: bool = True) -> None:
         upgrade(url)
     store(url, REPLAY_CONFIG, "replay", REPLAY_MS)
     store(url, GPU_CONFIG, "gpu", GPU_MS)
+
+
+#: the tf32 twin of PROBLEM and a config measured for it, faster than GPU_CONFIG measured for the strict PROBLEM: a
+#: strict lookup must never answer it
+TF32_PROBLEM = PROBLEM.replace(math="tf32")
+TF32_CONFIG = DirectFwdConfig(tile_h=8, tile_w=16)
+TF32_MS = 0.020
+
+
+def strict_and_tf32(url: str | URL, *, tf32_ms: float = TF32_MS, migrate: bool = True) -> None:
+    """A GPU row of the strict PROBLEM (GPU_CONFIG, GPU_MS) and one of its tf32 twin (TF32_CONFIG, ``tf32_ms``; by
+    default the faster) on the same device and scope."""
+    if migrate:
+        upgrade(url)
+    store(url, GPU_CONFIG, "gpu", GPU_MS)
+    store(url, TF32_CONFIG, "gpu", tf32_ms, problem=TF32_PROBLEM)

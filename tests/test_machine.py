@@ -146,3 +146,30 @@ def test_presets_below_sm80_are_bounds_only() -> None:
     with pytest.raises(UnsupportedDevice, match=r"--machine: Tesla P100 is sm_60; .*sm_80\+"):
         MachineModel.preset("p100").require_kernels("--machine")
     assert issubclass(UnsupportedDevice, DeviceUnavailable)
+
+
+# ---- the tensor cores' ceilings: carried beside the fp32 ones, used by no floor of a CUDA-core family --------------
+def test_h200_carries_the_tf32_ceilings() -> None:
+    m = MachineModel.preset("h200")
+    assert m.tf32_peak_flops_per_s == 389e12 and m.datasheet_tf32_flops_per_s == 494.7e12
+    assert m.bf16_peak_flops_per_s == 0.0                       # not measured yet: unknown
+    assert (m.peak_flops_per_s(), m.peak_flops_per_s("fp32")) == (50.9e12, 50.9e12)
+    assert m.peak_flops_per_s("tf32") == 389e12 and m.peak_flops_per_s("bf16") == 0.0
+    sheet = m.datasheet()
+    assert sheet.peak_flops_per_s("fp32") == 67e12 and sheet.peak_flops_per_s("tf32") == 494.7e12
+    assert sheet.bf16_peak_flops_per_s == 0.0
+    with pytest.raises(ValueError, match="allowed 'fp32', 'tf32', 'bf16'"):
+        m.peak_flops_per_s("ieee")
+
+
+@pytest.mark.parametrize("name", ["h100", "a100", "v100", "p100"])
+def test_presets_without_tensor_core_figures_say_unknown(name: str) -> None:
+    m = MachineModel.preset(name)
+    assert m.peak_flops_per_s("tf32") == 0.0 and m.datasheet().peak_flops_per_s("tf32") == 0.0
+
+
+def test_a_machine_table_written_before_the_tf32_fields_gets_them_from_its_preset() -> None:
+    old = {k: v for k, v in dataclasses.asdict(MachineModel.preset("h200")).items()
+           if k not in ("tf32_peak_flops_per_s", "datasheet_tf32_flops_per_s", "bf16_peak_flops_per_s")}
+    assert MachineModel.from_dict(old) == MachineModel.preset("h200")
+    assert MachineModel.from_dict(dataclasses.asdict(MachineModel.preset("a100"))) == MachineModel.preset("a100")

@@ -507,3 +507,101 @@ def test_invalid_problem_is_value_error_with_detail() -> None:
     assert isinstance(err, ValueError)
     assert err.detail == "N=0 is out of range: must be an integer >= 1"
     assert str(err) == "N: N=0 is out of range: must be an integer >= 1"
+
+
+# ---- precision classes: math = "ieee" (strict fp32) or "tf32" ------------------------------------------------
+PRE_LAYOUT_BEST = Path(__file__).resolve().parent / "data" / "pre_layout" / "best_configs.json"
+
+
+def test_math_defaults_to_ieee_and_gives_the_precision_class() -> None:
+    assert ConvProblem(**BASE).math == "ieee" and ConvProblem(**BASE).precision == "float32"
+    assert ConvProblem(**BASE, math="tf32").precision == "tf32"
+    assert ConvProblem(**BASE, dtype="bfloat16").precision == "bfloat16"
+    assert ConvProblem(**BASE, dtype="float16").precision == "float16"
+    assert ConvProblem.depthwise1d(2, 4, 16, 3).precision == "float32"
+
+
+@pytest.mark.parametrize("value", ["fp32", "TF32", "", "highest"])
+def test_unknown_math_names_the_field_and_the_allowed_values(value: str) -> None:
+    err = invalid(math=value)
+    assert err.field == "math" and "allowed ['ieee', 'tf32']" in str(err)
+    with pytest.raises(InvalidProblem) as info:
+        ConvProblem.parse(f"N=1 C=4 H=8 W=8 K=4 R=3 S=3 math={value}")
+    assert info.value.field == "math"
+
+
+@pytest.mark.parametrize("value", [1, None, ["tf32"], True], ids=repr)
+def test_math_must_be_a_string(value: Any) -> None:
+    err = invalid(math=value)
+    assert err.field == "math" and "must be a string" in str(err)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tf32_needs_float32(dtype: str) -> None:
+    err = invalid(math="tf32", dtype=dtype)
+    assert err.field == "math" and "needs dtype='float32'" in str(err) and dtype in str(err)
+    assert ConvProblem(**BASE, dtype=dtype, math="ieee").precision == dtype
+
+
+def test_causal_problems_take_math_only_as_ieee() -> None:
+    spec = {"B": 2, "C": 4, "L": 16, "K": 3}
+    assert ConvProblem.from_mapping({**spec, "math": "ieee"}) == ConvProblem.from_mapping(spec)
+    with pytest.raises(InvalidProblem) as info:
+        ConvProblem.from_mapping({**spec, "math": "tf32"})
+    assert info.value.field == "math" and "must be 'ieee'" in str(info.value)
+    with pytest.raises(InvalidProblem) as info:
+        ConvProblem.parse("B=2 C=4 L=16 K=3 math=tf32")
+    assert info.value.field == "math"
+    with pytest.raises(InvalidProblem) as info:  # the same problem spelled with the 2-D fields
+        ConvProblem.depthwise1d(2, 4, 16, 3).replace(math="tf32")
+    assert info.value.field == "math" and "causal" in str(info.value)
+
+
+def test_tf32_key_parse_and_dict_round_trips() -> None:
+    p = ConvProblem.parse("N=2 C=16 H=14 W=14 K=24 R=3 S=3 pad=1 math=tf32")
+    assert p.math == "tf32" and p.key().endswith(" dtype=float32 math=tf32")
+    assert ConvProblem.parse(p.key()) == p and ConvProblem.parse(p.key()).key() == p.key()
+    assert p.to_dict()["math"] == "tf32"
+    assert ConvProblem(**p.to_dict()) == p and ConvProblem.from_mapping(p.to_dict()) == p
+    assert ConvProblem(**json.loads(json.dumps(p.to_dict()))) == p
+    assert ConvProblem.from_mapping({"N": 2, "C": 16, "H": 14, "W": 14, "K": 24, "R": 3, "S": 3, "pad": 1,
+                                     "math": "tf32"}) == p
+    strict = p.replace(math="ieee")
+    assert strict != p and hash(strict) != hash(p) and strict.key() != p.key()
+    assert {strict: 1, p: 2}[p] == 2
+
+
+@given(problems())
+def test_tf32_round_trips_for_every_float32_shape(p: ConvProblem) -> None:
+    if p.dtype != "float32":
+        return
+    t = p.replace(math="tf32")
+    assert ConvProblem.parse(t.key()) == t and ConvProblem(**t.to_dict()) == t
+    assert t.key() == p.key() + " math=tf32"
+    # the same bytes and FLOPs: a precision class changes the arithmetic, not the data
+    assert (t.compulsory_bytes, t.flops, t.macs_nonpad) == (p.compulsory_bytes, p.flops, p.macs_nonpad)
+
+
+def test_strict_keys_are_the_ones_stored_before_precision_classes() -> None:
+    """Every problem key the pre-layout database stored (tests/data/pre_layout) parses to a strict problem whose
+    key is byte for byte the stored one, so stored measurements and best rows keep their keys."""
+    keys = {row["problem_key"] for row in json.loads(PRE_LAYOUT_BEST.read_text())}
+    assert "N=1 C=16 H=8 W=8 K=16 R=3 S=3 stride=1 pad=1 dilation=1 dtype=float32" in keys and len(keys) == 4
+    for key in keys:
+        p = ConvProblem.parse(key)
+        assert p.math == "ieee" and p.key() == key and "math" not in key
+        assert p.precision == p.dtype
+        spec = {k: v for k, v in p.to_dict().items() if k != "math"}  # a spec stored before the field existed
+        assert ConvProblem(**spec) == p
+
+
+def test_serving_keys_let_strict_rows_serve_tf32_never_the_reverse() -> None:
+    strict = ConvProblem.parse("N=1 C=16 H=8 W=8 K=16 R=3 S=3 pad=1")
+    tf32 = strict.replace(math="tf32")
+    assert tf32.serving_keys() == (tf32.key(), strict.key())
+    assert strict.serving_keys() == (strict.key(),)
+    for dtype in ("float16", "bfloat16"):
+        half = strict.replace(dtype=dtype)
+        assert half.serving_keys() == (half.key(),)
+    causal = ConvProblem.depthwise1d(2, 4, 16, 3)
+    assert causal.serving_keys() == (causal.key(),)

@@ -4,8 +4,9 @@ The routes stay thin: they parse, call functions here inside :meth:`~convtune.ap
 answer. POST /v1/tune works in three steps so that no request does unbounded work and the database is never
 held across the model's ranking:
 
-1. :func:`tune_lookup` (a read-only transaction): the key, the stored best (→ 200), the key's own active job
-   of the shape, and the key's queue limit (→ 429) — all before any prediction;
+1. :func:`tune_lookup` (a read-only transaction): the key, the stored best (→ 200; of a tf32 problem, the fastest
+   of its rows and its strict float32 twin's: ``ConvProblem.serving_keys``), the key's own active job of the shape,
+   and the key's queue limit (→ 429) — all before any prediction;
 2. :func:`predict_provisional` (no database): the model's provisional config within ``predict_budget_s``;
 3. :func:`tune_commit` (a short write transaction): the problem row and the job (→ 202).
 
@@ -37,7 +38,7 @@ from convtune.api.schemas import (
 )
 from convtune.api.settings import Settings
 from convtune.api.views import batch_out, job_out, tune_measured, tune_provisional
-from convtune.errors import InvalidConfig, InvalidInput
+from convtune.errors import InvalidConfig, InvalidInput, InvalidProblem
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.storage import queries as repo
@@ -86,10 +87,11 @@ def enforce_queue_limit(session: Session, api_key: Any, new_jobs: int) -> None:
 
 def _stored_answer(session: Session, settings: Settings, problem: ConvProblem,
                    device: DeviceChoice) -> TuneOutcome | None:
-    # rows come GPU first, then replayed, then predicted: if the first cannot answer, none can
-    view = repo.find_best_config(session, problem_key=problem, device_name=device.name)
+    # rows come GPU first, then replayed, then predicted: if the first cannot answer, none can. ``serving``: a tf32
+    # problem is answered by its own rows and its strict float32 twin's, a strict problem by its own only
+    view = repo.find_best_config(session, problem_key=problem, device_name=device.name, serving=True)
     if view is not None and _answerable(view, settings):
-        return _with_choice(TuneOutcome(200, tune_measured(view)), problem, device.machine)
+        return _with_choice(TuneOutcome(200, tune_measured(view, problem)), problem, device.machine)
     return None
 
 
@@ -138,7 +140,7 @@ def tune_after_wait(session: Session, settings: Settings, body: TuneRequest, job
                     prediction: Prediction | None, note: str | None = None) -> TuneOutcome:
     """The answer once waiting is over: the stored best if the job finished with one, else 202 with the
     job's state and the provisional prediction."""
-    problem = to_problem(body.problem, body.dtype)
+    problem = to_problem(body.problem, body.dtype, math=body.math)
     device = resolve_device(session, body.device, settings.default_device)
     job = repo.get_job(session, job_id)
     if job.status == "finished":
@@ -187,7 +189,7 @@ def default_machine(settings: Settings) -> MachineModel:
 
 
 def create_job(session: Session, settings: Settings, api_key: Any, body: JobCreate) -> JobOut:
-    problem = to_problem(body.problem, body.dtype)
+    problem = to_problem(body.problem, body.dtype, math=body.math)
     device = resolve_device(session, body.device, settings.default_device)
     families = check_families(problem, body.families)
     enforce_queue_limit(session, api_key, 1)
@@ -240,11 +242,16 @@ def batch_problems(body: BatchCreate) -> list[ConvProblem]:
         problems = preset_problems(body.preset, batch_size=body.batch_size)
         if body.dtype is not None:
             problems = [p.replace(dtype=body.dtype) for p in problems]
+        if body.math is not None:  # the dense layers: the ones convtune.torch runs in PyTorch's TF32 class
+            try:
+                problems = [p.replace(math=body.math) if p.groups == 1 else p for p in problems]
+            except InvalidProblem as exc:
+                raise InvalidProblem("math", exc.detail) from None
         return problems
     if body.batch_size is not None:
         raise InvalidInput("batch_size", "applies to presets only; give N (or B) in each problem instead")
     assert body.problems is not None
-    return list(dict.fromkeys(to_problem(spec, body.dtype, prefix=f"problems[{i}].")
+    return list(dict.fromkeys(to_problem(spec, body.dtype, math=body.math, prefix=f"problems[{i}].")
                               for i, spec in enumerate(body.problems)))
 
 

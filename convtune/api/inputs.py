@@ -23,23 +23,30 @@ from convtune.storage import queries as repo
 MAX_TAPS = 65_536
 
 
-def to_problem(spec: Mapping[str, Any], dtype: str | None = None, *, prefix: str = "") -> ConvProblem:
+def to_problem(spec: Mapping[str, Any], dtype: str | None = None, *, math: str | None = None,
+               prefix: str = "") -> ConvProblem:
     """A ConvProblem from a request's problem object (``{"key": ...}`` or the suite fields).
 
     Args:
         spec: the JSON object of the request.
-        dtype: the request's ``dtype``; overrides the problem's default, conflicts with an explicit one.
+        dtype, math: the request's ``dtype`` and ``math``; each overrides the problem's default, conflicts with an
+            explicit one (``dtype``/``math`` among the fields, ``dtype=``/``math=`` in the key).
         prefix: put before the field name in errors (``"problems[3]."`` in a batch).
 
     Raises:
         InvalidProblem: ``field`` names the offending field (ConvProblem's name, after ``prefix``).
     """
     try:
-        problem, explicit_dtype = _parse(spec)
-        if dtype is not None and dtype != problem.dtype:
-            if explicit_dtype:
-                raise InvalidProblem("dtype", f"the problem says {problem.dtype!r}, the request {dtype!r}")
-            problem = problem.replace(dtype=dtype)
+        problem, explicit = _parse(spec)
+        changes: dict[str, str] = {}
+        for name, wanted in (("dtype", dtype), ("math", math)):
+            if wanted is not None and wanted != getattr(problem, name):
+                if name in explicit:
+                    raise InvalidProblem(name, f"the problem says {getattr(problem, name)!r}, the request "
+                                               f"{wanted!r}")
+                changes[name] = wanted
+        if changes:
+            problem = problem.replace(**changes)
         for name, taps in (("R", problem.R), ("S", problem.S)):
             if taps > MAX_TAPS:
                 raise InvalidProblem(name, f"{name}={taps} taps are more than the API accepts: must be <= {MAX_TAPS}")
@@ -50,8 +57,10 @@ def to_problem(spec: Mapping[str, Any], dtype: str | None = None, *, prefix: str
     return problem
 
 
-def _parse(spec: Mapping[str, Any]) -> tuple[ConvProblem, bool]:
-    for name in ("name", "dtype", "layout"):  # ConvProblem compares them with dict keys: unhashable JSON breaks it
+def _parse(spec: Mapping[str, Any]) -> tuple[ConvProblem, set[str]]:
+    """The problem and which of ``dtype``, ``math`` the request states explicitly."""
+    # ConvProblem compares them with dict keys and tuples: unhashable JSON breaks it
+    for name in ("name", "dtype", "layout", "math"):
         if name in spec and not isinstance(spec[name], str):
             raise InvalidProblem(name, f"{spec[name]!r} must be a string")
     try:
@@ -62,7 +71,7 @@ def _parse(spec: Mapping[str, Any]) -> tuple[ConvProblem, bool]:
         raise InvalidProblem("problem", f"cannot be read: {exc}") from None
 
 
-def _parse_checked(spec: Mapping[str, Any]) -> tuple[ConvProblem, bool]:
+def _parse_checked(spec: Mapping[str, Any]) -> tuple[ConvProblem, set[str]]:
     if "key" in spec:
         extra = sorted(k for k in spec if k != "key")
         if extra:
@@ -70,8 +79,8 @@ def _parse_checked(spec: Mapping[str, Any]) -> tuple[ConvProblem, bool]:
         key = spec["key"]
         if not isinstance(key, str) or not key.strip():
             raise InvalidProblem("key", "must be a non-empty string, e.g. 'N=1 C=64 H=56 W=56 K=64 R=3 S=3 pad=1'")
-        return ConvProblem.parse(key), "dtype=" in key
-    return ConvProblem.from_mapping(spec), "dtype" in spec
+        return ConvProblem.parse(key), {name for name in ("dtype", "math") if f"{name}=" in key}
+    return ConvProblem.from_mapping(spec), {name for name in ("dtype", "math") if name in spec}
 
 
 @dataclass(frozen=True, slots=True)

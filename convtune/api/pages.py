@@ -424,6 +424,8 @@ def _spec(problem: Problem, conv: ConvProblem) -> str:
                         f"pad={conv.pad_h}×{conv.pad_w} dilation={conv.dil_h}×{conv.dil_w} groups={conv.groups}"
                         + (" causal" if conv.causal else "")),
              ("dtype", conv.dtype),
+             ("precision", conv.precision + (" (TF32 tensor cores; strict float32 configs serve it too)"
+                                             if conv.precision == "tf32" else "")),
              ("FLOPs", f"{problem.flops / 1e9:.4g} GFLOP ({2 * conv.macs_nonpad / 1e9:.4g} without padding taps)"),
              ("compulsory bytes", f"{problem.compulsory_bytes / 1e6:.4g} MB "
                                   f"(intensity {problem.flops / max(problem.compulsory_bytes, 1):.1f} FLOP/B)"),

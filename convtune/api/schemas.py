@@ -13,18 +13,24 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
-from convtune.problem import ITEMSIZE_BYTES, LAYOUTS
+from convtune.problem import ITEMSIZE_BYTES, LAYOUTS, MATH_MODES, PRECISION_CLASSES
 from convtune.vocabulary import BACKENDS, BATCH_STATUSES, JOB_STATUSES
 
 Dtype = Literal["float32", "float16", "bfloat16"]
+Math = Literal["ieee", "tf32"]
+_REQUEST_MATH = ("arithmetic of float32 problems: ieee (strict) or tf32 (TF32 tensor cores); overrides the "
+                 "problem's default (ieee), conflicts with an explicit one; a preset's dense (groups = 1) layers take "
+                 "it, its depthwise layers stay strict (convtune.torch runs them strict)")
 if TYPE_CHECKING:  # the type checker sees the stored words as str; pydantic validates against the tuples
     Backend = str
     JobStatus = str
     BatchStatus = str
+    Precision = str
 else:
     Backend = Literal[BACKENDS]
     JobStatus = Literal[JOB_STATUSES]
     BatchStatus = Literal[BATCH_STATUSES]
+    Precision = Literal[PRECISION_CLASSES]
 WINDOW_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$"
 #: printable ASCII only: device names are compared in SQL (PostgreSQL rejects NUL in strings)
 PRINTABLE = r"^[ -~]+$"
@@ -40,11 +46,21 @@ _DIM: dict[str, Any] = {"type": "integer", "minimum": 1}
 _NONNEG: dict[str, Any] = {"type": "integer", "minimum": 0}
 _DTYPE: dict[str, Any] = {"type": "string", "enum": sorted(ITEMSIZE_BYTES)}
 _NAME: dict[str, Any] = {"type": "string", "maxLength": 128, "description": "ignored (a label, as in suite files)"}
+_MATH: dict[str, Any] = {
+    "type": "string", "enum": list(MATH_MODES), "default": "ieee",
+    "description": "the arithmetic of a float32 problem: ieee (strict fp32 FMAs, the default; PyTorch's "
+                   "allow_tf32=False) or tf32 (tensor-core products of operands rounded to TF32, fp32 accumulation; "
+                   "PyTorch's default for convolutions). tf32 needs dtype float32; 16-bit problems take ieee only "
+                   "(their precision class is their dtype)"}
 PROBLEM_JSON_SCHEMA: dict[str, Any] = {
     "title": "Problem",
     "description": "A convolution: its canonical key, the fields of a 2-D convolution (PyTorch conventions, "
                    "NCHW; `stride`, `pad`, `dilation` set both axes), or B, C, L, K of a causal 1-D depthwise "
-                   "convolution.",
+                   "convolution. Its precision class (float32, tf32, bfloat16, float16) is `dtype` and `math`: "
+                   "`\"math\": \"tf32\"` (or the token `math=tf32` in a key) asks for TF32 tensor-core arithmetic "
+                   "of a float32 problem; without it a problem is strict (`ieee`). A tf32 problem is answered with "
+                   "the fastest config measured for it or for its strict float32 twin (a strict config is valid for "
+                   "tf32); a strict problem is never answered with a tf32 config.",
     "anyOf": [
         {"title": "ProblemKey", "type": "object", "additionalProperties": False, "required": ["key"],
          "properties": {"key": {"type": "string", "minLength": 1, "maxLength": 512, "examples": [EXAMPLE_KEY]}}},
@@ -53,15 +69,18 @@ PROBLEM_JSON_SCHEMA: dict[str, Any] = {
          "properties": {**{name: _DIM for name in ("N", "C", "H", "W", "K", "R", "S", "stride", "stride_h",
                                                    "stride_w", "dilation", "dil_h", "dil_w", "groups")},
                         **{name: _NONNEG for name in ("pad", "padding", "pad_h", "pad_w")},
-                        "dtype": _DTYPE, "layout": {"type": "string", "enum": list(LAYOUTS)},
+                        "dtype": _DTYPE, "math": _MATH, "layout": {"type": "string", "enum": list(LAYOUTS)},
                         "causal": {"type": "boolean"}, "name": _NAME}},
         {"title": "Causal1dFields", "type": "object", "additionalProperties": False,
          "required": ["B", "C", "L", "K"],
          "properties": {**{name: _DIM for name in ("B", "C", "L", "K", "dilation")}, "dtype": _DTYPE,
+                        "math": {"type": "string", "enum": ["ieee"], "description": "ieee only: no tensor-core "
+                                                                                    "family runs depthwise problems"},
                         "causal": {"type": "boolean", "enum": [True]}, "name": _NAME}},
     ],
     "examples": [{"key": EXAMPLE_KEY},
                  {"N": 1, "C": 64, "H": 56, "W": 56, "K": 64, "R": 3, "S": 3, "stride": 1, "pad": 1},
+                 {"N": 32, "C": 256, "H": 14, "W": 14, "K": 256, "R": 3, "S": 3, "pad": 1, "math": "tf32"},
                  {"B": 16384, "C": 128, "L": 48, "K": 48}],
 }
 ProblemSpec = Annotated[dict[str, Any], WithJsonSchema(PROBLEM_JSON_SCHEMA)]
@@ -87,6 +106,7 @@ class TuneRequest(BaseModel):
 
     problem: ProblemSpec
     dtype: Dtype | None = Field(None, description="element type; overrides the problem's (default float32)")
+    math: Math | None = Field(None, description=_REQUEST_MATH)
     device: str | None = Field(None, min_length=1, max_length=64, pattern=PRINTABLE,
                                description="a machine preset (h200, h100, a100, v100, p100) or a stored device "
                                            "name; default: any device, predictions for the server's default")
@@ -96,6 +116,7 @@ class _JobOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dtype: Dtype | None = None
+    math: Math | None = Field(None, description=_REQUEST_MATH)
     backend: Backend | None = Field(None, description="default: the server's backend")
     families: list[Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9_]+$")]] | None = Field(
         None, min_length=1, max_length=8, description="kernel families to search (default: all that apply)")
@@ -172,9 +193,15 @@ class BatchCreate(_JobOptions):
 
 
 # ---- responses -------------------------------------------------------------------------------------------
+_PRECISION_DESCRIPTION = ("the precision class: float32 (strict fp32), tf32 (TF32 tensor cores, fp32 accumulation), "
+                          "bfloat16 or float16 (16-bit storage, fp32 accumulation); null for a key that no longer "
+                          "parses")
+
+
 class ProblemRef(BaseModel):
     id: int
     key: str
+    precision: Precision | None = Field(None, description=_PRECISION_DESCRIPTION)
 
 
 class ConfigOut(BaseModel):
@@ -292,7 +319,8 @@ class TuneResponse(BaseModel):
     """The answer of POST /v1/tune: measured (200), or provisional with a job (202)."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
-        "problem": {"id": 1, "key": EXAMPLE_KEY + " dtype=float32"}, "provisional": False, "predicted": False,
+        "problem": {"id": 1, "key": EXAMPLE_KEY + " dtype=float32", "precision": "float32"}, "provisional": False,
+        "predicted": False,
         "device": "NVIDIA H200",
         "config": {"key": "direct.fwd tile_h=4 tile_w=32 tile_k=64 chunk_c=8 thread_h=1 thread_w=4 thread_k=8 "
                           "stages=2 vec=1 splits=1", "kind": "direct.fwd", "params": {"tile_h": 4}},
@@ -327,6 +355,7 @@ class TuneResponse(BaseModel):
 class ProblemOut(BaseModel):
     id: int
     key: str
+    precision: Precision | None = Field(None, description=_PRECISION_DESCRIPTION)
     spec: dict[str, Any]
     flops: int
     compulsory_bytes: int

@@ -45,12 +45,23 @@ def rates(problem: ConvProblem | None, time_ms: float | None) -> tuple[float | N
     return problem.flops / seconds / 1e12, problem.compulsory_bytes / seconds / 1e9
 
 
+def precision_of(key: str) -> str | None:
+    """The precision class of a stored key (``ConvProblem.precision``), None if the key no longer parses."""
+    problem = problem_of(key)
+    return problem.precision if problem is not None else None
+
+
+def ref(problem_id: int, key: str) -> ProblemRef:
+    """A problem's id, key and precision class, as every answer that shows a problem shows it."""
+    return ProblemRef(id=problem_id, key=key, precision=precision_of(key))
+
+
 def problem_ref(row: Any) -> ProblemRef:
-    return ProblemRef(id=row.id, key=row.key)
+    return ref(row.id, row.key)
 
 
 def problem_out(row: Any) -> ProblemOut:
-    return ProblemOut(id=row.id, key=row.key, spec=dict(row.spec), flops=row.flops,
+    return ProblemOut(id=row.id, key=row.key, precision=precision_of(row.key), spec=dict(row.spec), flops=row.flops,
                       compulsory_bytes=row.compulsory_bytes, created_at=row.created_at)
 
 
@@ -59,7 +70,7 @@ def best_out(view: repo.BestConfigView, others: Sequence[repo.BestConfigView] = 
     of the problem) are listed beside it, flagged."""
     tflops, gbps = rates(problem_of(view.problem_key), view.time_ms)
     return BestConfigOut(
-        problem=ProblemRef(id=view.problem_id, key=view.problem_key), device=view.device_name,
+        problem=ref(view.problem_id, view.problem_key), device=view.device_name,
         compute_capability=view.compute_capability, scope=view.scope,
         config=ConfigOut(key=view.config_key, kind=view.config_kind, params=view.params), time_ms=view.time_ms,
         tflops=tflops, gbps=gbps, floor_ms=view.floor_ms, efficiency=view.efficiency, provisional=view.provisional,
@@ -74,15 +85,22 @@ _NOTES = {"model": "predicted by the analytic model (this server runs the model 
           "replay": "replayed from a recorded timing table (this server runs the replay backend), not measured here"}
 
 
-def tune_measured(view: repo.BestConfigView) -> TuneResponse:
+def tune_measured(view: repo.BestConfigView, requested: ConvProblem | None = None) -> TuneResponse:
     """The 200 answer of POST /v1/tune: a stored best (model-predicted or replayed only on a server of that
-    backend, and flagged so)."""
+    backend, and flagged so). ``problem`` is the row's own problem: for a tf32 request answered by a strict float32
+    row, the strict problem (its ``precision`` says float32, and the note says why)."""
     best = best_out(view)
+    note = _NOTES.get(view.backend)
+    if requested is not None and view.problem_key != requested.key():
+        served = (f"served by the {best.problem.precision} problem's config (a config verified for a stricter "
+                  f"precision class serves {requested.precision}); POST /v1/jobs tunes the {requested.precision} "
+                  "problem itself")
+        note = f"{served}; {note}" if note else served
     return TuneResponse(
         problem=best.problem, provisional=view.provisional, predicted=view.provisional, device=view.device_name,
         config=best.config, time_ms=best.time_ms, tflops=best.tflops, gbps=best.gbps, floor_ms=best.floor_ms,
         efficiency=best.efficiency, run_id=best.run_id, job_id=None, job=None, backend=view.backend,
-        measured=view.measured_here, note=_NOTES.get(view.backend))
+        measured=view.measured_here, note=note)
 
 
 def tune_provisional(problem: ConvProblem, problem_row: Any, prediction: Prediction | None, job: JobOut | None,

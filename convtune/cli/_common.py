@@ -1,5 +1,6 @@
 """What every command group of :mod:`convtune.cli` shares: the user-error type, the ``--db`` option and its engine,
-reading a JSON file, a machine preset by name, and the one function that writes to the terminal."""
+reading a JSON file, a machine preset by name, the help of the problem tokens, a stored key's precision class, and
+the one function that writes to the terminal."""
 
 from __future__ import annotations
 
@@ -10,6 +11,22 @@ from typing import Any
 
 from convtune.errors import ConvtuneError
 from convtune.machine import MachineModel
+
+#: Help of every command's FIELD=VALUE problem tokens (ConvProblem.parse), precision class included.
+PROBLEM_HELP = ("problem fields: N C H W K R S [stride pad dilation groups dtype math], or B C L K [dilation dtype] "
+                "of a causal 1-D depthwise problem; dtype=float32 (default), float16 or bfloat16; math=ieee "
+                "(default: strict fp32) or math=tf32 (TF32 tensor cores, float32 only: PyTorch's default for "
+                "convolutions)")
+
+
+def precision_of(key: str) -> str | None:
+    """The precision class of a stored problem key (``ConvProblem.precision``), None if it no longer parses."""
+    from convtune.problem import ConvProblem
+
+    try:
+        return ConvProblem.parse(key).precision
+    except ConvtuneError:
+        return None
 
 
 class CliError(Exception):

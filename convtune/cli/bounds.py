@@ -20,7 +20,7 @@ from convtune.bounds import (
     window_reuse,
     winograd_bounds,
 )
-from convtune.cli._common import CliError, machine_preset, read_json
+from convtune.cli._common import PROBLEM_HELP, CliError, machine_preset, read_json
 from convtune.errors import ConvtuneError
 from convtune.machine import MachineModel, preset_help
 from convtune.problem import ConvProblem
@@ -37,8 +37,7 @@ def add_bounds_parser(sub: Any) -> None:
                     "term, the suggested output tile and the roofline floor time of a convolution "
                     "(Winograd bounds for 3×3 stride-1 layers, depthwise bounds for depthwise layers).",
         epilog="example: convtune bounds N=1 C=64 H=56 W=56 K=64 R=3 S=3 stride=1 pad=1 --smem-kib 48")
-    p.add_argument("problem", nargs="*", metavar="FIELD=VALUE",
-                   help="problem fields (N C H W K R S, stride, pad, dilation, groups, dtype; or B C L K causal)")
+    p.add_argument("problem", nargs="*", metavar="FIELD=VALUE", help=PROBLEM_HELP)
     p.add_argument("--suite", metavar="FILE", help="a suite JSON file, or the name of a suite shipped with convtune "
                    f"({', '.join(suites.names())}; e.g. {suites.path('public')})")
     p.add_argument("--machine", default="h200", help=f"machine preset ({preset_help()}); default h200")

@@ -31,9 +31,9 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from convtune.cli._common import CliError, emit, read_json
+from convtune.cli._common import PROBLEM_HELP, CliError, emit, read_json
 from convtune.errors import InvalidInput
-from convtune.problem import ConvProblem
+from convtune.problem import ITEMSIZE_BYTES, MATH_MODES, ConvProblem
 from convtune.vocabulary import BACKENDS
 from convtune.vocabulary import FINAL_JOB_STATUSES as FINAL_STATUSES
 from convtune.vocabulary import JOB_STATUSES as JOB_STATUSES
@@ -74,10 +74,12 @@ def add_service_parsers(sub: Any) -> None:
 
     p = sub.add_parser("submit", help="ask a running server for the best config of a convolution (tunes if unseen)",
                        epilog="example: convtune submit N=1 C=64 H=56 W=56 K=64 R=3 S=3 pad=1 --wait 60")
-    p.add_argument("problem", nargs="+", metavar="FIELD=VALUE")
+    p.add_argument("problem", nargs="+", metavar="FIELD=VALUE", help=PROBLEM_HELP)
     p.add_argument("--wait", type=float, default=0.0, metavar="S", help="wait up to S seconds for the tuning job")
     p.add_argument("--device", default=None, help="machine preset or device name (default: any)")
-    p.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"))
+    p.add_argument("--dtype", default=None, choices=tuple(ITEMSIZE_BYTES), help="overrides the problem's dtype")
+    p.add_argument("--math", default=None, choices=MATH_MODES,
+                   help="overrides the problem's math: ieee (strict fp32) or tf32 (TF32 tensor cores; float32 only)")
     p.add_argument("--poll-s", type=float, default=2.0, metavar="S",
                    help="with --wait on a terminal: how often the job's progress is read (default 2)")
     _client_args(p)
@@ -293,8 +295,9 @@ def _run(func: Any, args: argparse.Namespace) -> int:
 # ---- submit ----------------------------------------------------------------------------------------------
 def cmd_submit(args: argparse.Namespace) -> int:
     problem = ConvProblem.parse(" ".join(args.problem))
-    if args.dtype:
-        problem = problem.replace(dtype=args.dtype)
+    overrides = {name: value for name, value in (("dtype", args.dtype), ("math", args.math)) if value}
+    if overrides:
+        problem = problem.replace(**overrides)  # one replace: --dtype float16 --math ieee of a tf32 key is valid
     if not 0 <= args.wait <= 600:
         raise InvalidInput("--wait", f"{args.wait:g} must be in 0..600 seconds")
     body: dict[str, Any] = {"problem": {"key": problem.key()}}

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from convtune.cli._common import add_db_arg, open_database
+from convtune.cli._common import PROBLEM_HELP, add_db_arg, open_database, precision_of
 from convtune.errors import DeviceUnavailable, InvalidConfig
 from convtune.machine import preset_help
 from convtune.problem import ConvProblem
@@ -21,8 +21,9 @@ from convtune.vocabulary import DEMO_BACKENDS, OVERALL_SCOPE
 
 def add_tuning_parsers(sub: Any) -> None:
     p = sub.add_parser("tune", help="tune a convolution: prune by the I/O bound, search with Optuna, store all",
-                       epilog="example: convtune tune N=1 C=64 H=56 W=56 K=64 R=3 S=3 pad=1 --budget-trials 100")
-    p.add_argument("problem", nargs="+", metavar="FIELD=VALUE")
+                       epilog="example: convtune tune N=1 C=64 H=56 W=56 K=64 R=3 S=3 pad=1 --budget-trials 100 "
+                              "(add math=tf32 to tune the TF32 class: every family that accepts it is searched)")
+    p.add_argument("problem", nargs="+", metavar="FIELD=VALUE", help=PROBLEM_HELP)
     p.add_argument("--budget-trials", type=int, default=200)
     p.add_argument("--budget-s", type=float, default=300.0,
                    help="seconds of search after pruning (pruning's own seconds are reported apart; the warm "
@@ -45,8 +46,10 @@ def add_tuning_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_tune)
 
-    p = sub.add_parser("best", help="look up the stored best configuration of a convolution (no tuning)")
-    p.add_argument("problem", nargs="+", metavar="FIELD=VALUE")
+    p = sub.add_parser("best", help="look up the stored best configuration of a convolution (no tuning)",
+                       epilog="a tf32 problem (math=tf32) is answered by the fastest of its own rows and its strict "
+                              "float32 twin's; a strict problem never by a tf32 row")
+    p.add_argument("problem", nargs="+", metavar="FIELD=VALUE", help=PROBLEM_HELP)
     p.add_argument("--device", default=None, help="device name (default: any)")
     p.add_argument("--family", default=OVERALL_SCOPE,
                    help=f"family scope (default: overall best, {OVERALL_SCOPE!r})")
@@ -55,7 +58,7 @@ def add_tuning_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_best)
 
     p = sub.add_parser("history", help="tuning runs, newest first (of one problem when given)")
-    p.add_argument("problem", nargs="*", metavar="FIELD=VALUE")
+    p.add_argument("problem", nargs="*", metavar="FIELD=VALUE", help=PROBLEM_HELP)
     p.add_argument("--limit", type=int, default=50)
     add_db_arg(p)
     p.add_argument("--json", action="store_true")
@@ -178,7 +181,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         "trials": result.trials, "measured": result.measured, "reused": result.reused, "failed": result.failed,
         "statuses": result.statuses, "stop_reason": result.stop_reason, "stop_code": result.stop_code,
         "pruning": result.prune_summary, "pruning_s": round(result.pruning_s, 3), "search_s": round(result.search_s, 3),
-        "elapsed_s": round(result.elapsed_s, 2), "cudnn_fp32_ms": baseline,
+        "elapsed_s": round(result.elapsed_s, 2), "precision": problem.precision,
+        "cudnn_fp32_ms": baseline if problem.math != "tf32" else None,
+        "cudnn_tf32_ms": baseline if problem.math == "tf32" else None,
         "speedup_vs_cudnn": (baseline / result.time_ms) if baseline and result.time_ms else None,
         "families": {f: {"floor_ms": floor, "best_ms": result.family_best_ms.get(f)}
                      for f, floor in result.floors_ms.items()},
@@ -187,7 +192,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=1))
         return 0
-    print(f"problem     {summary['problem']}\ndevice      {summary['device']} (backend {summary['backend']}"
+    print(f"problem     {summary['problem']} (precision {problem.precision})\n"
+          f"device      {summary['device']} (backend {summary['backend']}"
           f"{', PREDICTED by the model' if result.predicted else ''})")
     if result.resumed_from_db:
         print("            already tuned: answered from the database, nothing measured (use --force to tune again)")
@@ -216,7 +222,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"families    {per_family}; the bound favours {result.bound_favours}, "
               f"the measured winner is {result.best_config.split('.', 1)[0]}")
     if baseline and result.time_ms:
-        print(f"cuDNN fp32  {baseline:.4f} ms  speedup {baseline / result.time_ms:.2f}x")
+        print(f"cuDNN {'tf32' if problem.math == 'tf32' else 'fp32'}  {baseline:.4f} ms  speedup "
+              f"{baseline / result.time_ms:.2f}x")
     return 0
 
 
@@ -225,7 +232,8 @@ def _ms_or_dash(ms: float | None) -> str:
 
 
 def _cudnn_ms(problem: ConvProblem) -> float | None:
-    """cuDNN fp32 (TF32 off) through torch, timed by the same protocol; None without torch or CUDA."""
+    """cuDNN in the problem's arithmetic (fp32 with TF32 off; TF32 on for a tf32 problem) through torch, timed by
+    the same protocol; None without torch or CUDA."""
     try:
         import torch
     except ImportError:
@@ -235,7 +243,7 @@ def _cudnn_ms(problem: ConvProblem) -> float | None:
     from convtune.kernels.timing import L2Flusher, rotation, time_launches
 
     torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = problem.math == "tf32"
     l2_bytes = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     filter_elements = problem.K * (problem.C // problem.groups) * problem.R * problem.S
     rot = rotation(4 * (problem.input_elements + problem.output_elements + filter_elements), l2_bytes)
@@ -254,13 +262,15 @@ def _cudnn_ms(problem: ConvProblem) -> float | None:
 # ---- lookups ------------------------------------------------------------------------------------------
 def cmd_best(args: argparse.Namespace) -> int:
     """``convtune best``: the stored best row (measured on a GPU first) and, flagged beside it, the other
-    backends' rows of the problem (a replayed or predicted row is never shown as measured)."""
+    backends' rows of the problem (a replayed or predicted row is never shown as measured). A tf32 problem
+    (``math=tf32``) also sees its strict float32 twin's rows, the fastest first; a strict problem only its own."""
     from convtune.storage import queries as repo
     from convtune.storage.session import session_scope
 
     problem = _problem(args.problem)
     with session_scope(open_database(args.db)) as session:
-        views = repo.list_best_configs(session, problem_key=problem.key(), device_name=args.device, scope=args.family)
+        views = repo.list_best_configs(session, problem_key=problem, device_name=args.device, scope=args.family,
+                                       serving=True)
     if not views:
         print(f"no stored result for {problem.key()}: run `convtune tune {problem.key()}`{_demo_hint(args.db)}",
               file=sys.stderr)
@@ -272,13 +282,17 @@ def cmd_best(args: argparse.Namespace) -> int:
         return 0
     print(f"{d['config']}\n{d['time_ms']:.4f} ms on {d['device']}; floor {d['floor_ms']:.4f} ms, "
           f"efficiency {d['efficiency']:.2f}; run {d['run_id']}; {_flag(answer)}")
+    if answer.problem_key != problem.key():
+        print(f"  measured for {answer.problem_key} ({d['precision']}: a config verified for a stricter class serves "
+              f"{problem.precision}; `convtune tune {problem.key()}` tunes the {problem.precision} problem itself)")
     for v in others:
         print(f"  also stored: {v.time_ms:.4f} ms on {v.device_name}, {_flag(v)}: {v.config_key}")
     return 0
 
 
 def _best_dict(view: Any) -> dict[str, Any]:
-    return {"problem": view.problem_key, "device": view.device_name, "scope": view.scope, "config": view.config_key,
+    return {"problem": view.problem_key, "precision": precision_of(view.problem_key), "device": view.device_name,
+            "scope": view.scope, "config": view.config_key,
             "time_ms": view.time_ms, "floor_ms": view.floor_ms, "efficiency": view.efficiency,
             "provisional": view.provisional, "backend": view.backend, "measured": view.measured_here,
             "run_id": view.tuning_run_id}

@@ -1,15 +1,15 @@
 """Operator API: ``conv2d(x, w, ..., algorithm="auto"|"direct"|"winograd")`` on CuPy arrays or torch CUDA tensors.
 
-The call path (docs/design.md): one runner per *call signature* — the types, shapes, strides, dtypes and
-devices of x and w, stride, padding, dilation, config, algorithm, ``cache_filters`` — kept in a per-process
-dictionary. The first call of a signature validates (typed errors naming the argument), builds the
-:class:`~convtune.problem.ConvProblem`, resolves the configuration (:mod:`convtune.ops.resolver`: the tuning
-database's best GPU-measured config, else the model's choice among ``algorithm``'s families), and prepares the
-launch (:func:`convtune.kernels.prepared.prepare`). Every later call does a dictionary lookup, reads data
-pointers (``data_ptr()`` / ``.data.ptr``, no DLPack), looks up the current stream once, allocates the output
-(and a workspace, for the unfused Winograd path) through the caller's framework — torch's caching allocator for
-torch tensors, CuPy's pool for CuPy arrays — and launches. No validation, parsing, plan building or memset
-(except split-C's) happens on that path.
+The call path (docs/design.md): one runner per *call signature* — the types, shapes, strides, dtypes and devices
+of x and w, stride, padding, dilation, config, algorithm, ``cache_filters`` and ``math`` (the precision class: a
+strict and a tf32 call never share a runner) — kept in a per-process dictionary. The first call of a signature
+validates (typed errors naming the argument), builds the :class:`~convtune.problem.ConvProblem`, resolves the
+configuration (:mod:`convtune.ops.resolver`: the tuning database's best GPU-measured config, else the model's
+choice among ``algorithm``'s families), and prepares the launch (:func:`convtune.kernels.prepared.prepare`).
+Every later call does a dictionary lookup, reads data pointers (``data_ptr()`` / ``.data.ptr``, no DLPack), looks
+up the current stream once, allocates the output (and a workspace, for the unfused Winograd path) through the
+caller's framework — torch's caching allocator for torch tensors, CuPy's pool for CuPy arrays — and launches. No
+validation, parsing, plan building or memset (except split-C's) happens on that path.
 
 Prepared filters (direct: packed; Winograd: U = G g Gᵀ) are made on the GPU by the layout's prepared launch:
 
@@ -38,10 +38,10 @@ from convtune.kernels.prepared import OPERAND_ALIGN_BYTES, PreparedLaunch, prepa
 from convtune.kernels.registry import KernelSpec, get_spec, model_fastest, specs_for
 from convtune.machine import MachineModel
 from convtune.ops import resolver
-from convtune.problem import ConvProblem
+from convtune.problem import MATH_MODES, ConvProblem
 
-__all__ = ["ALGORITHMS", "clear_caches", "clear_filter_cache", "conv2d", "device_machine", "filter_cache_size",
-           "model_choice", "on_clear", "problem_for", "runner"]
+__all__ = ["ALGORITHMS", "check_math", "clear_caches", "clear_filter_cache", "conv2d", "device_machine",
+           "filter_cache_size", "model_choice", "on_clear", "problem_for", "runner"]
 
 ALGORITHMS = ("auto", "direct", "winograd")
 CALL_CACHE_ENTRIES = 4096
@@ -115,9 +115,23 @@ def _validate(x: Any, w: Any) -> tuple[str, int]:
     return ("torch" if torch_in else "cupy"), dx
 
 
+def check_math(math: Any) -> str:
+    """``math`` of a dense call checked: None → ``"ieee"`` (strict fp32), else one of :data:`MATH_MODES`.
+
+    Raises:
+        InvalidInput: naming ``math`` and the allowed values.
+    """
+    if math is None:
+        return "ieee"
+    if not isinstance(math, str) or math not in MATH_MODES:
+        raise InvalidInput("math", f"{math!r}: allowed {', '.join(repr(m) for m in MATH_MODES)} or None (= 'ieee')")
+    return math
+
+
 def problem_for(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: Any = 1, padding: Any = 0,
-                dilation: Any = 1) -> ConvProblem:
-    """The ConvProblem of ``conv2d`` on tensors of these shapes (groups = 1)."""
+                dilation: Any = 1, math: str = "ieee") -> ConvProblem:
+    """The ConvProblem of ``conv2d`` on tensors of these shapes (groups = 1) in the precision class of ``math``
+    (float32 tensors: ``"ieee"`` strict, ``"tf32"`` TF32 tensor cores)."""
     if len(x_shape) != 4:
         raise InvalidInput("x", f"must be 4-D NCHW, got shape {tuple(x_shape)}")
     if len(w_shape) != 4:
@@ -130,7 +144,7 @@ def problem_for(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: Any 
     ph, pw = as_pair("padding", padding)
     dh, dw = as_pair("dilation", dilation)
     return ConvProblem(N=n, C=c, H=h, W=w, K=k, R=r, S=s, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
-                       dil_h=dh, dil_w=dw)
+                       dil_h=dh, dil_w=dw, math=check_math(math))
 
 
 def _specs(problem: ConvProblem, algorithm: str) -> list[KernelSpec]:
@@ -174,12 +188,13 @@ def resolve_config(problem: ConvProblem, machine: MachineModel, config: Any = No
 
 
 def _prepare_call(x: Any, w: Any, stride: Any, padding: Any, dilation: Any, config: Any, algorithm: str,
-                  cache_filters: bool) -> Runner:
+                  cache_filters: bool, math: Any = "ieee") -> Runner:
     """The slow path: validate, resolve, prepare; returns the signature's runner."""
     for hook in _miss_hooks:
         hook("prepare_call")
+    math = check_math(math)
     kind, device = _validate(x, w)
-    problem = problem_for(tuple(x.shape), tuple(w.shape), stride, padding, dilation)
+    problem = problem_for(tuple(x.shape), tuple(w.shape), stride, padding, dilation, math)
     machine = device_machine(device)
     cfg = resolve_config(problem, machine, config, algorithm)
     spec = get_spec(cfg.family, cfg.direction)
@@ -203,9 +218,10 @@ def _signature(x: Any, w: Any, *rest: Any) -> tuple[Any, ...]:
             *rest)
 
 
-def runner(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1) -> Runner:
-    """The cached ``run(x, w) -> y`` of this call signature with the resolver's config (prepared on the first
-    call): what :func:`conv2d` calls, for callers that keep it per signature (``convtune.ops.torch.conv2d``).
+def runner(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1, math: str = "ieee") -> Runner:
+    """The cached ``run(x, w) -> y`` of this call signature and precision class (``math``) with the resolver's
+    config (prepared on the first call): what :func:`conv2d` calls, for callers that keep it per signature
+    (``convtune.ops.torch.conv2d``).
     ``run`` takes tensors of exactly this signature; :func:`clear_caches` (and the resolver's clear) invalidate
     it, so keepers register with :func:`on_clear`.
 
@@ -213,18 +229,19 @@ def runner(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1)
         InvalidInput, InvalidProblem, InvalidConfig: as :func:`conv2d`.
     """
     try:
-        key = _signature(x, w, stride, padding, dilation, None, "auto", False)
+        key = _signature(x, w, stride, padding, dilation, None, "auto", False, math)
         return _calls[key]
     except KeyError:
-        run = _prepare_call(x, w, stride, padding, dilation, None, "auto", False)
+        run = _prepare_call(x, w, stride, padding, dilation, None, "auto", False, math)
         if len(_calls) >= CALL_CACHE_ENTRIES:
             _calls.clear()
-        _calls[_signature(x, w, stride, padding, dilation, None, "auto", False)] = run
+        _calls[_signature(x, w, stride, padding, dilation, None, "auto", False, math)] = run
         return run
 
 
 def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
-           config: KernelConfig | str | None = None, algorithm: str = "auto", cache_filters: bool = False) -> Any:
+           config: KernelConfig | str | None = None, algorithm: str = "auto", cache_filters: bool = False,
+           math: str | None = None) -> Any:
     """2-D convolution forward, fp32 NCHW, groups = 1, on the GPU, on the caller's current stream.
 
     Args:
@@ -237,32 +254,39 @@ def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
             and unfused path; 3×3, stride 1, dilation 1). Ignored when ``config`` is given.
         cache_filters: also cache prepared filters of a CuPy ``w`` (the caller promises not to modify it in
             place; torch weights are always cached, keyed by their version counter).
+        math: the precision class: None or ``"ieee"`` (strict fp32, the default of this function) or ``"tf32"``
+            (TF32 tensor cores allowed: the resolver serves the fastest config measured for the tf32 problem or
+            its strict twin, and the families that run tf32 are searched; a strict config is valid for tf32).
+            ``convtune.ops.torch.conv2d`` picks it from PyTorch's flags instead.
 
     Returns:
         y (N, K, P, Q), the same type as ``x`` (torch: from the caching allocator; CuPy: from CuPy's pool).
 
     Raises:
-        InvalidInput: wrong type, dtype, device, rank, layout, channel count or algorithm (names the argument).
+        InvalidInput: wrong type, dtype, device, rank, layout, channel count, algorithm or math (names the
+            argument).
         InvalidProblem: the shapes/stride/padding make an invalid convolution (names the field).
         InvalidConfig: ``config`` is not valid for this problem or device.
 
     Example:
         >>> y = convtune.conv2d(x, w, stride=1, padding=1, algorithm="winograd")   # doctest: +SKIP
     """
+    if math is None:
+        math = "ieee"
     try:
-        key = _signature(x, w, stride, padding, dilation, config, algorithm, cache_filters)
+        key = _signature(x, w, stride, padding, dilation, config, algorithm, cache_filters, math)
         run = _calls[key]
     except KeyError:
-        run = _prepare_call(x, w, stride, padding, dilation, config, algorithm, cache_filters)
+        run = _prepare_call(x, w, stride, padding, dilation, config, algorithm, cache_filters, math)
         try:
-            key = _signature(x, w, stride, padding, dilation, config, algorithm, cache_filters)
+            key = _signature(x, w, stride, padding, dilation, config, algorithm, cache_filters, math)
             if len(_calls) >= CALL_CACHE_ENTRIES:
                 _calls.clear()
             _calls[key] = run
         except TypeError:  # an unhashable argument (a list): valid, but not cached
             pass
     except (TypeError, AttributeError):  # unhashable arguments or not arrays at all: the slow path decides
-        run = _prepare_call(x, w, stride, padding, dilation, config, algorithm, cache_filters)
+        run = _prepare_call(x, w, stride, padding, dilation, config, algorithm, cache_filters, math)
     return run(x, w)
 
 

@@ -15,8 +15,9 @@ Times are milliseconds; ``kernel_version`` is the SHA-256 of the family's source
 ``kernel_versions`` records the exporting install's sources (informative).
 
 :func:`load` validates a file (:class:`ConfigFileError` names the file and the field) and :meth:`ConfigFile.lookup`
-answers the resolver (:mod:`convtune.ops.resolver`): the fastest measured entry of the problem on the device, among
-the caller's families, whose kernel version is the family's current source. Entries of another kernel version
+answers the resolver (:mod:`convtune.ops.resolver`): the fastest measured entry of the problem (and of the problems
+whose configs may serve it: a tf32 problem's strict float32 twin) on the device, among the caller's families, whose
+kernel version is the family's current source. Entries of another kernel version
 are skipped with one :class:`StaleConfigWarning` per file load.
 """
 
@@ -27,7 +28,7 @@ import math
 import os
 import tempfile
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -162,16 +163,24 @@ class ConfigFile:
                    and kernel_shas.get(e.family) == e.kernel_version]
         return len(current), len(measured) - len(current)
 
-    def lookup(self, problem_key: str, device_name: str, kernel_shas: Mapping[str, str],
+    def lookup(self, problem_keys: str | Sequence[str], device_name: str, kernel_shas: Mapping[str, str],
                families: Iterable[str]) -> str | None:
-        """The config key of the fastest measured entry of the problem on devices called ``device_name``, of one of
-        ``families`` and of its family's current kernel version (``kernel_shas``: family → SHA-256); None if none."""
+        """The config key of the fastest measured entry of the problems on devices called ``device_name``, of one of
+        ``families`` and of its family's current kernel version (``kernel_shas``: family → SHA-256); None if none.
+
+        ``problem_keys``: one key, or every key that may serve the problem (``ConvProblem.serving_keys()``: a tf32
+        problem's and the strict float32 problem's); the fastest entry among them wins."""
         wanted = set(families)
-        for e in self._by.get((problem_key, device_name), ()):
-            if (e.measured and e.backend == "gpu" and not e.provisional and e.family in wanted
-                    and e.kernel_version is not None and kernel_shas.get(e.family) == e.kernel_version):
-                return e.config
-        return None
+        keys = (problem_keys,) if isinstance(problem_keys, str) else tuple(problem_keys)
+        best: Entry | None = None
+        for key in keys:
+            for e in self._by.get((key, device_name), ()):  # fastest first
+                if (e.measured and e.backend == "gpu" and not e.provisional and e.family in wanted
+                        and e.kernel_version is not None and kernel_shas.get(e.family) == e.kernel_version):
+                    if best is None or e.time_ms < best.time_ms:
+                        best = e
+                    break
+        return best.config if best is not None else None
 
 
 def load(path: str | os.PathLike[str], kernel_shas: Mapping[str, str] | None = None) -> ConfigFile:

@@ -5,14 +5,17 @@
 the answer), which answers in this order:
 
 1. a config the service reported for this device (:func:`remember`: ``convtune.ops.torch.tune(model, url=...)``
-   writes these), if the problem's kernels accept it;
+   writes these) for the problem, else for the problems that may serve it, if the problem's kernels accept it;
 2. when lookups are on and ``$CONVTUNE_CONFIGS`` (or :func:`use_configs_file`) names a file written by
-   ``convtune export``: its fastest measured entry of the problem on this device name, among the families the
-   caller allows, of the family's current kernel source (:mod:`convtune.ops.export`; entries of another source are
-   skipped with one warning per file load; a bad file raises :class:`~convtune.ops.export.ConfigFileError`);
+   ``convtune export``: its fastest measured entry of the problem (and, for tf32, of the strict float32 problem) on
+   this device name, among the families the caller allows, of the family's current kernel source
+   (:mod:`convtune.ops.export`; entries of another source are skipped with one warning per file load; a bad file
+   raises :class:`~convtune.ops.export.ConfigFileError`);
 3. when lookups are on and a database is known: the fastest best row of the problem (its key carries the
-   dtype: the precision class) on this device name whose measurement is a real GPU measurement (backend
-   ``"gpu"``, not predicted, not provisional) of the *current* source of its family
+   precision class: the dtype, and ``math=tf32`` for TF32) — and, for a tf32 problem, of the strict float32
+   problem too (a strict config is valid for TF32; a tf32 row never serves a strict problem:
+   :meth:`~convtune.problem.ConvProblem.serving_keys`) — on this device name whose measurement is a real GPU
+   measurement (backend ``"gpu"``, not predicted, not provisional) of the *current* source of its family
    (:func:`convtune.storage.queries.results.find_measured_best`; replay and model rows, and rows of an older
    kernel source, never serve), among the families the caller allows; read once per process and kept;
 4. the model's choice (the caller's ``model`` callable).
@@ -123,8 +126,9 @@ def _config_file(path: str, stamp: tuple[int, int]) -> Any:
     return load(path, kernel_shas())
 
 
-def file_config_key(problem_key: str, device_name: str, families: tuple[str, ...]) -> str | None:
-    """The configs file's answer (step 2 of the module docstring), or None when no file is set or it has none.
+def file_config_key(problem_key: str | tuple[str, ...], device_name: str, families: tuple[str, ...]) -> str | None:
+    """The configs file's answer (step 2 of the module docstring) for a problem key or the keys that may serve it
+    (``ConvProblem.serving_keys()``), or None when no file is set or it has none.
 
     Raises:
         ConfigFileError: the file is missing or malformed (named with the offending field).
@@ -167,8 +171,10 @@ def _engine(url: str) -> Any:
 
 @lru_cache(maxsize=4096)
 def measured_config_key(problem_key: str, device_name: str, url: str, families: tuple[str, ...]) -> str | None:
-    """The key of the best measured config of a problem on a device among ``families`` (current kernel
-    versions only); None when there is none or the database cannot be read."""
+    """The key of the best measured config that may serve a problem on a device among ``families`` (current kernel
+    versions only; a tf32 problem's own rows and the strict float32 problem's, a strict problem's own only:
+    :func:`convtune.storage.queries.results.find_measured_best`); None when there is none or the database cannot be
+    read. Cached per problem key, so a tf32 call and a strict call of one shape are two entries."""
     try:
         from convtune.storage import queries as repo
         from convtune.storage.session import session_scope
@@ -223,14 +229,16 @@ def stored(problem: ConvProblem, machine: Any, families: Iterable[str], url: str
     has one."""
     families = tuple(sorted(families))
     key = problem.key()
-    remembered = _remembered.get((key, machine.name))
-    if remembered is not None:
-        config = _accepted(problem, remembered, families, machine, validate)
-        if config is not None:
-            return Resolution(config, "service")
+    keys = problem.serving_keys()  # the problem's own key first, then the stricter twin's (tf32: the float32 key)
+    for serving_key in keys:
+        remembered = _remembered.get((serving_key, machine.name))
+        if remembered is not None:
+            config = _accepted(problem, remembered, families, machine, validate)
+            if config is not None:
+                return Resolution(config, "service")
     if not lookup_enabled():
         return None
-    from_file = file_config_key(key, machine.name, families)
+    from_file = file_config_key(keys, machine.name, families)
     if from_file is not None:
         config = _accepted(problem, from_file, families, machine, validate)
         if config is not None:

@@ -162,7 +162,13 @@ class ReplayTable:
 
 
 class ReplayBenchmarker:
-    """Answers from a :class:`ReplayTable`; a configuration it has no row for is ``missing``."""
+    """Answers from a :class:`ReplayTable`; a configuration it has no row for is ``missing``.
+
+    A tf32 problem is answered from its own rows, else from its strict float32 twin's
+    (:meth:`~convtune.problem.ConvProblem.serving_keys`): a row recorded for the strict problem is a strict
+    family's kernel (only strict families run strict problems), the same kernel a tf32 request of that config
+    launches, so its recorded time is that launch's. Its measurement is stored under the tf32 problem's key.
+    """
 
     backend = "replay"
 
@@ -177,12 +183,13 @@ class ReplayBenchmarker:
         return self.table.kernel_sha256.get(spec.kind, "unknown")
 
     def available(self, problem: ConvProblem) -> set[str] | None:
-        return set(self.table.problems.get(problem.key(), {}))
+        return {config for key in problem.serving_keys() for config in self.table.problems.get(key, {})}
 
     def measure(self, problem: ConvProblem, plan: Any) -> TrialResult:
         key = plan.config.key()
         self.measured.append((problem.key(), key))
-        row = self.table.problems.get(problem.key(), {}).get(key)
+        row = next((rows[key] for rows in (self.table.problems.get(k, {}) for k in problem.serving_keys())
+                    if key in rows), None)
         if row is None:
             return TrialResult("missing", error="no row in the replay table")
         return TrialResult.from_dict(row)

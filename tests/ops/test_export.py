@@ -251,3 +251,28 @@ def test_source_of_every_family_needs_no_gpu(family: str) -> None:
         assert hashlib.sha256(k.source.encode()).hexdigest() == k.source_sha256
         assert re.search(rf"\b{k.entry}\s*\(", k.source), k.entry  # the entry is defined in its text
     assert all(min(s["grid"]) >= 1 and 1 <= s["block"][0] <= 1024 for s in launches)
+
+
+def test_the_file_serves_by_precision_class(tmp_path: Path) -> None:
+    """A file's faster tf32 entry serves the tf32 problem and never the strict one; a strict entry serves both."""
+    from best_rows import TF32_CONFIG, TF32_PROBLEM
+
+    doc = _doc()
+    doc["entries"].append({**doc["entries"][0], "problem": TF32_PROBLEM.key(), "config": TF32_CONFIG.key(),
+                           "time_ms": 0.02})
+    path = _write(tmp_path / "classes.json", doc)
+    loaded = export.load(path)
+    shas = resolver.kernel_shas()
+    assert loaded.lookup(PROBLEM.serving_keys(), H200.name, shas, ["direct"]) == GPU_CONFIG.key()
+    assert loaded.lookup(TF32_PROBLEM.serving_keys(), H200.name, shas, ["direct"]) == TF32_CONFIG.key()
+    resolver.use_configs_file(path)
+    strict = resolver.resolve(PROBLEM, H200, ("direct",), lambda: MODEL_CHOICE)
+    tf32 = resolver.resolve(TF32_PROBLEM, H200, ("direct",), lambda: MODEL_CHOICE)
+    assert (strict.config, strict.source) == (GPU_CONFIG, "file")
+    assert (tf32.config, tf32.source) == (TF32_CONFIG, "file")
+    doc["entries"][1]["time_ms"] = 0.09                            # now the strict entry is the faster one
+    loaded = export.load(_write(tmp_path / "slow_tf32.json", doc))
+    assert loaded.lookup(TF32_PROBLEM.serving_keys(), H200.name, shas, ["direct"]) == GPU_CONFIG.key()
+    del doc["entries"][0]                                          # a tf32 entry alone: never for strict
+    loaded = export.load(_write(tmp_path / "tf32_only.json", doc))
+    assert loaded.lookup(PROBLEM.serving_keys(), H200.name, shas, ["direct"]) is None

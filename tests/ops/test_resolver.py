@@ -184,3 +184,71 @@ def test_a_replay_row_and_a_gpu_row_of_one_problem_serve_the_gpu_row(db: str) ->
     replay_and_gpu(db)  # same problem, device and scope; the replayed row is faster
     found = resolver.resolve(PROBLEM, H200, ("direct",), lambda: MODEL_CHOICE, url=db)
     assert found.source == "database" and found.config == GPU_CONFIG
+
+
+# ---- precision classes: a strict config serves tf32, a tf32 config never serves strict ---------------------------
+def _resolve_problem(problem: ConvProblem, db: str) -> resolver.Resolution:
+    return resolver.resolve(problem, H200, ("direct",), lambda: MODEL_CHOICE, url=db)
+
+
+def test_a_faster_tf32_row_never_serves_the_strict_problem(db: str) -> None:
+    from best_rows import GPU_CONFIG, TF32_CONFIG, TF32_PROBLEM, strict_and_tf32
+
+    strict_and_tf32(db)  # the tf32 row is 2.5× faster
+    assert _resolve_problem(PROBLEM, db) == resolver.Resolution(GPU_CONFIG, "database")
+    assert _resolve_problem(TF32_PROBLEM, db) == resolver.Resolution(TF32_CONFIG, "database")
+    engine = make_engine(db)
+    try:
+        with session_scope(engine) as session:
+            strict = repo.find_measured_best(session, problem_key=PROBLEM.key(), device_name=H200.name,
+                                             kernel_shas=resolver.kernel_shas())
+            assert strict is not None and strict.problem_key == PROBLEM.key() and strict.config_key == GPU_CONFIG.key()
+    finally:
+        engine.dispose()
+
+
+def test_a_tf32_problem_is_served_the_faster_strict_row(db: str) -> None:
+    from best_rows import GPU_CONFIG, GPU_MS, TF32_PROBLEM, strict_and_tf32
+
+    strict_and_tf32(db, tf32_ms=2 * GPU_MS)  # here the strict row is the faster
+    found = _resolve_problem(TF32_PROBLEM, db)
+    assert found == resolver.Resolution(GPU_CONFIG, "database")
+
+
+def test_a_tf32_problem_without_rows_of_its_own_is_served_the_strict_row(db: str) -> None:
+    from best_rows import GPU_CONFIG, TF32_PROBLEM, store
+
+    from convtune.storage import upgrade
+
+    upgrade(db)
+    store(db, GPU_CONFIG, "gpu", 0.05)
+    assert _resolve_problem(TF32_PROBLEM, db) == resolver.Resolution(GPU_CONFIG, "database")
+    resolver.clear_cache()
+    assert _resolve_problem(PROBLEM.replace(dtype="float16"), db).source == "model"  # another class: not served
+
+
+def test_strict_and_tf32_answers_are_cached_apart(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from best_rows import TF32_PROBLEM, strict_and_tf32
+
+    strict_and_tf32(db)
+    reads = []
+    real = repo.find_measured_best
+    monkeypatch.setattr(repo, "find_measured_best", lambda *a, **k: reads.append(k["problem_key"]) or real(*a, **k))
+    for _ in range(3):
+        _resolve_problem(PROBLEM, db)
+        _resolve_problem(TF32_PROBLEM, db)
+    assert reads == [PROBLEM.key(), TF32_PROBLEM.key()]   # one query each, both rows' keys in the tf32 one
+
+
+def test_a_remembered_strict_answer_serves_tf32_not_the_reverse(db: str) -> None:
+    from best_rows import TF32_PROBLEM
+
+    resolver.remember(TF32_PROBLEM, H200.name, WinogradUnfusedConfig().key())
+    assert _resolve() == resolver.Resolution(MODEL_CHOICE, "model")          # the strict problem: not served
+    resolver.remember(PROBLEM, H200.name, DirectFwdConfig().key())
+    got = resolver.resolve(TF32_PROBLEM, H200, FAMILIES, lambda: MODEL_CHOICE, url=db)
+    assert got == resolver.Resolution(WinogradUnfusedConfig(), "service")    # its own answer first
+    resolver.forget_remembered()
+    resolver.remember(PROBLEM, H200.name, DirectFwdConfig().key())
+    got = resolver.resolve(TF32_PROBLEM, H200, FAMILIES, lambda: MODEL_CHOICE, url=db)
+    assert got == resolver.Resolution(DirectFwdConfig(), "service")

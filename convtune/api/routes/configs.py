@@ -36,7 +36,9 @@ async def best_config(request: Request, db: DbDep, caller: ReaderDep,
     """Rows measured on a GPU come first, then replayed ones, then model predictions, then the fastest; the
     answer says ``measured`` (true only for a GPU row) and ``backend``, and ``others`` lists the other rows of
     the problem and scope (e.g. a replayed row beside the measured one), flagged the same way; 404 when nothing
-    is stored for the problem (POST /v1/tune queues a tuning job)."""
+    is stored for the problem (POST /v1/tune queues a tuning job). A tf32 problem (``math=tf32`` in the key) is
+    answered from its own rows and its strict float32 twin's, the fastest first (a strict config is valid for tf32;
+    ``problem.precision`` says which one answered); a strict problem only from its own rows, never a tf32 one."""
     conv = to_problem({"key": problem})
     answers: AnswerCache = request.app.state.answers
     cache_key = ("best", conv.key(), device, family, backend)
@@ -50,7 +52,7 @@ async def best_config(request: Request, db: DbDep, caller: ReaderDep,
         caller.reader(session)
         # every backend's row of the scope, GPU-measured first: the first that fits ``backend`` answers, the
         # rest are listed beside it (flagged), so a replayed row is seen but never passes for a measurement
-        views = repo.list_best_configs(session, problem_key=conv, device_name=device, scope=family)
+        views = repo.list_best_configs(session, problem_key=conv, device_name=device, scope=family, serving=True)
         view = next((v for v in views if backend is None or v.backend == backend), None)
         if view is None:
             where = f" on {device!r}" if device else ""

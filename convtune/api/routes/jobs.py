@@ -22,7 +22,7 @@ async def create_job(body: JobCreate, db: DbDep, settings: SettingsDep, caller: 
     """Always queues a new job (POST /v1/tune joins the caller's active one instead). With ``window`` the job
     runs only between those times of day (in ``timezone``, default the server's); with ``not_before`` not
     before that time."""
-    to_problem(body.problem, body.dtype)  # a bad problem is a 422 before the database
+    to_problem(body.problem, body.dtype, math=body.math)  # a bad problem is a 422 before the database
     return await db.run(lambda s: handlers.create_job(s, settings, caller.key(s), body))
 
 

@@ -36,7 +36,7 @@ async def tune(body: TuneRequest, request: Request, response: Response, db: DbDe
     active job of the same shape is joined, not duplicated). A key at its queue limit gets 429 before any
     prediction. ``?wait=SECONDS`` keeps the request open until the job ends, the time is up, the client
     leaves or the server shuts down (then the 202 names the job)."""
-    problem = to_problem(body.problem, body.dtype)  # validation needs no database
+    problem = to_problem(body.problem, body.dtype, math=body.math)  # validation needs no database
     answers: AnswerCache = request.app.state.answers
     cache_key = ("tune", problem.key(), body.device, settings.backend)
     cached = answers.get(cache_key)

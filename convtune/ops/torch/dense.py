@@ -4,12 +4,17 @@
 ``torch.compile(fullgraph=True)``) and autograd; in plain eager mode :func:`conv2d` reaches the
 implementation without the dispatcher (:mod:`convtune.ops.torch._dispatch`).
 
-* CUDA float32 tensors run convtune's direct, fused-Winograd or unfused-Winograd kernels through
-  :func:`convtune.ops.conv2d.conv2d`'s prepared launches: on the caller's current stream, outputs and
-  workspaces from torch's caching allocator, no host synchronisation, capturable in a CUDA graph. The config is
-  the resolver's (:mod:`convtune.ops.resolver`: the tuning database's best GPU-measured config of the problem on
-  this device, else the models' choice), fixed per call signature. The bias is added to the output in place
-  (one more launch).
+* CUDA float32 tensors run convtune's kernels through :func:`convtune.ops.conv2d.conv2d`'s prepared launches: on
+  the caller's current stream, outputs and workspaces from torch's caching allocator, no host synchronisation,
+  capturable in a CUDA graph. The config is the resolver's (:mod:`convtune.ops.resolver`: the tuning database's
+  best GPU-measured config of the problem on this device, else the models' choice), fixed per call signature and
+  precision class. The bias is added to the output in place (one more launch).
+* The precision class follows PyTorch's own rule for convolutions, read at every call (:func:`math_of`, ≈0.1 µs):
+  float32 tensors while cuDNN convolutions may use TF32 (``torch.backends.cudnn.allow_tf32``, PyTorch's default
+  True; on torch ≥ 2.9 the ``torch.backends.cudnn.conv.fp32_precision`` it sets) are the ``tf32`` class (the
+  fastest config measured for the tf32 problem or its strict twin; tensor-core families searched), otherwise
+  ``ieee`` (strict fp32: never a tf32 config). Inside a compiled graph the flag is read when the op runs, as
+  cuDNN does. 16-bit tensors are their own class (their dtype) and run ``F.conv2d`` (below).
 * CPU tensors, float64 and the 16-bit CUDA dtypes (no dense 16-bit kernels yet) run ``F.conv2d``: that is
   what ``torch.autograd.gradcheck`` exercises on the CPU.
 * Backward: PyTorch's convolution gradients (``aten.convolution_backward``, cuDNN on CUDA — TF32 there when
@@ -38,11 +43,29 @@ from convtune.ops.conv2d import on_clear
 from convtune.ops.conv2d import runner as kernel_runner
 from convtune.ops.torch._dispatch import direct_call_ok, needs_grad
 
-__all__ = ["conv2d", "conv2d_geometry"]
+__all__ = ["conv2d", "conv2d_geometry", "cudnn_conv_tf32", "math_of"]
 
 
 def _kernels_run(x: torch.Tensor) -> bool:
     return x.is_cuda and x.dtype == torch.float32
+
+
+_fp32_precision = getattr(torch._C, "_get_fp32_precision_getter", None)   # torch >= 2.9
+
+
+def cudnn_conv_tf32() -> bool:
+    """Whether PyTorch's cuDNN convolutions may use TF32 now: ``torch.backends.cudnn.conv.fp32_precision ==
+    "tf32"`` where torch has it (``torch.backends.cudnn.allow_tf32`` sets it; a mix of the legacy and the new
+    flags, which makes ``allow_tf32`` raise, reads the convolutions' own), else ``torch.backends.cudnn.allow_tf32``."""
+    if _fp32_precision is not None:
+        return bool(_fp32_precision("cuda", "conv") == "tf32")
+    return bool(torch._C._get_cudnn_allow_tf32())
+
+
+def math_of(x: torch.Tensor) -> str:
+    """The ``math`` of a call on ``x``: ``"tf32"`` for float32 while :func:`cudnn_conv_tf32`, else ``"ieee"``
+    (strict float32; 16-bit tensors are the class of their dtype, with ``math="ieee"``)."""
+    return "tf32" if x.dtype == torch.float32 and cudnn_conv_tf32() else "ieee"
 
 
 def _conv2d_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride_h: int, stride_w: int,
@@ -53,7 +76,8 @@ def _conv2d_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, st
     # compiled graphs may hand the op other strides than the contiguous ones the kernels index
     x = x if x.is_contiguous() else x.contiguous()
     w = w if w.is_contiguous() else w.contiguous()
-    y = kernel_conv2d(x, w, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
+    # the precision class when the op runs (not when it is traced), as cuDNN reads it
+    y = kernel_conv2d(x, w, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w), math=math_of(x))
     if bias is not None:
         y.add_(bias.view(1, -1, 1, 1))
     return y
@@ -174,19 +198,20 @@ def conv2d_geometry(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
     return sh, sw, ph, pw, dh, dw
 
 
-#: per call signature: the checked geometry and, for CUDA float32, the kernels' runner of the contiguous tensors
+#: per call signature and precision class: the checked geometry and, for CUDA float32, the kernels' runner of the
+#: contiguous tensors
 _entries: dict[tuple[Any, ...], tuple[tuple[int, ...], Any]] = {}
 on_clear(_entries.clear)  # a runner holds a resolved config and prepared launch: forget both together
 
 
 def _entry(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any,
-           dilation: Any) -> tuple[tuple[int, ...], Any]:
+           dilation: Any, math: str) -> tuple[tuple[int, ...], Any]:
     """(geometry, runner or None) of a new signature: the argument checks, then the kernels' runner."""
     geometry = conv2d_geometry(x, w, bias, stride, padding, dilation)
     run = None
     if _kernels_run(x):
         sh, sw, ph, pw, dh, dw = geometry
-        run = kernel_runner(x.contiguous(), w.contiguous(), (sh, sw), (ph, pw), (dh, dw))
+        run = kernel_runner(x.contiguous(), w.contiguous(), (sh, sw), (ph, pw), (dh, dw), math)
     return geometry, run
 
 
@@ -201,7 +226,8 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, s
         stride, dilation: int or (h, w) pair, ≥ 1; padding: int or pair ≥ 0, ``'valid'`` or ``'same'``.
 
     Returns:
-        y (N, K, P, Q) in x's dtype, with autograd (PyTorch's gradients).
+        y (N, K, P, Q) in x's dtype, with autograd (PyTorch's gradients). The precision class is PyTorch's for
+        convolutions at this call (:func:`math_of`): float32 with TF32 allowed (the default) is ``tf32``.
 
     Raises:
         InvalidInput: naming the bad argument.
@@ -210,15 +236,16 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, s
     if torch.compiler.is_compiling():
         return _conv2d_op(x.contiguous(), w.contiguous(), bias, *conv2d_geometry(x, w, bias, stride, padding,
                                                                                    dilation))
+    math = math_of(x)
     try:
         # everything the checks and the runner depend on (the runner is for contiguous x and w of these shapes)
         key = (x.shape, w.shape, None if bias is None else (bias.shape, bias.dtype, bias.get_device()), x.dtype,
-               w.dtype, x.get_device(), w.get_device(), stride, padding, dilation)
+               w.dtype, x.get_device(), w.get_device(), stride, padding, dilation, math)
         entry = _entries.get(key)
         if entry is None:  # the argument checks and the preparation once per signature
-            entry = _entries[key] = _entry(x, w, bias, stride, padding, dilation)
+            entry = _entries[key] = _entry(x, w, bias, stride, padding, dilation, math)
     except TypeError:  # an unhashable argument (a list)
-        entry = _entry(x, w, bias, stride, padding, dilation)
+        entry = _entry(x, w, bias, stride, padding, dilation, math)
     geometry, run = entry
     x = x if x.is_contiguous() else x.contiguous()
     w = w if w.is_contiguous() else w.contiguous()

@@ -9,7 +9,9 @@ without the dispatcher (:mod:`convtune.ops.torch._dispatch`):
   workspace are torch tensors, handed to the kernels by pointer). Each call signature (path, shapes, dtype,
   device, geometry) gets a prepared launch once (:mod:`convtune.kernels.prepared`): the configuration is the
   resolver's (:mod:`convtune.ops.depthwise`: the tuning database's best GPU-measured forward config, else the
-  time model's best); later calls only allocate and launch.
+  time model's best); later calls only allocate and launch. The precision class is the tensors' dtype with strict
+  arithmetic (``math="ieee"``) whatever PyTorch's TF32 flags say: no tensor-core family runs depthwise problems,
+  and a strict config is what a tf32 lookup would serve anyway.
 * float16 / bfloat16: the kernels store x, w, y, dy, dx and dw in the tensors' dtype and accumulate in fp32
   (:mod:`convtune.kernels.depthwise.dtypes`); outputs and gradients come back in the input dtype. The
   16-bit shapes no 16-bit kernel takes (1-D: more than 64 taps meeting data) run PyTorch's own operators in

@@ -5,7 +5,9 @@ dilation 1) are ``nn.Conv2d`` subclasses that add no parameter and no buffer: sa
 ``weight``/``bias``, same ``state_dict`` keys and values. Their forward runs :func:`convtune.ops.torch.conv2d` /
 :func:`convtune.ops.torch.depthwise_conv2d` (plus the bias) when the configuration is one convtune runs, else
 ``nn.Conv2d.forward`` (another ``padding_mode`` than ``'zeros'``, a ``'same'`` padding that would be
-asymmetric, other group counts).
+asymmetric, other group counts). :class:`Conv2d` runs in the precision class PyTorch's flags give a convolution at
+each call (float32 with ``torch.backends.cudnn.allow_tf32``, the default: ``tf32``; else strict float32);
+:class:`DepthwiseConv2d` is strict float32 (or its 16-bit dtype).
 
 :func:`convert` changes the class of every plain ``nn.Conv2d`` it supports in place (``module.__class__``:
 parameters, hooks, devices and the state_dict stay exactly as they were) and returns the model; unsupported

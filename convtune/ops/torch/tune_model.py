@@ -2,7 +2,10 @@
 
 1. One forward pass (no grad) with a pre-hook on every ``nn.Conv2d`` (converted or not) records each call's input
    shape; each becomes a :class:`~convtune.problem.ConvProblem` (dense groups = 1, depthwise groups = C) when
-   convtune runs it (float32; the other layers stay PyTorch's and are listed as such).
+   convtune runs it (float32; the other layers stay PyTorch's and are listed as such). A dense layer's problem is
+   of the precision class its calls will run in (:func:`convtune.ops.torch.dense.math_of`: ``tf32`` while
+   PyTorch lets cuDNN convolutions use TF32, its default; else strict), so the tensor-core families are tuned
+   for it; depthwise layers are strict (no tensor-core family runs them; the depthwise ops ask the strict class).
 2. Each distinct problem is tuned once (a progress bar over them): on the local GPU by
    :func:`convtune.tuner.tune.tune` with the GPU benchmarker in a subprocess, the time budget split evenly,
    results stored in the tuning database (the resolver's: ``db``, else ``$CONVTUNE_DATABASE_URL``, else the
@@ -130,8 +133,9 @@ class ModelTuning:
 _TORCH_DTYPES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 
 
-def layer_of(name: str, module: Any, input_shape: tuple[int, ...], dtype: Any) -> Layer:
-    """The :class:`Layer` of one ``nn.Conv2d`` call with an input of this shape and dtype."""
+def layer_of(name: str, module: Any, input_shape: tuple[int, ...], dtype: Any, math: str | None = None) -> Layer:
+    """The :class:`Layer` of one ``nn.Conv2d`` call with an input of this shape and dtype; ``math`` of a dense
+    layer's problem (None: PyTorch's flags now, :func:`convtune.ops.torch.dense.cudnn_conv_tf32`)."""
     from convtune.kernels.registry import specs_for
     from convtune.ops.torch.modules import _padding, support
 
@@ -147,9 +151,15 @@ def layer_of(name: str, module: Any, input_shape: tuple[int, ...], dtype: Any) -
     (r, s), (sh, sw), (dh, dw) = module.kernel_size, module.stride, module.dilation
     ph, pw = _padding(module)  # type: ignore[misc]
     groups = 1 if kind == "dense" else c
+    if kind != "dense":
+        math = "ieee"
+    elif math is None:
+        from convtune.ops.torch.dense import cudnn_conv_tf32
+
+        math = "tf32" if cudnn_conv_tf32() else "ieee"
     try:
         problem = ConvProblem(N=n, C=c, H=h, W=w, K=module.out_channels, R=r, S=s, stride_h=sh, stride_w=sw,
-                              pad_h=ph, pad_w=pw, dil_h=dh, dil_w=dw, groups=groups)
+                              pad_h=ph, pad_w=pw, dil_h=dh, dil_w=dw, groups=groups, math=math)
     except ConvtuneError as exc:
         return Layer(name, input_shape, "pytorch", None, str(exc))
     if not specs_for(problem):

@@ -96,6 +96,7 @@ from convtune.storage.queries.results import page_problem_pruning_decisions as p
 from convtune.storage.queries.results import pruning_stage_counts as pruning_stage_counts
 from convtune.storage.queries.results import record_measurement as record_measurement
 from convtune.storage.queries.results import record_pruning_decisions as record_pruning_decisions
+from convtune.storage.queries.results import serving_keys as serving_keys
 from convtune.storage.queries.results import update_device_ceilings as update_device_ceilings
 from convtune.storage.queries.results import update_run as update_run
 from convtune.storage.queries.results import upsert_best_config as upsert_best_config

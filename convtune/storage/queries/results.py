@@ -23,7 +23,7 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import CursorResult, bindparam, case, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from convtune.errors import InvalidInput, NotFound, StorageError
+from convtune.errors import ConvtuneError, InvalidInput, NotFound, StorageError
 from convtune.kernels.config import KernelConfig
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -550,13 +550,13 @@ _BEST_COLUMNS = (Problem.key.label("problem_key"), Problem.id.label("problem_id"
 @lru_cache(maxsize=8)
 def _best_statement(by_device: bool, by_scope: bool, by_backend: bool) -> Any:
     """The best-rows query for one combination of filters, built once: its parameters are bound at
-    execution (``problem_key``, ``device_name``, ``scope``, ``backend``), so a lookup skips building a
+    execution (``problem_keys``, ``device_name``, ``scope``, ``backend``), so a lookup skips building a
     statement (half of its cost when built per call)."""
     query = (select(*_BEST_COLUMNS)
              .join_from(BestConfig, Problem, Problem.id == BestConfig.problem_id)
              .join(Device, Device.id == BestConfig.device_id)
              .join(Config, Config.id == BestConfig.config_id)
-             .where(Problem.key == bindparam("problem_key")))
+             .where(Problem.key.in_(bindparam("problem_keys", expanding=True))))
     if by_device:
         query = query.where(Device.name == bindparam("device_name"))
     if by_scope:
@@ -568,9 +568,32 @@ def _best_statement(by_device: bool, by_scope: bool, by_backend: bool) -> Any:
     return query.order_by(BestConfig.provisional, rank, BestConfig.time_ms, BestConfig.id)
 
 
-def _best_rows(session: Session, problem_key: str, device_name: str | None, scope: str | None,
+@lru_cache(maxsize=4096)
+def _parsed_serving_keys(key: str) -> tuple[str, ...]:
+    """:meth:`ConvProblem.serving_keys` of a stored key; the key alone when it no longer parses."""
+    try:
+        return ConvProblem.parse(key).serving_keys()
+    except ConvtuneError:
+        return (key,)
+
+
+def serving_keys(problem_key: str | ConvProblem) -> tuple[str, ...]:
+    """The problem keys whose best rows may serve ``problem_key`` (:meth:`ConvProblem.serving_keys`: a tf32 problem's
+    own and the strict float32 problem's; any other problem's own only)."""
+    if isinstance(problem_key, ConvProblem):
+        return problem_key.serving_keys()
+    return _parsed_serving_keys(problem_key)
+
+
+def _keys(problem_key: str | ConvProblem, serving: bool) -> tuple[str, ...]:
+    if serving:
+        return serving_keys(problem_key)
+    return (problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key,)
+
+
+def _best_rows(session: Session, problem_keys: tuple[str, ...], device_name: str | None, scope: str | None,
                backend: str | None = None) -> list[Any]:
-    params: dict[str, Any] = {"problem_key": problem_key}
+    params: dict[str, Any] = {"problem_keys": list(problem_keys)}
     if device_name is not None:
         params["device_name"] = device_name
     if scope is not None:
@@ -593,22 +616,25 @@ def _view_from(values: Mapping[str, Any]) -> BestConfigView:
 
 
 def find_best_config(session: Session, *, problem_key: str | ConvProblem, device_name: str | None = None,
-                     scope: str = OVERALL_SCOPE, backend: str | None = None) -> BestConfigView | None:
+                     scope: str = OVERALL_SCOPE, backend: str | None = None,
+                     serving: bool = False) -> BestConfigView | None:
     """The best configuration of a problem (on devices called ``device_name``, or on any device; of one
     ``backend``, or of any).
 
     Among several matching rows (several devices, driver versions, backends), a measured one beats a
-    provisional one, a GPU measurement a replayed one, then the lowest time wins.
+    provisional one, a GPU measurement a replayed one, then the lowest time wins. ``serving``: the rows of every
+    problem that may serve this one (:func:`serving_keys`: a tf32 problem's and the strict float32 problem's),
+    else the problem's own rows only (its history).
     """
-    key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
-    rows = _best_rows(session, key, device_name, scope, backend)
+    rows = _best_rows(session, _keys(problem_key, serving), device_name, scope, backend)
     return _view(rows[0]) if rows else None
 
 
 def get_best_config(session: Session, *, problem_key: str | ConvProblem, device_name: str | None = None,
-                    scope: str = OVERALL_SCOPE, backend: str | None = None) -> BestConfigView:
+                    scope: str = OVERALL_SCOPE, backend: str | None = None, serving: bool = False) -> BestConfigView:
     """:func:`find_best_config`, raising :class:`NotFound` when nothing is known yet."""
-    view = find_best_config(session, problem_key=problem_key, device_name=device_name, scope=scope, backend=backend)
+    view = find_best_config(session, problem_key=problem_key, device_name=device_name, scope=scope, backend=backend,
+                            serving=serving)
     if view is None:
         where = f" on {device_name!r}" if device_name is not None else ""
         key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
@@ -617,12 +643,12 @@ def get_best_config(session: Session, *, problem_key: str | ConvProblem, device_
 
 
 def list_best_configs(session: Session, *, problem_key: str | ConvProblem, device_name: str | None = None,
-                      scope: str | None = None) -> list[BestConfigView]:
+                      scope: str | None = None, serving: bool = False) -> list[BestConfigView]:
     """Every best configuration of a problem (of one ``scope`` when given; every backend's row): measured on
     a GPU first, then replayed, then predicted, then fastest. The first is what :func:`find_best_config`
-    answers; the others are what a reader shows beside it, flagged by their backend."""
-    key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
-    return [_view(row) for row in _best_rows(session, key, device_name, scope)]
+    answers; the others are what a reader shows beside it, flagged by their backend. ``serving``: as
+    :func:`find_best_config` (a row's ``problem_key`` says which problem it was measured for)."""
+    return [_view(row) for row in _best_rows(session, _keys(problem_key, serving), device_name, scope)]
 
 
 # ---- paged history of a problem across devices (GET /v1/problems/{id}, /trials, the pages) ---------------
@@ -674,8 +700,10 @@ def config_keys_by_id(session: Session, config_ids: Iterable[int]) -> dict[int, 
 # ---- the measured best of the current kernel versions (the ops' config resolver, convtune/ops/resolver.py) --------
 def find_measured_best(session: Session, *, problem_key: str | ConvProblem, device_name: str,
                        kernel_shas: Mapping[str, str], direction: str = "fwd") -> BestConfigView | None:
-    """The fastest stored best configuration of a problem on devices called ``device_name`` that was measured
-    on a real GPU with a kernel version still current; None when there is none.
+    """The fastest stored best configuration that may serve a problem on devices called ``device_name``, measured
+    on a real GPU with a kernel version still current; None when there is none. The serving rule of the ops: the
+    rows of every problem of :func:`serving_keys` (a tf32 problem: its own and the strict float32 problem's, the
+    fastest of both wins; a strict problem: its own only, so a tf32 row never serves it), in one query.
 
     A row qualifies when it is not provisional and its measurement has backend ``"gpu"``, is not predicted,
     has status ``"ok"``, is of the row's config, and its kernel version is of ``direction`` with
@@ -689,7 +717,7 @@ def find_measured_best(session: Session, *, problem_key: str | ConvProblem, devi
 
     if not kernel_shas:
         return None
-    key = problem_key.key() if isinstance(problem_key, ConvProblem) else problem_key
+    keys = serving_keys(problem_key)
     current = or_(*(and_(KernelVersion.family == family, KernelVersion.source_sha256 == sha)
                     for family, sha in kernel_shas.items()))
     query = (select(BestConfig, Problem, Device, Config, Measurement)
@@ -698,7 +726,7 @@ def find_measured_best(session: Session, *, problem_key: str | ConvProblem, devi
              .join(Config, Config.id == BestConfig.config_id)
              .join(Measurement, Measurement.id == BestConfig.measurement_id)
              .join(KernelVersion, KernelVersion.id == Measurement.kernel_version_id)
-             .where(Problem.key == key, Device.name == device_name, BestConfig.provisional.is_(False),
+             .where(Problem.key.in_(keys), Device.name == device_name, BestConfig.provisional.is_(False),
                     Measurement.backend == "gpu", Measurement.predicted.is_(False), Measurement.status == "ok",
                     Measurement.config_id == BestConfig.config_id, KernelVersion.direction == direction, current)
              .order_by(BestConfig.time_ms, BestConfig.id).limit(1))
