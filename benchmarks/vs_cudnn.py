@@ -26,6 +26,7 @@ with ``--math tf32``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -49,7 +50,7 @@ from convtune.kernels.registry import get_spec, specs_for
 from convtune.kernels.timing import L2Flusher, rotation, time_launches
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
-from convtune.tuner.efficiency import family_choice, floor_time_s
+from convtune.tuner.efficiency import compute_ceiling, family_choice, floor_time_s
 
 FAMILIES = ("direct", "winograd", "winograd_unfused")
 
@@ -217,7 +218,7 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
                  "rel_error": best_row["rel_error"]},
         "cudnn_ms": cudnn, "speedup_vs_cudnn_fp32": cudnn["fp32"] / best_ms, "baseline": baseline,
         "speedup_vs_baseline": cudnn[baseline] / best_ms, "cudnn_rel_error": cudnn_error(ops, problem),
-        "pct_of_compute_ceiling": 100 * problem.flops / best_s / machine.fp32_peak_flops_per_s,
+        "pct_of_compute_ceiling": 100 * problem.flops / best_s / compute_ceiling(machine, problem.precision),
         "floor_ms": floor_s * 1e3, "efficiency": floor_s / best_s, "bound_bytes": lb.bytes,
         "bound_binding_term": lb.binding_term, "final_medians_ms": {k: v for v, k in final},
         "family_best_ms": family_best, "family_choice": family_choice(problem, machine),
@@ -330,8 +331,9 @@ def main() -> int:
     if args.families is None:
         args.families = ["igemm"] if tf32 else list(FAMILIES)
     bandwidth, peak = measure_copy_bandwidth(), measure_fp32_peak()
-    class_peak = measure_fp32_peak(tf32=True) if tf32 else peak
-    machine = MachineModel.from_device().with_ceilings(bandwidth, class_peak, "measured in this run")
+    machine = MachineModel.from_device().with_ceilings(bandwidth, peak, "measured in this run")
+    machine = dataclasses.replace(machine, tf32_peak_flops_per_s=measure_fp32_peak(tf32=True)) if tf32 else machine
+    class_peak = machine.tf32_peak_flops_per_s if tf32 else peak
     entries = [e for e in json.loads(Path(args.suite).read_text())["conv2d"] if not args.only or e["name"] in args.only]
     problems = [ConvProblem.from_mapping(e).replace(math=args.math) for e in entries]
     with ProcessPoolExecutor(max_workers=min(len(problems), args.jobs) or 1) as pool:  # planning is pure Python

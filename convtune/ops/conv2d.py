@@ -1,4 +1,4 @@
-"""Operator API: ``conv2d(x, w, ..., algorithm="auto"|"direct"|"winograd")`` on CuPy arrays or torch CUDA tensors.
+"""Operator API: ``conv2d(x, w, ..., algorithm="auto"|"direct"|"winograd"|"igemm")`` on CuPy arrays or torch CUDA tensors.
 
 The call path (docs/design.md): one runner per *call signature* — the types, shapes, strides, dtypes and devices
 of x and w, stride, padding, dilation, config, algorithm, ``cache_filters`` and ``math`` (the precision class: a
@@ -43,7 +43,7 @@ from convtune.problem import MATH_MODES, ConvProblem
 __all__ = ["ALGORITHMS", "check_math", "clear_caches", "clear_filter_cache", "conv2d", "device_machine",
            "filter_cache_size", "model_choice", "on_clear", "problem_for", "runner"]
 
-ALGORITHMS = ("auto", "direct", "winograd")
+ALGORITHMS = ("auto", "direct", "winograd", "igemm")
 CALL_CACHE_ENTRIES = 4096
 CUPY_FILTER_CACHE_ENTRIES = 64
 _ALIGN_MASK = OPERAND_ALIGN_BYTES - 1
@@ -153,7 +153,7 @@ def _specs(problem: ConvProblem, algorithm: str) -> list[KernelSpec]:
     specs = [s for s in specs_for(problem) if algorithm == "auto" or s.algorithm == algorithm]
     if not specs:
         raise InvalidInput("algorithm", f"{algorithm} cannot run {problem.key()} (Winograd needs 3×3 filters, "
-                                        "stride 1, dilation 1)")
+                                        "stride 1, dilation 1; igemm needs math='tf32')")
     return specs
 
 
@@ -198,7 +198,7 @@ def _prepare_call(x: Any, w: Any, stride: Any, padding: Any, dilation: Any, conf
     machine = device_machine(device)
     cfg = resolve_config(problem, machine, config, algorithm)
     spec = get_spec(cfg.family, cfg.direction)
-    if spec.direction != "fwd" or not spec.supports(problem) or spec.algorithm not in ("direct", "winograd"):
+    if spec.direction != "fwd" or not spec.supports(problem) or spec.algorithm not in ALGORITHMS[1:]:
         raise InvalidConfig("config", f"{cfg.key()} is not a dense forward configuration for {problem.key()}")
     prepared = prepare_plan(spec.plan(problem, cfg, machine), device)
     _array_kinds[type(x)] = _array_kinds[type(w)] = kind
@@ -250,8 +250,9 @@ def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
         stride, padding, dilation: int or (h, w) pair.
         config: a configuration of any registered dense family (or its key string); None for the resolver's
             (the tuning database's best GPU-measured config, else the models' fastest).
-        algorithm: "auto" (every family that can run the problem), "direct", or "winograd" (fused kernel
-            and unfused path; 3×3, stride 1, dilation 1). Ignored when ``config`` is given.
+        algorithm: "auto" (every family that can run the problem), "direct", "winograd" (fused kernel
+            and unfused path; 3×3, stride 1, dilation 1) or "igemm" (tensor cores; ``math="tf32"`` only). Ignored
+            when ``config`` is given.
         cache_filters: also cache prepared filters of a CuPy ``w`` (the caller promises not to modify it in
             place; torch weights are always cached, keyed by their version counter).
         math: the precision class: None or ``"ieee"`` (strict fp32, the default of this function) or ``"tf32"``

@@ -2,7 +2,9 @@
 
 Per variant of a family's algorithm (docs/bounds.md §11), on one ceiling set (compute peak, DRAM bandwidth):
 
-- **compute** = FLOPs / fp32 peak. Direct FLOPs count only MACs that read real input (padding taps are free);
+- **compute** = FLOPs / the precision class's compute ceiling (:func:`compute_ceiling`: the fp32 peak for strict
+  float32 problems; the TF32 tensor-core peak for ``math="tf32"`` problems, since any family may serve them).
+  Direct FLOPs count only MACs that read real input (padding taps are free);
   Winograd FLOPs are its α² multiplications per tile and channel pair, per F(m);
 - **memory (DRAM)** = the variant's I/O lower bound at S = the L2 capacity + every SM's fast memory (all that
   sits above DRAM), bytes / DRAM (copy) bandwidth;
@@ -31,9 +33,28 @@ BINDINGS = ("compute", "memory (DRAM)", "memory (on-chip)", "launch")
 PARTITION_ALGORITHMS = ("direct", "depthwise")
 
 
-def floor_terms(flops: float, dram_bytes: float, onchip_bytes: float, machine: MachineModel) -> dict[str, Any]:
-    """The four floor terms (seconds) on ``machine``'s ceilings, their max and what binds."""
-    terms = {"compute": flops / machine.fp32_peak_flops_per_s,
+#: Dense TF32 tensor-core peak : fp32 FMA peak assumed where a machine knows neither its measured nor its datasheet
+#: TF32 figure: 8 (A100 156 : 19.5 = 8.0, H100 SXM 494.7 : 66.9 = 7.4). A higher ceiling gives a lower floor, so
+#: the larger ratio keeps the floor a floor.
+TF32_PER_FP32_FALLBACK = 8.0
+
+
+def compute_ceiling(machine: MachineModel, precision: str = "float32") -> float:
+    """FLOP/s no kernel of ``precision``'s class beats on ``machine``: the fp32 peak for float32 (and the 16-bit
+    classes, whose dense kernels are the fp32 ones today); for tf32 the TF32 peak, else its datasheet figure, else
+    :data:`TF32_PER_FP32_FALLBACK` × the fp32 peak."""
+    if precision != "tf32":
+        return machine.fp32_peak_flops_per_s
+    for peak in (machine.tf32_peak_flops_per_s, machine.datasheet_tf32_flops_per_s):
+        if peak > 0:
+            return peak
+    return TF32_PER_FP32_FALLBACK * machine.fp32_peak_flops_per_s
+
+
+def floor_terms(flops: float, dram_bytes: float, onchip_bytes: float, machine: MachineModel,
+                precision: str = "float32") -> dict[str, Any]:
+    """The four floor terms (seconds) on ``machine``'s ceilings (compute: ``precision``'s), their max and what binds."""
+    terms = {"compute": flops / compute_ceiling(machine, precision),
              "memory (DRAM)": dram_bytes / machine.copy_bandwidth_bytes_per_s,
              "memory (on-chip)": onchip_bytes / machine.l2_bandwidth_bytes_per_s
              if machine.l2_bandwidth_bytes_per_s > 0 else 0.0,
@@ -70,8 +91,8 @@ def floors(problem: ConvProblem, machine: MachineModel, spec: KernelSpec) -> lis
     for variant, flops, words in spec.floor_work(problem, s_l2):
         dram_bytes = words * word
         onchip_bytes = max(onchip.get(variant, 0.0), partition) * word
-        m = floor_terms(flops, dram_bytes, onchip_bytes, machine)
-        d = floor_terms(flops, dram_bytes, onchip_bytes, sheet)
+        m = floor_terms(flops, dram_bytes, onchip_bytes, machine, problem.precision)
+        d = floor_terms(flops, dram_bytes, onchip_bytes, sheet, problem.precision)
         out.append({"variant": variant, "flops": flops, "bound_bytes": dram_bytes, "onchip_bound_bytes": onchip_bytes,
                     "floor_s": m["floor_s"], "binding": m["binding"], "launch_bound": m["binding"] == "launch",
                     "compute_s": m["terms_s"]["compute"], "dram_memory_s": m["terms_s"]["memory (DRAM)"],

@@ -1,7 +1,7 @@
 """Tuning a tf32 problem: every family whose ``supports()`` accepts it is searched, its measurements and best rows
 are stored under the tf32 problem's key (the strict problem gets none), a replay table answers it from the strict
-twin's recorded rows (the same strict kernels), and its floors are the strict problem's (same bytes, same
-CUDA-core ceiling for the families that exist today)."""
+twin's recorded rows (the same strict kernels), and its floors have the strict problem's bytes but the TF32
+compute ceiling (any family, the tensor-core one included, may serve it)."""
 
 from __future__ import annotations
 
@@ -64,12 +64,25 @@ def test_a_tf32_row_never_answers_the_strict_problems_tuner_check(sqlite_engine:
     assert not strict.resumed_from_db and strict.measured == 4
 
 
-def test_floors_of_a_tf32_problem_are_the_strict_problems() -> None:
-    from convtune.tuner.efficiency import best_floor, family_choice
+def test_floors_of_a_tf32_problem_use_the_tf32_ceiling() -> None:
+    from convtune.tuner.efficiency import best_floor, compute_ceiling
 
     tf32 = PROBLEM.replace(math="tf32")
+    assert compute_ceiling(H200, "tf32") == H200.tf32_peak_flops_per_s > compute_ceiling(H200, "float32")
     for spec in specs_for(PROBLEM):
-        strict_floor, tf32_floor = best_floor(PROBLEM, H200, spec), best_floor(tf32, H200, spec)
-        assert strict_floor == tf32_floor
-    rows = family_choice(tf32, H200)["floors"]                  # a tensor-core family may add rows of its own
-    assert all(row in rows for row in family_choice(PROBLEM, H200)["floors"])
+        strict, loose = best_floor(PROBLEM, H200, spec), best_floor(tf32, H200, spec)
+        assert loose["bound_bytes"] == strict["bound_bytes"] and loose["flops"] == strict["flops"]
+        assert loose["compute_s"] == pytest.approx(strict["flops"] / H200.tf32_peak_flops_per_s)
+        assert loose["floor_s"] <= strict["floor_s"]          # a higher ceiling: never a higher floor
+        assert loose["datasheet_floor_s"] <= loose["floor_s"]
+
+
+def test_tf32_ceiling_falls_back_to_the_datasheet_then_a_ratio() -> None:
+    import dataclasses
+
+    from convtune.tuner.efficiency import TF32_PER_FP32_FALLBACK, compute_ceiling
+
+    no_measure = dataclasses.replace(H200, tf32_peak_flops_per_s=0.0)
+    assert compute_ceiling(no_measure, "tf32") == H200.datasheet_tf32_flops_per_s
+    unknown = dataclasses.replace(no_measure, datasheet_tf32_flops_per_s=0.0)
+    assert compute_ceiling(unknown, "tf32") == TF32_PER_FP32_FALLBACK * H200.fp32_peak_flops_per_s

@@ -255,3 +255,24 @@ def test_operator_api_runs_an_igemm_config_on_torch_tensors() -> None:
             y = convtune.conv2d(x, w, stride=stride, padding=padding, config=key, math="tf32")
             err = float((y.double() - expected).norm() / expected.norm())
             assert err <= launcher.TOLERANCE, f"{key}: {err:.3e}"
+
+
+@gpu
+def test_torch_op_under_pytorchs_tf32_flag_runs_the_tf32_class() -> None:
+    """``convtune.ops.torch.conv2d`` with ``cudnn.allow_tf32`` on (PyTorch's default) serves a tf32 problem — the
+    model's choice may be the tensor-core family — within the TF32 tolerance; with the flag off, strict fp32."""
+    torch = pytest.importorskip("torch")
+    ct = pytest.importorskip("convtune.ops.torch")
+    g = torch.Generator(device="cuda").manual_seed(11)
+    x = torch.randn(8, 64, 28, 28, device="cuda", generator=g)
+    w = torch.randn(128, 64, 3, 3, device="cuda", generator=g)
+    expected = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
+    saved = torch.backends.cudnn.allow_tf32
+    try:
+        for flag, tol in ((True, launcher.TOLERANCE), (False, 1e-4)):
+            torch.backends.cudnn.allow_tf32 = flag
+            y = ct.conv2d(x, w, None, 1, 1)
+            err = float((y.double() - expected).norm() / expected.norm())
+            assert err <= tol, f"allow_tf32={flag}: {err:.3e}"
+    finally:
+        torch.backends.cudnn.allow_tf32 = saved
