@@ -25,12 +25,18 @@ def fake_kernels(rec: Recorder, pl: Any) -> Any:
     from convtune.kernels.depthwise.conv2d import tiled as plan2d
     from convtune.kernels.depthwise.conv2d import wgrad as plan2d_wgrad
     from convtune.kernels.direct.launcher import DirectFwdPlan
+    from convtune.kernels.igemm.launcher import IgemmFwdPlan
+    from convtune.kernels.pointwise.launcher import PointwiseFwdPlan
     from convtune.kernels.winograd.launcher import WinogradFwdPlan
     from convtune.kernels.winograd.unfused import UnfusedKernels, WinogradUnfusedPlan
 
     reduce = rec.kernel("dw_reduce", 2, 5) if getattr(pl, "needs_reduce", False) else None
     if isinstance(pl, DirectFwdPlan):
         return rec.kernel("direct_fwd", 3, 12)
+    if isinstance(pl, IgemmFwdPlan):
+        return rec.kernel("igemm_fwd", 3, 19)
+    if isinstance(pl, PointwiseFwdPlan):
+        return rec.kernel("pointwise_fwd", 3, 9)
     if isinstance(pl, WinogradFwdPlan):
         return rec.kernel("winograd_fwd", 3, 13)
     if isinstance(pl, WinogradUnfusedPlan):

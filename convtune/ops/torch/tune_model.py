@@ -208,11 +208,26 @@ def _bar(items: Sequence[Any], progress: bool, desc: str) -> Any:
 
 
 # ---- 2a. local tuning ---------------------------------------------------------------------------------------
+#: Search seconds a problem gets at least while the model's wall-clock budget lasts (one trial or two).
+MIN_SEARCH_S = 0.5
+
+
+def search_allowance(remaining_s: float, problems_left: int, overhead_s: float) -> float:
+    """Search seconds for the next problem: an even share of what is left of the model's wall-clock budget, less
+    the per-problem overhead the tuner does not charge to its own ``budget_s`` (pruning, compiling the first
+    candidates; ``overhead_s``: the largest seen so far); 0 when not even :data:`MIN_SEARCH_S` remains."""
+    share = remaining_s / max(1, problems_left) - overhead_s
+    return share if share >= MIN_SEARCH_S else 0.0
+
+
 def tune_problems(problems: list[ConvProblem], budget_s: float, budget_trials: int = 200, patience: int = 60,
                   db: str | None = None, benchmarker: Any = None, device_index: int = 0,
-                  progress: bool = True) -> dict[str, ProblemResult]:
-    """Tune ``problems`` on the local GPU (``budget_s`` split evenly; results stored in ``db``, else the resolver's
-    database, else the default file, which the resolver then reads); one :class:`ProblemResult` per problem key."""
+                  progress: bool = True, clock: Any = time.monotonic) -> dict[str, ProblemResult]:
+    """Tune ``problems`` on the local GPU within ``budget_s`` seconds of wall-clock time in all (each problem an even
+    share of what is left, less the overhead its tuner does not count as search: :func:`search_allowance`); a
+    problem the budget no longer reaches is not tuned (its ops run the model's choice, the note says why). Results
+    are stored in ``db``, else the resolver's database, else the default file, which the resolver then reads; one
+    :class:`ProblemResult` per problem key."""
     from convtune.storage.migrate import upgrade
     from convtune.storage.session import default_database_url, make_engine
     from convtune.tuner.tune import tune as tune_problem
@@ -225,13 +240,21 @@ def tune_problems(problems: list[ConvProblem], budget_s: float, budget_trials: i
         from convtune.tuner.trial_process import SubprocessBenchmarker
 
         benchmarker = SubprocessBenchmarker(factory_kwargs={"device_id": device_index})
-    per_problem_s = budget_s / max(1, len(problems))
+    deadline = clock() + budget_s
+    overhead_s = 0.0
     results: dict[str, ProblemResult] = {}
     try:
-        for problem in _bar(problems, progress, "tuning layers"):
+        for i, problem in enumerate(_bar(problems, progress, "tuning layers")):
+            allowance = search_allowance(deadline - clock(), len(problems) - i, overhead_s)
+            if allowance <= 0:
+                results[problem.key()] = ProblemResult(problem, None, None, None, None, "model",
+                                                       f"not tuned: the model's budget ({budget_s:g} s) ran out")
+                continue
+            started = clock()
             try:
-                r = tune_problem(problem, benchmarker, engine, budget_s=per_problem_s, budget_trials=budget_trials,
+                r = tune_problem(problem, benchmarker, engine, budget_s=allowance, budget_trials=budget_trials,
                                  patience=patience)
+                overhead_s = max(overhead_s, clock() - started - r.search_s)
                 source = "model" if r.predicted else benchmarker.backend
                 results[problem.key()] = ProblemResult(problem, r.best_config, r.time_ms, r.floor_ms, r.efficiency,
                                                        source, r.stop_reason)
@@ -341,7 +364,8 @@ def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | No
     Args:
         model: a module (on the GPU that will run it; converted or not).
         example_inputs: one tensor or a tuple of the forward's positional arguments.
-        budget_s: tuning time for the whole model, split evenly over the distinct problems.
+        budget_s: wall-clock tuning time for the whole model (local tuning: each distinct problem an even share of
+            what is left, pruning and compiling included; a problem it no longer reaches keeps the model's choice).
         url: a running convtune service to queue the problems on instead of tuning here.
         budget_trials, patience: per problem (the tuner's).
         db: the tuning database for local tuning (default: the resolver's, else the default file).

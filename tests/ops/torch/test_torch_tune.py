@@ -172,3 +172,25 @@ def test_cli_tune_model(tmp_path: Path, capsys: pytest.CaptureFixture[str], monk
     assert main(["tune-model", "tiny_models:nothing", "--input-shape", "2,3,10,10", "--device", "cpu"]) == 2
     assert "tiny_models:nothing" in capsys.readouterr().err
     assert main(["tune-model", "tiny_models:make", "--input-shape", "2,x", "--device", "cpu"]) == 2
+
+
+def test_search_allowance_shares_what_is_left_less_the_overhead() -> None:
+    assert tune_model.search_allowance(100.0, 4, 5.0) == pytest.approx(20.0)
+    assert tune_model.search_allowance(100.0, 4, 0.0) == pytest.approx(25.0)
+    assert tune_model.search_allowance(10.0, 4, 2.4) == 0.0          # 0.1 s: below MIN_SEARCH_S, nothing
+    assert tune_model.search_allowance(-1.0, 2, 0.0) == 0.0
+
+
+def test_local_tuning_keeps_the_models_wall_clock_budget(tmp_path: Path) -> None:
+    """Measured on the H200 (a 190 s ResNet-50 budget took 320 s: pruning and compiling are not the tuner's search
+    time): the model's budget is wall-clock, so once pruning/compiling eat it the rest keep the model's choice."""
+    from convtune.tuner.benchmark import ModelBenchmarker
+
+    ticks = iter(range(0, 10_000, 10))        # every clock read advances 10 s: each problem "costs" 20 s of overhead
+    problems = [ConvProblem.parse(f"N=1 C=8 H=12 W=12 K={k} R=3 S=3 pad=1") for k in (8, 16, 24)]
+    results = tune_model.tune_problems(problems, budget_s=45, budget_trials=3, db=f"sqlite:///{tmp_path / 'b.db'}",
+                                       benchmarker=ModelBenchmarker(H200), progress=False,
+                                       clock=lambda: float(next(ticks)))
+    first, *rest = (results[p.key()] for p in problems)
+    assert first.config is not None and first.time_ms > 0
+    assert rest and all(r.config is None and "budget (45 s) ran out" in r.note for r in rest)
