@@ -43,13 +43,12 @@ OPTIMISTIC_L2_BYTES_PER_CLK_PER_SM = 2 * 128
 #: 1.41 GHz, V100 SXM2 1.53 GHz, P100 SXM2 1.48 GHz), so the L2 figure errs high.
 OPTIMISTIC_CLOCK_HZ = 2.0e9
 
-#: The H200's launch floor: a time no kernel launch on the project's H200 is assumed to beat. The smallest kernel
-#: time in the committed H200 results is 4.199 µs (``convtune_kernel_ms`` = 0.00419898 of layer features.15.conv.1.0
-#: in benchmarks/results/delivered_h200/models_mobilenet_v2.json; the replay tables' smallest ``min_ms`` is 31.5 µs,
-#: tests/data/replay_h200_winograd_sweep.json.gz). Half of it is taken, a margin for kernels not measured yet: the
-#: empty-kernel time has not been measured on this host (to do on the next device session), and until it is, this is
-#: a documented assumption, not a measurement. Presets without measurements carry 0 (no launch floor).
-H200_LAUNCH_FLOOR_S = 2.0e-6
+#: The H200's launch floor: a time no kernel launch on the project's H200 beats. Measured (benchmarks/results/
+#: ceilings_h200/device_ceilings.md, 2026-12-01, `python benchmarks/device_ceilings.py`): an empty kernel of one
+#: 32-thread block takes 0.608 µs median, 0.543 µs least, by the CUDA profiler (the clock every kernel table uses);
+#: a one-word store the same. The floor is 0.5 µs, below the least measured. (It replaces an assumed 2.0 µs.)
+#: Presets without measurements carry 0 (no launch floor).
+H200_LAUNCH_FLOOR_S = 0.5e-6
 #: TF32 tensor-core GEMM throughput measured on the project's H200, FLOP/s (docs/design.md, "Measurement protocol";
 #: the shared baseline): the compute ceiling of a family that multiplies on the tensor cores in TF32.
 H200_TF32_PEAK_FLOPS_PER_S = 389e12
