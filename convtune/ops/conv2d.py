@@ -1,4 +1,5 @@
-"""Operator API: ``conv2d(x, w, ..., algorithm="auto"|"direct"|"winograd"|"igemm")`` on CuPy arrays or torch CUDA tensors.
+"""Operator API: ``conv2d(x, w, ..., algorithm="auto"|"direct"|"winograd"|"igemm")`` on CuPy arrays or torch CUDA
+tensors.
 
 The call path (docs/design.md): one runner per *call signature* — the types, shapes, strides, dtypes and devices
 of x and w, stride, padding, dilation, config, algorithm, ``cache_filters`` and ``math`` (the precision class: a
