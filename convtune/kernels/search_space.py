@@ -132,20 +132,27 @@ class SearchSpace:
             raise rule.error(self.values_of(config))
 
 
-def channel_split_rules(channels: int) -> tuple[Rule, Rule]:
-    """The rules of a reduction over ``channels`` input channels in chunks of ``chunk_c``, split across
-    ``splits`` blocks: no more splits than chunks, and no split left without a chunk (5 chunks in 4 splits of 2)."""
+def split_rules(length: int, chunk: str = "chunk_c", extent: str = "C", unit: str = "channel",
+                empty: str = "channels") -> tuple[Rule, Rule]:
+    """The rules of a reduction over ``length`` elements in chunks of the field ``chunk``, split across ``splits``
+    blocks: no more splits than chunks, and no split left without a chunk (5 chunks in 4 splits of 2). ``extent``,
+    ``unit`` and ``empty`` word the messages (the reduction's name, its chunks' noun, what an empty split lacks)."""
 
     def chunks(v: Values) -> int:
-        return -(-channels // v["chunk_c"])
+        return -(-length // v[chunk])
 
-    def splits_used(v: Values) -> int:  # splits of ⌈chunks/splits⌉ chunks each that hold a channel
+    def splits_used(v: Values) -> int:  # splits of ⌈chunks/splits⌉ chunks each that hold an element
         return -(-chunks(v) // -(-chunks(v) // v["splits"]))
 
     return (
-        Rule("splits_chunks", ("chunk_c", "splits"), lambda v: v["splits"] <= chunks(v),
-             lambda v: f"splits={v['splits']} exceeds the {chunks(v)} channel chunks of C={channels}"),
-        Rule("splits_nonempty", ("chunk_c", "splits"), lambda v: splits_used(v) == v["splits"],
-             lambda v: f"splits={v['splits']} leaves a split without channels ({chunks(v)} chunks of "
-                       f"chunk_c={v['chunk_c']}); use splits={splits_used(v)}"),
+        Rule("splits_chunks", (chunk, "splits"), lambda v: v["splits"] <= chunks(v),
+             lambda v: f"splits={v['splits']} exceeds the {chunks(v)} {unit} chunks of {extent}={length}"),
+        Rule("splits_nonempty", (chunk, "splits"), lambda v: splits_used(v) == v["splits"],
+             lambda v: f"splits={v['splits']} leaves a split without {empty} ({chunks(v)} chunks of "
+                       f"{chunk}={v[chunk]}); use splits={splits_used(v)}"),
     )
+
+
+def channel_split_rules(channels: int) -> tuple[Rule, Rule]:
+    """:func:`split_rules` of a reduction over ``channels`` input channels in chunks of ``chunk_c``."""
+    return split_rules(channels)

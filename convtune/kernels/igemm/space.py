@@ -23,7 +23,7 @@ from convtune.kernels.igemm.launcher import (
     reduction_length,
     supports,
 )
-from convtune.kernels.search_space import Rule, SearchSpace, Values
+from convtune.kernels.search_space import Rule, SearchSpace, Values, split_rules
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -55,25 +55,6 @@ def _warp_tile(v: Values) -> tuple[int, int]:
 def _accumulators(v: Values) -> int:
     wm, wn = _warp_tile(v)
     return 4 * (wm // MMA_M) * (wn // MMA_N)
-
-
-def reduction_split_rules(length: int) -> tuple[Rule, Rule]:
-    """A reduction of ``length`` elements in chunks of ``tile_k`` over ``splits`` blocks: no more splits than
-    chunks, and no split left without a chunk."""
-
-    def chunks(v: Values) -> int:
-        return -(-length // v["tile_k"])
-
-    def splits_used(v: Values) -> int:
-        return -(-chunks(v) // -(-chunks(v) // v["splits"]))
-
-    return (
-        Rule("splits_chunks", ("tile_k", "splits"), lambda v: v["splits"] <= chunks(v),
-             lambda v: f"splits={v['splits']} exceeds the {chunks(v)} reduction chunks of C·R·S={length}"),
-        Rule("splits_nonempty", ("tile_k", "splits"), lambda v: splits_used(v) == v["splits"],
-             lambda v: f"splits={v['splits']} leaves a split without work ({chunks(v)} chunks of "
-                       f"tile_k={v['tile_k']}); use splits={splits_used(v)}"),
-    )
 
 
 @cache
@@ -115,7 +96,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
              lambda v: f"{v['tile_k'] * v['tile_m'] // _threads(v)} A copies per thread and chunk exceed "
                        f"{MAX_A_COPIES}", field="tile_k"),
         Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 5, "stages={stages}: allowed 2..5"),
-        *reduction_split_rules(reduction_length(p)),
+        *split_rules(reduction_length(p), chunk="tile_k", extent="C·R·S", unit="reduction", empty="work"),
     )
     prune = [
         Rule("tile_m_extent", ("tile_m",), lambda v: v["tile_m"] <= max_m, f"tile_m={{tile_m}} exceeds {max_m}"),
