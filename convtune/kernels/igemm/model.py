@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from convtune.kernels.igemm.launcher import IgemmFwdPlan, reduction_length, total_traffic_words
+from convtune.kernels.igemm.launcher import WARP, IgemmFwdPlan, reduction_length, total_traffic_words
 from convtune.kernels.launch_geometry import resident_blocks
 from convtune.machine import MachineModel
 
@@ -63,7 +63,7 @@ def predict(pl: IgemmFwdPlan, machine: MachineModel) -> IgemmPrediction:
         return IgemmPrediction(math.inf, math.inf, math.inf, math.inf, 0, eff)
     p = pl.problem
     mi, ni = c.mma_tiles
-    warps = c.threads // WARP_SIZE
+    warps = c.threads // WARP
     k8 = c.tile_k // 8
     fragments = 4 * mi + 2 * ni
     tensor_clk = warps * k8 * mi * ni / MMA_PER_CLK
@@ -80,5 +80,3 @@ def predict(pl: IgemmFwdPlan, machine: MachineModel) -> IgemmPrediction:
     time_s = max(tensor_s, l2_s, dram_s) + atomics_s + LAUNCH_OVERHEAD_S
     return IgemmPrediction(time_s, tensor_s, l2_s, dram_s, bps, eff)
 
-
-WARP_SIZE = 32
