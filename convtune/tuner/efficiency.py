@@ -43,12 +43,13 @@ def compute_ceiling(machine: MachineModel, precision: str = "float32") -> float:
     """FLOP/s no kernel of ``precision``'s class beats on ``machine``: the fp32 peak for float32 (and the 16-bit
     classes, whose dense kernels are the fp32 ones today); for tf32 the TF32 peak, else its datasheet figure, else
     :data:`TF32_PER_FP32_FALLBACK` × the fp32 peak."""
+    fp32 = machine.peak_flops_per_s("fp32")
     if precision != "tf32":
-        return machine.fp32_peak_flops_per_s
-    for peak in (machine.tf32_peak_flops_per_s, machine.datasheet_tf32_flops_per_s):
+        return fp32
+    for peak in (machine.peak_flops_per_s("tf32"), machine.datasheet_tf32_flops_per_s):
         if peak > 0:
             return peak
-    return TF32_PER_FP32_FALLBACK * machine.fp32_peak_flops_per_s
+    return TF32_PER_FP32_FALLBACK * fp32
 
 
 def floor_terms(flops: float, dram_bytes: float, onchip_bytes: float, machine: MachineModel,
