@@ -24,6 +24,7 @@ from pathlib import Path
 
 import cupy as cp
 import torch
+from vs_cudnn import measure_copy_bandwidth  # benchmarks/ is on sys.path when this runs as a script
 
 from convtune.kernels.timing import time_launches
 
@@ -40,13 +41,6 @@ def gemm_peak(dtype: torch.dtype, tf32: bool, n: int = 8192) -> float:
     timing = time_launches(lambda _i: torch.mm(a, b), warmup=3, reps=15)
     torch.backends.cuda.matmul.allow_tf32 = False
     return 2 * n**3 / (timing.median_ms * 1e-3)
-
-
-def copy_bandwidth(nbytes: int = 2 << 30) -> float:
-    src = cp.empty(nbytes // 4, dtype=cp.float32)
-    dst = cp.empty_like(src)
-    timing = time_launches(lambda _i: dst.__setitem__(Ellipsis, src), warmup=2, reps=10)
-    return 2 * nbytes / (timing.median_ms * 1e-3)
 
 
 def profiler_kernel_us(fn, calls: int = 200) -> list[float]:
@@ -106,7 +100,8 @@ def main() -> int:
     peaks = {"float32": gemm_peak(torch.float32, False), "tf32": gemm_peak(torch.float32, True),
              "bfloat16": gemm_peak(torch.bfloat16, False), "float16": gemm_peak(torch.float16, False)}
     report = {"device": torch.cuda.get_device_name(), "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-              "torch": torch.__version__, "cuda": torch.version.cuda, "copy_bandwidth_bytes_per_s": copy_bandwidth(),
+              "torch": torch.__version__, "cuda": torch.version.cuda,
+              "copy_bandwidth_bytes_per_s": measure_copy_bandwidth(),
               "gemm_peak_flops_per_s": peaks, "launch": launch}
     (out / "device_ceilings.json").write_text(json.dumps(report, indent=1))
     lines = [f"# Ceilings and launch floor — {report['device']}", "",
