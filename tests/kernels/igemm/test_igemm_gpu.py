@@ -105,8 +105,7 @@ def _cases() -> list[Any]:
             problem = _random_problem(rng, config)
             if problem is None:
                 continue
-            marks: list[Any] = []
-            cases.append(pytest.param(problem, config, id=f"{name}-{made}", marks=[gpu, *marks]))
+            cases.append(pytest.param(problem, config, id=f"{name}-{made}", marks=[gpu]))
             made += 1
     return cases
 
