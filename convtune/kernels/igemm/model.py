@@ -38,7 +38,7 @@ LAUNCH_OVERHEAD_S = 3e-6
 @dataclass(frozen=True, slots=True)
 class IgemmPrediction:
     time_s: float
-    tensor_s: float
+    sm_s: float
     l2_s: float
     dram_s: float
     resident_blocks: int
@@ -72,11 +72,11 @@ def predict(pl: IgemmFwdPlan, machine: MachineModel) -> IgemmPrediction:
     latency = min(1.0, bps * warps / 8) ** 0.5
     block_clk = pl.chunks_per_split * max(tensor_clk, smem_clk, issue_clk) / latency
     waves = -(-pl.blocks // (bps * machine.sm_count))
-    tensor_s = waves * bps * block_clk / SM_CLOCK_HZ
+    sm_s = waves * bps * block_clk / SM_CLOCK_HZ
     l2_bw = L2_FRACTION * (machine.l2_bandwidth_bytes_per_s or 10 * machine.copy_bandwidth_bytes_per_s)
     l2_s = 4 * total_traffic_words(pl) / l2_bw
     dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
     atomics_s = (4 * p.output_elements * c.splits / machine.copy_bandwidth_bytes_per_s) if c.splits > 1 else 0.0
-    time_s = max(tensor_s, l2_s, dram_s) + atomics_s + LAUNCH_OVERHEAD_S
-    return IgemmPrediction(time_s, tensor_s, l2_s, dram_s, bps, eff)
+    time_s = max(sm_s, l2_s, dram_s) + atomics_s + LAUNCH_OVERHEAD_S
+    return IgemmPrediction(time_s, sm_s, l2_s, dram_s, bps, eff)
 
