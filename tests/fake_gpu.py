@@ -34,7 +34,7 @@ def fake_kernels(rec: Recorder, pl: Any) -> Any:
     if isinstance(pl, DirectFwdPlan):
         return rec.kernel("direct_fwd", 3, 12)
     if isinstance(pl, IgemmFwdPlan):
-        return rec.kernel("igemm_fwd", 3, 19)
+        return rec.kernel("igemm_fwd", 3, 15)
     if isinstance(pl, PointwiseFwdPlan):
         return rec.kernel("pointwise_fwd", 3, 9)
     if isinstance(pl, WinogradFwdPlan):
@@ -66,6 +66,7 @@ def install_fake_gpu(monkeypatch: Any) -> Recorder:
 
     from convtune.kernels import devices, prepared
     from convtune.kernels.direct import launcher as direct
+    from convtune.kernels.igemm import launcher as igemm
     from convtune.kernels.winograd import filters as wino_filters
     from convtune.ops import conv2d, resolver
     from convtune.ops.torch import dense
@@ -89,6 +90,8 @@ def install_fake_gpu(monkeypatch: Any) -> Recorder:
     pack = rec.kernel("direct_pack_weights", 2, 3)
     transform = rec.kernel("winograd_filter", 2, 4)
     monkeypatch.setattr(direct, "load_kernel", lambda *a, **k: pack)
+    igemm_pack = rec.kernel("igemm_pack", 2, 10)
+    monkeypatch.setattr(igemm, "load_kernel", lambda *a, **k: igemm_pack)
     monkeypatch.setattr(wino_filters, "load_kernel", lambda *a, **k: transform)
     monkeypatch.setattr(conv2d, "torch_stream_getter", lambda torch_module: (lambda index: 0x5EED))
     monkeypatch.setattr(conv2d, "torch_runner", functools.partial(conv2d.torch_runner, device=cpu))

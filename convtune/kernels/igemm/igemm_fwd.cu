@@ -3,26 +3,32 @@
 //   y[n,k,p,q] = sum_{c,r,s} x[n, c, p*SH - PH + r*DH, q*SW - PW + s*DW] * w[k, c, r, s]   (zero outside x)
 //
 // The GEMM: M = N*P*Q output pixels (m = n*P*Q + p*Q + q, all images), N_gemm = K output channels, the reduction
-// index kr = c*R*S + r*S + s over C*R*S. A[m][kr] is gathered from x on the fly (nothing is materialised),
-// B[kr][k] is the direct family's packed weights wpk (C, R, S, Kp): output channels contiguous, zero past K.
+// index kr = c*R*S + r*S + s over KR = C*R*S. A[m][kr] is gathered from x on the fly (nothing is materialised);
+// B[kr][k] comes from the filter operand `filt` that igemm_pack writes once per weight tensor:
+//   * B in mma-fragment order, rounded to TF32: 8 x 8 tiles (kb, nb) over KRp x Kp8 (KRp = KR rounded up to 64,
+//     Kp8 = K rounded up to 8, zero outside), tile (kb, nb) at float ((kb * NB8 + nb) * 64), element
+//     B(kb*8 + t + 4j, nb*8 + g) at ((t*8 + g) * 2 + j) within it: lane (g, t) of an mma reads its b0, b1 as one
+//     8-byte word, the 32 lanes one contiguous 256 bytes;
+//   * after it (float KRp * Kp8), the gather table: one int4 per kr < KRp, {c*H*W + r*DH*W + s*DW, r*DH, s*DW, 0};
+//     rows kr >= KR hold dh = -2^29, so their taps fail the bounds test and read nothing.
+// With the table a gather costs one broadcast 16-byte load per row (every thread of a warp copies the same kr) and
+// two adds and two compares per element, instead of dividing kr by R*S and by S.
 //
-// A block owns BM pixels x BN channels and walks its slice of the reduction in chunks of BK, staged in shared
-// memory by cp.async STAGES deep (the multistage pipeline of CUTLASS's sm80 kernels):
-//   As[BK][BM + 8]  pixels contiguous: a warp's copies of one row read consecutive q of one input row;
-//   Bs[BK][BN + 8]  16-byte copies of wpk rows.
-// The +8 pad makes the fragment reads conflict-free: lane (g = lane/4, t = lane%4) reads row t (or t + 4),
-// column g: bank (8t + g) mod 32 is distinct over the warp whenever BM, BN are multiples of 32.
+// A block owns BM pixels x BN channels and walks its slice of the reduction in chunks of BK (a divisor of 64),
+// staged in shared memory by cp.async STAGES deep (the multistage pipeline of CUTLASS's sm80 kernels):
+//   As: A in fragment order, 16 x 8 (pixels x kr) tiles (kb, mt), tile at ((kb * BM/16 + mt) * 128), element
+//       A(mt*16 + g + 8*mh, kb*8 + t + 4*kh) at ((t*8 + g) * 4 + 2*kh + mh): lane (g, t) reads a0..a3 as one
+//       16-byte word, the warp one contiguous 512 bytes (conflict-free); each 4-byte copy lands at its slot;
+//   Bs: the filter tiles of the chunk, copied 16 bytes at a time in their global order (BK * BN floats).
 // WM x WN warps; a warp owns a (BM/WM) x (BN/WN) tile of mma.sync.m16n8k8 TF32 tiles (MI x NI of them), with the
 // fragment layouts of the PTX ISA (A row-major 16x8: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); B
-// column-major 8x8: b0 (t, g), b1 (t+4, g); C 16x8: c0,c1 (g, 2t..2t+1), c2,c3 (g+8, 2t..2t+1)). Operands are
-// rounded to TF32 (cvt.rna, as cuBLAS and cuDNN round) when read from shared memory.
+// column-major 8x8: b0 (t, g), b1 (t+4, g); C 16x8: c0,c1 (g, 2t..2t+1), c2,c3 (g+8, 2t..2t+1)). A is rounded to
+// TF32 (cvt.rna, as cuBLAS and cuDNN round) when read from shared memory; B was rounded when packed.
 //
-// The gather: each thread copies a fixed pixel column of As (its m, hence n, p, q, fixed for the whole block) and
-// BK*BM/THREADS rows of it per chunk. kr -> (c, r, s) by multiply-high with host-computed magic numbers
-// (floor(kr / RS) = umulhi(kr, rs_magic), exact for kr * RS < 2^32: the plan checks it; divisor 1 is the identity). Padding taps and the
-// ragged edges (m >= M, kr >= C*R*S, k >= Kp) are zero-filled copies that read nothing (cp.async src-size 0).
-// With gridDim.z > 1 the reduction is split across blocks and each adds its tile into y with atomics (y zeroed
-// first): small maps with many channels have too few tiles to fill the GPU.
+// Each thread copies a fixed pixel column of As (its m, hence n, p, q, fixed for the whole block) and BK*BM/THREADS
+// rows of it per chunk. Padding taps and the ragged edges (m >= M, kr >= KR, k >= Kp8) are zero-filled copies that
+// read nothing (cp.async src-size 0). With gridDim.z > 1 the reduction is split across blocks and each adds its tile
+// into y with atomics (y zeroed first): small maps with many channels have too few tiles to fill the GPU.
 #include "common.cuh"
 
 namespace convtune {
@@ -41,23 +47,30 @@ __device__ __forceinline__ void mma_tf32_16x8x8(float* d, const unsigned* a, con
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// Float offset of A(row kl of the chunk, column ml) in a fragment-ordered A stage of BM pixels. Additive in its
+// two arguments' parts (row part + column part), so a thread's copies add compile-time row offsets to one base.
+template <int BM>
+__device__ __forceinline__ int a_row_offset(int kl) {
+  return (kl >> 3) * (BM / 16) * 128 + (kl & 3) * 32 + ((kl >> 2) & 1) * 2;
+}
+__device__ __forceinline__ int a_col_offset(int ml) { return (ml >> 4) * 128 + (ml & 7) * 4 + ((ml >> 3) & 1); }
+
 template <int BM, int BN, int BK, int WM, int WN, int STAGES>
-__device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, const float* __restrict__ wpk,
-                                               float* __restrict__ y, int N, int C, int H, int W, int K, int Kp,
-                                               int P, int Q, int R, int S, int SH, int SW, int PH, int PW, int DH,
-                                               int DW, unsigned rs_magic, unsigned s_magic, int chunks_per_split) {
+__device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, const float* __restrict__ filt,
+                                               float* __restrict__ y, int N, int C, int H, int W, int K, int P,
+                                               int Q, int SH, int SW, int PH, int PW, int KR, int KRp,
+                                               int NB8, int chunks_per_split) {
   constexpr int THREADS = WM * WN * 32;
   constexpr int WTM = BM / WM, WTN = BN / WN;      // warp tile
   constexpr int MI = WTM / 16, NI = WTN / 8;       // mma tiles per warp
-  constexpr int LDA = BM + 8, LDB = BN + 8;        // padded shared-memory rows (floats)
-  constexpr int A_STAGE = BK * LDA, B_STAGE = BK * LDB, STAGE = A_STAGE + B_STAGE;
-  constexpr int A_COPIES = BK * BM / THREADS;      // 4-byte copies of the A tile per thread and chunk
+  constexpr int A_STAGE = BK * BM, B_STAGE = BK * BN, STAGE = A_STAGE + B_STAGE;
+  constexpr int A_COPIES = BK * BM / THREADS;      // 4-byte A-tile copies per thread and chunk
   constexpr int MPT = BM > THREADS ? BM / THREADS : 1;  // pixel columns one thread copies
   constexpr int B_SEGS = BK * BN / 4;              // 16-byte copies of the B tile per chunk
   constexpr int NB = (B_SEGS + THREADS - 1) / THREADS;
-  static_assert(BM % 32 == 0 && BN % 32 == 0, "tiles: multiples of 32 (conflict-free fragment reads)");
+  static_assert(BM % 32 == 0 && BN % 32 == 0, "tiles: multiples of 32");
   static_assert(WTM % 16 == 0 && WTN % 8 == 0, "warp tile: multiples of the 16 x 8 mma tile");
-  static_assert(BK % 8 == 0, "chunk: multiples of the mma's k = 8");
+  static_assert(BK % 8 == 0 && 64 % BK == 0, "chunk: a multiple of the mma's k = 8 dividing 64 (KRp)");
   static_assert(THREADS % BM == 0 || BM % THREADS == 0, "pixel columns map onto threads");
   static_assert(A_COPIES >= 1 && (BK * BM) % THREADS == 0, "every thread copies whole A rows");
   static_assert(STAGES >= 2 && STAGES <= 5, "2..5 pipeline stages");
@@ -66,71 +79,68 @@ __device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, cons
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
+  const int slot = t4 * 8 + g;                     // the lane's word in a fragment-ordered tile
   const int wm0 = (warp % WM) * WTM, wn0 = (warp / WM) * WTN;
-  const int PQ = P * Q, RS = R * S, HW = H * W;
+  const int PQ = P * Q, HW = H * W;
   const int M = N * PQ;
-  const int KR = C * RS;
   const int m0 = blockIdx.x * BM;
   const int n0 = blockIdx.y * BN;
+  const int4* __restrict__ table = reinterpret_cast<const int4*>(filt + static_cast<long long>(KRp) * NB8 * 8);
 
-  // This thread's pixel column(s) of As: input row/col origin and image offset, fixed for the block.
+  // This thread's pixel column(s) of As: input row/col origin and the float of x at (n, 0, origin), fixed for the
+  // block; a tap (c, r, s) of the column reads x[base + table[kr].x] when origin + (dh, dw) lies inside the map.
   constexpr int COL_STEP = THREADS >= BM ? 0 : THREADS;
-  int a_hb[MPT], a_wb[MPT], a_xoff[MPT];
+  constexpr int ROW_STEP = THREADS >= BM ? THREADS / BM : 1;
+  const int a_col0 = THREADS >= BM ? tid % BM : tid;
+  const int a_row0 = THREADS >= BM ? tid / BM : 0;
+  int a_hb[MPT], a_wb[MPT], a_base[MPT];
 #pragma unroll
   for (int j = 0; j < MPT; ++j) {
-    const int mm = (THREADS >= BM ? tid % BM : tid) + j * COL_STEP;
-    const int m = m0 + mm;
+    const int m = m0 + a_col0 + j * COL_STEP;
     if (m < M) {
       const int n = m / PQ, pq = m - n * PQ;
       const int p = pq / Q, q = pq - p * Q;
       a_hb[j] = p * SH - PH;
       a_wb[j] = q * SW - PW;
-      a_xoff[j] = n * C * HW;
+      a_base[j] = n * C * HW + a_hb[j] * W + a_wb[j];
     } else {  // past the last pixel: every tap reads as padding
       a_hb[j] = -(1 << 29);
       a_wb[j] = 0;
-      a_xoff[j] = 0;
+      a_base[j] = 0;
     }
   }
-  const int a_col0 = THREADS >= BM ? tid % BM : tid;
-  const int a_row0 = THREADS >= BM ? tid / BM : 0;
-  constexpr int ROW_STEP = THREADS >= BM ? THREADS / BM : 1;
+  const int a_dst0 = a_row_offset<BM>(a_row0) + a_col_offset(a_col0);
 
   const int chunk0 = blockIdx.z * chunks_per_split;
   const int nchunks = min((KR + BK - 1) / BK - chunk0, chunks_per_split);
   if (nchunks <= 0) return;
 
-  auto load_stage = [&](int slot, int chunk) {
-    float* As = smem + slot * STAGE;
+  auto load_stage = [&](int stage_slot, int chunk) {
+    float* As = smem + stage_slot * STAGE;
     float* Bs = As + A_STAGE;
     const int kr0 = (chunk0 + chunk) * BK;
 #pragma unroll
     for (int i = 0; i < A_COPIES; ++i) {
       const int j = THREADS >= BM ? 0 : i % MPT;            // which pixel column
-      const int row = a_row0 + (THREADS >= BM ? i : i / MPT) * ROW_STEP;
-      const int kr = kr0 + row;
-      // a divisor of 1 has no 32-bit magic number (2^32 + 1): its quotient is the dividend (a uniform branch)
-      const unsigned c = RS == 1 ? static_cast<unsigned>(kr) : __umulhi(static_cast<unsigned>(kr), rs_magic);
-      const int rs = kr - static_cast<int>(c) * RS;
-      const unsigned r = S == 1 ? static_cast<unsigned>(rs) : __umulhi(static_cast<unsigned>(rs), s_magic);
-      const int s = rs - static_cast<int>(r) * S;
-      const int h = a_hb[j] + static_cast<int>(r) * DH;
-      const int w = a_wb[j] + s * DW;
-      const bool ok = kr < KR && static_cast<unsigned>(h) < static_cast<unsigned>(H) &&
+      const int drow = (THREADS >= BM ? i : i / MPT) * ROW_STEP;
+      const int4 tap = __ldg(table + kr0 + a_row0 + drow);
+      const int h = a_hb[j] + tap.y;
+      const int w = a_wb[j] + tap.z;
+      const bool ok = static_cast<unsigned>(h) < static_cast<unsigned>(H) &&
                       static_cast<unsigned>(w) < static_cast<unsigned>(W);
-      const float* src = ok ? x + a_xoff[j] + static_cast<int>(c) * HW + h * W + w : x;
-      cp_async4(As + row * LDA + a_col0 + j * COL_STEP, src, ok);
+      const float* src = ok ? x + (a_base[j] + tap.x) : x;
+      cp_async4(As + a_dst0 + a_row_offset<BM>(drow) + j * (COL_STEP / 16) * 128, src, ok);
     }
+    const int kb0 = kr0 / 8, nb0 = n0 / 8;
 #pragma unroll
     for (int i = 0; i < NB; ++i) {
       const int e = tid + i * THREADS;
       if (B_SEGS % THREADS == 0 || e < B_SEGS) {
-        const int row = e / (BN / 4);
-        const int col = (e - row * (BN / 4)) * 4;
-        const int kr = kr0 + row;
-        const bool ok = kr < KR && n0 + col < Kp;
-        const float* src = ok ? wpk + static_cast<long long>(kr) * Kp + n0 + col : wpk;
-        cp_async16(Bs + row * LDB + col, src, ok);
+        const int tile = e >> 4, within = e & 15;
+        const int lk = tile / (BN / 8), ln = tile - lk * (BN / 8);
+        const bool ok = nb0 + ln < NB8;
+        const float* src = ok ? filt + (static_cast<long long>(kb0 + lk) * NB8 + nb0 + ln) * 64 + within * 4 : filt;
+        cp_async16(Bs + e * 4, src, ok);
       }
     }
   };
@@ -157,21 +167,21 @@ __device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, cons
     const float* As = smem + (it % STAGES) * STAGE;
     const float* Bs = As + A_STAGE;
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += 8) {
+    for (int kb = 0; kb < BK / 8; ++kb) {
       unsigned a[MI][4], b[NI][2];
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
-        const float* ap = As + (kk + t4) * LDA + wm0 + mi * 16 + g;
-        a[mi][0] = to_tf32(ap[0]);
-        a[mi][1] = to_tf32(ap[8]);
-        a[mi][2] = to_tf32(ap[4 * LDA]);
-        a[mi][3] = to_tf32(ap[4 * LDA + 8]);
+        const float4 v = *reinterpret_cast<const float4*>(As + ((kb * (BM / 16) + wm0 / 16 + mi) * 32 + slot) * 4);
+        a[mi][0] = to_tf32(v.x);
+        a[mi][1] = to_tf32(v.y);
+        a[mi][2] = to_tf32(v.z);
+        a[mi][3] = to_tf32(v.w);
       }
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
-        const float* bp = Bs + (kk + t4) * LDB + wn0 + ni * 8 + g;
-        b[ni][0] = to_tf32(bp[0]);
-        b[ni][1] = to_tf32(bp[4 * LDB]);
+        const float2 v = *reinterpret_cast<const float2*>(Bs + ((kb * (BN / 8) + wn0 / 8 + ni) * 32 + slot) * 2);
+        b[ni][0] = __float_as_uint(v.x);
+        b[ni][1] = __float_as_uint(v.y);
       }
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
@@ -210,3 +220,28 @@ __device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, cons
 }
 
 }  // namespace convtune
+
+// The filter operand from w (K, C, R, S): TF32-rounded B tiles in fragment order, then the gather table (layouts
+// above). One thread per output word; KRp * Kp8 + 4 * KRp words in all.
+extern "C" __global__ void igemm_pack(const float* __restrict__ w, float* __restrict__ filt, int K, int KR, int KRp,
+                                      int NB8, int RS, int S, int HW, int W, int DH, int DW) {
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long weights = static_cast<long long>(KRp) * NB8 * 8;   // (KRp/8) x NB8 tiles of 64
+  if (idx < weights) {
+    const int j = static_cast<int>(idx & 1), slot = static_cast<int>((idx >> 1) & 31);
+    const long long tile = idx >> 6;
+    const int nb = static_cast<int>(tile % NB8), kb = static_cast<int>(tile / NB8);
+    const int kr = kb * 8 + (slot >> 3) + 4 * j, k = nb * 8 + (slot & 7);
+    const float v = (kr < KR && k < K) ? w[static_cast<long long>(k) * KR + kr] : 0.0f;
+    filt[idx] = __uint_as_float(convtune::to_tf32(v));
+  } else if (idx < weights + 4LL * KRp && (idx - weights) % 4 == 0) {
+    const int kr = static_cast<int>((idx - weights) / 4);
+    int4 e = make_int4(0, -(1 << 29), 0, 0);
+    if (kr < KR) {
+      const int c = kr / RS, rs = kr - c * RS;
+      const int r = rs / S, s = rs - r * S;
+      e = make_int4(c * HW + r * DH * W + s * DW, r * DH, s * DW, 0);
+    }
+    reinterpret_cast<int4*>(filt + weights)[kr] = e;
+  }
+}

@@ -1,15 +1,19 @@
 """Implicit-GEMM forward on tensor cores (TF32): config, resources, analytic traffic, and the prepared launch.
 
-Shapes (fp32 storage, contiguous): x (N, C, H, W); packed weights wpk (C, R, S, Kp), Kp = ⌈K/4⌉·4 — the direct
-family's layout, shared with it; y (N, K, P, Q). The kernel is one GEMM of M = N·P·Q output pixels × K output
-channels over KR = C·R·S, its A operand gathered from x on the fly (``igemm_fwd.cu`` states the dataflow).
+Shapes (fp32 storage, contiguous): x (N, C, H, W); y (N, K, P, Q); the filter operand ``filt``, made once per
+weight tensor by the ``igemm_pack`` launch: the weights as TF32-rounded B tiles in mma-fragment order over
+KRp × Kp8 (KRp = ⌈C·R·S/64⌉·64, Kp8 = ⌈K/8⌉·8, zero outside), then the gather table (one int4 per reduction row:
+input offset and (dh, dw) of tap (c, r, s)); ``igemm_fwd.cu`` states both layouts and the dataflow. The kernel is
+one GEMM of M = N·P·Q output pixels × K output channels over KR = C·R·S, its A operand gathered from x on the fly.
 Grid: (⌈M/BM⌉, ⌈K/BN⌉, splits); (WM·WN) warps, each owning a (BM/WM) × (BN/WN) tile of 16 × 8 mma tiles.
 
 Global-memory traffic of the dataflow, in words, exactly what the kernel requests (zero-filled padding and tail
-copies read nothing; the weight pre-pack is a one-time cost per weight tensor and is not included)::
+copies read nothing; the filter pack is a one-time cost per weight tensor and is not included). With
+KRc = ⌈KR/BK⌉·BK, the reduction rows the chunks cover (rows past KR are zero in ``filt`` and read)::
 
     input  = ⌈K/BN⌉ · Σ_{n,p,q,c,r,s} [x tap in range] = ⌈K/BN⌉ · macs_nonpad / K
-    weight = ⌈M/BM⌉ · C·R·S · Σ_nt min(BN, Kp − nt·BN)
+    weight = ⌈M/BM⌉ · KRc · Σ_nt min(BN, Kp8 − nt·BN)
+    table  = ⌈M/BM⌉ · ⌈K/BN⌉ · KRc · 4   (each block reads each row's entry; its threads share it through L1)
     output = splits · N·K·P·Q stores (atomic adds when splits > 1) + N·K·P·Q for zeroing y first
 
 Every block gathers its own A tile, so the input term is the non-padding MACs over K, once per channel tile.
@@ -22,9 +26,8 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
+from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.direct import launcher as _direct
 from convtune.kernels.launch_geometry import resident_blocks
 from convtune.kernels.prepared import (
     FilterLayout,
@@ -45,7 +48,10 @@ SOURCE = "igemm_fwd.cu"
 ENTRY = "igemm_fwd"
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 8   # mma.sync.m16n8k8 TF32
-SMEM_PAD = 8                     # floats of padding per shared-memory row (conflict-free fragment reads)
+KR_ALIGN = 64                    # reduction rows of ``filt`` and the table: a multiple of every tile_k
+K_ALIGN = 8                      # output channels of ``filt``: whole 8-wide B tiles
+PACK_ENTRY = "igemm_pack"
+PACK_THREADS = 256
 MIN_COMPUTE_CAPABILITY = (8, 0)  # mma.sync TF32 and cp.async: Ampere and newer
 
 
@@ -84,28 +90,26 @@ def reduction_length(problem: ConvProblem) -> int:
     return problem.C * problem.R * problem.S
 
 
-def division_magic(divisor: int) -> int:
-    """m = ⌊2³²/d⌋ + 1: ⌊k/d⌋ = umulhi(k, m) for every k < 2³²/d (the error k·(m·d − 2³²)/2³² < 1 there).
-
-    d = 1 gives 2³² + 1, which no 32-bit word holds: the kernel takes the dividend itself as the quotient there."""
-    return (1 << 32) // divisor + 1
-
-
-def magic_argument(divisor: int) -> int:
-    """The kernel's ``unsigned`` magic-number argument as the signed 32-bit int the launch packs (same bits);
-    0 for divisor 1 (unused: the kernel's identity branch)."""
-    if divisor == 1:
-        return 0
-    m = division_magic(divisor)
-    return m - (1 << 32) if m >= 1 << 31 else m
-
-
 def supports(problem: ConvProblem) -> bool:
-    """Float32 storage with TF32 arithmetic allowed (``math="tf32"``), groups = 1, not causal; the reduction small
-    enough for the kernel's 32-bit magic division (C·R·S · R·S < 2³²)."""
+    """Float32 storage with TF32 arithmetic allowed (``math="tf32"``), groups = 1, not causal."""
     p = problem
-    return (p.dtype == "float32" and p.math == "tf32" and p.groups == 1 and not p.causal
-            and reduction_length(p) * p.R * p.S < 2**32)
+    return p.dtype == "float32" and p.math == "tf32" and p.groups == 1 and not p.causal
+
+
+def padded_reduction(problem: ConvProblem) -> int:
+    """KRp = ⌈C·R·S/64⌉·64: the reduction rows of the packed weights and the gather table."""
+    return -(-reduction_length(problem) // KR_ALIGN) * KR_ALIGN
+
+
+def padded_channels(problem: ConvProblem) -> int:
+    """Kp8 = ⌈K/8⌉·8: the output channels of the packed weights."""
+    return -(-problem.K // K_ALIGN) * K_ALIGN
+
+
+def filter_words(problem: ConvProblem) -> int:
+    """Words of the filter operand: KRp·Kp8 packed weights + 4·KRp table words."""
+    krp = padded_reduction(problem)
+    return krp * padded_channels(problem) + 4 * krp
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +118,8 @@ class IgemmFwdPlan:
 
     problem: ConvProblem
     config: IgemmFwdConfig
-    kp: int
+    kp8: int
+    krp: int
     m_tiles: int
     n_tiles: int
     chunks_per_split: int
@@ -133,6 +138,11 @@ class IgemmFwdPlan:
     @property
     def threads(self) -> int:
         return self.config.threads
+
+    @property
+    def chunks(self) -> int:
+        """⌈C·R·S / BK⌉ reduction chunks over all splits."""
+        return -(-reduction_length(self.problem) // self.config.tile_k)
 
     @property
     def a_copies(self) -> int:
@@ -158,11 +168,9 @@ class IgemmFwdPlan:
 
 _WRAPPER = """
 extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
-igemm_fwd(const float* __restrict__ x, const float* __restrict__ wpk, float* __restrict__ y, int N, int C, int H,
-          int W, int K, int Kp, int P, int Q, int R, int S, int SH, int SW, int PH, int PW, int DH, int DW,
-          unsigned rs_magic, unsigned s_magic, int chunks_per_split) {{
-  convtune::igemm_fwd_body<{targs}>(x, wpk, y, N, C, H, W, K, Kp, P, Q, R, S, SH, SW, PH, PW, DH, DW, rs_magic,
-                                    s_magic, chunks_per_split);
+igemm_fwd(const float* __restrict__ x, const float* __restrict__ filt, float* __restrict__ y, int N, int C, int H,
+          int W, int K, int P, int Q, int SH, int SW, int PH, int PW, int KR, int KRp, int NB8, int chunks_per_split) {{
+  convtune::igemm_fwd_body<{targs}>(x, filt, y, N, C, H, W, K, P, Q, SH, SW, PH, PW, KR, KRp, NB8, chunks_per_split);
 }}
 """
 
@@ -198,7 +206,7 @@ def derive_plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineMo
     m_tiles, n_tiles = -(-m // c.tile_m), -(-p.K // c.tile_n)
     if m_tiles > 2**31 - 1 or n_tiles > 65535 or c.splits > 65535:
         raise InvalidConfig("tile_m", f"grid ({m_tiles}, {n_tiles}, {c.splits}) exceeds the CUDA grid limits")
-    smem_bytes = 4 * c.stages * c.tile_k * (c.tile_m + c.tile_n + 2 * SMEM_PAD)
+    smem_bytes = 4 * c.stages * c.tile_k * (c.tile_m + c.tile_n)
     regs = regs_estimate(c)
     min_blocks = 1
     if machine is not None:
@@ -211,7 +219,8 @@ def derive_plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineMo
         if regs > machine.max_regs_per_thread:
             raise InvalidConfig("tile_m", f"~{regs} registers per thread exceed {machine.max_regs_per_thread}")
         min_blocks = max(1, min(resident_blocks(c.threads, smem_bytes, regs, machine), 4))
-    return IgemmFwdPlan(p, c, -(-p.K // 4) * 4, m_tiles, n_tiles, per_split, smem_bytes, regs, min_blocks)
+    return IgemmFwdPlan(p, c, padded_channels(p), padded_reduction(p), m_tiles, n_tiles, per_split, smem_bytes, regs,
+                        min_blocks)
 
 
 # ---- analytic traffic ---------------------------------------------------------------------------------
@@ -219,10 +228,12 @@ def traffic_words(pl: IgemmFwdPlan) -> dict[str, int]:
     """Words loaded/stored by the kernel per the formula in the module docstring."""
     p, c = pl.problem, pl.config
     out = p.output_elements
-    weight_cols = sum(min(c.tile_n, pl.kp - nt * c.tile_n) for nt in range(pl.n_tiles))
+    rows = pl.chunks * c.tile_k
+    weight_cols = sum(min(c.tile_n, pl.kp8 - nt * c.tile_n) for nt in range(pl.n_tiles))
     return {
         "input": pl.n_tiles * (p.macs_nonpad // p.K),
-        "weight": pl.m_tiles * reduction_length(p) * weight_cols,
+        "weight": pl.m_tiles * rows * weight_cols,
+        "table": pl.m_tiles * pl.n_tiles * rows * 4,
         "output": out * c.splits + (out if c.splits > 1 else 0),
     }
 
@@ -242,15 +253,34 @@ def compile_plan(pl: IgemmFwdPlan) -> LoadedKernel:
 
 
 def filter_layout(pl: IgemmFwdPlan, device: int) -> FilterLayout:
-    """The direct family's packed layout wpk (C, R, S, Kp) and its packing launch (shared with direct plans)."""
-    return _direct.filter_layout(pl, device)  # type: ignore[arg-type]  # reads only .problem and .kp
+    """The filter operand (packed TF32 B tiles + gather table, module docstring) and its ``igemm_pack`` launch:
+    operands (w, filters). The table depends on the map (H·W, W) and the dilation, so they are part of the key."""
+    p = pl.problem
+    words = filter_words(p)
+
+    def make_prep() -> PreparedLaunch:
+        with driver().use_device(device):
+            pack = load_kernel(_family_source(), PACK_ENTRY)
+        step = Launch(pack, grid3(-(-words // PACK_THREADS)), (PACK_THREADS, 1, 1), 0, pointers(0, 1),
+                      pack_arguments(pl))
+        return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
+                              output_shape=(words,), kind="igemm_pack")
+
+    return FilterLayout(f"igemm TF32 tiles (KRp={pl.krp}, Kp8={pl.kp8}) + gather table", filters_key(pl), words,
+                        make_prep)
+
+
+def pack_arguments(pl: IgemmFwdPlan) -> tuple[int, ...]:
+    """The scalar arguments of ``igemm_pack`` after (w, filt), in its order."""
+    p = pl.problem
+    return (p.K, reduction_length(p), pl.krp, pl.kp8 // K_ALIGN, p.R * p.S, p.S, p.H * p.W, p.W, p.dil_h, p.dil_w)
 
 
 def kernel_arguments(pl: IgemmFwdPlan) -> tuple[int, ...]:
-    """The scalar arguments after (x, wpk, y), in the entry's order."""
+    """The scalar arguments after (x, filt, y), in the entry's order."""
     p = pl.problem
-    return (p.N, p.C, p.H, p.W, p.K, pl.kp, p.P, p.Q, p.R, p.S, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
-            p.dil_h, p.dil_w, magic_argument(p.R * p.S), magic_argument(p.S), pl.chunks_per_split)
+    return (p.N, p.C, p.H, p.W, p.K, p.P, p.Q, p.stride_h, p.stride_w, p.pad_h, p.pad_w, reduction_length(p),
+            pl.krp, pl.kp8 // K_ALIGN, pl.chunks_per_split)
 
 
 def prepare_plan(pl: IgemmFwdPlan, device: int = 0, kernels: LoadedKernel | None = None) -> PreparedLaunch:
@@ -268,14 +298,15 @@ def prepare_plan(pl: IgemmFwdPlan, device: int = 0, kernels: LoadedKernel | None
                           filters=filter_layout(pl, device), output_shape=(p.N, p.K, p.P, p.Q))
 
 
-def launch(pl: IgemmFwdPlan, kernel: LoadedKernel, x: Any, wpk: Any, y: Any, stream: Any | None = None) -> None:
-    """Run the kernel on contiguous float32 CuPy arrays; allocates nothing (zeroes y first when split).
+def launch(pl: IgemmFwdPlan, kernel: LoadedKernel, x: Any, filt: Any, y: Any, stream: Any | None = None) -> None:
+    """Run the kernel on contiguous float32 CuPy arrays (``filt`` from :func:`prepare_filters`); allocates nothing
+    (zeroes y first when split).
 
     Raises:
         LaunchError: the launch failed.
     """
     prepared = cached_prepared(pl, kernel, prepare_plan)
-    prepared((data_pointer(x), data_pointer(wpk), data_pointer(y)), stream_pointer(stream))
+    prepared((data_pointer(x), data_pointer(filt), data_pointer(y)), stream_pointer(stream))
 
 
 # ---- the launcher protocol every family provides (registry.KernelSpec.launcher) ------------------------
@@ -287,13 +318,19 @@ TOLERANCE = 3e-3
 
 
 def prepare_filters(pl: IgemmFwdPlan, w: Any) -> Any:
-    """The filter operand ``launch`` takes: w packed to (C, R, S, Kp), as the direct family packs it."""
-    return _direct.pack_weights(w)
+    """The filter operand ``launch`` takes, from w (K, C, R, S) float32 CuPy on the current device and stream."""
+    cp = cupy_module()
+    out = cp.empty(filter_words(pl.problem), dtype=cp.float32)
+    src = cp.ascontiguousarray(w)
+    device = cp.cuda.Device().id
+    filter_layout(pl, device).prep((data_pointer(src), data_pointer(out)), cp.cuda.get_current_stream().ptr)
+    return out
 
 
-def filters_key(pl: IgemmFwdPlan) -> tuple[str, ...]:
-    """Plans with equal keys share one :func:`prepare_filters` result: the direct family's packing."""
-    return ("direct",)
+def filters_key(pl: IgemmFwdPlan) -> tuple[Any, ...]:
+    """Plans with equal keys share one :func:`prepare_filters` result: same map and dilation (the table)."""
+    p = pl.problem
+    return ("igemm", p.H * p.W, p.W, p.dil_h, p.dil_w)
 
 
 def tolerance(pl: IgemmFwdPlan) -> float:

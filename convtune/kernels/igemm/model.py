@@ -5,10 +5,12 @@ predicted time = max(SM time, L2 traffic time, DRAM compulsory time) + split ato
 * SM time: waves = ⌈blocks / (resident blocks · SMs)⌉, each costing ``resident`` blocks' cycles on one SM at
   ``SM_CLOCK_HZ``, where a block's cycles per reduction chunk are the largest of three pipes:
   - tensor: warps · (BK/8) · MI·NI mma.sync m16n8k8 at ``MMA_PER_CLK`` per SM,
-  - shared memory: warps · (BK/8) · (4·MI + 2·NI) fragment wavefronts + BK·(BM+BN)/32 copy wavefronts, one per
-    clock (32 banks × 4 B),
-  - issue: warps · (A copies · 14 + B copies · 6 + (BK/8) · (2·(4·MI + 2·NI) + MI·NI)) instructions at 4 per clock
-    (the gather's address math, the fragment loads and their TF32 rounding, the mma);
+  - shared memory: warps · (BK/8) · (4·MI + 2·NI) fragment wavefronts (a 16-byte A and an 8-byte B fragment load
+    per tile) + 2·BK·BM/32 A copy wavefronts (the fragment-ordered stage takes a warp's 32 pixels in two) +
+    BK·BN/32 B copy wavefronts, one per clock (32 banks × 4 B),
+  - issue: warps · (A copies · 8 + B copies · 6 + (BK/8) · (5·MI + NI + MI·NI)) instructions at 4 per clock
+    (the table-driven gather: load, two adds, two compares, address, copy; the fragment loads, A's TF32 rounding
+    (B is rounded when packed), the mma);
   divided by a latency factor min(1, resident warps / 8)^½ for SMs with too few warps to hide latencies;
 * L2 time: the words the kernel requests (:func:`~convtune.kernels.igemm.launcher.traffic_words`) at the L2 read
   bandwidth, ``L2_FRACTION`` of the optimistic L2 figure;
@@ -65,10 +67,9 @@ def predict(pl: IgemmFwdPlan, machine: MachineModel) -> IgemmPrediction:
     mi, ni = c.mma_tiles
     warps = c.threads // WARP
     k8 = c.tile_k // 8
-    fragments = 4 * mi + 2 * ni
     tensor_clk = warps * k8 * mi * ni / MMA_PER_CLK
-    smem_clk = warps * k8 * fragments + c.tile_k * (c.tile_m + c.tile_n) / 32
-    issue_clk = warps * (pl.a_copies * 14 + pl.b_copies * 6 + k8 * (2 * fragments + mi * ni)) / ISSUE_PER_CLK
+    smem_clk = warps * k8 * (4 * mi + 2 * ni) + c.tile_k * (2 * c.tile_m + c.tile_n) / 32
+    issue_clk = warps * (pl.a_copies * 8 + pl.b_copies * 6 + k8 * (5 * mi + ni + mi * ni)) / ISSUE_PER_CLK
     latency = min(1.0, bps * warps / 8) ** 0.5
     block_clk = pl.chunks_per_split * max(tensor_clk, smem_clk, issue_clk) / latency
     waves = -(-pl.blocks // (bps * machine.sm_count))

@@ -1,9 +1,10 @@
 """The configuration space of the implicit-GEMM tensor-core forward kernel for one problem and machine.
 
-Values: block tiles BM, BN ∈ {32, 64, 128, 256}, BK ∈ {8, 16, 32}, warps 1..4 along each axis, 2..5 stages,
-splits 1..16. The kernel's rules (``plan`` enforces them): warp tiles multiples of the 16 × 8 mma tile and at
-most 64 channels wide, 64..256 threads, ≤ 128 accumulators per thread, every thread copying whole A rows, no
-split without chunks. The search's pruning rules: tiles no larger than the next power of two of the extent they
+Values: block tiles BM, BN ∈ {32, 64, 128, 256}, BK ∈ {8, 16, 32} (the kernel takes 8, 16, 32 or 64: divisors of
+the packed filters' 64-row padding), warps 1..4 along each axis, 2..5 stages, splits 1..16. The kernel's rules
+(``plan`` enforces them): warp tiles multiples of the 16 × 8 mma tile and at most 64 channels wide, 64..256
+threads, ≤ 128 accumulators per thread (and then tile_k ≤ 16), every thread copying whole A rows, no split
+without chunks. The search's pruning rules: tiles no larger than the next power of two of the extent they
 cover (M = N·P·Q pixels, K channels), and with a machine no split of a grid that already fills every SM twice.
 """
 
@@ -37,7 +38,10 @@ MAX_ACCUMULATORS = 128   # fp32 accumulators per thread: more leave too few regi
 #: Channels of one warp's tile: 16 × 128 (NI = 16 mma tiles, 32 B-fragment registers) spills under ptxas (CUDA 13,
 #: sm_90: 255 registers + 8 B stack at tile_k = 32); tiles up to 64 channels (and 128 pixels) compile clean.
 MAX_WARP_TILE_N = 64
-MAX_A_COPIES = 32        # 4-byte gathers per thread and chunk: each costs ~12 instructions of address math
+#: ptxas (CUDA 13, sm_90) spills 128-accumulator warps whose chunk unrolls four k-steps (tile_k = 32): 128×128
+#: tiles over 2×2 and 1×4 warps spilled 8–16 B in a sample of 120 configs of the space; tile_k ≤ 16 compiled clean.
+DEEP_CHUNK_MAX_TILE_K = 16
+MAX_A_COPIES = 32        # 4-byte gathers per thread and chunk: each costs ~8 instructions and its table entry
 
 
 def _pow2_at_least(n: int) -> int:
@@ -69,8 +73,9 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
              "tile_m={tile_m} must be a multiple of 32 and at most 256"),
         Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] % 32 == 0 and v["tile_n"] <= 256,
              "tile_n={tile_n} must be a multiple of 32 and at most 256"),
-        Rule("tile_k", ("tile_k",), lambda v: v["tile_k"] % 8 == 0 and v["tile_k"] <= 64,
-             "tile_k={tile_k} must be a multiple of 8 and at most 64"),
+        Rule("tile_k", ("tile_k",), lambda v: v["tile_k"] in (8, 16, 32, 64),
+             "tile_k={tile_k} must be 8, 16, 32 or 64 (a multiple of the mma's k = 8 dividing the 64-row padding "
+             "of the packed filters)"),
         Rule("warp_tile_m", ("tile_m", "warps_m"), lambda v: v["tile_m"] % (MMA_M * v["warps_m"]) == 0,
              lambda v: f"tile_m/warps_m = {v['tile_m']}/{v['warps_m']} must be a multiple of {MMA_M}",
              field="warps_m"),
@@ -86,6 +91,10 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
              lambda v: _accumulators(v) <= MAX_ACCUMULATORS,
              lambda v: f"{_accumulators(v)} accumulators per thread exceed {MAX_ACCUMULATORS}: add warps or shrink "
                        f"the tile", field="tile_m"),
+        Rule("deep_chunk", ("tile_m", "tile_n", "warps_m", "warps_n", "tile_k"),
+             lambda v: _accumulators(v) < MAX_ACCUMULATORS or v["tile_k"] <= DEEP_CHUNK_MAX_TILE_K,
+             lambda v: f"{_accumulators(v)} accumulators per thread with tile_k={v['tile_k']} spill: at most "
+                       f"tile_k={DEEP_CHUNK_MAX_TILE_K} with {MAX_ACCUMULATORS}", field="tile_k"),
         Rule("a_rows", ("tile_m", "tile_k", "warps_m", "warps_n"),
              lambda v: (_threads(v) % v["tile_m"] == 0 or v["tile_m"] % _threads(v) == 0)
              and (v["tile_k"] * v["tile_m"]) % _threads(v) == 0,

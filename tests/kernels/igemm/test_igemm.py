@@ -1,8 +1,9 @@
 """The implicit-GEMM tensor-core family without a GPU: which problems it takes, config rules naming the field, the
-traffic formula against a simulation of the kernel's copy loops, a numpy emulation of the kernel's gather (its
-exact index math, shared-memory tiles, fragment and epilogue maps) against a float64 convolution, the magic-number
-division, the space, the registry row, the argument slots of the prepared launch, and the kernel compiled by nvcc
-(no spills, registers within ``__launch_bounds__``) at representative configs."""
+traffic formula against a simulation of the kernel's copy loops, a numpy emulation of the filter pack (fragment-
+ordered B tiles, the gather table) and of the kernel's gather (its exact index math, shared-memory tiles, fragment
+and epilogue maps) against a float64 convolution, the space, the registry row, the argument slots of the prepared
+launches, and the kernel compiled by nvcc (no spills, registers within ``__launch_bounds__``) at representative
+configs."""
 
 from __future__ import annotations
 
@@ -21,10 +22,8 @@ from convtune.kernels.compile import nvcc_available, nvcc_compile
 from convtune.kernels.igemm import launcher
 from convtune.kernels.igemm import space as igemm_space
 from convtune.kernels.igemm.launcher import (
-    SMEM_PAD,
     IgemmFwdConfig,
     IgemmFwdPlan,
-    division_magic,
     supports,
     traffic_words,
 )
@@ -32,7 +31,7 @@ from convtune.kernels.igemm.space import enumerate_plans, plan
 from convtune.kernels.reference import conv2d_reference_for, relative_error
 from convtune.kernels.registry import get_spec, specs_for
 from convtune.machine import MachineModel
-from convtune.problem import MAX_ELEMENTS, ConvProblem
+from convtune.problem import ConvProblem
 
 H200 = MachineModel.preset("h200")
 RESNET_3X3 = "N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 math=tf32"
@@ -57,13 +56,6 @@ def P(text: str) -> ConvProblem:
 def test_supports_only_dense_tf32(problem: ConvProblem, ok: bool) -> None:
     assert supports(problem) is ok
     assert (get_spec("igemm") in specs_for(problem)) is ok
-
-
-def test_supports_stops_where_the_magic_division_would_stop_being_exact() -> None:
-    rs = 11 * 11
-    c_max = (2**32 - 1) // (rs * rs)          # C·R·S · R·S < 2³²
-    at = ConvProblem(N=1, C=c_max, H=1, W=1, K=1, R=11, S=11, pad_h=5, pad_w=5, math="tf32")
-    assert supports(at) and not supports(at.replace(C=c_max + 1))
 
 
 @pytest.mark.parametrize("text", [
@@ -97,7 +89,8 @@ def test_plan_refuses_machines_without_tf32_mma() -> None:
     (IgemmFwdConfig(tile_k=12), "tile_k"),
     (IgemmFwdConfig(stages=6), "stages"),
     (IgemmFwdConfig(stages=1), "stages"),
-    (IgemmFwdConfig(tile_m=256, tile_n=128, tile_k=32, warps_m=4, warps_n=2, stages=5), "stages"),  # 250 KiB smem
+    (IgemmFwdConfig(tile_m=128, tile_n=128, tile_k=64, warps_m=2, warps_n=4, stages=5), "stages"),  # 320 KiB smem
+    (IgemmFwdConfig(tile_m=128, tile_n=128, tile_k=32, warps_m=2, warps_n=2), "tile_k"),  # 128 accumulators, k32
     (IgemmFwdConfig(tile_m=256, tile_n=32, tile_k=32, warps_m=2, warps_n=1), "tile_k"),  # 128 A copies per thread
 ])
 def test_bad_configs_name_the_field(config: IgemmFwdConfig, field: str) -> None:
@@ -121,16 +114,18 @@ def test_a_split_without_work_is_refused() -> None:
 # ---- traffic: the formula against the kernel's copy loops --------------------------------------------------
 def _simulated_traffic(pl: IgemmFwdPlan) -> dict[str, int]:
     """Words the kernel's copies read, walking every block, chunk, thread and copy of ``load_stage``
-    (igemm_fwd.cu): an A copy reads 1 word when m < M, kr < C·R·S and its tap lies inside x; a B copy 4 words
-    when kr < C·R·S and its column < Kp; zero-filled copies read nothing. Output: the epilogue's stores (every
-    split stores its tile; atomics) plus the zeroing of y before a split launch."""
+    (igemm_fwd.cu): an A copy reads 1 word when m < M, kr < C·R·S and its tap lies inside x, and its row's table
+    entry (4 words, counted once per block: the block's threads share it); a B copy 4 words when its 8-wide channel
+    tile starts below Kp8; zero-filled copies read nothing. Output: the epilogue's stores (every split stores its
+    tile; atomics) plus the zeroing of y before a split launch."""
     p, c = pl.problem, pl.config
     threads, bm, bn, bk = c.threads, c.tile_m, c.tile_n, c.tile_k
     m_total, kr_total, pq, rs = p.N * p.P * p.Q, p.C * p.R * p.S, p.P * p.Q, p.R * p.S
     chunks = -(-kr_total // bk)
     mpt = bm // threads if bm > threads else 1
     a_copies, b_segs = bk * bm // threads, bk * bn // 4
-    words = {"input": 0, "weight": 0, "output": 0}
+    words = {"input": 0, "weight": 0, "table": 0, "output": 0}
+    nb8 = pl.kp8 // 8
     for bz in range(c.splits):
         chunk0 = bz * pl.chunks_per_split
         nchunks = min(chunks - chunk0, pl.chunks_per_split)
@@ -138,6 +133,7 @@ def _simulated_traffic(pl: IgemmFwdPlan) -> dict[str, int]:
             for by in range(pl.n_tiles):
                 for chunk in range(max(0, nchunks)):
                     kr0 = (chunk0 + chunk) * bk
+                    table_rows: set[int] = set()
                     for tid in range(threads):
                         for i in range(a_copies):
                             if threads >= bm:
@@ -145,6 +141,7 @@ def _simulated_traffic(pl: IgemmFwdPlan) -> dict[str, int]:
                             else:
                                 mm, row = tid + (i % mpt) * threads, i // mpt
                             m, kr = bx * bm + mm, kr0 + row
+                            table_rows.add(kr)
                             if m >= m_total or kr >= kr_total:
                                 continue
                             op, oq = divmod(m % pq, p.Q)
@@ -158,9 +155,10 @@ def _simulated_traffic(pl: IgemmFwdPlan) -> dict[str, int]:
                             e = tid + i * threads
                             if e >= b_segs:
                                 continue
-                            row, col = divmod(e, bn // 4)
-                            if kr0 + row < kr_total and by * bn + 4 * col < pl.kp:
+                            ln = (e // 16) % (bn // 8)
+                            if by * bn // 8 + ln < nb8:
                                 words["weight"] += 4
+                    words["table"] += 4 * len(table_rows)
     out = p.N * p.K * p.P * p.Q
     words["output"] = out * c.splits + (out if c.splits > 1 else 0)
     return words
@@ -201,13 +199,27 @@ def _umulhi(a: Any, m: int) -> Any:
     return ((au * np.uint64(m & U32)) >> np.uint64(32)).astype(np.int64)
 
 
+def _a_row_offset(kl: Any, bm: int) -> Any:
+    """``a_row_offset<BM>(kl)`` of igemm_fwd.cu: the row part of A(kl, ml)'s float in a fragment-ordered stage."""
+    kl = np.asarray(kl)
+    return (kl >> 3) * (bm // 16) * 128 + (kl & 3) * 32 + ((kl >> 2) & 1) * 2
+
+
+def _a_col_offset(ml: Any) -> Any:
+    """``a_col_offset(ml)``: the column part."""
+    ml = np.asarray(ml)
+    return (ml >> 4) * 128 + (ml & 7) * 4 + ((ml >> 3) & 1)
+
+
 class _Geometry:
     """The config-only maps of one block (igemm_fwd.cu, read index by index):
 
     * ``mm[j, tid]``: the pixel column (within the block) of thread ``tid``'s j-th column origin;
-    * ``a_j[i, tid]``, ``a_row[i, tid]``, ``a_dst[i, tid]``: which column origin, which As row, which shared-memory
-      float (within the A stage) copy i of load_stage writes;
-    * ``b_row[e]``, ``b_col[e]``, ``b_dst[e]``: the B copies (16 bytes each) of every thread;
+    * ``a_j[i, tid]``, ``a_row[i, tid]``, ``a_dst[i, tid]``: which column origin, which A row, which shared-memory
+      float (within the A stage) copy i of load_stage writes, computed as the kernel does (a base plus a
+      compile-time row offset plus the column step);
+    * ``b_lk[e]``, ``b_ln[e]``, ``b_within[e]``: the filter tile (row, column of 8 × 8 tiles in the block) and the
+      16-byte piece of it that B copy e reads; it lands at float 4e of the B stage;
     * ``a_addr[ml, kl]``, ``b_addr[kl, nl]``: the A-stage / B-stage float the mma fragments take as logical
       element A(ml, kl) / B(kl, nl) of the block tile (PTX m16n8k8 .tf32 fragment layouts);
     * ``out_dm[ml, nl]``, ``out_dk[ml, nl]``: the (pixel, channel) offset from (m0, n0) the epilogue stores the
@@ -216,36 +228,33 @@ class _Geometry:
 
     def __init__(self, c: IgemmFwdConfig) -> None:
         threads, bm, bn, bk = c.threads, c.tile_m, c.tile_n, c.tile_k
-        self.lda, self.ldb = bm + SMEM_PAD, bn + SMEM_PAD
-        self.a_stage, self.b_stage = bk * self.lda, bk * self.ldb
+        self.a_stage, self.b_stage = bk * bm, bk * bn
         mpt = bm // threads if bm > threads else 1
         col_step = 0 if threads >= bm else threads
+        row_step = threads // bm if threads >= bm else 1
         a_copies = bk * bm // threads
         tid = np.arange(threads)
         self.mpt = mpt
         self.mm = np.stack([(tid % bm if threads >= bm else tid) + j * col_step for j in range(mpt)])
         a_col0 = tid % bm if threads >= bm else tid
         a_row0 = tid // bm if threads >= bm else np.zeros_like(tid)
-        row_step = threads // bm if threads >= bm else 1
+        a_dst0 = _a_row_offset(a_row0, bm) + _a_col_offset(a_col0)
         self.a_j = np.stack([np.full(threads, 0 if threads >= bm else i % mpt) for i in range(a_copies)])
-        self.a_row = np.stack([a_row0 + (i if threads >= bm else i // mpt) * row_step for i in range(a_copies)])
-        self.a_dst = self.a_row * self.lda + a_col0[None, :] + self.a_j * col_step
-        # every (row < BK, column < BM) of As written once per chunk, no padding column written
-        hits = np.bincount(self.a_dst.ravel(), minlength=self.a_stage).reshape(bk, self.lda)
-        assert (hits[:, :bm] == 1).all() and (hits[:, bm:] == 0).all(), "A copies do not tile As"
+        drow = np.array([(i if threads >= bm else i // mpt) * row_step for i in range(a_copies)])
+        self.a_row = a_row0[None, :] + drow[:, None]
+        self.a_dst = a_dst0[None, :] + _a_row_offset(drow, bm)[:, None] + self.a_j * (col_step // 16) * 128
+        # the kernel's additive shortcut lands every copy where the full formula puts A(row, column)
+        cols = a_col0[None, :] + self.a_j * col_step
+        assert np.array_equal(self.a_dst, _a_row_offset(self.a_row, bm) + _a_col_offset(cols))
+        hits = np.bincount(self.a_dst.ravel(), minlength=self.a_stage)
+        assert hits.size == self.a_stage and (hits == 1).all(), "A copies do not tile the A stage"
         b_segs = bk * bn // 4
         e = np.arange(b_segs)                       # e = tid + i·THREADS over every thread and i < NB
         nb = -(-b_segs // threads)
         assert sorted((t + i * threads) for t in range(threads) for i in range(nb) if t + i * threads < b_segs) \
             == list(range(b_segs))
-        self.b_row, self.b_col = e // (bn // 4), (e % (bn // 4)) * 4
-        self.b_dst = self.b_row * self.ldb + self.b_col
-        hits = np.zeros(self.b_stage, dtype=np.int64)
-        for v in range(4):
-            np.add.at(hits, self.b_dst + v, 1)
-        hits = hits.reshape(bk, self.ldb)
-        assert (hits[:, :bn] == 1).all() and (hits[:, bn:] == 0).all(), "B copies do not tile Bs"
-        assert (self.b_dst % 4 == 0).all() and self.a_stage % 4 == 0 and (self.a_stage + self.b_stage) % 4 == 0
+        tile, self.b_within = e >> 4, e & 15
+        self.b_lk, self.b_ln = tile // (bn // 8), tile % (bn // 8)
         # fragments and accumulators, warp by warp, lane by lane
         wtm, wtn = bm // c.warps_m, bn // c.warps_n
         mi_n, ni_n = wtm // 16, wtn // 8
@@ -257,21 +266,22 @@ class _Geometry:
             wm0, wn0 = (warp % c.warps_m) * wtm, (warp // c.warps_m) * wtn
             for lane in range(32):
                 g, t4 = lane >> 2, lane & 3
-                for kk in range(0, bk, 8):
+                slot = t4 * 8 + g
+                for kb in range(bk // 8):
                     for mi in range(mi_n):
-                        ap = (kk + t4) * self.lda + wm0 + mi * 16 + g
-                        for v, off in enumerate((0, 8, 4 * self.lda, 4 * self.lda + 8)):
+                        ap = ((kb * (bm // 16) + wm0 // 16 + mi) * 32 + slot) * 4     # one 16-byte load
+                        for v in range(4):
                             # a_v holds A(row g + 8·(v & 1), col t + 4·(v >> 1)) of the 16 x 8 tile
-                            ml, kl = wm0 + mi * 16 + g + 8 * (v & 1), kk + t4 + 4 * (v >> 1)
-                            assert self.a_addr[ml, kl] in (-1, ap + off)
-                            self.a_addr[ml, kl] = ap + off
+                            ml, kl = wm0 + mi * 16 + g + 8 * (v & 1), kb * 8 + t4 + 4 * (v >> 1)
+                            assert self.a_addr[ml, kl] in (-1, ap + v)
+                            self.a_addr[ml, kl] = ap + v
                     for ni in range(ni_n):
-                        bp = (kk + t4) * self.ldb + wn0 + ni * 8 + g
-                        for v, off in enumerate((0, 4 * self.ldb)):
+                        bp = ((kb * (bn // 8) + wn0 // 8 + ni) * 32 + slot) * 2      # one 8-byte load
+                        for v in range(2):
                             # b_v holds B(row t + 4·v, col g) of the 8 x 8 tile
-                            kl, nl = kk + t4 + 4 * v, wn0 + ni * 8 + g
-                            assert self.b_addr[kl, nl] in (-1, bp + off)
-                            self.b_addr[kl, nl] = bp + off
+                            kl, nl = kb * 8 + t4 + 4 * v, wn0 + ni * 8 + g
+                            assert self.b_addr[kl, nl] in (-1, bp + v)
+                            self.b_addr[kl, nl] = bp + v
                 for mi in range(mi_n):
                     for ni in range(ni_n):
                         for v in range(4):
@@ -282,8 +292,8 @@ class _Geometry:
                             self.out_dm[ml, nl] = wm0 + mi * 16 + g + half * 8
                             self.out_dk[ml, nl] = wn0 + ni * 8 + 2 * t4 + vv
         assert (self.a_addr >= 0).all() and (self.b_addr >= 0).all() and (self.out_dm >= 0).all()
-        assert ((self.a_addr % self.lda) < bm).all() and (self.a_addr < self.a_stage).all()
-        assert ((self.b_addr % self.ldb) < bn).all() and (self.b_addr < self.b_stage).all()
+        assert np.array_equal(np.sort(self.a_addr.ravel()), np.arange(self.a_stage)), "fragments skip A floats"
+        assert np.array_equal(np.sort(self.b_addr.ravel()), np.arange(self.b_stage)), "fragments skip B floats"
         flat = self.out_dm * bn + self.out_dk
         assert np.array_equal(np.sort(flat.ravel()), np.arange(bm * bn)), "the epilogue does not tile the block"
 
@@ -293,31 +303,43 @@ def _geometry(c: IgemmFwdConfig) -> _Geometry:
     return _Geometry(c)
 
 
-def _pack_weights(w: np.ndarray, kp: int) -> np.ndarray:
-    """The direct family's packed layout wpk (C, R, S, Kp), zero past K (as ``pack_weights`` writes it)."""
-    k, c, r, s = w.shape
-    out = np.zeros((c, r, s, kp))
-    out[..., :k] = w.transpose(1, 2, 3, 0)
-    return out
+def _pack(pl: IgemmFwdPlan, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``igemm_pack`` in numpy, index by index from ``launcher.pack_arguments(pl)`` (float64, not rounded to TF32:
+    the emulation checks placement exactly): the fragment-ordered weight words and the gather table (KRp, 3)."""
+    k_out, kr_total, krp, nb8, rs, s_f, hw, w_in, dh, dw = launcher.pack_arguments(pl)
+    assert krp * nb8 * 8 + 4 * krp == launcher.filter_words(pl.problem)
+    idx = np.arange(krp * nb8 * 8)
+    j, slot, tile = idx & 1, (idx >> 1) & 31, idx >> 6
+    nb, kb = tile % nb8, tile // nb8
+    kr, k = kb * 8 + (slot >> 3) + 4 * j, nb * 8 + (slot & 7)
+    inside = (kr < kr_total) & (k < k_out)
+    w_flat = w.ravel()
+    filt = np.where(inside, w_flat[np.where(inside, k * kr_total + kr, 0)], 0.0)
+    kr = np.arange(krp)
+    c, tap = kr // rs, kr % rs
+    r, s = tap // s_f, tap % s_f
+    table = np.where((kr < kr_total)[:, None], np.stack([c * hw + r * dh * w_in + s * dw, r * dh, s * dw], axis=1),
+                     np.array([0, -(1 << 29), 0]))
+    return filt, table
 
 
-def _emulate(pl: IgemmFwdPlan, x: np.ndarray, wpk: np.ndarray) -> dict[str, np.ndarray]:
+def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarray) -> dict[str, np.ndarray]:
     """Run the kernel's index math in numpy, block by block, chunk by chunk, on float64 data.
 
-    The scalar arguments are ``launcher.kernel_arguments(pl)`` as the kernel reads them (the low 32 bits of each
-    slot: ``int`` or ``unsigned``). Returns y as the epilogue leaves it (NaN-poisoned first when not split), and
-    the implied GEMM operands A (M x chunks·BK) and B (chunks·BK x Kp) assembled from the shared-memory tiles."""
+    The scalar arguments are ``launcher.kernel_arguments(pl)`` as the kernel reads them (32-bit ``int``). Returns y
+    as the epilogue leaves it (NaN-poisoned first when not split), and the implied GEMM operands A (M x chunks·BK)
+    and B (chunks·BK x Kp) assembled from the shared-memory tiles."""
     c = pl.config
-    args = launcher.kernel_arguments(pl)
-    (n_img, ch, h_in, w_in, k_out, kp, p_out, q_out, r_f, s_f, sh, sw, ph, pw, dh, dw, rs_magic, s_magic,
-     chunks_per_split) = args
+    (n_img, ch, h_in, w_in, k_out, p_out, q_out, sh, sw, ph, pw, kr_total, krp, nb8,
+     chunks_per_split) = launcher.kernel_arguments(pl)
     assert (n_img, ch, h_in, w_in, k_out) == (pl.problem.N, pl.problem.C, pl.problem.H, pl.problem.W, pl.problem.K)
     geo = _geometry(c)
     bm, bn, bk = c.tile_m, c.tile_n, c.tile_k
-    pq, rs, hw = p_out * q_out, r_f * s_f, h_in * w_in
-    m_total, kr_total = n_img * pq, ch * rs
+    pq, hw = p_out * q_out, h_in * w_in
+    m_total = n_img * pq
     chunks = -(-kr_total // bk)
-    x_flat, w_flat = x.ravel(), wpk.ravel()
+    assert chunks * bk <= krp == table.shape[0], "a chunk reads past the table"
+    x_flat = x.ravel()
     y = np.full(n_img * k_out * pq, np.nan if c.splits == 1 else 0.0)
     stores = np.zeros(y.size, dtype=np.int64)
     a_full = np.full((pl.m_tiles * bm, chunks * bk), np.nan)
@@ -339,33 +361,28 @@ def _emulate(pl: IgemmFwdPlan, x: np.ndarray, wpk: np.ndarray) -> dict[str, np.n
             oq = rem - op * q_out
             a_hb = np.where(inside, _wrap32(op * sh - ph), -(1 << 29))
             a_wb = np.where(inside, _wrap32(oq * sw - pw), 0)
-            a_xoff = np.where(inside, _wrap32(n * ch * hw), 0)
+            a_base = np.where(inside, _wrap32(n * ch * hw + a_hb * w_in + a_wb), 0)
             tid = np.arange(c.threads)
-            hb, wb, xoff = a_hb[geo.a_j, tid], a_wb[geo.a_j, tid], a_xoff[geo.a_j, tid]   # (i, tid)
+            hb, wb, base = a_hb[geo.a_j, tid], a_wb[geo.a_j, tid], a_base[geo.a_j, tid]   # (i, tid)
             kr = kr0[:, None, None] + geo.a_row[None]                             # (chunk, i, tid)
-            # the kernel's identity branch for a divisor of 1 (no 32-bit magic number exists for it)
-            cc = kr if rs == 1 else _umulhi(kr, rs_magic & U32)
-            tap = _wrap32(kr - cc * rs)
-            r = tap if s_f == 1 else _umulhi(tap, s_magic & U32)
-            s = _wrap32(tap - r * s_f)
-            h = _wrap32(hb + r * dh)
-            w = _wrap32(wb + s * dw)
-            ok = (kr < kr_total) & (h >= 0) & (h < h_in) & (w >= 0) & (w < w_in)  # (unsigned) h < H, w < W
-            src = _wrap32(xoff + cc * hw + h * w_in + w)
+            entry = table[kr]                                                     # (chunk, i, tid, 3)
+            h = _wrap32(hb + entry[..., 1])
+            w = _wrap32(wb + entry[..., 2])
+            ok = (h >= 0) & (h < h_in) & (w >= 0) & (w < w_in)                    # (unsigned) h < H, w < W
+            src = _wrap32(base + entry[..., 0])
             assert ((src[ok] >= 0) & (src[ok] < x_flat.size)).all(), "an A copy reads outside x"
             a_smem = np.zeros((nchunks, geo.a_stage))
             a_smem[:, geo.a_dst.ravel()] = np.where(ok, x_flat[np.where(ok, src, 0)], 0.0).reshape(nchunks, -1)
             a_tile = a_smem[:, geo.a_addr]                                        # (chunk, BM, BK)
             a_full[m0:m0 + bm, chunk0 * bk:(chunk0 + nchunks) * bk] = a_tile.transpose(1, 0, 2).reshape(bm, -1)
             for by in range(pl.n_tiles):
-                n0 = by * bn
-                krb = kr0[:, None] + geo.b_row[None]                              # (chunk, e)
-                okb = (krb < kr_total) & (n0 + geo.b_col[None] < kp)
-                srcb = krb * kp + n0 + geo.b_col[None]                            # long long
-                assert (srcb[okb] % 4 == 0).all() and (srcb[okb] + 3 < w_flat.size).all()
+                n0, nb0 = by * bn, by * bn // 8
+                okb = np.broadcast_to(nb0 + geo.b_ln < nb8, (nchunks, geo.b_ln.size))
+                srcb = ((kr0[:, None] // 8 + geo.b_lk[None]) * nb8 + nb0 + geo.b_ln[None]) * 64 + geo.b_within * 4
+                assert (srcb[okb] + 3 < filt.size).all(), "a B copy reads past the packed weights"
                 b_smem = np.zeros((nchunks, geo.b_stage))
                 for v in range(4):
-                    b_smem[:, geo.b_dst + v] = np.where(okb, w_flat[np.where(okb, srcb + v, 0)], 0.0)
+                    b_smem[:, 4 * np.arange(geo.b_ln.size) + v] = np.where(okb, filt[np.where(okb, srcb + v, 0)], 0.0)
                 b_tile = b_smem[:, geo.b_addr]                                    # (chunk, BK, BN)
                 b_full[chunk0 * bk:(chunk0 + nchunks) * bk, n0:n0 + bn] = b_tile.reshape(-1, bn)
                 acc = np.einsum("cmk,ckn->mn", a_tile, b_tile)                    # logical C of the block
@@ -461,9 +478,10 @@ def _emulation_cases() -> list[Any]:
         P("N=1 C=35 H=7 W=7 K=50 R=3 S=3 stride=2 pad=1 math=tf32"),
         P("N=1 C=40 H=5 W=6 K=40 R=2 S=5 pad_h=1 pad_w=2 math=tf32"),   # non-square, S ≥ 2
         P("N=3 C=1 H=4 W=4 K=3 R=1 S=1 math=tf32"),                 # C·R·S = 1
-        P("N=1 C=6 H=5 W=5 K=7 R=3 S=2 stride=3 pad=2 math=tf32"),  # S = 2: magic 2³¹ + 1 (fits 32 bits)
-        P("N=2 C=5 H=6 W=6 K=8 R=1 S=1 math=tf32"),                 # 1×1: R·S = 1, the identity branch
-        P("N=1 C=4 H=7 W=5 K=6 R=3 S=1 pad_h=1 math=tf32"),         # 3×1: S = 1, the identity branch
+        P("N=1 C=6 H=5 W=5 K=7 R=3 S=2 stride=3 pad=2 math=tf32"),  # S = 2
+        P("N=2 C=5 H=6 W=6 K=8 R=1 S=1 math=tf32"),                 # 1×1: R·S = 1
+        P("N=1 C=4 H=7 W=5 K=6 R=3 S=1 pad_h=1 math=tf32"),         # 3×1: S = 1
+        P("N=1 C=70 H=3 W=3 K=9 R=1 S=1 math=tf32"),                # C·R·S = 70: a second 64-row filter block
     ]
     problems = fixed + _random_emulation_problems(26)
     cases = []
@@ -494,7 +512,7 @@ def _check_emulation(problem: ConvProblem, config: IgemmFwdConfig) -> None:
     rng = np.random.default_rng(zlib.crc32(problem.key().encode()))
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W))
     w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S))
-    out = _emulate(pl, x, _pack_weights(w, pl.kp))
+    out = _emulate(pl, x, *_pack(pl, w))
     m_total, kr_total = problem.N * problem.P * problem.Q, problem.C * problem.R * problem.S
     # the implied operands, as the shared-memory tiles hold them: exact copies of im2col(x) and of w
     a, b = out["A"], out["B"]
@@ -521,18 +539,19 @@ def test_numpy_emulation_of_the_gather_matches_float64_convolution(problem: Conv
     _check_emulation(problem, config)
 
 
-@pytest.mark.parametrize("index", [13, 17])   # pad_w one off; s_magic of the wrong divisor
-def test_the_emulation_catches_a_wrong_argument(index: int) -> None:
-    """The emulation is not vacuous: one wrong scalar argument of the kernel is caught."""
-    real = launcher.kernel_arguments
+@pytest.mark.parametrize(("which", "index"), [("kernel_arguments", 10), ("pack_arguments", 9)])  # pad_w; dil_w
+def test_the_emulation_catches_a_wrong_argument(which: str, index: int) -> None:
+    """The emulation is not vacuous: one wrong scalar argument of the kernel (pad_w) or of the pack (the table's
+    dil_w) is caught."""
+    real = getattr(launcher, which)
 
     def broken(pl: IgemmFwdPlan) -> tuple[int, ...]:
         args = list(real(pl))
-        args[index] = args[index] + 1 if index == 13 else division_magic(pl.problem.S + 1)
+        args[index] += 1
         return tuple(args)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(launcher, "kernel_arguments", broken)
+        mp.setattr(launcher, which, broken)
         with pytest.raises(AssertionError, match="wrong A elements"):
             _check_emulation(P("N=1 C=4 H=6 W=6 K=8 R=3 S=3 pad=1 math=tf32"), IgemmFwdConfig(32, 32, 8, 2, 1, 2, 1))
 
@@ -569,52 +588,6 @@ def test_pipeline_reads_each_chunk_from_a_landed_untouched_slot(stages: int) -> 
             reads.append((it, it % stages))
 
 
-# ---- the magic-number division -----------------------------------------------------------------------------
-def _largest_reduction(d: int) -> int:
-    """The largest C·R·S with R·S = d that ``supports`` allows (C·d·d < 2³²) and a problem can have (≤ 2³¹ − 1
-    weights)."""
-    return min((2**32 - 1) // (d * d), MAX_ELEMENTS // d) * d
-
-
-def test_largest_reduction_is_what_supports_allows() -> None:
-    for r, s in ((1, 1), (3, 3), (7, 7), (11, 11), (5, 11)):
-        kr = _largest_reduction(r * s)
-        c = kr // (r * s)
-        at = ConvProblem(N=1, C=c, H=1, W=1, K=1, R=r, S=s, pad_h=r // 2, pad_w=s // 2, math="tf32")
-        assert supports(at)
-        if c * (r * s) ** 2 < 2**32 and (c + 1) * r * s <= MAX_ELEMENTS:   # the magic limit binds
-            assert not supports(at.replace(C=c + 1))
-
-
-@pytest.mark.parametrize("d", range(1, 122))
-def test_division_magic_is_exact_over_every_reduction_index(d: int) -> None:
-    """⌊k/d⌋ == (k·m) >> 32 for every k < 2¹⁶, densely below the largest C·R·S of divisor d that ``supports``
-    allows (the rs divisor; the s divisor only sees k < R·S) and at random in between."""
-    m = division_magic(d)
-    top = _largest_reduction(d)
-    step = d * max(1, top // (d * 2**12))
-    rng = np.random.default_rng(d)
-    k = np.unique(np.concatenate([
-        np.arange(min(top, 2**16)),
-        np.arange(max(0, top - 2**16), top),
-        rng.integers(0, top, 2**16),
-        np.arange(d - 1, top, step),                            # just below and at multiples of d: the floor steps
-        np.arange(d, top, step),
-    ])).astype(np.uint64)
-    q = (k * np.uint64(m)) >> np.uint64(32)                     # < 2⁶⁴: k < 2³¹, m ≤ 2³² + 1
-    bad = np.flatnonzero(q != k // np.uint64(d))
-    assert bad.size == 0, f"d={d}, m={m}: k={k[bad[:5]].tolist()}"
-
-
-def test_magic_arguments_fit_the_kernels_32_bit_slots() -> None:
-    """Every divisor's argument is an int32 whose bits are the unsigned magic number; divisor 1 (whose magic 2³² + 1
-    fits no 32-bit word) passes 0, unused: the kernel's identity branch."""
-    assert launcher.magic_argument(1) == 0
-    for d in range(2, 122):
-        arg = launcher.magic_argument(d)
-        assert -2**31 <= arg < 2**31 and arg & U32 == division_magic(d), d
-
-
 # ---- the arguments the prepared launch writes -------------------------------------------------------------
 def _launch_recorder(monkeypatch: pytest.MonkeyPatch) -> Any:
     from launch_recorder import install
@@ -631,33 +604,43 @@ def _launch_recorder(monkeypatch: pytest.MonkeyPatch) -> Any:
     pytest.param("N=1 C=8 H=6 W=6 K=16 R=3 S=2 math=tf32", id="3x2"),
 ])
 def test_prepared_launch_passes_the_kernel_arguments(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through the driver seam (no GPU): the slots the kernel reads hold the plan's arguments, the magic numbers
-    as the 32-bit words the kernel's ``unsigned`` parameters read."""
+    """Through the driver seam (no GPU): the slots the kernel and the filter pack read hold the plan's arguments."""
     rec = _launch_recorder(monkeypatch)
     p = P(text)
     pl = plan(p, IgemmFwdConfig(32, 32, 8, 2, 1, 2, 1), H200)
-    prepared = launcher.prepare_plan(pl, 0, kernels=rec.kernel(launcher.ENTRY, 3, 19))
+    pack = rec.kernel(launcher.PACK_ENTRY, 2, 10)
+    monkeypatch.setattr(launcher, "load_kernel", lambda *a, **k: pack)
+    prepared = launcher.prepare_plan(pl, 0, kernels=rec.kernel(launcher.ENTRY, 3, 15))
     prepared((0x1000, 0x2000, 0x3000), 0)
-    (call,) = rec.launches()
+    prepared.filters.prep((0x4000, 0x2000), 0)
+    call, pack_call = rec.launches()
     assert call.grid == pl.grid and call.block == (pl.threads, 1, 1) and call.smem_bytes == pl.smem_bytes
     assert call.pointers == (0x1000, 0x2000, 0x3000)
-    ints = [v & U32 for v in call.ints]
-    assert ints[:16] == [p.N, p.C, p.H, p.W, p.K, pl.kp, p.P, p.Q, p.R, p.S, p.stride_h, p.stride_w, p.pad_h,
-                         p.pad_w, p.dil_h, p.dil_w]
-    rs = p.R * p.S
-    assert ints[16] == (division_magic(rs) if rs > 1 else 0) and ints[17] == (division_magic(p.S) if p.S > 1 else 0)
-    assert ints[18] == pl.chunks_per_split
-    for kr in range(p.C * rs):   # the words the kernel reads divide exactly (divisor 1: the identity branch)
-        c = kr if rs == 1 else (kr * ints[16]) >> 32
-        r = kr % rs if p.S == 1 else ((kr % rs) * ints[17]) >> 32
-        assert c == kr // rs and r == (kr % rs) // p.S
+    kr, krp, kp8 = p.C * p.R * p.S, -(-p.C * p.R * p.S // 64) * 64, -(-p.K // 8) * 8
+    assert list(call.ints) == [p.N, p.C, p.H, p.W, p.K, p.P, p.Q, p.stride_h, p.stride_w, p.pad_h, p.pad_w, kr, krp,
+                               kp8 // 8, pl.chunks_per_split]
+    assert pack_call.pointers == (0x4000, 0x2000)
+    assert list(pack_call.ints) == [p.K, kr, krp, kp8 // 8, p.R * p.S, p.S, p.H * p.W, p.W, p.dil_h, p.dil_w]
+    words = krp * kp8 + 4 * krp
+    assert prepared.filters.words == words and pack_call.grid[0] * pack_call.block[0] >= words
 
 
-def test_kernel_arguments_are_int32_except_the_magic_numbers() -> None:
+def test_filters_are_shared_only_where_the_table_is_the_same() -> None:
+    """The table holds H·W, W and the dilation: plans of one map share filters, other maps do not."""
+    a = plan(P(RESNET_3X3), IgemmFwdConfig(), H200)
+    b = plan(P(RESNET_3X3), IgemmFwdConfig(64, 64, 32, 2, 2, 5, 1), H200)
+    c = plan(P(RESNET_3X3.replace("H=14 W=14", "H=16 W=14")), IgemmFwdConfig(), H200)
+    d = plan(P(RESNET_3X3.replace("pad=1", "pad=2 dilation=2")), IgemmFwdConfig(), H200)
+    assert launcher.filters_key(a) == launcher.filters_key(b)
+    assert len({launcher.filters_key(x) for x in (a, c, d)}) == 3
+
+
+def test_kernel_arguments_are_int32() -> None:
     pl = plan(P(RESNET_3X3), IgemmFwdConfig(), H200)
     args = launcher.kernel_arguments(pl)
-    assert len(args) == 19
-    struct.pack("<" + "i" * 19, *args)  # 3×3: both magics below 2³¹
+    assert len(args) == 15
+    struct.pack("<" + "i" * 15, *args)
+    struct.pack("<" + "i" * 10, *launcher.pack_arguments(pl))
 
 
 # ---- the space -------------------------------------------------------------------------------------------------
@@ -683,7 +666,7 @@ def test_space_covers_resnet_layers_within_the_machine() -> None:
 
 
 # ---- the registry row ----------------------------------------------------------------------------------------
-def test_registry_row_shares_the_direct_bound_and_filters() -> None:
+def test_registry_row_shares_the_direct_bound() -> None:
     spec = get_spec("igemm")
     direct = get_spec("direct")
     p = P(RESNET_3X3)
@@ -693,7 +676,7 @@ def test_registry_row_shares_the_direct_bound_and_filters() -> None:
     assert spec.config_class is IgemmFwdConfig and spec.plan is plan
     assert spec.bound_words(pl, 12288) == direct.bound_words(direct.plan(strict, direct.config_class(), H200), 12288)
     assert spec.floor_work(p, 12288) == direct.floor_work(p, 12288)
-    assert spec.launcher.filters_key(pl) == direct.launcher.filters_key(None) == ("direct",)
+    assert spec.launcher.filters_key(pl)[0] == "igemm" != direct.launcher.filters_key(None)[0]
     assert len(spec.source_sha256()) == 64
     assert spec.traffic_words(pl) == sum(traffic_words(pl).values()) > 0
     assert spec.onchip_words(pl) > pl.config.threads * pl.config.accumulators
@@ -744,7 +727,10 @@ def test_kernels_compile_without_spills() -> None:
 FORMERLY_SPILLING = [
     pytest.param(IgemmFwdConfig(64, 128, 32, 1, 4, 2, 1), id="64x128k32s2_1x4"),    # was cap 168: 24 B spilled
     pytest.param(IgemmFwdConfig(256, 32, 32, 2, 4, 2, 1), id="256x32k32s2_2x4"),    # was cap 128: 12 B spilled
+    pytest.param(IgemmFwdConfig(256, 64, 16, 2, 2, 4, 1), id="256x64k16s4_2x2"),    # 128 accumulators, tile_k 16
 ]
+#: 128 accumulators with tile_k = 32 spilled 8–16 B (the table-driven kernel): refused by the space
+DEEP_CHUNKS = [IgemmFwdConfig(128, 128, 32, 2, 2, 3, 1), IgemmFwdConfig(128, 128, 32, 1, 4, 2, 1)]
 WIDE_WARP_TILES = [*(IgemmFwdConfig(32, 128, 32, 2, 1, stages, 1) for stages in (2, 3, 5)),
                    IgemmFwdConfig(64, 128, 32, 4, 1, 2, 1)]   # 16 × 128 warp tiles; the last spilled 44 B
 SPILL_PROBLEM = "N=32 C=256 H=32 W=32 K=256 R=3 S=3 pad=1 math=tf32"
@@ -769,6 +755,14 @@ def test_formerly_spilling_configs_compile_clean(config: IgemmFwdConfig) -> None
     pl = plan(P(SPILL_PROBLEM), config, H200)
     res = _formerly_spilling_resources()[config]
     assert not res.spills, f"{config.key()} (min_blocks {pl.min_blocks}, estimate {pl.regs_estimate}): {res}"
+
+
+@pytest.mark.parametrize("config", DEEP_CHUNKS, ids=lambda c: f"{c.tile_m}x{c.tile_n}k{c.tile_k}_{c.warps_m}x"
+                                                               f"{c.warps_n}")
+def test_deep_chunks_with_128_accumulators_are_refused(config: IgemmFwdConfig) -> None:
+    with pytest.raises(InvalidConfig) as err:
+        plan(P(SPILL_PROBLEM), config, H200)
+    assert err.value.field == "tile_k"
 
 
 @pytest.mark.parametrize("config", WIDE_WARP_TILES, ids=lambda c: f"{c.tile_m}x{c.tile_n}_{c.warps_m}x1_s{c.stages}")

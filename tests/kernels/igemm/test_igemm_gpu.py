@@ -6,11 +6,8 @@ Random problems (batch 1 mostly, some up to 32 on small maps; odd map sizes; cha
 configurations (tiles 32..256 × 32..256, tile_k 8/16/32, 1..4 warps per axis, 2..5 stages, splits 1..8), outputs
 poisoned with NaN before each launch, fresh normal inputs. Each case's error against float64 must meet
 ``launcher.TOLERANCE`` and, with torch, be at most twice cuDNN's TF32 error on the same inputs (+1e-6), the issue's
-acceptance. Both errors of every case go to ``$CONVTUNE_ERROR_TABLE`` (JSON) when that is set.
-
-Problems whose kernel arguments do not fit the prepared launch's int32 slots (S ≤ 2: ``division_magic(1)`` and
-``division_magic(2)`` are ≥ 2³¹, see tests/kernels/igemm/test_igemm.py) are strict expected failures until the
-launcher and kernel handle them.
+acceptance. Both errors of every case go to ``$CONVTUNE_ERROR_TABLE`` (JSON) when that is set. The filter operand
+(TF32-rounded fragment-ordered weights and the gather table) is made by the family's own pack kernel on the GPU.
 """
 
 from __future__ import annotations
