@@ -4,6 +4,8 @@
 #     tests     pytest -m gpu: kernels vs float64, operator API, the tuner on the GPU
 #     all_tests every GPU test file at once, $GPU_TEST_WORKERS (default 6) pytest-xdist workers sharing the GPU
 #               (correctness only: no test asserts a wall-clock figure); igemm errors to $OUT/igemm_errors.json
+#     igemm_tests the tensor-core family's GPU tests (kernel vs float64 and cuDNN TF32, the ops), xdist workers;
+#               errors to $OUT/igemm_errors.json
 #     ceilings  benchmarks/device_ceilings.py: GEMM peaks per precision class, copy bandwidth, empty-kernel time
 #     tf32      benchmarks/vs_cudnn.py --math tf32: the tensor-core family vs cuDNN TF32 ($TF32_ARGS, e.g. --suite)
 #     api_tests pytest -m gpu: only the operator API, the machine probe and the tuner on the GPU
@@ -54,6 +56,9 @@ for step in "$@"; do
             -n "${GPU_TEST_WORKERS:-6}" --dist loadfile tests/kernels tests/test_machine.py tests/tuner/test_tuner_gpu.py \
             tests/tuner/test_depthwise_tuning.py tests/ops tests/analysis/test_analyze.py 2>&1 \
             | tee "$OUT/gpu_all_tests.txt" | tail -40 ;;
+    igemm_tests)
+        CONVTUNE_ERROR_TABLE="$OUT/igemm_errors.json" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
+            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm 2>&1 | tee "$OUT/gpu_igemm_tests.txt" | tail -20 ;;
     ceilings)
         python3 benchmarks/device_ceilings.py --out "$OUT/ceilings" 2>&1 | tee "$OUT/ceilings.log" | tail -16 ;;
     tf32)
