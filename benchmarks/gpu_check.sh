@@ -6,6 +6,7 @@
 #               (correctness only: no test asserts a wall-clock figure); igemm errors to $OUT/igemm_errors.json
 #     igemm_tests the tensor-core family's GPU tests (kernel vs float64 and cuDNN TF32, the ops), xdist workers;
 #               errors to $OUT/igemm_errors.json
+#     igemm_ncu Nsight Compute (speed of light, warp stalls, scheduler) of one igemm launch ($IGEMM_PROBLEM, $IGEMM_CONFIG)
 #     ceilings  benchmarks/device_ceilings.py: GEMM peaks per precision class, copy bandwidth, empty-kernel time
 #     tf32      benchmarks/vs_cudnn.py --math tf32: the tensor-core family vs cuDNN TF32 ($TF32_ARGS, e.g. --suite)
 #     api_tests pytest -m gpu: only the operator API, the machine probe and the tuner on the GPU
@@ -59,6 +60,13 @@ for step in "$@"; do
     igemm_tests)
         CONVTUNE_ERROR_TABLE="$OUT/igemm_errors.json" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm 2>&1 | tee "$OUT/gpu_igemm_tests.txt" | tail -20 ;;
+    igemm_ncu)
+        ncu --clock-control none --kernel-name igemm_fwd --launch-skip 3 --launch-count 1 --section SpeedOfLight \
+            --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
+            --section MemoryWorkloadAnalysis python3 benchmarks/igemm_profile.py \
+            --problem "${IGEMM_PROBLEM:-N=32 C=256 H=56 W=56 K=256 R=3 S=3 pad=1 math=tf32}" \
+            --config "${IGEMM_CONFIG:-igemm.fwd tile_m=128 tile_n=128 tile_k=16 warps_m=2 warps_n=2 stages=3 splits=1}" \
+            2>&1 | tee "$OUT/igemm_ncu.txt" | tail -60 ;;
     ceilings)
         python3 benchmarks/device_ceilings.py --out "$OUT/ceilings" 2>&1 | tee "$OUT/ceilings.log" | tail -16 ;;
     tf32)
