@@ -33,6 +33,10 @@ def fake_kernels(rec: Recorder, pl: Any) -> Any:
     reduce = rec.kernel("dw_reduce", 2, 5) if getattr(pl, "needs_reduce", False) else None
     if isinstance(pl, DirectFwdPlan):
         return rec.kernel("direct_fwd", 3, 12)
+    if isinstance(pl, IgemmFwdPlan) and pl.channels_last:
+        from convtune.kernels.igemm.nhwc import NhwcKernels
+
+        return NhwcKernels(rec.kernel("igemm_to_nhwc", 2, 2), rec.kernel("igemm_nhwc_fwd", 3, 15))
     if isinstance(pl, IgemmFwdPlan):
         return rec.kernel("igemm_fwd", 3, 15)
     if isinstance(pl, PointwiseFwdPlan):
@@ -90,7 +94,7 @@ def install_fake_gpu(monkeypatch: Any) -> Recorder:
     pack = rec.kernel("direct_pack_weights", 2, 3)
     transform = rec.kernel("winograd_filter", 2, 4)
     monkeypatch.setattr(direct, "load_kernel", lambda *a, **k: pack)
-    igemm_pack = rec.kernel("igemm_pack", 2, 10)
+    igemm_pack = rec.kernel("igemm_pack", 2, 12)
     monkeypatch.setattr(igemm, "load_kernel", lambda *a, **k: igemm_pack)
     monkeypatch.setattr(wino_filters, "load_kernel", lambda *a, **k: transform)
     monkeypatch.setattr(conv2d, "torch_stream_getter", lambda torch_module: (lambda index: 0x5EED))

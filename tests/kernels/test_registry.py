@@ -21,7 +21,7 @@ def sample_problem(family: str) -> ConvProblem:
     """A small problem the family runs (the depthwise families take depthwise problems only, pointwise 1×1)."""
     if family == "pointwise":
         return POINTWISE
-    if family == "igemm":
+    if family.startswith("igemm"):
         return DENSE_TF32
     if family.startswith("depthwise1d_"):
         return CAUSAL_1D

@@ -1,6 +1,6 @@
 """The implicit-GEMM tensor-core forward family (TF32 products, fp32 accumulation; ``math="tf32"`` problems).
 
-``SPECS`` is the family's registry row (see :mod:`convtune.kernels.registry`); its bound and floor are the direct
+``SPECS`` are the family's registry rows (the NCHW kernel and its channels-last variant ``igemm_nhwc``) (see :mod:`convtune.kernels.registry`); its bound and floor are the direct
 convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's (TF32).
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 from convtune.kernels.direct import direct_bound_words, direct_floor_work
 from convtune.kernels.igemm import launcher as _igemm
 from convtune.kernels.igemm import model as _igemm_model
+from convtune.kernels.igemm import nhwc as _nhwc
 from convtune.kernels.igemm import space as _igemm_space
 from convtune.kernels.spec import KernelSpec
 
@@ -25,5 +26,20 @@ SPECS: tuple[KernelSpec, ...] = (
         algorithm="igemm",
         description="implicit GEMM on tensor cores (mma.sync TF32, fp32 accumulation), fp32 NCHW, any stride/"
                     "padding/dilation, split reduction",
+    ),
+    KernelSpec(
+        family="igemm_nhwc", direction="fwd", source=_igemm.SOURCE, entry=_igemm.NHWC_ENTRY,
+        config_class=_nhwc.IgemmNhwcFwdConfig, supports=_nhwc.supports,
+        enumerate_plans=lambda problem, machine: _igemm_space.enumerate_plans(problem, machine,
+                                                                              _nhwc.IgemmNhwcFwdConfig),
+        plan=_igemm_space.plan,
+        predict_s=lambda pl, machine: _igemm_model.predict(pl, machine).time_s,
+        traffic_words=_nhwc.total_traffic_words,
+        onchip_words=_igemm.onchip_words,
+        bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
+        grid_size=_igemm_space.grid_size, floor_work=direct_floor_work, launcher=_nhwc,
+        algorithm="igemm",
+        description="implicit GEMM on tensor cores over an NHWC copy of x (16-byte A copies; C a multiple of 4), "
+                    "TF32, fp32 accumulation, any stride/padding/dilation, split reduction",
     ),
 )

@@ -55,6 +55,58 @@ __device__ __forceinline__ int a_row_offset(int kl) {
 }
 __device__ __forceinline__ int a_col_offset(int ml) { return (ml >> 4) * 128 + (ml & 7) * 4 + ((ml >> 3) & 1); }
 
+// The B stage of chunk kr0 (rows kr0 .. kr0 + BK of the packed filter tiles, channels n0 .. n0 + BN): 16-byte copies
+// in their global order; channel tiles at or past Kp8 are zero-filled and read nothing.
+template <int BN, int BK, int THREADS>
+__device__ __forceinline__ void load_b_stage(float* Bs, const float* __restrict__ filt, int kr0, int n0, int NB8,
+                                             int tid) {
+  constexpr int B_SEGS = BK * BN / 4;
+  constexpr int NB = (B_SEGS + THREADS - 1) / THREADS;
+  const int kb0 = kr0 / 8, nb0 = n0 / 8;
+#pragma unroll
+  for (int i = 0; i < NB; ++i) {
+    const int e = tid + i * THREADS;
+    if (B_SEGS % THREADS == 0 || e < B_SEGS) {
+      const int tile = e >> 4, within = e & 15;
+      const int lk = tile / (BN / 8), ln = tile - lk * (BN / 8);
+      const bool ok = nb0 + ln < NB8;
+      const float* src = ok ? filt + (static_cast<long long>(kb0 + lk) * NB8 + nb0 + ln) * 64 + within * 4 : filt;
+      cp_async16(Bs + e * 4, src, ok);
+    }
+  }
+}
+
+// Epilogue of a warp's MI x NI mma tiles at pixel wm (over all images) and channel wn: c0,c1 at (row g, cols 2t,
+// 2t+1), c2,c3 at row g + 8; y[n][k][pq], 8 consecutive pixels per store; atomic adds for a split reduction.
+template <int MI, int NI>
+__device__ __forceinline__ void store_tile(const float (&acc)[MI][NI][4], float* __restrict__ y, int wm, int wn,
+                                           int M, int K, int PQ, int g, int t4, bool atomic) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int m = wm + mi * 16 + g + half * 8;
+      if (m >= M) continue;
+      const int n = m / PQ, pq = m - n * PQ;
+      float* yrow = y + static_cast<long long>(n) * K * PQ + pq;
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          const int k = wn + ni * 8 + 2 * t4 + v;
+          if (k < K) {
+            const float val = acc[mi][ni][half * 2 + v];
+            if (atomic)
+              atomicAdd(yrow + static_cast<long long>(k) * PQ, val);
+            else
+              yrow[static_cast<long long>(k) * PQ] = val;
+          }
+        }
+      }
+    }
+  }
+}
+
 template <int BM, int BN, int BK, int WM, int WN, int STAGES>
 __device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, const float* __restrict__ filt,
                                                float* __restrict__ y, int N, int C, int H, int W, int K, int P,
@@ -66,8 +118,6 @@ __device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, cons
   constexpr int A_STAGE = BK * BM, B_STAGE = BK * BN, STAGE = A_STAGE + B_STAGE;
   constexpr int A_COPIES = BK * BM / THREADS;      // 4-byte A-tile copies per thread and chunk
   constexpr int MPT = BM > THREADS ? BM / THREADS : 1;  // pixel columns one thread copies
-  constexpr int B_SEGS = BK * BN / 4;              // 16-byte copies of the B tile per chunk
-  constexpr int NB = (B_SEGS + THREADS - 1) / THREADS;
   static_assert(BM % 32 == 0 && BN % 32 == 0, "tiles: multiples of 32");
   static_assert(WTM % 16 == 0 && WTN % 8 == 0, "warp tile: multiples of the 16 x 8 mma tile");
   static_assert(BK % 8 == 0 && 64 % BK == 0, "chunk: a multiple of the mma's k = 8 dividing 64 (KRp)");
@@ -131,18 +181,7 @@ __device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, cons
       const float* src = ok ? x + (a_base[j] + tap.x) : x;
       cp_async4(As + a_dst0 + a_row_offset<BM>(drow) + j * (COL_STEP / 16) * 128, src, ok);
     }
-    const int kb0 = kr0 / 8, nb0 = n0 / 8;
-#pragma unroll
-    for (int i = 0; i < NB; ++i) {
-      const int e = tid + i * THREADS;
-      if (B_SEGS % THREADS == 0 || e < B_SEGS) {
-        const int tile = e >> 4, within = e & 15;
-        const int lk = tile / (BN / 8), ln = tile - lk * (BN / 8);
-        const bool ok = nb0 + ln < NB8;
-        const float* src = ok ? filt + (static_cast<long long>(kb0 + lk) * NB8 + nb0 + ln) * 64 + within * 4 : filt;
-        cp_async16(Bs + e * 4, src, ok);
-      }
-    }
+    load_b_stage<BN, BK, THREADS>(Bs, filt, kr0, n0, NB8, tid);
   };
 
   float acc[MI][NI][4];
@@ -191,40 +230,172 @@ __device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, cons
   }
   cp_async_wait<0>();
 
-  // Epilogue: c0,c1 at (row g, cols 2t, 2t+1), c2,c3 at row g + 8; y[n][k][pq], 8 consecutive pixels per store.
-  const bool atomic = gridDim.z > 1;
+  store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, PQ, g, t4, gridDim.z > 1);
+}
+
+// The channels-last variant: xh is x in NHWC (the prepared launch transposes an NCHW input into its workspace first),
+// the reduction runs kr = (r*S + s)*C + c (channels fastest; the pack writes B and the table in that order, the
+// table entry {(r*DH*W + s*DW)*C + c, r*DH, s*DW, 0}), and C is a multiple of 4, so 4 consecutive kr are 4
+// consecutive channels of one tap: A moves in 16-byte cp.async.cg copies (past L1, which the 4-byte gathers of
+// the NCHW kernel saturate). As holds A k-contiguous: pixel row ml of BK floats, its 16-byte piece j at position
+// j ^ swz(ml), swz(ml) = (ml / max(1, 32/BK)) mod min(BK/4, 8), so a warp's copies and its fragment reads (a0..a3
+// of lane (g, t): rows g, g + 8, columns t, t + 4) are conflict-free. Thread tid copies piece tid mod (BK/4) of
+// pixel rows tid / (BK/4) + i * THREADS/(BK/4): one table read per thread and chunk serves all its copies.
+template <int BK>
+__device__ __forceinline__ int nhwc_swizzle(int ml) {
+  constexpr int ROWS_PER_LINE = 32 / BK > 1 ? 32 / BK : 1;
+  constexpr int PIECES = BK / 4 < 8 ? BK / 4 : 8;
+  return (ml / ROWS_PER_LINE) & (PIECES - 1);
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+__device__ __forceinline__ void igemm_nhwc_body(const float* __restrict__ xh, const float* __restrict__ filt,
+                                                float* __restrict__ y, int N, int C, int H, int W, int K, int P,
+                                                int Q, int SH, int SW, int PH, int PW, int KR, int KRp, int NB8,
+                                                int chunks_per_split) {
+  constexpr int THREADS = WM * WN * 32;
+  constexpr int WTM = BM / WM, WTN = BN / WN;
+  constexpr int MI = WTM / 16, NI = WTN / 8;
+  constexpr int A_STAGE = BK * BM, B_STAGE = BK * BN, STAGE = A_STAGE + B_STAGE;
+  constexpr int PIECES = BK / 4;                   // 16-byte pieces of one pixel's chunk row
+  constexpr int A_COPIES = BM * PIECES / THREADS;  // 16-byte A copies per thread and chunk
+  constexpr int PIX_STEP = THREADS / PIECES;       // pixel rows between one thread's copies
+  static_assert(BM % 32 == 0 && BN % 32 == 0, "tiles: multiples of 32");
+  static_assert(WTM % 16 == 0 && WTN % 8 == 0, "warp tile: multiples of the 16 x 8 mma tile");
+  static_assert(BK % 8 == 0 && 64 % BK == 0, "chunk: a multiple of the mma's k = 8 dividing 64 (KRp)");
+  static_assert(A_COPIES >= 1 && (BM * PIECES) % THREADS == 0, "every thread copies whole 16-byte pieces");
+  static_assert(STAGES >= 2 && STAGES <= 5, "2..5 pipeline stages");
+  extern __shared__ __align__(16) float smem[];
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int slot = t4 * 8 + g;
+  const int wm0 = (warp % WM) * WTM, wn0 = (warp / WM) * WTN;
+  const int PQ = P * Q;
+  const int M = N * PQ;
+  const int m0 = blockIdx.x * BM;
+  const int n0 = blockIdx.y * BN;
+  const int4* __restrict__ table = reinterpret_cast<const int4*>(filt + static_cast<long long>(KRp) * NB8 * 8);
+
+  const int piece = tid % PIECES, pix0 = tid / PIECES;
+  int a_hb[A_COPIES], a_wb[A_COPIES], a_base[A_COPIES], a_dst[A_COPIES];
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int m = m0 + wm0 + mi * 16 + g + half * 8;
-      if (m >= M) continue;
+  for (int i = 0; i < A_COPIES; ++i) {
+    const int ml = pix0 + i * PIX_STEP;
+    const int m = m0 + ml;
+    a_dst[i] = ml * BK + ((piece ^ nhwc_swizzle<BK>(ml)) << 2);
+    if (m < M) {
       const int n = m / PQ, pq = m - n * PQ;
-      float* yrow = y + static_cast<long long>(n) * K * PQ + pq;
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-#pragma unroll
-        for (int v = 0; v < 2; ++v) {
-          const int k = n0 + wn0 + ni * 8 + 2 * t4 + v;
-          if (k < K) {
-            const float val = acc[mi][ni][half * 2 + v];
-            if (atomic)
-              atomicAdd(yrow + static_cast<long long>(k) * PQ, val);
-            else
-              yrow[static_cast<long long>(k) * PQ] = val;
-          }
-        }
-      }
+      const int p = pq / Q, q = pq - p * Q;
+      a_hb[i] = p * SH - PH;
+      a_wb[i] = q * SW - PW;
+      a_base[i] = ((n * H + a_hb[i]) * W + a_wb[i]) * C;
+    } else {
+      a_hb[i] = -(1 << 29);
+      a_wb[i] = 0;
+      a_base[i] = 0;
     }
   }
+
+  const int chunk0 = blockIdx.z * chunks_per_split;
+  const int nchunks = min((KR + BK - 1) / BK - chunk0, chunks_per_split);
+  if (nchunks <= 0) return;
+
+  auto load_stage = [&](int stage_slot, int chunk) {
+    float* As = smem + stage_slot * STAGE;
+    float* Bs = As + A_STAGE;
+    const int kr0 = (chunk0 + chunk) * BK;
+    const int4 tap = __ldg(table + kr0 + piece * 4);
+#pragma unroll
+    for (int i = 0; i < A_COPIES; ++i) {
+      const int h = a_hb[i] + tap.y;
+      const int w = a_wb[i] + tap.z;
+      const bool ok = static_cast<unsigned>(h) < static_cast<unsigned>(H) &&
+                      static_cast<unsigned>(w) < static_cast<unsigned>(W);
+      cp_async16(As + a_dst[i], ok ? xh + (a_base[i] + tap.x) : xh, ok);
+    }
+    load_b_stage<BN, BK, THREADS>(Bs, filt, kr0, n0, NB8, tid);
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
+
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < nchunks) load_stage(st, st);
+    cp_async_commit();
+  }
+  const int swz = nhwc_swizzle<BK>(g);   // rows wm0 + mi*16 + g (+ 8) all share it: wm0 + mi*16 is a multiple of 16
+  for (int it = 0; it < nchunks; ++it) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int next = it + STAGES - 1;
+    if (next < nchunks) load_stage(next % STAGES, next);
+    cp_async_commit();
+    const float* As = smem + (it % STAGES) * STAGE;
+    const float* Bs = As + A_STAGE;
+#pragma unroll
+    for (int kb = 0; kb < BK / 8; ++kb) {
+      unsigned a[MI][4], b[NI][2];
+      const int lo = (((2 * kb) ^ swz) << 2) + t4, hi = (((2 * kb + 1) ^ swz) << 2) + t4;
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const float* row = As + (wm0 + mi * 16 + g) * BK;
+        a[mi][0] = to_tf32(row[lo]);
+        a[mi][1] = to_tf32(row[8 * BK + lo]);
+        a[mi][2] = to_tf32(row[hi]);
+        a[mi][3] = to_tf32(row[8 * BK + hi]);
+      }
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const float2 v = *reinterpret_cast<const float2*>(Bs + ((kb * (BN / 8) + wn0 / 8 + ni) * 32 + slot) * 2);
+        b[ni][0] = __float_as_uint(v.x);
+        b[ni][1] = __float_as_uint(v.y);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[mi], b[ni]);
+    }
+  }
+  cp_async_wait<0>();
+
+  store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, PQ, g, t4, gridDim.z > 1);
 }
 
 }  // namespace convtune
 
+// NCHW -> NHWC of x (N, C, H*W): 32 x 32 tiles of (channels, pixels) through shared memory, both sides coalesced.
+// Grid (ceil(HW/32), ceil(C/32), N), block (32, 8).
+extern "C" __global__ void igemm_to_nhwc(const float* __restrict__ x, float* __restrict__ xh, int C, int HW) {
+  __shared__ float tile[32][33];
+  const long long image = static_cast<long long>(blockIdx.z) * C * HW;
+  const int p0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
+#pragma unroll
+  for (int j = threadIdx.y; j < 32; j += 8) {
+    const int c = c0 + j, p = p0 + threadIdx.x;
+    if (c < C && p < HW) tile[j][threadIdx.x] = x[image + static_cast<long long>(c) * HW + p];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = threadIdx.y; j < 32; j += 8) {
+    const int p = p0 + j, c = c0 + threadIdx.x;
+    if (c < C && p < HW) xh[image + static_cast<long long>(p) * C + c] = tile[threadIdx.x][j];
+  }
+}
+
 // The filter operand from w (K, C, R, S): TF32-rounded B tiles in fragment order, then the gather table (layouts
-// above). One thread per output word; KRp * Kp8 + 4 * KRp words in all.
+// above), over the reduction order of the kernel: channels_last = 0 kr = c*R*S + r*S + s (NCHW input),
+// 1 kr = (r*S + s)*C + c (NHWC). One thread per output word; KRp * Kp8 + 4 * KRp words in all.
 extern "C" __global__ void igemm_pack(const float* __restrict__ w, float* __restrict__ filt, int K, int KR, int KRp,
-                                      int NB8, int RS, int S, int HW, int W, int DH, int DW) {
+                                      int NB8, int RS, int S, int HW, int W, int DH, int DW, int C,
+                                      int channels_last) {
   const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   const long long weights = static_cast<long long>(KRp) * NB8 * 8;   // (KRp/8) x NB8 tiles of 64
   if (idx < weights) {
@@ -232,15 +403,18 @@ extern "C" __global__ void igemm_pack(const float* __restrict__ w, float* __rest
     const long long tile = idx >> 6;
     const int nb = static_cast<int>(tile % NB8), kb = static_cast<int>(tile / NB8);
     const int kr = kb * 8 + (slot >> 3) + 4 * j, k = nb * 8 + (slot & 7);
-    const float v = (kr < KR && k < K) ? w[static_cast<long long>(k) * KR + kr] : 0.0f;
+    // the (c, r, s) element of w at reduction index kr: kr itself in NCHW order
+    const int crs = channels_last ? (kr % C) * RS + kr / C : kr;
+    const float v = (kr < KR && k < K) ? w[static_cast<long long>(k) * KR + crs] : 0.0f;
     filt[idx] = __uint_as_float(convtune::to_tf32(v));
   } else if (idx < weights + 4LL * KRp && (idx - weights) % 4 == 0) {
     const int kr = static_cast<int>((idx - weights) / 4);
     int4 e = make_int4(0, -(1 << 29), 0, 0);
     if (kr < KR) {
-      const int c = kr / RS, rs = kr - c * RS;
+      const int c = channels_last ? kr % C : kr / RS, rs = channels_last ? kr / C : kr - c * RS;
       const int r = rs / S, s = rs - r * S;
-      e = make_int4(c * HW + r * DH * W + s * DW, r * DH, s * DW, 0);
+      const int off = channels_last ? (r * DH * W + s * DW) * C + c : c * HW + r * DH * W + s * DW;
+      e = make_int4(off, r * DH, s * DW, 0);
     }
     reinterpret_cast<int4*>(filt + weights)[kr] = e;
   }

@@ -46,11 +46,13 @@ from convtune.problem import ConvProblem
 
 SOURCE = "igemm_fwd.cu"
 ENTRY = "igemm_fwd"
+NHWC_ENTRY = "igemm_nhwc_fwd"
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 8   # mma.sync.m16n8k8 TF32
 KR_ALIGN = 64                    # reduction rows of ``filt`` and the table: a multiple of every tile_k
 K_ALIGN = 8                      # output channels of ``filt``: whole 8-wide B tiles
 PACK_ENTRY = "igemm_pack"
+CHANNELS_LAST_FAMILY = "igemm_nhwc"
 PACK_THREADS = 256
 MIN_COMPUTE_CAPABILITY = (8, 0)  # mma.sync TF32 and cp.async: Ampere and newer
 
@@ -145,10 +147,15 @@ class IgemmFwdPlan:
         return -(-reduction_length(self.problem) // self.config.tile_k)
 
     @property
+    def channels_last(self) -> bool:
+        """The NHWC variant (:mod:`convtune.kernels.igemm.nhwc`): reduction order (r, s, c), 16-byte A copies."""
+        return self.config.family == CHANNELS_LAST_FAMILY
+
+    @property
     def a_copies(self) -> int:
-        """4-byte A-tile copies one thread issues per chunk."""
+        """A-tile copies one thread issues per chunk: 4-byte gathers, or 16-byte pieces in the NHWC variant."""
         c = self.config
-        return c.tile_k * c.tile_m // c.threads
+        return c.tile_k * c.tile_m // (4 if self.channels_last else 1) // c.threads
 
     @property
     def b_copies(self) -> int:
@@ -162,15 +169,17 @@ class IgemmFwdPlan:
 
     def source(self) -> str:
         """Self-contained CUDA text: the family source plus an ``extern "C"`` entry for this plan."""
+        entry, body = (NHWC_ENTRY, "igemm_nhwc_body") if self.channels_last else (ENTRY, "igemm_fwd_body")
         return _family_source() + _WRAPPER.format(threads=self.config.threads, min_blocks=self.min_blocks,
-                                                  targs=", ".join(str(a) for a in self.template_args()))
+                                                  targs=", ".join(str(a) for a in self.template_args()),
+                                                  entry=entry, body=body)
 
 
 _WRAPPER = """
 extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
-igemm_fwd(const float* __restrict__ x, const float* __restrict__ filt, float* __restrict__ y, int N, int C, int H,
+{entry}(const float* __restrict__ x, const float* __restrict__ filt, float* __restrict__ y, int N, int C, int H,
           int W, int K, int P, int Q, int SH, int SW, int PH, int PW, int KR, int KRp, int NB8, int chunks_per_split) {{
-  convtune::igemm_fwd_body<{targs}>(x, filt, y, N, C, H, W, K, P, Q, SH, SW, PH, PW, KR, KRp, NB8, chunks_per_split);
+  convtune::{body}<{targs}>(x, filt, y, N, C, H, W, K, P, Q, SH, SW, PH, PW, KR, KRp, NB8, chunks_per_split);
 }}
 """
 
@@ -185,8 +194,12 @@ def regs_estimate(config: IgemmFwdConfig) -> int:
     + 4 per A copy beyond 8 (the unrolled gathers' addresses stay live), at most 255.
 
     Fitted to ptxas on sm_90 (CUDA 13) over the corners: 128×128 2×2 warps 222 (estimate 211), 128×32 k32 4×1 229
-    (195), 64×64 k32 2×2 126 (131); the real count comes from the compiled kernel."""
+    (195), 64×64 k32 2×2 126 (131); the real count comes from the compiled kernel. The NHWC variant keeps 4
+    registers per 16-byte A copy (its pixel origin, input offset and shared-memory slot) instead."""
     mi, ni = config.mma_tiles
+    if config.family == CHANNELS_LAST_FAMILY:
+        copies = config.tile_k * config.tile_m // 4 // config.threads
+        return min(255, config.accumulators + 4 * mi + 2 * ni + 4 * copies + 48)
     columns = max(1, config.tile_m // config.threads)
     a_copies = config.tile_k * config.tile_m // config.threads
     return min(255, config.accumulators + 4 * mi + 2 * ni + 3 * columns + 48 + 4 * max(0, a_copies - 8))
@@ -266,14 +279,17 @@ def filter_layout(pl: IgemmFwdPlan, device: int) -> FilterLayout:
         return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
                               output_shape=(words,), kind="igemm_pack")
 
-    return FilterLayout(f"igemm TF32 tiles (KRp={pl.krp}, Kp8={pl.kp8}) + gather table", filters_key(pl), words,
-                        make_prep)
+    order = "(r, s, c)" if pl.channels_last else "(c, r, s)"
+    return FilterLayout(f"igemm TF32 tiles (KRp={pl.krp}, Kp8={pl.kp8}, reduction {order}) + gather table",
+                        layout_key(pl), words, make_prep)
 
 
 def pack_arguments(pl: IgemmFwdPlan) -> tuple[int, ...]:
-    """The scalar arguments of ``igemm_pack`` after (w, filt), in its order."""
+    """The scalar arguments of ``igemm_pack`` after (w, filt), in its order (the last: the reduction order,
+    1 for the NHWC variant's (r, s, c))."""
     p = pl.problem
-    return (p.K, reduction_length(p), pl.krp, pl.kp8 // K_ALIGN, p.R * p.S, p.S, p.H * p.W, p.W, p.dil_h, p.dil_w)
+    return (p.K, reduction_length(p), pl.krp, pl.kp8 // K_ALIGN, p.R * p.S, p.S, p.H * p.W, p.W, p.dil_h, p.dil_w,
+            p.C, int(pl.channels_last))
 
 
 def kernel_arguments(pl: IgemmFwdPlan) -> tuple[int, ...]:
@@ -327,10 +343,15 @@ def prepare_filters(pl: IgemmFwdPlan, w: Any) -> Any:
     return out
 
 
-def filters_key(pl: IgemmFwdPlan) -> tuple[Any, ...]:
-    """Plans with equal keys share one :func:`prepare_filters` result: same map and dilation (the table)."""
+def layout_key(pl: IgemmFwdPlan) -> tuple[Any, ...]:
+    """Plans with equal keys share one filter operand: same reduction order, map and dilation (the table)."""
     p = pl.problem
-    return ("igemm", p.H * p.W, p.W, p.dil_h, p.dil_w)
+    return ("igemm", int(pl.channels_last), p.H * p.W, p.W, p.dil_h, p.dil_w)
+
+
+def filters_key(pl: IgemmFwdPlan) -> tuple[Any, ...]:
+    """Plans with equal keys share one :func:`prepare_filters` result."""
+    return layout_key(pl)
 
 
 def tolerance(pl: IgemmFwdPlan) -> float:

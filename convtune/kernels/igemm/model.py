@@ -5,9 +5,11 @@ predicted time = max(SM time, L2 traffic time, DRAM compulsory time) + split ato
 * SM time: waves = ⌈blocks / (resident blocks · SMs)⌉, each costing ``resident`` blocks' cycles on one SM at
   ``SM_CLOCK_HZ``, where a block's cycles per reduction chunk are the largest of three pipes:
   - tensor: warps · (BK/8) · MI·NI mma.sync m16n8k8 at ``MMA_PER_CLK`` per SM,
-  - shared memory: warps · (BK/8) · (4·MI + 2·NI) fragment wavefronts (a 16-byte A and an 8-byte B fragment load
-    per tile) + 2·BK·BM/32 A copy wavefronts (the fragment-ordered stage takes a warp's 32 pixels in two) +
-    BK·BN/32 B copy wavefronts, one per clock (32 banks × 4 B),
+  - L1/shared memory (one wavefront per clock: 32 banks × 4 B, the data stage shared by shared-memory and L1
+    traffic): warps · (BK/8) · (4·MI + 2·NI) fragment wavefronts, plus per A warp-copy ``A_COPY_WAVEFRONTS``
+    (13 for the NCHW kernel's 4-byte cp.async gathers: calibrated on ncu's L1/TEX throughput of 128×128×16 2×2
+    on a 3×3 256-channel 56×56 layer, 73% busy at 1237 wavefronts per block-chunk; 6 assumed for a 16-byte copy
+    of the NHWC variant) and one per table read, plus 4 per 16-byte B warp-copy,
   - issue: warps · (A copies · 8 + B copies · 6 + (BK/8) · (5·MI + NI + MI·NI)) instructions at 4 per clock
     (the table-driven gather: load, two adds, two compares, address, copy; the fragment loads, A's TF32 rounding
     (B is rounded when packed), the mma);
@@ -15,6 +17,10 @@ predicted time = max(SM time, L2 traffic time, DRAM compulsory time) + split ato
 * L2 time: the words the kernel requests (:func:`~convtune.kernels.igemm.launcher.traffic_words`) at the L2 read
   bandwidth, ``L2_FRACTION`` of the optimistic L2 figure;
 * DRAM time: compulsory bytes at the copy bandwidth.
+
+The NHWC variant (``pl.channels_last``): its A copies are 16-byte pieces (6 instructions each, one wavefront per
+warp copy, conflict-free) and its fragment loads four 4-byte reads per A tile; the layout change before it adds
+2·N·C·H·W·4 bytes at the copy bandwidth and a second launch.
 
 Uncalibrated first figures (no H200 measurement of this family yet): one m16n8k8 mma.sync per two clocks per SM
 (~half the dense wgmma TF32 rate: 1024 MACs per clock per SM at 494.7 TFLOP/s, 132 SMs, 1.83 GHz); L2 feeds ~40% of
@@ -26,8 +32,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from convtune.kernels.igemm.launcher import WARP, IgemmFwdPlan, reduction_length, total_traffic_words
+from convtune.kernels.igemm.launcher import WARP, IgemmFwdPlan, reduction_length
 from convtune.kernels.launch_geometry import resident_blocks
+
+
+def traffic_words(pl: IgemmFwdPlan) -> dict[str, int]:
+    """The words the plan's kernels request, per operand (the variant's own formula)."""
+    if pl.channels_last:
+        from convtune.kernels.igemm import nhwc
+
+        return nhwc.traffic_words(pl)
+    from convtune.kernels.igemm import launcher
+
+    return launcher.traffic_words(pl)
 from convtune.machine import MachineModel
 
 MMA_PER_CLK = 0.5
@@ -35,6 +52,8 @@ SM_CLOCK_HZ = 1.755e9
 ISSUE_PER_CLK = 4
 L2_FRACTION = 0.4
 LAUNCH_OVERHEAD_S = 3e-6
+A_COPY_WAVEFRONTS_NCHW = 13   # L1 wavefronts of one warp's 4-byte cp.async gather (ncu, see above)
+A_COPY_WAVEFRONTS_NHWC = 6    # of one warp's 16-byte cp.async.cg copy: 4 shared-memory writes + 2 (assumed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,16 +87,28 @@ def predict(pl: IgemmFwdPlan, machine: MachineModel) -> IgemmPrediction:
     warps = c.threads // WARP
     k8 = c.tile_k // 8
     tensor_clk = warps * k8 * mi * ni / MMA_PER_CLK
-    smem_clk = warps * k8 * (4 * mi + 2 * ni) + c.tile_k * (2 * c.tile_m + c.tile_n) / 32
-    issue_clk = warps * (pl.a_copies * 8 + pl.b_copies * 6 + k8 * (5 * mi + ni + mi * ni)) / ISSUE_PER_CLK
+    a_warp_copies = warps * pl.a_copies
+    b_wavefronts = 4 * c.tile_k * c.tile_n / 4 / WARP
+    if pl.channels_last:
+        table_reads = warps                     # one entry per thread and chunk
+        l1_clk = warps * k8 * (4 * mi + 2 * ni) + a_warp_copies * A_COPY_WAVEFRONTS_NHWC + table_reads + b_wavefronts
+        issue_clk = warps * (pl.a_copies * 6 + pl.b_copies * 6 + k8 * (8 * mi + ni + mi * ni)) / ISSUE_PER_CLK
+    else:
+        table_reads = a_warp_copies             # one (broadcast) entry per copy
+        l1_clk = warps * k8 * (4 * mi + 2 * ni) + a_warp_copies * A_COPY_WAVEFRONTS_NCHW + table_reads + b_wavefronts
+        issue_clk = warps * (pl.a_copies * 8 + pl.b_copies * 6 + k8 * (5 * mi + ni + mi * ni)) / ISSUE_PER_CLK
     latency = min(1.0, bps * warps / 8) ** 0.5
-    block_clk = pl.chunks_per_split * max(tensor_clk, smem_clk, issue_clk) / latency
+    block_clk = pl.chunks_per_split * max(tensor_clk, l1_clk, issue_clk) / latency
     waves = -(-pl.blocks // (bps * machine.sm_count))
     sm_s = waves * bps * block_clk / SM_CLOCK_HZ
     l2_bw = L2_FRACTION * (machine.l2_bandwidth_bytes_per_s or 10 * machine.copy_bandwidth_bytes_per_s)
-    l2_s = 4 * total_traffic_words(pl) / l2_bw
+    words = traffic_words(pl)
+    words.pop("layout", None)   # the layout change is its own kernel (added below)
+    l2_s = 4 * sum(words.values()) / l2_bw
     dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
     atomics_s = (4 * p.output_elements * c.splits / machine.copy_bandwidth_bytes_per_s) if c.splits > 1 else 0.0
     time_s = max(sm_s, l2_s, dram_s) + atomics_s + LAUNCH_OVERHEAD_S
+    if pl.channels_last:   # the layout change: read and write x once, its own launch
+        time_s += 8 * p.N * p.C * p.H * p.W / machine.copy_bandwidth_bytes_per_s + LAUNCH_OVERHEAD_S
     return IgemmPrediction(time_s, sm_s, l2_s, dram_s, bps, eff)
 

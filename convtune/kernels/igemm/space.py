@@ -15,6 +15,7 @@ from functools import cache
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm.launcher import (
+    CHANNELS_LAST_FAMILY,
     MMA_M,
     MMA_N,
     WARP,
@@ -42,6 +43,7 @@ MAX_WARP_TILE_N = 64
 #: tiles over 2×2 and 1×4 warps spilled 8–16 B in a sample of 120 configs of the space; tile_k ≤ 16 compiled clean.
 DEEP_CHUNK_MAX_TILE_K = 16
 MAX_A_COPIES = 32        # 4-byte gathers per thread and chunk: each costs ~8 instructions and its table entry
+MAX_NHWC_A_COPIES = 16   # 16-byte copies per thread and chunk of the NHWC variant: 4 registers each, all live
 
 
 def _pow2_at_least(n: int) -> int:
@@ -61,14 +63,47 @@ def _accumulators(v: Values) -> int:
     return 4 * (wm // MMA_M) * (wn // MMA_N)
 
 
+def _nchw_copy_rules() -> tuple[Rule, ...]:
+    """The NCHW kernel's A copies: each thread a fixed pixel column, whole rows of 4-byte gathers."""
+    return (
+        Rule("a_rows", ("tile_m", "tile_k", "warps_m", "warps_n"),
+             lambda v: (_threads(v) % v["tile_m"] == 0 or v["tile_m"] % _threads(v) == 0)
+             and (v["tile_k"] * v["tile_m"]) % _threads(v) == 0,
+             lambda v: f"tile_k·tile_m = {v['tile_k'] * v['tile_m']} A elements do not split into whole rows "
+                       f"over {_threads(v)} threads", field="tile_k"),
+        Rule("a_copies", ("tile_m", "tile_k", "warps_m", "warps_n"),
+             lambda v: v["tile_k"] * v["tile_m"] // _threads(v) <= MAX_A_COPIES,
+             lambda v: f"{v['tile_k'] * v['tile_m'] // _threads(v)} A copies per thread and chunk exceed "
+                       f"{MAX_A_COPIES}", field="tile_k"),
+    )
+
+
+def _nhwc_copy_rules() -> tuple[Rule, ...]:
+    """The NHWC kernel's A copies: 16-byte pieces, the same count for every thread."""
+    def pieces(v: Values) -> int:
+        return v["tile_k"] * v["tile_m"] // 4
+
+    return (
+        Rule("a_rows", ("tile_m", "tile_k", "warps_m", "warps_n"), lambda v: pieces(v) % _threads(v) == 0,
+             lambda v: f"tile_k·tile_m/4 = {pieces(v)} 16-byte A pieces do not split evenly over {_threads(v)} "
+                       f"threads", field="tile_k"),
+        Rule("a_copies", ("tile_m", "tile_k", "warps_m", "warps_n"),
+             lambda v: pieces(v) // _threads(v) <= MAX_NHWC_A_COPIES,
+             lambda v: f"{pieces(v) // _threads(v)} 16-byte A copies per thread and chunk exceed "
+                       f"{MAX_NHWC_A_COPIES}", field="tile_k"),
+    )
+
+
 @cache
-def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSpace:
-    """The igemm forward space of ``problem`` (see the module docstring)."""
+def space(problem: ConvProblem, machine: MachineModel | None = None, channels_last: bool = False) -> SearchSpace:
+    """The igemm forward space of ``problem`` (see the module docstring); ``channels_last``: the NHWC variant's
+    (C a multiple of 4, 16-byte A copies)."""
     p = problem
     max_m, max_n = max(32, _pow2_at_least(p.N * p.P * p.Q)), max(32, _pow2_at_least(p.K))
+    takes = (lambda: supports(p) and p.C % 4 == 0) if channels_last else (lambda: supports(p))
     rules = (
-        Rule("problem", (), lambda v: supports(p), f"the tensor-core kernel runs float32 problems with math=tf32, "
-             f"groups=1; got {p.key()}", field="problem"),
+        Rule("problem", (), lambda v: takes(), f"the tensor-core kernel runs float32 problems with math=tf32, "
+             f"groups=1{', C a multiple of 4' if channels_last else ''}; got {p.key()}", field="problem"),
         Rule("tile_m", ("tile_m",), lambda v: v["tile_m"] % 32 == 0 and v["tile_m"] <= 256,
              "tile_m={tile_m} must be a multiple of 32 and at most 256"),
         Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] % 32 == 0 and v["tile_n"] <= 256,
@@ -95,15 +130,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
              lambda v: _accumulators(v) < MAX_ACCUMULATORS or v["tile_k"] <= DEEP_CHUNK_MAX_TILE_K,
              lambda v: f"{_accumulators(v)} accumulators per thread with tile_k={v['tile_k']} spill: at most "
                        f"tile_k={DEEP_CHUNK_MAX_TILE_K} with {MAX_ACCUMULATORS}", field="tile_k"),
-        Rule("a_rows", ("tile_m", "tile_k", "warps_m", "warps_n"),
-             lambda v: (_threads(v) % v["tile_m"] == 0 or v["tile_m"] % _threads(v) == 0)
-             and (v["tile_k"] * v["tile_m"]) % _threads(v) == 0,
-             lambda v: f"tile_k·tile_m = {v['tile_k'] * v['tile_m']} A elements do not split into whole rows "
-                       f"over {_threads(v)} threads", field="tile_k"),
-        Rule("a_copies", ("tile_m", "tile_k", "warps_m", "warps_n"),
-             lambda v: v["tile_k"] * v["tile_m"] // _threads(v) <= MAX_A_COPIES,
-             lambda v: f"{v['tile_k'] * v['tile_m'] // _threads(v)} A copies per thread and chunk exceed "
-                       f"{MAX_A_COPIES}", field="tile_k"),
+        *(_nhwc_copy_rules() if channels_last else _nchw_copy_rules()),
         Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 5, "stages={stages}: allowed 2..5"),
         *split_rules(reduction_length(p), chunk="tile_k", extent="C·R·S", unit="reduction", empty="work"),
     )
@@ -131,21 +158,24 @@ def grid_size(problem: ConvProblem) -> int:
     return space(problem).grid_size()
 
 
-def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[IgemmFwdPlan]:
-    """Every valid (config, plan) of the igemm forward kernel for ``problem`` on ``machine``."""
-    for values in space(problem, machine).configs():
+def enumerate_plans(problem: ConvProblem, machine: MachineModel,
+                    config_class: type[IgemmFwdConfig] = IgemmFwdConfig) -> Iterator[IgemmFwdPlan]:
+    """Every valid (config, plan) of the igemm forward kernel (or, by ``config_class``, its NHWC variant) for
+    ``problem`` on ``machine``."""
+    channels_last = config_class.family == CHANNELS_LAST_FAMILY
+    for values in space(problem, machine, channels_last).configs():
         try:
-            yield derive_plan(problem, IgemmFwdConfig(**values), machine)  # the rules hold: configs() kept them
+            yield derive_plan(problem, config_class(**values), machine)  # the rules hold: configs() kept them
         except InvalidConfig:  # a limit of the derived geometry (shared memory, registers, grid)
             continue
 
 
 def plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineModel | None = None) -> IgemmFwdPlan:
-    """Validate ``config`` for ``problem`` (the rules of :func:`space`, then ``machine``'s limits on the derived
-    geometry) and derive the launch plan.
+    """Validate ``config`` for ``problem`` (the rules of :func:`space` for the config's variant, then
+    ``machine``'s limits on the derived geometry) and derive the launch plan.
 
     Raises:
         InvalidConfig: naming the field that breaks a rule.
     """
-    space(problem).check(config)
+    space(problem, None, config.family == CHANNELS_LAST_FAMILY).check(config)
     return derive_plan(problem, config, machine)

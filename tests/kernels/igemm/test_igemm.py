@@ -27,6 +27,7 @@ from convtune.kernels.igemm.launcher import (
     supports,
     traffic_words,
 )
+from convtune.kernels.igemm.nhwc import IgemmNhwcFwdConfig
 from convtune.kernels.igemm.space import enumerate_plans, plan
 from convtune.kernels.reference import conv2d_reference_for, relative_error
 from convtune.kernels.registry import get_spec, specs_for
@@ -211,6 +212,11 @@ def _a_col_offset(ml: Any) -> Any:
     return (ml >> 4) * 128 + (ml & 7) * 4 + ((ml >> 3) & 1)
 
 
+def _nhwc_swizzle(ml: Any, bk: int) -> Any:
+    """``nhwc_swizzle<BK>(ml)``: (ml / max(1, 32/BK)) mod min(BK/4, 8)."""
+    return (np.asarray(ml) // max(1, 32 // bk)) & (min(bk // 4, 8) - 1)
+
+
 class _Geometry:
     """The config-only maps of one block (igemm_fwd.cu, read index by index):
 
@@ -229,6 +235,22 @@ class _Geometry:
     def __init__(self, c: IgemmFwdConfig) -> None:
         threads, bm, bn, bk = c.threads, c.tile_m, c.tile_n, c.tile_k
         self.a_stage, self.b_stage = bk * bm, bk * bn
+        self.channels_last = c.family == "igemm_nhwc"
+        if self.channels_last:
+            self._nhwc_a_maps(c)
+        else:
+            self._nchw_a_maps(c)
+        b_segs = bk * bn // 4
+        e = np.arange(b_segs)                       # e = tid + i·THREADS over every thread and i < NB
+        nb = -(-b_segs // threads)
+        assert sorted((t + i * threads) for t in range(threads) for i in range(nb) if t + i * threads < b_segs) \
+            == list(range(b_segs))
+        tile, self.b_within = e >> 4, e & 15
+        self.b_lk, self.b_ln = tile // (bn // 8), tile % (bn // 8)
+        self._fragment_maps(c)
+
+    def _nchw_a_maps(self, c: IgemmFwdConfig) -> None:
+        threads, bm, bk = c.threads, c.tile_m, c.tile_k
         mpt = bm // threads if bm > threads else 1
         col_step = 0 if threads >= bm else threads
         row_step = threads // bm if threads >= bm else 1
@@ -248,13 +270,29 @@ class _Geometry:
         assert np.array_equal(self.a_dst, _a_row_offset(self.a_row, bm) + _a_col_offset(cols))
         hits = np.bincount(self.a_dst.ravel(), minlength=self.a_stage)
         assert hits.size == self.a_stage and (hits == 1).all(), "A copies do not tile the A stage"
-        b_segs = bk * bn // 4
-        e = np.arange(b_segs)                       # e = tid + i·THREADS over every thread and i < NB
-        nb = -(-b_segs // threads)
-        assert sorted((t + i * threads) for t in range(threads) for i in range(nb) if t + i * threads < b_segs) \
-            == list(range(b_segs))
-        tile, self.b_within = e >> 4, e & 15
-        self.b_lk, self.b_ln = tile // (bn // 8), tile % (bn // 8)
+
+    def _nhwc_a_maps(self, c: IgemmFwdConfig) -> None:
+        """igemm_nhwc_body: thread tid copies 16-byte piece tid % (BK/4) of pixel rows tid / (BK/4) + i·PIX_STEP;
+        ``a_pix[i, tid]``, ``a_piece[tid]``, ``a_dst[i, tid]`` (first float of the piece in the A stage)."""
+        threads, bm, bk = c.threads, c.tile_m, c.tile_k
+        pieces = bk // 4
+        copies, pix_step = bm * pieces // threads, threads // pieces
+        tid = np.arange(threads)
+        self.a_piece = tid % pieces
+        self.a_pix = (tid // pieces)[None, :] + pix_step * np.arange(copies)[:, None]
+        self.a_dst = self.a_pix * bk + ((self.a_piece[None, :] ^ _nhwc_swizzle(self.a_pix, bk)) << 2)
+        hits = np.zeros(self.a_stage, dtype=np.int64)
+        for v in range(4):
+            np.add.at(hits, self.a_dst + v, 1)
+        assert (hits == 1).all(), "A pieces do not tile the A stage"
+        # 16-byte writes go in phases of 8 lanes: each phase's pieces on 8 distinct 16-byte bank groups
+        for i in range(copies):
+            for lane0 in range(0, threads, 8):
+                groups = {int(q) % 8 for q in self.a_dst[i, lane0:lane0 + 8] // 4}
+                assert len(groups) == 8, "A piece writes conflict"
+
+    def _fragment_maps(self, c: IgemmFwdConfig) -> None:
+        threads, bm, bn, bk = c.threads, c.tile_m, c.tile_n, c.tile_k
         # fragments and accumulators, warp by warp, lane by lane
         wtm, wtn = bm // c.warps_m, bn // c.warps_n
         mi_n, ni_n = wtm // 16, wtn // 8
@@ -269,12 +307,18 @@ class _Geometry:
                 slot = t4 * 8 + g
                 for kb in range(bk // 8):
                     for mi in range(mi_n):
-                        ap = ((kb * (bm // 16) + wm0 // 16 + mi) * 32 + slot) * 4     # one 16-byte load
                         for v in range(4):
                             # a_v holds A(row g + 8·(v & 1), col t + 4·(v >> 1)) of the 16 x 8 tile
                             ml, kl = wm0 + mi * 16 + g + 8 * (v & 1), kb * 8 + t4 + 4 * (v >> 1)
-                            assert self.a_addr[ml, kl] in (-1, ap + v)
-                            self.a_addr[ml, kl] = ap + v
+                            if self.channels_last:   # k-contiguous rows, pieces swizzled by swz(g) (the kernel's)
+                                swz = int(_nhwc_swizzle(np.array(g), bk))
+                                assert swz == int(_nhwc_swizzle(np.array(ml), bk)), "rows g and g + 8 differ in swz"
+                                piece = 2 * kb + (v >> 1)
+                                addr = ml * bk + ((piece ^ swz) << 2) + t4
+                            else:                    # fragment order: one 16-byte load per lane
+                                addr = ((kb * (bm // 16) + wm0 // 16 + mi) * 32 + slot) * 4 + v
+                            assert self.a_addr[ml, kl] in (-1, addr)
+                            self.a_addr[ml, kl] = addr
                     for ni in range(ni_n):
                         bp = ((kb * (bn // 8) + wn0 // 8 + ni) * 32 + slot) * 2      # one 8-byte load
                         for v in range(2):
@@ -292,6 +336,15 @@ class _Geometry:
                             self.out_dm[ml, nl] = wm0 + mi * 16 + g + half * 8
                             self.out_dk[ml, nl] = wn0 + ni * 8 + 2 * t4 + vv
         assert (self.a_addr >= 0).all() and (self.b_addr >= 0).all() and (self.out_dm >= 0).all()
+        if self.channels_last:   # each of a warp's four 4-byte A reads: 32 lanes on 32 distinct banks
+            for warp in range(c.warps_m * c.warps_n):
+                wm0 = (warp % c.warps_m) * wtm
+                for kb in range(bk // 8):
+                    for mi in range(mi_n):
+                        for v in range(4):
+                            banks = {int(self.a_addr[wm0 + mi * 16 + (lane >> 2) + 8 * (v & 1),
+                                                     kb * 8 + (lane & 3) + 4 * (v >> 1)]) % 32 for lane in range(32)}
+                            assert len(banks) == 32, "A fragment reads conflict"
         assert np.array_equal(np.sort(self.a_addr.ravel()), np.arange(self.a_stage)), "fragments skip A floats"
         assert np.array_equal(np.sort(self.b_addr.ravel()), np.arange(self.b_stage)), "fragments skip B floats"
         flat = self.out_dm * bn + self.out_dk
@@ -305,22 +358,67 @@ def _geometry(c: IgemmFwdConfig) -> _Geometry:
 
 def _pack(pl: IgemmFwdPlan, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``igemm_pack`` in numpy, index by index from ``launcher.pack_arguments(pl)`` (float64, not rounded to TF32:
-    the emulation checks placement exactly): the fragment-ordered weight words and the gather table (KRp, 3)."""
-    k_out, kr_total, krp, nb8, rs, s_f, hw, w_in, dh, dw = launcher.pack_arguments(pl)
+    the emulation checks placement exactly): the fragment-ordered weight words and the gather table (KRp, 3), in
+    the plan's reduction order ((c, r, s), or (r, s, c) for the NHWC variant)."""
+    k_out, kr_total, krp, nb8, rs, s_f, hw, w_in, dh, dw, ch, channels_last = launcher.pack_arguments(pl)
     assert krp * nb8 * 8 + 4 * krp == launcher.filter_words(pl.problem)
     idx = np.arange(krp * nb8 * 8)
     j, slot, tile = idx & 1, (idx >> 1) & 31, idx >> 6
     nb, kb = tile % nb8, tile // nb8
     kr, k = kb * 8 + (slot >> 3) + 4 * j, nb * 8 + (slot & 7)
     inside = (kr < kr_total) & (k < k_out)
+    crs = (kr % ch) * rs + kr // ch if channels_last else kr     # the (c, r, s) index of w at kr
     w_flat = w.ravel()
-    filt = np.where(inside, w_flat[np.where(inside, k * kr_total + kr, 0)], 0.0)
+    filt = np.where(inside, w_flat[np.where(inside, k * kr_total + crs, 0)], 0.0)
     kr = np.arange(krp)
-    c, tap = kr // rs, kr % rs
+    c, tap = (kr % ch, kr // ch) if channels_last else (kr // rs, kr % rs)
     r, s = tap // s_f, tap % s_f
-    table = np.where((kr < kr_total)[:, None], np.stack([c * hw + r * dh * w_in + s * dw, r * dh, s * dw], axis=1),
-                     np.array([0, -(1 << 29), 0]))
+    off = (r * dh * w_in + s * dw) * ch + c if channels_last else c * hw + r * dh * w_in + s * dw
+    table = np.where((kr < kr_total)[:, None], np.stack([off, r * dh, s * dw], axis=1), np.array([0, -(1 << 29), 0]))
     return filt, table
+
+
+def _nchw_a_stage(geo: _Geometry, pl: IgemmFwdPlan, x_flat: np.ndarray, table: np.ndarray, kr0: np.ndarray,
+                  m: np.ndarray, a_hb: np.ndarray, a_wb: np.ndarray, a_base: np.ndarray) -> np.ndarray:
+    """The A stages (chunk, BK·BM floats) of one block, copy by copy as igemm_fwd_body's load_stage makes them."""
+    p = pl.problem
+    tid = np.arange(pl.config.threads)
+    hb, wb, base = a_hb[geo.a_j, tid], a_wb[geo.a_j, tid], a_base[geo.a_j, tid]   # (i, tid)
+    kr = kr0[:, None, None] + geo.a_row[None]                                     # (chunk, i, tid)
+    entry = table[kr]                                                             # (chunk, i, tid, 3)
+    h = _wrap32(hb + entry[..., 1])
+    w = _wrap32(wb + entry[..., 2])
+    ok = (h >= 0) & (h < p.H) & (w >= 0) & (w < p.W)                              # (unsigned) h < H, w < W
+    src = _wrap32(base + entry[..., 0])
+    assert ((src[ok] >= 0) & (src[ok] < x_flat.size)).all(), "an A copy reads outside x"
+    a_smem = np.zeros((kr0.size, geo.a_stage))
+    a_smem[:, geo.a_dst.ravel()] = np.where(ok, x_flat[np.where(ok, src, 0)], 0.0).reshape(kr0.size, -1)
+    return a_smem
+
+
+def _nhwc_a_stage(geo: _Geometry, pl: IgemmFwdPlan, x_flat: np.ndarray, table: np.ndarray, kr0: np.ndarray,
+                  m0: int) -> np.ndarray:
+    """The A stages of one block as igemm_nhwc_body's load_stage makes them: per thread one table entry per chunk
+    (row kr0 + 4·piece), per copy a pixel origin and a 16-byte read of 4 channels of xh."""
+    p = pl.problem
+    pq = p.P * p.Q
+    m = m0 + geo.a_pix                                                            # (i, tid)
+    inside = m < p.N * pq
+    n, rem = m // pq, m % pq
+    hb = np.where(inside, rem // p.Q * p.stride_h - p.pad_h, -(1 << 29))
+    wb = np.where(inside, rem % p.Q * p.stride_w - p.pad_w, 0)
+    base = np.where(inside, _wrap32(((n * p.H + hb) * p.W + wb) * p.C), 0)
+    entry = table[kr0[:, None] + 4 * geo.a_piece[None, :]][:, None]               # (chunk, 1, tid, 3)
+    h = _wrap32(hb + entry[..., 1])
+    w = _wrap32(wb + entry[..., 2])
+    ok = (h >= 0) & (h < p.H) & (w >= 0) & (w < p.W)                              # (chunk, i, tid)
+    src = _wrap32(base + entry[..., 0])
+    assert (src[ok] % 4 == 0).all(), "a 16-byte A copy is not 16-byte aligned"
+    assert ((src[ok] >= 0) & (src[ok] + 3 < x_flat.size)).all(), "an A copy reads outside x"
+    a_smem = np.zeros((kr0.size, geo.a_stage))
+    for v in range(4):
+        a_smem[:, (geo.a_dst + v).ravel()] = np.where(ok, x_flat[np.where(ok, src + v, 0)], 0.0).reshape(kr0.size, -1)
+    return a_smem
 
 
 def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarray) -> dict[str, np.ndarray]:
@@ -339,7 +437,8 @@ def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarra
     m_total = n_img * pq
     chunks = -(-kr_total // bk)
     assert chunks * bk <= krp == table.shape[0], "a chunk reads past the table"
-    x_flat = x.ravel()
+    # the NHWC variant reads igemm_to_nhwc's copy of x: xh[n, p, c] = x[n, c, p] over the H·W pixels p
+    x_flat = x.transpose(0, 2, 3, 1).ravel() if geo.channels_last else x.ravel()
     y = np.full(n_img * k_out * pq, np.nan if c.splits == 1 else 0.0)
     stores = np.zeros(y.size, dtype=np.int64)
     a_full = np.full((pl.m_tiles * bm, chunks * bk), np.nan)
@@ -352,8 +451,8 @@ def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarra
         kr0 = (chunk0 + np.arange(nchunks)) * bk                                 # (chunk,)
         for bx in range(pl.m_tiles):
             m0 = bx * bm
-            # the thread's pixel column origins, fixed for the block
-            m = m0 + geo.mm                                                      # (j, tid)
+            # the thread's pixel column origins, fixed for the block (the NHWC variant: one per copy)
+            m = m0 + (geo.a_pix if geo.channels_last else geo.mm)               # (j or i, tid)
             inside = m < m_total
             n = m // pq
             rem = m - n * pq
@@ -362,17 +461,10 @@ def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarra
             a_hb = np.where(inside, _wrap32(op * sh - ph), -(1 << 29))
             a_wb = np.where(inside, _wrap32(oq * sw - pw), 0)
             a_base = np.where(inside, _wrap32(n * ch * hw + a_hb * w_in + a_wb), 0)
-            tid = np.arange(c.threads)
-            hb, wb, base = a_hb[geo.a_j, tid], a_wb[geo.a_j, tid], a_base[geo.a_j, tid]   # (i, tid)
-            kr = kr0[:, None, None] + geo.a_row[None]                             # (chunk, i, tid)
-            entry = table[kr]                                                     # (chunk, i, tid, 3)
-            h = _wrap32(hb + entry[..., 1])
-            w = _wrap32(wb + entry[..., 2])
-            ok = (h >= 0) & (h < h_in) & (w >= 0) & (w < w_in)                    # (unsigned) h < H, w < W
-            src = _wrap32(base + entry[..., 0])
-            assert ((src[ok] >= 0) & (src[ok] < x_flat.size)).all(), "an A copy reads outside x"
-            a_smem = np.zeros((nchunks, geo.a_stage))
-            a_smem[:, geo.a_dst.ravel()] = np.where(ok, x_flat[np.where(ok, src, 0)], 0.0).reshape(nchunks, -1)
+            if geo.channels_last:
+                a_smem = _nhwc_a_stage(geo, pl, x_flat, table, kr0, m0)
+            else:
+                a_smem = _nchw_a_stage(geo, pl, x_flat, table, kr0, m, a_hb, a_wb, a_base)
             a_tile = a_smem[:, geo.a_addr]                                        # (chunk, BM, BK)
             a_full[m0:m0 + bm, chunk0 * bk:(chunk0 + nchunks) * bk] = a_tile.transpose(1, 0, 2).reshape(bm, -1)
             for by in range(pl.n_tiles):
@@ -400,21 +492,23 @@ def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarra
     return {"y": y.reshape(n_img, k_out, p_out, q_out), "A": a_full, "B": b_full}
 
 
-def _im2col(p: ConvProblem, x: np.ndarray) -> np.ndarray:
-    """A[m, kr] = x[n, c, p·SH − PH + r·DH, q·SW − PW + s·DW] (zero outside x), m = (n, p, q), kr = (c, r, s)."""
+def _im2col(p: ConvProblem, x: np.ndarray, channels_last: bool = False) -> np.ndarray:
+    """A[m, kr] = x[n, c, p·SH − PH + r·DH, q·SW − PW + s·DW] (zero outside x), m = (n, p, q), kr = (c, r, s), or
+    (r, s, c) with ``channels_last``."""
     n, ch, op, oq, r, s = np.meshgrid(np.arange(p.N), np.arange(p.C), np.arange(p.P), np.arange(p.Q),
                                       np.arange(p.R), np.arange(p.S), indexing="ij")
     h = op * p.stride_h - p.pad_h + r * p.dil_h
     w = oq * p.stride_w - p.pad_w + s * p.dil_w
     inside = (h >= 0) & (h < p.H) & (w >= 0) & (w < p.W)
     vals = np.where(inside, x[n, ch, np.clip(h, 0, p.H - 1), np.clip(w, 0, p.W - 1)], 0.0)
-    return vals.transpose(0, 2, 3, 1, 4, 5).reshape(p.N * p.P * p.Q, p.C * p.R * p.S)
+    order = (0, 2, 3, 4, 5, 1) if channels_last else (0, 2, 3, 1, 4, 5)
+    return vals.transpose(order).reshape(p.N * p.P * p.Q, p.C * p.R * p.S)
 
 
 def _first_mismatches(p: ConvProblem, got: np.ndarray, want: np.ndarray, limit: int = 4) -> str:
     bad = np.argwhere(got != want)[:limit]
     out = []
-    for m, kr in bad:
+    for m, kr in bad:   # (c, r, s) names in the NCHW kernel's order
         n, rem = divmod(int(m), p.P * p.Q)
         c, tap = divmod(int(kr), p.R * p.S)
         out.append(f"A[m={m} (n={n}, p={rem // p.Q}, q={rem % p.Q}), kr={kr} (c={c}, r={tap // p.S}, "
@@ -436,6 +530,17 @@ EMULATION_CONFIGS = [
     IgemmFwdConfig(256, 128, 8, 4, 2, 2, 2),    # 256 threads = 256 pixels, split 2
     IgemmFwdConfig(128, 32, 16, 4, 1, 3, 4),    # split 4
 ]
+
+#: configs of the NHWC variant's emulation: 1..16 pieces per thread, every tile_k (8 to 64), splits
+NHWC_EMULATION_CONFIGS = [
+    IgemmNhwcFwdConfig(32, 32, 8, 2, 1, 2, 1),     # 64 threads, 64 pieces: one copy each
+    IgemmNhwcFwdConfig(64, 64, 16, 2, 2, 3, 2),
+    IgemmNhwcFwdConfig(128, 32, 32, 2, 1, 4, 1),   # 16 copies per thread
+    IgemmNhwcFwdConfig(64, 128, 64, 2, 2, 2, 1),   # tile_k 64: 16 pieces per pixel row
+    IgemmNhwcFwdConfig(128, 128, 16, 2, 4, 3, 3),
+    IgemmNhwcFwdConfig(256, 64, 8, 4, 2, 2, 1),
+]
+
 
 def _random_emulation_problems(count: int) -> list[ConvProblem]:
     rng = np.random.default_rng(20260714)
@@ -488,6 +593,10 @@ def _emulation_cases() -> list[Any]:
     for i, p in enumerate(problems):
         config = _valid_config(p, EMULATION_CONFIGS[i % len(EMULATION_CONFIGS)])
         cases.append(pytest.param(p, config, id=f"{i}-R{p.R}S{p.S}-{config.key().split(' ', 1)[1]}"))
+    for i, p in enumerate(problems[::2]):   # the NHWC variant: C a multiple of 4
+        p4 = p.replace(C=-(-p.C // 4) * 4)
+        config = _valid_config(p4, NHWC_EMULATION_CONFIGS[i % len(NHWC_EMULATION_CONFIGS)])
+        cases.append(pytest.param(p4, config, id=f"nhwc{i}-R{p.R}S{p.S}-{config.key().split(' ', 1)[1]}"))
     return cases
 
 
@@ -499,6 +608,7 @@ def test_emulation_covers_enough_problems() -> None:
     assert len(passing) >= 20
     configs = {c.values[1] for c in EMULATION_CASES}
     assert any(c.tile_m > c.threads for c in configs) and any(c.tile_m < c.threads for c in configs)
+    assert sum(c.family == "igemm_nhwc" for c in configs) >= 5
     assert any(c.splits > 1 for c in configs)
     problems = [c.values[0] for c in passing]
     assert {p.stride_h for p in problems} >= {1, 2, 3} and {p.dil_w for p in problems} >= {1, 2, 3}
@@ -516,11 +626,13 @@ def _check_emulation(problem: ConvProblem, config: IgemmFwdConfig) -> None:
     m_total, kr_total = problem.N * problem.P * problem.Q, problem.C * problem.R * problem.S
     # the implied operands, as the shared-memory tiles hold them: exact copies of im2col(x) and of w
     a, b = out["A"], out["B"]
-    want_a = _im2col(problem, x)
+    channels_last = config.family == "igemm_nhwc"
+    want_a = _im2col(problem, x, channels_last)
     assert np.array_equal(a[:m_total, :kr_total], want_a), _first_mismatches(problem, a[:m_total, :kr_total], want_a)
     assert (a[:, kr_total:] == 0).all() and (a[m_total:] == 0).all(), "ragged A edges are not zero-filled"
     want_b = np.zeros((kr_total, pl.n_tiles * config.tile_n))
-    want_b[:, :problem.K] = w.reshape(problem.K, kr_total).T
+    w_ordered = w.transpose(0, 2, 3, 1) if channels_last else w
+    want_b[:, :problem.K] = w_ordered.reshape(problem.K, kr_total).T
     assert np.array_equal(b[:kr_total], want_b) and (b[kr_total:] == 0).all(), "B tiles differ from w"
     # the block tiles through the fragment and epilogue maps, against a float64 direct convolution
     ref = conv2d_reference_for(problem, x, w)
@@ -608,7 +720,7 @@ def test_prepared_launch_passes_the_kernel_arguments(text: str, monkeypatch: pyt
     rec = _launch_recorder(monkeypatch)
     p = P(text)
     pl = plan(p, IgemmFwdConfig(32, 32, 8, 2, 1, 2, 1), H200)
-    pack = rec.kernel(launcher.PACK_ENTRY, 2, 10)
+    pack = rec.kernel(launcher.PACK_ENTRY, 2, 12)
     monkeypatch.setattr(launcher, "load_kernel", lambda *a, **k: pack)
     prepared = launcher.prepare_plan(pl, 0, kernels=rec.kernel(launcher.ENTRY, 3, 15))
     prepared((0x1000, 0x2000, 0x3000), 0)
@@ -620,7 +732,7 @@ def test_prepared_launch_passes_the_kernel_arguments(text: str, monkeypatch: pyt
     assert list(call.ints) == [p.N, p.C, p.H, p.W, p.K, p.P, p.Q, p.stride_h, p.stride_w, p.pad_h, p.pad_w, kr, krp,
                                kp8 // 8, pl.chunks_per_split]
     assert pack_call.pointers == (0x4000, 0x2000)
-    assert list(pack_call.ints) == [p.K, kr, krp, kp8 // 8, p.R * p.S, p.S, p.H * p.W, p.W, p.dil_h, p.dil_w]
+    assert list(pack_call.ints) == [p.K, kr, krp, kp8 // 8, p.R * p.S, p.S, p.H * p.W, p.W, p.dil_h, p.dil_w, p.C, 0]
     words = krp * kp8 + 4 * krp
     assert prepared.filters.words == words and pack_call.grid[0] * pack_call.block[0] >= words
 
@@ -640,7 +752,7 @@ def test_kernel_arguments_are_int32() -> None:
     args = launcher.kernel_arguments(pl)
     assert len(args) == 15
     struct.pack("<" + "i" * 15, *args)
-    struct.pack("<" + "i" * 10, *launcher.pack_arguments(pl))
+    struct.pack("<" + "i" * 12, *launcher.pack_arguments(pl))
 
 
 # ---- the space -------------------------------------------------------------------------------------------------
@@ -684,7 +796,9 @@ def test_registry_row_shares_the_direct_bound() -> None:
     assert 0 < spec.predict_s(pl, H200) < 1
     assert spec.launcher.tolerance(pl) == launcher.TOLERANCE
     assert IgemmFwdConfig().key().startswith("igemm.fwd tile_m=128 tile_n=128 tile_k=16")
-    assert [s.kind for s in specs_for(p) if s.algorithm == "igemm"] == ["igemm.fwd"]
+    assert [s.kind for s in specs_for(p) if s.algorithm == "igemm"] == ["igemm.fwd", "igemm_nhwc.fwd"]
+    # the NHWC variant: C a multiple of 4 only
+    assert [s.kind for s in specs_for(p.replace(C=255)) if s.algorithm == "igemm"] == ["igemm.fwd"]
     assert spec not in specs_for(strict)
 
 

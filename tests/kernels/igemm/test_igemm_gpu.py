@@ -27,7 +27,9 @@ import pytest
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm import launcher
 from convtune.kernels.igemm.launcher import IgemmFwdConfig
+from convtune.kernels.igemm.nhwc import IgemmNhwcFwdConfig
 from convtune.kernels.igemm.space import plan
+from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -48,6 +50,13 @@ CONFIGS = {
     "64x128k8s4_1x2_x2": IgemmFwdConfig(64, 128, 8, 1, 2, 4, 2),
     "32x64k16s5_1x2": IgemmFwdConfig(32, 64, 16, 1, 2, 5, 1),
     "64x32k8s3_4x1": IgemmFwdConfig(64, 32, 8, 4, 1, 3, 1),          # 128 threads, 64 pixels
+    # the NHWC variant (layout change into the workspace, 16-byte A copies; problems get C rounded up to 4·j)
+    "nhwc_128x128k16s3_2x2": IgemmNhwcFwdConfig(128, 128, 16, 2, 2, 3, 1),
+    "nhwc_64x128k8s2_1x2": IgemmNhwcFwdConfig(64, 128, 8, 1, 2, 2, 1),
+    "nhwc_64x64k32s5_2x2_x4": IgemmNhwcFwdConfig(64, 64, 32, 2, 2, 5, 4),
+    "nhwc_32x64k8s2_1x2": IgemmNhwcFwdConfig(32, 64, 8, 1, 2, 2, 1),
+    "nhwc_256x64k16s3_4x2": IgemmNhwcFwdConfig(256, 64, 16, 4, 2, 3, 1),
+    "nhwc_128x64k64s2_2x2_x2": IgemmNhwcFwdConfig(128, 64, 64, 2, 2, 2, 2),
 }
 PROBLEMS_PER_CONFIG = 24
 #: work per case (float64 im2col columns and MACs): the file runs in well under 90 s on the H200
@@ -67,6 +76,8 @@ def _random_problem(rng: np.random.Generator, config: IgemmFwdConfig) -> ConvPro
     ph, pw = int(rng.integers(0, 4)), int(rng.integers(0, 4))
     n = int(rng.choice([1, 1, 1, 1, 2, 3, 5, 8, 32]))
     c = int(rng.choice([1, 3, 5, 7, 13, 16, 21, 35, 50, 64, 100]))
+    if config.family == "igemm_nhwc":
+        c = -(-c // 4) * 4
     k = int(rng.choice([1, 3, 8, 17, 32, 50, 64, 77, 128, 130, 200, 300]))
     span_h, span_w = dh * (r - 1) + 1, dw * (s - 1) + 1
     low_h, low_w = max(1, span_h - 2 * ph), max(1, span_w - 2 * pw)
@@ -84,7 +95,7 @@ def _random_problem(rng: np.random.Generator, config: IgemmFwdConfig) -> ConvPro
         except InvalidConfig as exc:
             if exc.field != "splits":
                 return None
-            problem = dataclasses.replace(problem, C=problem.C + 8)
+            problem = dataclasses.replace(problem, C=problem.C + 8)   # keeps C mod 4
     else:
         return None
     m, kr = problem.N * problem.P * problem.Q, problem.C * problem.R * problem.S
@@ -119,6 +130,7 @@ def test_case_count() -> None:
     assert {p.stride_h for p in problems} >= {1, 2, 3} and {p.dil_h for p in problems} >= {1, 2, 3}
     assert {p.pad_h for p in problems} >= {0, 1, 2, 3} and any(p.R != p.S for p in problems)
     assert {3, 13, 35, 50} <= {p.C for p in problems} and sum(p.N == 1 for p in problems) >= len(problems) // 3
+    assert sum(c.values[1].family == "igemm_nhwc" for c in runnable) >= 100
     assert any(p.N == 32 for p in problems)
     assert any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p in problems)   # padding-dominated maps
     assert {c.values[1].splits for c in runnable} >= {1, 2, 4, 8}
@@ -197,12 +209,13 @@ def test_igemm_fwd_matches_float64_and_cudnn_tf32(problem: ConvProblem, config: 
     from convtune.kernels.reference import conv2d_reference_gpu, relative_error
 
     pl = plan(problem, config, machine)
-    kernel = launcher.compile_plan(pl)
+    family = get_spec(config.family).launcher
+    kernel = family.compile_plan(pl)
     rng = cp.random.default_rng(zlib.crc32(problem.key().encode()))
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
     w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
     y = cp.full((problem.N, problem.K, problem.P, problem.Q), cp.nan, dtype=cp.float32)
-    launcher.launch(pl, kernel, x, launcher.prepare_filters(pl, w), y)
+    family.launch(pl, kernel, x, family.prepare_filters(pl, w), y)
     cp.cuda.get_current_stream().synchronize()
     assert not bool(cp.isnan(y).any()), "some outputs were never written"
     geometry = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
@@ -240,12 +253,14 @@ def test_operator_api_runs_an_igemm_config_on_torch_tensors() -> None:
         pytest.skip("convtune.conv2d has no `math` argument yet: its problems are math='ieee', which the TF32 "
                     "igemm family does not run (conv2d's `math` is being added)")
     g = torch.Generator(device="cuda").manual_seed(7)
-    x = torch.randn(3, 35, 15, 13, device="cuda", generator=g)
-    w = torch.randn(50, 35, 3, 3, device="cuda", generator=g)
+    x = torch.randn(3, 36, 15, 13, device="cuda", generator=g)   # C = 36: the NHWC variant takes it too
+    w = torch.randn(50, 36, 3, 3, device="cuda", generator=g)
     for key, stride, padding in (
             ("igemm.fwd tile_m=64 tile_n=64 tile_k=32 warps_m=2 warps_n=2 stages=5 splits=1", 1, 1),
             ("igemm.fwd tile_m=128 tile_n=32 tile_k=16 warps_m=4 warps_n=1 stages=3 splits=4", 2, 1),
-            ("igemm.fwd tile_m=32 tile_n=64 tile_k=8 warps_m=2 warps_n=1 stages=2 splits=1", 1, (2, 0))):
+            ("igemm.fwd tile_m=32 tile_n=64 tile_k=8 warps_m=2 warps_n=1 stages=2 splits=1", 1, (2, 0)),
+            ("igemm_nhwc.fwd tile_m=64 tile_n=64 tile_k=16 warps_m=2 warps_n=2 stages=3 splits=1", 1, 1),
+            ("igemm_nhwc.fwd tile_m=128 tile_n=64 tile_k=32 warps_m=2 warps_n=2 stages=2 splits=2", 2, (0, 1))):
         expected = torch.nn.functional.conv2d(x.double(), w.double(), stride=stride, padding=padding)
         for _ in range(2):  # the miss, then the cache hit (same prepared launch, cached filters)
             y = convtune.conv2d(x, w, stride=stride, padding=padding, config=key, math="tf32")
