@@ -2,7 +2,8 @@
 
 For each shape and each family of ``--families`` that can run it (default: direct, winograd,
 winograd_unfused): rank the family's valid configurations by its analytic model and take the top
-``--top``; for direct also the model's best of each (tile area, tile_k, splits) bucket (so a model
+``--top``; for direct and the tensor-core families also the model's best of each (tile area, tile_k, splits)
+bucket (so a model
 bias cannot hide a whole region). Pre-compile them all with nvcc in parallel, verify each once
 against the float64 GPU reference (the family's tolerance: 1e-5 direct, 2e-5 / 1e-4 for Winograd
 F(2) / F(4); output poisoned with NaN first), time each with the shared
@@ -11,9 +12,9 @@ protocol (:mod:`convtune.kernels.timing`: spin-then-events, median, rotating buf
 the same run through torch (``cudnn.benchmark=True``; fp32 with ``allow_tf32=False``, plus TF32 and
 fp16 and bf16 columns) on the same rotating inputs.
 
-``--math tf32`` runs the TF32 class: every problem with ``math="tf32"``, the tensor-core family (default
-``--families igemm``), the speedup against cuDNN TF32 (``allow_tf32=True``), the compute ceiling the TF32 GEMM
-peak measured in this run (so floors and efficiencies use the class's ceiling), TFLOP/s as % of that peak, and
+``--math tf32`` runs the TF32 class: every problem with ``math="tf32"``, the tensor-core families (default
+``--families igemm igemm_nhwc``), the speedup against cuDNN TF32 (``allow_tf32=True``), the compute ceiling the TF32
+GEMM peak measured in this run (so floors and efficiencies use the class's ceiling), TFLOP/s as % of that peak, and
 cuDNN TF32's own relative error against float64 on the same inputs next to ours.
 
 Writes ``vs_cudnn.md`` (table) and ``vs_cudnn.json`` (every candidate measured) under ``--out`` (``vs_cudnn_tf32.*``
@@ -53,6 +54,7 @@ from convtune.problem import ConvProblem
 from convtune.tuner.efficiency import compute_ceiling, family_choice, floor_time_s
 
 FAMILIES = ("direct", "winograd", "winograd_unfused")
+TF32_FAMILIES = ("igemm", "igemm_nhwc")
 
 
 def measure_copy_bandwidth(nbytes: int = 2 << 30) -> float:
@@ -75,7 +77,8 @@ def measure_fp32_peak(n: int = 8192, tf32: bool = False) -> float:
 
 def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: int,
                families: tuple[str, ...] = FAMILIES) -> tuple[list, int]:
-    """The configurations to time (model top ``top`` per family + direct's bucket bests) and the space size."""
+    """The configurations to time (model top ``top`` per family + the bucket bests of direct and the tensor-core
+    families: the model's best per (tile area, tile_k, splits)) and the space size."""
     chosen, size = [], 0
     for spec in specs_for(problem, families):
         if spec.family == "direct":
@@ -86,11 +89,12 @@ def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: i
         size += len(scored)
         mine = [pl for _, pl in scored[:top]]
         seen = {pl.config for pl in mine}
-        if spec.family == "direct":
+        if spec.family in ("direct", *TF32_FAMILIES):
             by_bucket: dict[tuple[int, int, int], object] = {}
             for _, pl in scored:
                 c = pl.config
-                by_bucket.setdefault((c.tile_h * c.tile_w, c.tile_k, c.splits), pl)
+                area = c.tile_m * c.tile_n if spec.family in TF32_FAMILIES else c.tile_h * c.tile_w
+                by_bucket.setdefault((area, c.tile_k, c.splits), pl)
             for pl in list(by_bucket.values())[:buckets]:
                 if pl.config not in seen:
                     mine.append(pl)
@@ -329,7 +333,7 @@ def main() -> int:
     start = time.perf_counter()
     tf32 = args.math == "tf32"
     if args.families is None:
-        args.families = ["igemm"] if tf32 else list(FAMILIES)
+        args.families = list(TF32_FAMILIES) if tf32 else list(FAMILIES)
     bandwidth, peak = measure_copy_bandwidth(), measure_fp32_peak()
     machine = MachineModel.from_device().with_ceilings(bandwidth, peak, "measured in this run")
     machine = dataclasses.replace(machine, tf32_peak_flops_per_s=measure_fp32_peak(tf32=True)) if tf32 else machine

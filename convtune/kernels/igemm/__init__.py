@@ -1,6 +1,7 @@
 """The implicit-GEMM tensor-core forward family (TF32 products, fp32 accumulation; ``math="tf32"`` problems).
 
-``SPECS`` are the family's registry rows (the NCHW kernel and its channels-last variant ``igemm_nhwc``) (see :mod:`convtune.kernels.registry`); its bound and floor are the direct
+``SPECS`` are the family's registry rows, the NCHW kernel and its channels-last variant ``igemm_nhwc`` (see
+:mod:`convtune.kernels.registry`); their bound and floor are the direct
 convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's (TF32).
 """
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from convtune.kernels.igemm.launcher import WARP, IgemmFwdPlan, reduction_length
 from convtune.kernels.launch_geometry import resident_blocks
+from convtune.machine import MachineModel
 
 
 def traffic_words(pl: IgemmFwdPlan) -> dict[str, int]:
@@ -45,7 +46,6 @@ def traffic_words(pl: IgemmFwdPlan) -> dict[str, int]:
     from convtune.kernels.igemm import launcher
 
     return launcher.traffic_words(pl)
-from convtune.machine import MachineModel
 
 MMA_PER_CLK = 0.5
 SM_CLOCK_HZ = 1.755e9

@@ -292,7 +292,7 @@ class _Geometry:
                 assert len(groups) == 8, "A piece writes conflict"
 
     def _fragment_maps(self, c: IgemmFwdConfig) -> None:
-        threads, bm, bn, bk = c.threads, c.tile_m, c.tile_n, c.tile_k
+        bm, bn, bk = c.tile_m, c.tile_n, c.tile_k
         # fragments and accumulators, warp by warp, lane by lane
         wtm, wtn = bm // c.warps_m, bn // c.warps_n
         mi_n, ni_n = wtm // 16, wtn // 8
