@@ -32,7 +32,8 @@
 #     eager_profile benchmarks/eager_profile.py: cProfile of converted models' eager forwards ($EAGER_PROFILE_MODELS,
 #               name:batch, default vgg16:1 resnet50:32 mobilenet_v2:32; untuned: the models' choices)
 #     models    benchmarks/model_inference.py: $MODELS (default resnet50 vgg16 mobilenet_v2) tuned
-#               ($MODEL_BUDGET_S s, $MODEL_BUDGET_TRIALS trials per convolution; $MODEL_DB) and converted vs cuDNN
+#               ($MODEL_BUDGET_S s, $MODEL_BUDGET_TRIALS trials per convolution; $MODEL_DB; $MODEL_MATH ieee|tf32)
+#               and converted vs cuDNN
 # Python packages missing on the host (optuna, sqlalchemy, ...) come as wheels in .whl/
 # (../shared/tools/device-wheels); they are installed first when present.
 set -uo pipefail
@@ -61,7 +62,7 @@ for step in "$@"; do
         CONVTUNE_ERROR_TABLE="$OUT/igemm_errors.json" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm 2>&1 | tee "$OUT/gpu_igemm_tests.txt" | tail -20 ;;
     igemm_ncu)
-        ncu --clock-control none --kernel-name igemm_fwd --launch-skip 3 --launch-count 1 --section SpeedOfLight \
+        ncu --clock-control none --kernel-name regex:"${IGEMM_KERNEL:-igemm_(nhwc_)?fwd}" --launch-skip 3 --launch-count 1 --section SpeedOfLight \
             --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
             --section MemoryWorkloadAnalysis python3 benchmarks/igemm_profile.py \
             --problem "${IGEMM_PROBLEM:-N=32 C=256 H=56 W=56 K=256 R=3 S=3 pad=1 math=tf32}" \
@@ -127,6 +128,7 @@ for step in "$@"; do
         models=${MODELS:-resnet50 vgg16 mobilenet_v2}
         python3 benchmarks/model_inference.py --models $models --budget-s "${MODEL_BUDGET_S:-150}" \
             --budget-trials "${MODEL_BUDGET_TRIALS:-6}" --db "${MODEL_DB:-sqlite:////tmp/convtune-models.db}" \
+            --math "${MODEL_MATH:-ieee}" \
             --out "$OUT/models_${models// /_}" 2>&1 | tee "$OUT/models_${models// /_}.log" | tail -40 ;;
     eager_profile)
         for spec in ${EAGER_PROFILE_MODELS:-vgg16:1 resnet50:32 mobilenet_v2:32}; do

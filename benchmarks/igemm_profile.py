@@ -1,6 +1,6 @@
 """One igemm config on one shape, launched ``--launches`` times: a target for Nsight Compute (runs on the GPU host).
 
-    ncu --clock-control none --kernel-name igemm_fwd --launch-skip 3 --launch-count 1 \\
+    ncu --clock-control none --kernel-name regex:igemm --launch-skip 3 --launch-count 1 \\
         --section SpeedOfLight --section WarpStateStats --section SchedulerStats \\
         python3 benchmarks/igemm_profile.py --problem "N=32 C=256 H=56 W=56 K=256 R=3 S=3 pad=1 math=tf32" \\
         --config "igemm.fwd tile_m=128 tile_n=128 tile_k=16 warps_m=2 warps_n=2 stages=3 splits=1"
@@ -16,8 +16,8 @@ import statistics
 import cupy as cp
 
 from convtune.kernels.config import parse_config_key
-from convtune.kernels.igemm import launcher
 from convtune.kernels.igemm.space import plan
+from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -30,6 +30,7 @@ def main() -> int:
     args = ap.parse_args()
     problem = ConvProblem.parse(args.problem)
     pl = plan(problem, parse_config_key(args.config), MachineModel.preset("h200"))
+    launcher = get_spec(pl.config.family).launcher   # igemm or igemm_nhwc
     kernel = launcher.compile_plan(pl)
     rng = cp.random.default_rng(0)
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
