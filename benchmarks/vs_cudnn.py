@@ -162,8 +162,7 @@ def measure_candidates(plans: list, ops: Operands, reps: int, warmup: int,
         except CompileError as exc:
             row.update(status="compile_error", error=str(exc)[:300])
             continue
-        main = getattr(kernel, "gemm", kernel)   # multi-kernel launches (Winograd unfused, igemm_nhwc): the GEMM's
-        row.update(regs=main.resources.num_regs, local_bytes=main.resources.local_bytes)
+        row.update(regs=kernel.resources.num_regs, local_bytes=kernel.resources.local_bytes)
         f = ops.filters(pl, launcher)
         try:
             ops.ys[0].fill(cp.nan)

@@ -85,8 +85,18 @@ def total_traffic_words(pl: IgemmFwdPlan) -> int:
 
 @dataclass(frozen=True, slots=True)
 class NhwcKernels:
+    """The layout change and the GEMM; ``resources`` are the GEMM's (what the tuner records), ``compile_s`` both."""
+
     transpose: LoadedKernel
     gemm: LoadedKernel
+
+    @property
+    def resources(self) -> Any:
+        return self.gemm.resources
+
+    @property
+    def compile_s(self) -> float:
+        return self.transpose.compile_s + self.gemm.compile_s
 
 
 def compile_plan(pl: IgemmFwdPlan) -> NhwcKernels:

@@ -747,6 +747,18 @@ def test_filters_are_shared_only_where_the_table_is_the_same() -> None:
     assert len({launcher.filters_key(x) for x in (a, c, d)}) == 3
 
 
+def test_nhwc_kernels_report_the_gemms_resources() -> None:
+    """What the tuner records of a compiled plan (``resources``, ``compile_s``), as every family's kernels give it."""
+    from types import SimpleNamespace
+
+    from convtune.kernels.igemm.nhwc import NhwcKernels
+
+    transpose = SimpleNamespace(resources="transpose", compile_s=0.25)
+    gemm = SimpleNamespace(resources="gemm", compile_s=1.5)
+    kernels = NhwcKernels(transpose, gemm)  # type: ignore[arg-type]
+    assert kernels.resources == "gemm" and kernels.compile_s == 1.75
+
+
 def test_kernel_arguments_are_int32() -> None:
     pl = plan(P(RESNET_3X3), IgemmFwdConfig(), H200)
     args = launcher.kernel_arguments(pl)
