@@ -369,6 +369,115 @@ __device__ __forceinline__ void igemm_nhwc_body(const float* __restrict__ xh, co
   store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, PQ, g, t4, gridDim.z > 1);
 }
 
+// The 1x1 variant (R = S = 1, stride 1, no padding, H*W a multiple of 4): A[m][c] = x[n, c, pq] is contiguous along
+// the pixels, so A moves in 16-byte copies of 4 pixels straight from NCHW x (no gather table, no layout change).
+// As[BK][BM + 8] holds it pixels-contiguous (the +8 pad makes the fragment reads conflict-free: lane (g, t) reads
+// row t (or t + 4), column g (or g + 8), bank (8t + g) mod 32); thread tid copies pixel group tid mod (BM/4) (4
+// pixels, one image: H*W is a multiple of 4) of channel rows tid / (BM/4) + i * THREADS/(BM/4).
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+__device__ __forceinline__ void igemm_1x1_body(const float* __restrict__ x, const float* __restrict__ filt,
+                                               float* __restrict__ y, int N, int C, int H, int W, int K, int P,
+                                               int Q, int SH, int SW, int PH, int PW, int KR, int KRp, int NB8,
+                                               int chunks_per_split) {
+  constexpr int THREADS = WM * WN * 32;
+  constexpr int WTM = BM / WM, WTN = BN / WN;
+  constexpr int MI = WTM / 16, NI = WTN / 8;
+  constexpr int LDA = BM + 8;
+  constexpr int A_STAGE = BK * LDA, B_STAGE = BK * BN, STAGE = A_STAGE + B_STAGE;
+  constexpr int GROUPS = BM / 4;                   // 4-pixel groups of a channel row
+  constexpr int A_COPIES = BK * GROUPS / THREADS;  // 16-byte A copies per thread and chunk
+  constexpr int ROW_STEP = THREADS / GROUPS;       // channel rows between one thread's copies
+  static_assert(BM % 32 == 0 && BN % 32 == 0, "tiles: multiples of 32");
+  static_assert(WTM % 16 == 0 && WTN % 8 == 0, "warp tile: multiples of the 16 x 8 mma tile");
+  static_assert(BK % 8 == 0 && 64 % BK == 0, "chunk: a multiple of the mma's k = 8 dividing 64 (KRp)");
+  static_assert(THREADS % GROUPS == 0 && A_COPIES >= 1 && (BK * GROUPS) % THREADS == 0,
+                "every thread copies whole 16-byte groups of one pixel column");
+  static_assert(STAGES >= 2 && STAGES <= 5, "2..5 pipeline stages");
+  extern __shared__ __align__(16) float smem[];
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int slot = t4 * 8 + g;
+  const int wm0 = (warp % WM) * WTM, wn0 = (warp / WM) * WTN;
+  const int HW = H * W;
+  const int M = N * HW;
+  const int m0 = blockIdx.x * BM;
+  const int n0 = blockIdx.y * BN;
+
+  const int group = tid % GROUPS, row0 = tid / GROUPS;
+  const int m = m0 + 4 * group;
+  const bool m_ok = m < M;                          // all 4 pixels or none: M and m are multiples of 4
+  const int img = m_ok ? m / HW : 0;
+  const long long a_base = m_ok ? static_cast<long long>(img) * C * HW + (m - img * HW) : 0;
+  const int a_dst0 = row0 * LDA + 4 * group;
+
+  const int chunk0 = blockIdx.z * chunks_per_split;
+  const int nchunks = min((KR + BK - 1) / BK - chunk0, chunks_per_split);
+  if (nchunks <= 0) return;
+
+  auto load_stage = [&](int stage_slot, int chunk) {
+    float* As = smem + stage_slot * STAGE;
+    float* Bs = As + A_STAGE;
+    const int kr0 = (chunk0 + chunk) * BK;
+#pragma unroll
+    for (int i = 0; i < A_COPIES; ++i) {
+      const int c = kr0 + row0 + i * ROW_STEP;
+      const bool ok = m_ok && c < C;
+      cp_async16(As + a_dst0 + i * ROW_STEP * LDA, ok ? x + a_base + static_cast<long long>(c) * HW : x, ok);
+    }
+    load_b_stage<BN, BK, THREADS>(Bs, filt, kr0, n0, NB8, tid);
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
+
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < nchunks) load_stage(st, st);
+    cp_async_commit();
+  }
+  for (int it = 0; it < nchunks; ++it) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int next = it + STAGES - 1;
+    if (next < nchunks) load_stage(next % STAGES, next);
+    cp_async_commit();
+    const float* As = smem + (it % STAGES) * STAGE;
+    const float* Bs = As + A_STAGE;
+#pragma unroll
+    for (int kb = 0; kb < BK / 8; ++kb) {
+      unsigned a[MI][4], b[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const float* ap = As + (kb * 8 + t4) * LDA + wm0 + mi * 16 + g;
+        a[mi][0] = to_tf32(ap[0]);
+        a[mi][1] = to_tf32(ap[8]);
+        a[mi][2] = to_tf32(ap[4 * LDA]);
+        a[mi][3] = to_tf32(ap[4 * LDA + 8]);
+      }
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const float2 v = *reinterpret_cast<const float2*>(Bs + ((kb * (BN / 8) + wn0 / 8 + ni) * 32 + slot) * 2);
+        b[ni][0] = __float_as_uint(v.x);
+        b[ni][1] = __float_as_uint(v.y);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[mi], b[ni]);
+    }
+  }
+  cp_async_wait<0>();
+
+  store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, HW, g, t4, gridDim.z > 1);
+}
+
 }  // namespace convtune
 
 // NCHW -> NHWC of x (N, C, H*W): 32 x 32 tiles of (channels, pixels) through shared memory, both sides coalesced.
