@@ -51,13 +51,8 @@ WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 8   # mma.sync.m16n8k8 TF32
 KR_ALIGN = 64                    # reduction rows of ``filt`` and the table: a multiple of every tile_k
 K_ALIGN = 8                      # output channels of ``filt``: whole 8-wide B tiles
-SMEM_PAD_1X1 = 8                 # floats of padding per A row of the 1×1 variant (conflict-free fragment reads)
 PACK_ENTRY = "igemm_pack"
 CHANNELS_LAST_FAMILY = "igemm_nhwc"
-POINTWISE_FAMILY = "igemm_1x1"
-#: family -> (entry, kernel body template) of the variants sharing this launcher's plan, filters and arguments
-VARIANTS = {"igemm": ("igemm_fwd", "igemm_fwd_body"), CHANNELS_LAST_FAMILY: ("igemm_nhwc_fwd", "igemm_nhwc_body"),
-            POINTWISE_FAMILY: ("igemm_1x1_fwd", "igemm_1x1_body")}
 PACK_THREADS = 256
 MIN_COMPUTE_CAPABILITY = (8, 0)  # mma.sync TF32 and cp.async: Ampere and newer
 
@@ -157,20 +152,10 @@ class IgemmFwdPlan:
         return self.config.family == CHANNELS_LAST_FAMILY
 
     @property
-    def pointwise(self) -> bool:
-        """The 1×1 variant (:mod:`convtune.kernels.igemm.pointwise`): 16-byte A copies of 4 pixels from NCHW x."""
-        return self.config.family == POINTWISE_FAMILY
-
-    @property
-    def entry(self) -> str:
-        return VARIANTS[self.config.family][0]
-
-    @property
     def a_copies(self) -> int:
-        """A-tile copies one thread issues per chunk: 4-byte gathers, or 16-byte pieces in the NHWC and 1×1
-        variants."""
+        """A-tile copies one thread issues per chunk: 4-byte gathers, or 16-byte pieces in the NHWC variant."""
         c = self.config
-        return c.tile_k * c.tile_m // (1 if self.config.family == "igemm" else 4) // c.threads
+        return c.tile_k * c.tile_m // (4 if self.channels_last else 1) // c.threads
 
     @property
     def b_copies(self) -> int:
@@ -184,7 +169,7 @@ class IgemmFwdPlan:
 
     def source(self) -> str:
         """Self-contained CUDA text: the family source plus an ``extern "C"`` entry for this plan."""
-        entry, body = VARIANTS[self.config.family]
+        entry, body = (NHWC_ENTRY, "igemm_nhwc_body") if self.channels_last else (ENTRY, "igemm_fwd_body")
         return _family_source() + _WRAPPER.format(threads=self.config.threads, min_blocks=self.min_blocks,
                                                   targs=", ".join(str(a) for a in self.template_args()),
                                                   entry=entry, body=body)
@@ -215,8 +200,6 @@ def regs_estimate(config: IgemmFwdConfig) -> int:
     if config.family == CHANNELS_LAST_FAMILY:
         copies = config.tile_k * config.tile_m // 4 // config.threads
         return min(255, config.accumulators + 4 * mi + 2 * ni + 4 * copies + 48)
-    if config.family == POINTWISE_FAMILY:   # one pixel group per thread: a base pointer and a slot
-        return min(255, config.accumulators + 4 * mi + 2 * ni + 56)
     columns = max(1, config.tile_m // config.threads)
     a_copies = config.tile_k * config.tile_m // config.threads
     return min(255, config.accumulators + 4 * mi + 2 * ni + 3 * columns + 48 + 4 * max(0, a_copies - 8))
@@ -236,8 +219,7 @@ def derive_plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineMo
     m_tiles, n_tiles = -(-m // c.tile_m), -(-p.K // c.tile_n)
     if m_tiles > 2**31 - 1 or n_tiles > 65535 or c.splits > 65535:
         raise InvalidConfig("tile_m", f"grid ({m_tiles}, {n_tiles}, {c.splits}) exceeds the CUDA grid limits")
-    a_row = c.tile_m + (SMEM_PAD_1X1 if c.family == POINTWISE_FAMILY else 0)
-    smem_bytes = 4 * c.stages * c.tile_k * (a_row + c.tile_n)
+    smem_bytes = 4 * c.stages * c.tile_k * (c.tile_m + c.tile_n)
     regs = regs_estimate(c)
     min_blocks = 1
     if machine is not None:
@@ -280,7 +262,7 @@ def onchip_words(pl: IgemmFwdPlan) -> int:
 
 # ---- launching ----------------------------------------------------------------------------------------
 def compile_plan(pl: IgemmFwdPlan) -> LoadedKernel:
-    return load_kernel(pl.source(), pl.entry, dynamic_smem_bytes=pl.smem_bytes)
+    return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
 
 
 def filter_layout(pl: IgemmFwdPlan, device: int) -> FilterLayout:

@@ -18,7 +18,6 @@ from convtune.kernels.igemm.launcher import (
     CHANNELS_LAST_FAMILY,
     MMA_M,
     MMA_N,
-    POINTWISE_FAMILY,
     WARP,
     IgemmFwdConfig,
     IgemmFwdPlan,
@@ -79,8 +78,8 @@ def _nchw_copy_rules() -> tuple[Rule, ...]:
     )
 
 
-def _piece_copy_rules() -> tuple[Rule, ...]:
-    """The NHWC and 1×1 kernels' A copies: 16-byte pieces, the same count for every thread."""
+def _nhwc_copy_rules() -> tuple[Rule, ...]:
+    """The NHWC kernel's A copies: 16-byte pieces, the same count for every thread."""
     def pieces(v: Values) -> int:
         return v["tile_k"] * v["tile_m"] // 4
 
@@ -95,26 +94,16 @@ def _piece_copy_rules() -> tuple[Rule, ...]:
     )
 
 
-#: what each variant adds to the NCHW kernel's problems, and the predicate
-_VARIANT_PROBLEMS = {
-    "igemm": ("", lambda p: True),
-    CHANNELS_LAST_FAMILY: (", C a multiple of 4", lambda p: p.C % 4 == 0),
-    POINTWISE_FAMILY: (", 1×1 filters, stride 1, no padding, H·W a multiple of 4",
-                       lambda p: p.R == p.S == p.stride_h == p.stride_w == 1 and p.pad_h == p.pad_w == 0
-                       and (p.H * p.W) % 4 == 0),
-}
-
-
 @cache
-def space(problem: ConvProblem, machine: MachineModel | None = None, variant: str = "igemm") -> SearchSpace:
-    """The igemm forward space of ``problem`` (see the module docstring) for ``variant``, a family of
-    :data:`~convtune.kernels.igemm.launcher.VARIANTS`: the NHWC and 1×1 variants copy A in 16-byte pieces."""
+def space(problem: ConvProblem, machine: MachineModel | None = None, channels_last: bool = False) -> SearchSpace:
+    """The igemm forward space of ``problem`` (see the module docstring); ``channels_last``: the NHWC variant's
+    (C a multiple of 4, 16-byte A copies)."""
     p = problem
     max_m, max_n = max(32, _pow2_at_least(p.N * p.P * p.Q)), max(32, _pow2_at_least(p.K))
-    needs, extra = _VARIANT_PROBLEMS[variant]
+    takes = (lambda: supports(p) and p.C % 4 == 0) if channels_last else (lambda: supports(p))
     rules = (
-        Rule("problem", (), lambda v: supports(p) and extra(p), f"the tensor-core kernel runs float32 problems "
-             f"with math=tf32, groups=1{needs}; got {p.key()}", field="problem"),
+        Rule("problem", (), lambda v: takes(), f"the tensor-core kernel runs float32 problems with math=tf32, "
+             f"groups=1{', C a multiple of 4' if channels_last else ''}; got {p.key()}", field="problem"),
         Rule("tile_m", ("tile_m",), lambda v: v["tile_m"] % 32 == 0 and v["tile_m"] <= 256,
              "tile_m={tile_m} must be a multiple of 32 and at most 256"),
         Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] % 32 == 0 and v["tile_n"] <= 256,
@@ -141,7 +130,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, variant: st
              lambda v: _accumulators(v) < MAX_ACCUMULATORS or v["tile_k"] <= DEEP_CHUNK_MAX_TILE_K,
              lambda v: f"{_accumulators(v)} accumulators per thread with tile_k={v['tile_k']} spill: at most "
                        f"tile_k={DEEP_CHUNK_MAX_TILE_K} with {MAX_ACCUMULATORS}", field="tile_k"),
-        *(_nchw_copy_rules() if variant == "igemm" else _piece_copy_rules()),
+        *(_nhwc_copy_rules() if channels_last else _nchw_copy_rules()),
         Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 5, "stages={stages}: allowed 2..5"),
         *split_rules(reduction_length(p), chunk="tile_k", extent="C·R·S", unit="reduction", empty="work"),
     )
@@ -171,9 +160,10 @@ def grid_size(problem: ConvProblem) -> int:
 
 def enumerate_plans(problem: ConvProblem, machine: MachineModel,
                     config_class: type[IgemmFwdConfig] = IgemmFwdConfig) -> Iterator[IgemmFwdPlan]:
-    """Every valid (config, plan) of the igemm forward kernel (or, by ``config_class``, its NHWC or 1×1 variant)
-    for ``problem`` on ``machine``."""
-    for values in space(problem, machine, config_class.family).configs():
+    """Every valid (config, plan) of the igemm forward kernel (or, by ``config_class``, its NHWC variant) for
+    ``problem`` on ``machine``."""
+    channels_last = config_class.family == CHANNELS_LAST_FAMILY
+    for values in space(problem, machine, channels_last).configs():
         try:
             yield derive_plan(problem, config_class(**values), machine)  # the rules hold: configs() kept them
         except InvalidConfig:  # a limit of the derived geometry (shared memory, registers, grid)
@@ -187,5 +177,5 @@ def plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineModel | N
     Raises:
         InvalidConfig: naming the field that breaks a rule.
     """
-    space(problem, None, config.family).check(config)
+    space(problem, None, config.family == CHANNELS_LAST_FAMILY).check(config)
     return derive_plan(problem, config, machine)

@@ -28,7 +28,6 @@ from convtune.kernels.igemm.launcher import (
     traffic_words,
 )
 from convtune.kernels.igemm.nhwc import IgemmNhwcFwdConfig
-from convtune.kernels.igemm.pointwise import IgemmPointwiseFwdConfig
 from convtune.kernels.igemm.space import enumerate_plans, plan
 from convtune.kernels.reference import conv2d_reference_for, relative_error
 from convtune.kernels.registry import get_spec, specs_for
@@ -237,11 +236,8 @@ class _Geometry:
         threads, bm, bn, bk = c.threads, c.tile_m, c.tile_n, c.tile_k
         self.a_stage, self.b_stage = bk * bm, bk * bn
         self.channels_last = c.family == "igemm_nhwc"
-        self.pointwise = c.family == "igemm_1x1"
         if self.channels_last:
             self._nhwc_a_maps(c)
-        elif self.pointwise:
-            self._pointwise_a_maps(c)
         else:
             self._nchw_a_maps(c)
         b_segs = bk * bn // 4
@@ -295,24 +291,6 @@ class _Geometry:
                 groups = {int(q) % 8 for q in self.a_dst[i, lane0:lane0 + 8] // 4}
                 assert len(groups) == 8, "A piece writes conflict"
 
-    def _pointwise_a_maps(self, c: IgemmFwdConfig) -> None:
-        """igemm_1x1_body: As[BK][BM + 8]; thread tid copies 4-pixel group tid % (BM/4) of channel rows
-        tid / (BM/4) + i·ROW_STEP: ``a_group[tid]``, ``a_row[i, tid]``, ``a_dst[i, tid]`` (first float)."""
-        threads, bm, bk = c.threads, c.tile_m, c.tile_k
-        groups = bm // 4
-        self.lda = bm + launcher.SMEM_PAD_1X1
-        self.a_stage = bk * self.lda
-        copies, row_step = bk * groups // threads, threads // groups
-        tid = np.arange(threads)
-        self.a_group = tid % groups
-        self.a_row = (tid // groups)[None, :] + row_step * np.arange(copies)[:, None]
-        self.a_dst = self.a_row * self.lda + 4 * self.a_group[None, :]
-        hits = np.zeros(self.a_stage, dtype=np.int64)
-        for v in range(4):
-            np.add.at(hits, self.a_dst + v, 1)
-        hits = hits.reshape(bk, self.lda)
-        assert (hits[:, :bm] == 1).all() and (hits[:, bm:] == 0).all(), "A groups do not tile As"
-
     def _fragment_maps(self, c: IgemmFwdConfig) -> None:
         bm, bn, bk = c.tile_m, c.tile_n, c.tile_k
         # fragments and accumulators, warp by warp, lane by lane
@@ -332,9 +310,7 @@ class _Geometry:
                         for v in range(4):
                             # a_v holds A(row g + 8·(v & 1), col t + 4·(v >> 1)) of the 16 x 8 tile
                             ml, kl = wm0 + mi * 16 + g + 8 * (v & 1), kb * 8 + t4 + 4 * (v >> 1)
-                            if self.pointwise:       # pixels-contiguous rows of BM + 8 floats
-                                addr = kl * self.lda + ml
-                            elif self.channels_last:   # k-contiguous rows, pieces swizzled by swz(g) (the kernel's)
+                            if self.channels_last:   # k-contiguous rows, pieces swizzled by swz(g) (the kernel's)
                                 swz = int(_nhwc_swizzle(np.array(g), bk))
                                 assert swz == int(_nhwc_swizzle(np.array(ml), bk)), "rows g and g + 8 differ in swz"
                                 piece = 2 * kb + (v >> 1)
@@ -360,7 +336,7 @@ class _Geometry:
                             self.out_dm[ml, nl] = wm0 + mi * 16 + g + half * 8
                             self.out_dk[ml, nl] = wn0 + ni * 8 + 2 * t4 + vv
         assert (self.a_addr >= 0).all() and (self.b_addr >= 0).all() and (self.out_dm >= 0).all()
-        if self.channels_last or self.pointwise:   # each of a warp's four 4-byte A reads: 32 distinct banks
+        if self.channels_last:   # each of a warp's four 4-byte A reads: 32 lanes on 32 distinct banks
             for warp in range(c.warps_m * c.warps_n):
                 wm0 = (warp % c.warps_m) * wtm
                 for kb in range(bk // 8):
@@ -369,8 +345,7 @@ class _Geometry:
                             banks = {int(self.a_addr[wm0 + mi * 16 + (lane >> 2) + 8 * (v & 1),
                                                      kb * 8 + (lane & 3) + 4 * (v >> 1)]) % 32 for lane in range(32)}
                             assert len(banks) == 32, "A fragment reads conflict"
-        if not self.pointwise:   # (the 1×1 stage's padding columns are never read)
-            assert np.array_equal(np.sort(self.a_addr.ravel()), np.arange(self.a_stage)), "fragments skip A floats"
+        assert np.array_equal(np.sort(self.a_addr.ravel()), np.arange(self.a_stage)), "fragments skip A floats"
         assert np.array_equal(np.sort(self.b_addr.ravel()), np.arange(self.b_stage)), "fragments skip B floats"
         flat = self.out_dm * bn + self.out_dk
         assert np.array_equal(np.sort(flat.ravel()), np.arange(bm * bn)), "the epilogue does not tile the block"
@@ -446,26 +421,6 @@ def _nhwc_a_stage(geo: _Geometry, pl: IgemmFwdPlan, x_flat: np.ndarray, table: n
     return a_smem
 
 
-def _pointwise_a_stage(geo: _Geometry, pl: IgemmFwdPlan, x_flat: np.ndarray, kr0: np.ndarray, m0: int) -> np.ndarray:
-    """The A stages of one block as igemm_1x1_body's load_stage makes them: per thread one 4-pixel group (one image:
-    H·W is a multiple of 4), per copy a channel row, 16 bytes of NCHW x."""
-    p = pl.problem
-    hw = p.H * p.W
-    m = m0 + 4 * geo.a_group                                                      # (tid,)
-    m_ok = m < p.N * hw
-    img = np.where(m_ok, m // hw, 0)
-    base = np.where(m_ok, img * p.C * hw + (m - img * hw), 0)
-    ch = kr0[:, None, None] + geo.a_row[None]                                     # (chunk, i, tid)
-    ok = m_ok[None, None, :] & (ch < p.C)
-    src = base[None, None, :] + ch * hw
-    assert (src[ok] % 4 == 0).all(), "a 16-byte A copy is not 16-byte aligned"
-    assert ((src[ok] >= 0) & (src[ok] + 3 < x_flat.size)).all(), "an A copy reads outside x"
-    a_smem = np.zeros((kr0.size, geo.a_stage))
-    for v in range(4):
-        a_smem[:, (geo.a_dst + v).ravel()] = np.where(ok, x_flat[np.where(ok, src + v, 0)], 0.0).reshape(kr0.size, -1)
-    return a_smem
-
-
 def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarray) -> dict[str, np.ndarray]:
     """Run the kernel's index math in numpy, block by block, chunk by chunk, on float64 data.
 
@@ -497,7 +452,7 @@ def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarra
         for bx in range(pl.m_tiles):
             m0 = bx * bm
             # the thread's pixel column origins, fixed for the block (the NHWC variant: one per copy)
-            m = m0 + (geo.a_pix if geo.channels_last else 4 * geo.a_group if geo.pointwise else geo.mm)
+            m = m0 + (geo.a_pix if geo.channels_last else geo.mm)               # (j or i, tid)
             inside = m < m_total
             n = m // pq
             rem = m - n * pq
@@ -508,8 +463,6 @@ def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarra
             a_base = np.where(inside, _wrap32(n * ch * hw + a_hb * w_in + a_wb), 0)
             if geo.channels_last:
                 a_smem = _nhwc_a_stage(geo, pl, x_flat, table, kr0, m0)
-            elif geo.pointwise:
-                a_smem = _pointwise_a_stage(geo, pl, x_flat, kr0, m0)
             else:
                 a_smem = _nchw_a_stage(geo, pl, x_flat, table, kr0, m, a_hb, a_wb, a_base)
             a_tile = a_smem[:, geo.a_addr]                                        # (chunk, BM, BK)
@@ -578,14 +531,6 @@ EMULATION_CONFIGS = [
     IgemmFwdConfig(128, 32, 16, 4, 1, 3, 4),    # split 4
 ]
 
-#: configs of the 1×1 variant's emulation
-POINTWISE_EMULATION_CONFIGS = [
-    IgemmPointwiseFwdConfig(32, 32, 8, 2, 1, 2, 1),     # 64 threads, 8 groups: 8 rows per copy step
-    IgemmPointwiseFwdConfig(128, 64, 16, 2, 2, 3, 2),
-    IgemmPointwiseFwdConfig(256, 32, 32, 4, 1, 4, 1),   # 128 threads, 64 groups: 16 copies
-    IgemmPointwiseFwdConfig(64, 128, 64, 2, 2, 2, 1),
-]
-
 #: configs of the NHWC variant's emulation: 1..16 pieces per thread, every tile_k (8 to 64), splits
 NHWC_EMULATION_CONFIGS = [
     IgemmNhwcFwdConfig(32, 32, 8, 2, 1, 2, 1),     # 64 threads, 64 pieces: one copy each
@@ -648,12 +593,6 @@ def _emulation_cases() -> list[Any]:
     for i, p in enumerate(problems):
         config = _valid_config(p, EMULATION_CONFIGS[i % len(EMULATION_CONFIGS)])
         cases.append(pytest.param(p, config, id=f"{i}-R{p.R}S{p.S}-{config.key().split(' ', 1)[1]}"))
-    pointwise = [P("N=2 C=13 H=6 W=6 K=20 R=1 S=1 math=tf32"), P("N=3 C=70 H=2 W=6 K=9 R=1 S=1 math=tf32"),
-                 P("N=1 C=8 H=4 W=5 K=40 R=1 S=1 math=tf32"), P("N=5 C=33 H=3 W=4 K=17 R=1 S=1 math=tf32"),
-                 P("N=1 C=3 H=1 W=4 K=3 R=1 S=1 math=tf32"), P("N=2 C=64 H=8 W=8 K=64 R=1 S=1 math=tf32")]
-    for i, p in enumerate(pointwise):
-        config = _valid_config(p, POINTWISE_EMULATION_CONFIGS[i % len(POINTWISE_EMULATION_CONFIGS)])
-        cases.append(pytest.param(p, config, id=f"1x1_{i}-{config.key().split(' ', 1)[1]}"))
     for i, p in enumerate(problems[::2]):   # the NHWC variant: C a multiple of 4
         p4 = p.replace(C=-(-p.C // 4) * 4)
         config = _valid_config(p4, NHWC_EMULATION_CONFIGS[i % len(NHWC_EMULATION_CONFIGS)])
@@ -669,7 +608,7 @@ def test_emulation_covers_enough_problems() -> None:
     assert len(passing) >= 20
     configs = {c.values[1] for c in EMULATION_CASES}
     assert any(c.tile_m > c.threads for c in configs) and any(c.tile_m < c.threads for c in configs)
-    assert sum(c.family == "igemm_nhwc" for c in configs) >= 5 and sum(c.family == "igemm_1x1" for c in configs) >= 4
+    assert sum(c.family == "igemm_nhwc" for c in configs) >= 5
     assert any(c.splits > 1 for c in configs)
     problems = [c.values[0] for c in passing]
     assert {p.stride_h for p in problems} >= {1, 2, 3} and {p.dil_w for p in problems} >= {1, 2, 3}
@@ -870,10 +809,6 @@ def test_registry_row_shares_the_direct_bound() -> None:
     assert spec.launcher.tolerance(pl) == launcher.TOLERANCE
     assert IgemmFwdConfig().key().startswith("igemm.fwd tile_m=128 tile_n=128 tile_k=16")
     assert [s.kind for s in specs_for(p) if s.algorithm == "igemm"] == ["igemm.fwd", "igemm_nhwc.fwd"]
-    one = P("N=32 C=256 H=14 W=14 K=256 R=1 S=1 math=tf32")
-    assert [s.kind for s in specs_for(one) if s.algorithm == "igemm"] == ["igemm.fwd", "igemm_nhwc.fwd",
-                                                                         "igemm_1x1.fwd"]
-    assert "igemm_1x1.fwd" not in [s.kind for s in specs_for(one.replace(H=7, W=7))]   # H·W = 49
     # the NHWC variant: C a multiple of 4 only
     assert [s.kind for s in specs_for(p.replace(C=255)) if s.algorithm == "igemm"] == ["igemm.fwd"]
     assert spec not in specs_for(strict)
