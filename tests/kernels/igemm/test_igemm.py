@@ -19,7 +19,7 @@ import pytest
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import nvcc_available, nvcc_compile
-from convtune.kernels.igemm import launcher
+from convtune.kernels.igemm import launcher, nhwc
 from convtune.kernels.igemm import space as igemm_space
 from convtune.kernels.igemm.launcher import (
     IgemmFwdConfig,
@@ -186,6 +186,69 @@ def test_traffic_formula_matches_the_copy_loops(text: str, config: IgemmFwdConfi
     pl = plan(P(text), config, H200)
     assert traffic_words(pl) == _simulated_traffic(pl)
     assert launcher.total_traffic_words(pl) == sum(_simulated_traffic(pl).values())
+
+
+def _simulated_piece_traffic(pl: IgemmFwdPlan) -> dict[str, int]:
+    """The NHWC variant's copy loops, walked as for :func:`_simulated_traffic`: a 16-byte A copy reads 4 words when
+    its pixel and its tap (table row kr0 + 4·piece, read once per block and piece) are in range; B as the NCHW
+    kernel; the layout change reads and writes x once."""
+    p, c = pl.problem, pl.config
+    threads, bm, bn, bk = c.threads, c.tile_m, c.tile_n, c.tile_k
+    m_total, kr_total, pq = p.N * p.P * p.Q, p.C * p.R * p.S, p.P * p.Q
+    chunks = -(-kr_total // bk)
+    nb8 = pl.kp8 // 8
+    words = {"input": 0, "weight": 0, "table": 0, "output": 0, "layout": 2 * p.N * p.C * p.H * p.W}
+    pieces = bk // 4                                           # per pixel row
+    copies = bk * bm // 4 // threads
+    for bz in range(c.splits):
+        chunk0 = bz * pl.chunks_per_split
+        nchunks = min(chunks - chunk0, pl.chunks_per_split)
+        for bx in range(pl.m_tiles):
+            for by in range(pl.n_tiles):
+                for chunk in range(max(0, nchunks)):
+                    kr0 = (chunk0 + chunk) * bk
+                    entries: set[int] = set()
+                    for tid in range(threads):
+                        piece, first = tid % pieces, tid // pieces
+                        for i in range(copies):
+                            m, kr = bx * bm + first + i * (threads // pieces), kr0 + 4 * piece
+                            entries.add(kr)
+                            if m >= m_total or kr >= kr_total:
+                                continue
+                            op, oq = divmod(m % pq, p.Q)
+                            r, s = divmod(kr // p.C, p.S)
+                            h = op * p.stride_h - p.pad_h + r * p.dil_h
+                            w = oq * p.stride_w - p.pad_w + s * p.dil_w
+                            if 0 <= h < p.H and 0 <= w < p.W:
+                                words["input"] += 4
+                        for i in range(pl.b_copies):
+                            e = tid + i * threads
+                            if e < bk * bn // 4 and by * bn // 8 + (e // 16) % (bn // 8) < nb8:
+                                words["weight"] += 4
+                    words["table"] += 4 * len(entries)
+    out = p.N * p.K * p.P * p.Q
+    words["output"] = out * c.splits + (out if c.splits > 1 else 0)
+    return words
+
+
+PIECE_TRAFFIC_CASES = [
+    ("nhwc_3x3_pad1", "N=1 C=8 H=5 W=6 K=16 R=3 S=3 pad=1 math=tf32", IgemmNhwcFwdConfig(32, 32, 8, 2, 1, 2, 1)),
+    ("nhwc_dil2_split2", "N=2 C=12 H=9 W=7 K=40 R=3 S=3 pad=2 dilation=2 math=tf32",
+     IgemmNhwcFwdConfig(64, 32, 16, 2, 1, 3, 2)),
+    ("nhwc_stride2_k64", "N=1 C=20 H=11 W=10 K=24 R=3 S=2 stride=2 pad=1 math=tf32",
+     IgemmNhwcFwdConfig(64, 64, 64, 2, 2, 2, 1)),
+    ("nhwc_pad_dominated", "N=1 C=4 H=2 W=2 K=8 R=5 S=5 pad=2 math=tf32", IgemmNhwcFwdConfig(32, 32, 16, 1, 2, 2, 1)),
+    ("nhwc_ragged_m_k", "N=1 C=12 H=5 W=7 K=33 R=1 S=3 pad_w=1 math=tf32", IgemmNhwcFwdConfig(128, 64, 32, 4, 1, 2, 1)),
+]
+
+
+@pytest.mark.parametrize(("text", "config"), [pytest.param(t, c, id=n) for n, t, c in PIECE_TRAFFIC_CASES])
+def test_nhwc_traffic_formula_matches_its_copy_loops(text: str, config: IgemmFwdConfig) -> None:
+    pl = plan(P(text), config, H200)
+    spec = get_spec(config.family)
+    formula = nhwc.traffic_words(pl)
+    assert formula == _simulated_piece_traffic(pl)
+    assert spec.traffic_words(pl) == sum(formula.values())
 
 
 # ---- a numpy emulation of the kernel's data path -----------------------------------------------------------
@@ -737,6 +800,27 @@ def test_prepared_launch_passes_the_kernel_arguments(text: str, monkeypatch: pyt
     assert prepared.filters.words == words and pack_call.grid[0] * pack_call.block[0] >= words
 
 
+def test_nhwc_prepared_launch_changes_the_layout_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The NHWC variant's prepared launch: x → workspace (NHWC, grid over 32 × 32 tiles of pixels × channels of every
+    image), zero y when split, then the GEMM reading the workspace; filters in (r, s, c) order."""
+    rec = _launch_recorder(monkeypatch)
+    p = P("N=2 C=40 H=6 W=7 K=16 R=3 S=3 pad=1 math=tf32")
+    pl = plan(p, IgemmNhwcFwdConfig(32, 32, 16, 1, 2, 2, 2), H200)
+    kernels = nhwc.NhwcKernels(rec.kernel(nhwc.TRANSPOSE_ENTRY, 2, 2), rec.kernel(launcher.NHWC_ENTRY, 3, 15))
+    prepared = nhwc.prepare_plan(pl, 0, kernels)
+    assert prepared.operands == ("x", "filters", "y", "workspace") and prepared.workspace_bytes == 4 * 2 * 40 * 42
+    prepared((0x1000, 0x2000, 0x3000, 0x4000), 0x77)
+    kinds = [(c.kind, c.name) for c in rec.calls]
+    assert kinds == [("launch", nhwc.TRANSPOSE_ENTRY), ("memset", ""), ("launch", launcher.NHWC_ENTRY)]
+    transpose, zero, gemm = rec.calls
+    assert transpose.pointers == (0x1000, 0x4000) and list(transpose.ints) == [40, 42]
+    assert transpose.grid == (2, 2, 2) and transpose.block == (32, 8, 1)      # ⌈42/32⌉ pixels, ⌈40/32⌉ channels
+    assert zero.pointers == (0x3000,) and zero.nbytes == 4 * p.output_elements
+    assert gemm.pointers == (0x4000, 0x2000, 0x3000) and gemm.grid == pl.grid
+    assert {c.stream for c in rec.calls} == {0x77}
+    assert launcher.pack_arguments(pl)[-1] == 1 and launcher.layout_key(pl)[1] == 1
+
+
 def test_filters_are_shared_only_where_the_table_is_the_same() -> None:
     """The table holds H·W, W and the dilation: plans of one map share filters, other maps do not."""
     a = plan(P(RESNET_3X3), IgemmFwdConfig(), H200)
@@ -825,6 +909,12 @@ REPRESENTATIVE = [
     ("256x32_2x1_32copies", "N=32 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 math=tf32",
      IgemmFwdConfig(256, 32, 8, 2, 1, 2, 1)),
     ("128x64_2x1_s4", "N=32 C=256 H=14 W=14 K=64 R=3 S=3 pad=1 math=tf32", IgemmFwdConfig(128, 64, 8, 2, 1, 4, 1)),
+    # the NHWC variant
+    ("nhwc_128x128_2x2", RESNET_3X3, IgemmNhwcFwdConfig(128, 128, 16, 2, 2, 3, 1)),
+    ("nhwc_256x128_4x2", RESNET_3X3, IgemmNhwcFwdConfig(256, 128, 16, 4, 2, 3, 1)),
+    ("nhwc_128x64_k64", RESNET_3X3, IgemmNhwcFwdConfig(128, 64, 64, 2, 2, 3, 1)),
+    ("nhwc_64x128_k8", RESNET_3X3, IgemmNhwcFwdConfig(64, 128, 8, 1, 2, 2, 1)),
+    ("nhwc_64x64_k32_s5_split", RESNET_3X3, IgemmNhwcFwdConfig(64, 64, 32, 2, 2, 5, 4)),
 ]
 
 
@@ -835,8 +925,9 @@ def test_kernels_compile_without_spills() -> None:
     for i, (name, problem, config) in enumerate(REPRESENTATIVE):
         pl = plan(P(problem), config, H200)
         wrapper = pl.source()[len(family):]
-        entry = f"igemm_fwd_{i}"
-        text += re.sub(rf"\b{launcher.ENTRY}\(", f"{entry}(", wrapper)
+        name_in = launcher.NHWC_ENTRY if pl.channels_last else launcher.ENTRY
+        entry = f"{name_in}_{i}"
+        text += re.sub(rf"\b{name_in}\(", f"{entry}(", wrapper)
         entries[entry] = (name, pl)
     resources = nvcc_compile(text, "sm_90").resources
     for entry, (name, pl) in entries.items():
