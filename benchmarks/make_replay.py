@@ -8,11 +8,14 @@ without kernel hashes gets those of the sources in this checkout (true only whil
 since the run: check ``git log`` of the .cu files).
 
     python benchmarks/make_replay.py benchmarks/results/vs_cudnn.json -o tests/data/replay_h200_vs_cudnn.json.gz
+    python benchmarks/make_replay.py benchmarks/results/igemm_h200/v3_nhwc/{public,wide}/tf32/vs_cudnn_tf32.json \
+        -o tests/data/replay_h200_tf32.json.gz        # the TF32 class (igemm, igemm_nhwc), its TF32 peak kept
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -32,6 +35,8 @@ def table_from_report(report: dict, source: str) -> ReplayTable:
     else:
         machine = preset.with_ceilings(preset.copy_bandwidth_bytes_per_s, preset.fp32_peak_flops_per_s,
                                        f"H200 preset ceilings ({source} did not measure them)")
+    if report.get("math") == "tf32" and report.get("class_peak_tflops"):   # the TF32 GEMM peak of the same run
+        machine = dataclasses.replace(machine, tf32_peak_flops_per_s=report["class_peak_tflops"] * 1e12)
     device = DeviceInfo(report["device"], report.get("compute_capability", "9.0"), machine.sm_count,
                         report.get("driver_version"), report.get("cuda_version"), machine)
     kinds = {c["config"].split()[0] for r in report["results"] for c in r["candidates"]}
