@@ -3,8 +3,8 @@
 ``benchmarks/results/igemm_h200/v3_nhwc/{public,wide}/tf32/vs_cudnn_tf32.json`` (the kernel source measured there is
 the one in this checkout: the table's kernel versions are its hashes). What a CI machine can check without a GPU:
 the tensor-core families are searched and their measured rows stored under the tf32 problem, the best is the
-fastest measured row the search reached (or a tie with it), the floor uses the table's measured TF32 ceiling, every efficiency is at
-most 1, and nothing is stored for (or served to) the strict problem."""
+fastest measured row the search reached (or a tie with it), the floor uses the table's measured TF32 ceiling,
+every efficiency is at most 1, and nothing is stored for (or served to) the strict problem."""
 
 from __future__ import annotations
 
