@@ -51,11 +51,14 @@ TERM_NAMES: dict[str, tuple[str, ...]] = {
     "pointwise": ("issue", "l2", "dram", "atomic", "launch"),
     "winograd": ("issue", "l2", "dram", "launch"),
     "winograd_unfused": ("issue", "l2", "gemm_dram", "transforms", "launch"),
+    "igemm": ("tensor", "l1", "issue", "l2", "dram", "atomic", "launch"),
+    "igemm_nhwc": ("tensor", "l1", "issue", "l2", "dram", "atomic", "launch"),
 }
 # Which terms share one max() in each family's model; the rest add.
 MAX_TERMS: dict[str, tuple[str, ...]] = {
     "direct": ("issue", "l2", "dram"), "pointwise": ("issue", "l2", "dram"), "winograd": ("issue", "l2", "dram"),
     "winograd_unfused": ("issue", "l2", "gemm_dram"),
+    "igemm": ("tensor", "l1", "issue", "l2", "dram"), "igemm_nhwc": ("tensor", "l1", "issue", "l2", "dram"),
 }
 
 
@@ -81,6 +84,10 @@ def terms(family: str, pl: Any, machine: MachineModel) -> tuple[float, ...]:
         transforms_s = 4 * (p.input_elements + t["v_store"] + t["m_load"] + t["output"]) / bw
         gemm_dram_s = 4 * (t["v_store"] + c.alpha ** 2 * pl.cp * pl.kp + t["m_store"]) / bw
         return w.issue_s, w.l2_s, gemm_dram_s, transforms_s, 3 * direct_model.LAUNCH_OVERHEAD_S
+    if family in ("igemm", "igemm_nhwc"):
+        from convtune.kernels.igemm import model as igemm_model
+        g = igemm_model.predict(pl, machine)
+        return g.tensor_s, g.l1_s, g.issue_s, g.l2_s, g.dram_s, g.atomics_s, g.added_s
     raise ValueError(f"no term split for family {family!r}")
 
 
@@ -205,10 +212,20 @@ def collect(tables: Sequence[str], machine: MachineModel, max_rows: int | None =
     return units
 
 
+#: terms kept at weight 1 in the search (the grid stays small: 7 terms would be 7⁶ weight vectors)
+FIXED_TERMS: dict[str, tuple[str, ...]] = {"igemm": ("atomic", "launch"), "igemm_nhwc": ("atomic", "launch")}
+
+
 def weight_grid(family: str) -> np.ndarray:
-    """Every weight vector of the search: the reference term at 1, the others on GRID."""
-    n = len(TERM_NAMES[family])
-    return np.asarray([(1.0, *w) for w in itertools.product(GRID, repeat=n - 1)])
+    """Every weight vector of the search: the reference term at 1, the others on GRID (``FIXED_TERMS`` at 1)."""
+    names = TERM_NAMES[family][1:]
+    fixed = FIXED_TERMS.get(family, ())
+    free = [n for n in names if n not in fixed]
+    rows = []
+    for w in itertools.product(GRID, repeat=len(free)):
+        by_name = dict(zip(free, w, strict=True))
+        rows.append((1.0, *(by_name.get(n, 1.0) for n in names)))
+    return np.asarray(rows)
 
 
 def score_table(units: Sequence[Unit], grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -59,11 +59,20 @@ A_COPY_WAVEFRONTS_NHWC = 6    # of one warp's 16-byte cp.async.cg copy: 4 shared
 @dataclass(frozen=True, slots=True)
 class IgemmPrediction:
     time_s: float
-    sm_s: float
+    sm_s: float             # the largest of the three pipes' times below
     l2_s: float
     dram_s: float
     resident_blocks: int
     tile_efficiency: float
+    tensor_s: float = 0.0   # each pipe's SM time alone (same waves, latency factor and clock)
+    l1_s: float = 0.0
+    issue_s: float = 0.0
+    atomics_s: float = 0.0
+    added_s: float = 0.0    # launches and, for the NHWC variant, the layout change
+
+
+def _nan_prediction(eff: float) -> IgemmPrediction:
+    return IgemmPrediction(math.inf, math.inf, math.inf, math.inf, 0, eff, math.inf, math.inf, math.inf)
 
 
 def tile_efficiency(pl: IgemmFwdPlan) -> float:
@@ -81,7 +90,7 @@ def predict(pl: IgemmFwdPlan, machine: MachineModel) -> IgemmPrediction:
     eff = tile_efficiency(pl)
     bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
     if bps == 0:
-        return IgemmPrediction(math.inf, math.inf, math.inf, math.inf, 0, eff)
+        return _nan_prediction(eff)
     p = pl.problem
     mi, ni = c.mma_tiles
     warps = c.threads // WARP
@@ -98,17 +107,19 @@ def predict(pl: IgemmFwdPlan, machine: MachineModel) -> IgemmPrediction:
         l1_clk = warps * k8 * (4 * mi + 2 * ni) + a_warp_copies * A_COPY_WAVEFRONTS_NCHW + table_reads + b_wavefronts
         issue_clk = warps * (pl.a_copies * 8 + pl.b_copies * 6 + k8 * (5 * mi + ni + mi * ni)) / ISSUE_PER_CLK
     latency = min(1.0, bps * warps / 8) ** 0.5
-    block_clk = pl.chunks_per_split * max(tensor_clk, l1_clk, issue_clk) / latency
     waves = -(-pl.blocks // (bps * machine.sm_count))
-    sm_s = waves * bps * block_clk / SM_CLOCK_HZ
+    per_clk_s = waves * bps * pl.chunks_per_split / latency / SM_CLOCK_HZ
+    tensor_s, l1_s, issue_s = tensor_clk * per_clk_s, l1_clk * per_clk_s, issue_clk * per_clk_s
+    sm_s = max(tensor_s, l1_s, issue_s)
     l2_bw = L2_FRACTION * (machine.l2_bandwidth_bytes_per_s or 10 * machine.copy_bandwidth_bytes_per_s)
     words = traffic_words(pl)
     words.pop("layout", None)   # the layout change is its own kernel (added below)
     l2_s = 4 * sum(words.values()) / l2_bw
     dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
     atomics_s = (4 * p.output_elements * c.splits / machine.copy_bandwidth_bytes_per_s) if c.splits > 1 else 0.0
-    time_s = max(sm_s, l2_s, dram_s) + atomics_s + LAUNCH_OVERHEAD_S
+    added_s = LAUNCH_OVERHEAD_S
     if pl.channels_last:   # the layout change: read and write x once, its own launch
-        time_s += 8 * p.N * p.C * p.H * p.W / machine.copy_bandwidth_bytes_per_s + LAUNCH_OVERHEAD_S
-    return IgemmPrediction(time_s, sm_s, l2_s, dram_s, bps, eff)
+        added_s += 8 * p.N * p.C * p.H * p.W / machine.copy_bandwidth_bytes_per_s + LAUNCH_OVERHEAD_S
+    time_s = max(sm_s, l2_s, dram_s) + atomics_s + added_s
+    return IgemmPrediction(time_s, sm_s, l2_s, dram_s, bps, eff, tensor_s, l1_s, issue_s, atomics_s, added_s)
 
