@@ -338,8 +338,9 @@ def prepare_filters(pl: IgemmFwdPlan, w: Any) -> Any:
     cp = cupy_module()
     out = cp.empty(filter_words(pl.problem), dtype=cp.float32)
     src = cp.ascontiguousarray(w)
-    device = cp.cuda.Device().id
-    filter_layout(pl, device).prep((data_pointer(src), data_pointer(out)), cp.cuda.get_current_stream().ptr)
+    prep = filter_layout(pl, cp.cuda.Device().id).prep
+    assert prep is not None  # the layout always has its pack launch
+    prep((data_pointer(src), data_pointer(out)), cp.cuda.get_current_stream().ptr)
     return out
 
 
