@@ -28,7 +28,6 @@ from convtune.kernels.igemm.launcher import (
     IgemmFwdConfig,
     IgemmFwdPlan,
     filter_layout,
-    filter_words,
     kernel_arguments,
     layout_key,
 )
@@ -164,6 +163,3 @@ def launch(pl: IgemmFwdPlan, kernels: NhwcKernels, x: Any, filters: NhwcFilters,
 def tolerance(pl: IgemmFwdPlan) -> float:
     return TOLERANCE
 
-
-__all__ = ["IgemmNhwcFwdConfig", "compile_plan", "filter_words", "filters_key", "launch", "prepare_filters",
-           "prepare_plan", "supports", "tolerance", "traffic_words"]
