@@ -8,8 +8,9 @@ without kernel hashes gets those of the sources in this checkout (true only whil
 since the run: check ``git log`` of the .cu files).
 
     python benchmarks/make_replay.py benchmarks/results/vs_cudnn.json -o tests/data/replay_h200_vs_cudnn.json.gz
-    python benchmarks/make_replay.py benchmarks/results/igemm_h200/v3_nhwc/{public,wide}/tf32/vs_cudnn_tf32.json \
-        -o tests/data/replay_h200_tf32.json.gz        # the TF32 class (igemm, igemm_nhwc), its TF32 peak kept
+    python benchmarks/make_replay.py \
+        benchmarks/results/igemm_h200/v5_rounded_loops/{public,wide}/tf32/vs_cudnn_tf32.json \
+        -o tests/data/replay_h200_tf32.json.gz        # the TF32 class (the igemm families), its TF32 peak kept
 """
 
 from __future__ import annotations

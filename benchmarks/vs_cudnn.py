@@ -13,9 +13,9 @@ the same run through torch (``cudnn.benchmark=True``; fp32 with ``allow_tf32=Fal
 fp16 and bf16 columns) on the same rotating inputs.
 
 ``--math tf32`` runs the TF32 class: every problem with ``math="tf32"``, the tensor-core families (default
-``--families igemm igemm_nhwc``), the speedup against cuDNN TF32 (``allow_tf32=True``), the compute ceiling the TF32
-GEMM peak measured in this run (so floors and efficiencies use the class's ceiling), TFLOP/s as % of that peak, and
-cuDNN TF32's own relative error against float64 on the same inputs next to ours.
+``--families igemm igemm_nhwc igemm_1x1``), the speedup against cuDNN TF32 (``allow_tf32=True``), the compute
+ceiling the TF32 GEMM peak measured in this run (so floors and efficiencies use the class's ceiling), TFLOP/s as %
+of that peak, and cuDNN TF32's own relative error against float64 on the same inputs next to ours.
 
 Writes ``vs_cudnn.md`` (table) and ``vs_cudnn.json`` (every candidate measured) under ``--out`` (``vs_cudnn_tf32.*``
 with ``--math tf32``).
@@ -54,7 +54,7 @@ from convtune.problem import ConvProblem
 from convtune.tuner.efficiency import compute_ceiling, family_choice, floor_time_s
 
 FAMILIES = ("direct", "winograd", "winograd_unfused")
-TF32_FAMILIES = ("igemm", "igemm_nhwc")
+TF32_FAMILIES = ("igemm", "igemm_nhwc", "igemm_1x1")
 
 
 def measure_copy_bandwidth(nbytes: int = 2 << 30) -> float:

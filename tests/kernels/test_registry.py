@@ -21,6 +21,8 @@ def sample_problem(family: str) -> ConvProblem:
     """A small problem the family runs (the depthwise families take depthwise problems only, pointwise 1×1)."""
     if family == "pointwise":
         return POINTWISE
+    if family == "igemm_1x1":
+        return POINTWISE.replace(math="tf32")
     if family.startswith("igemm"):
         return DENSE_TF32
     if family.startswith("depthwise1d_"):

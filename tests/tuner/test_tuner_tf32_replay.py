@@ -1,8 +1,8 @@
-"""The tuner on the TF32 class by replay of H200 measurements of the tensor-core families (igemm, igemm_nhwc):
-``tests/data/replay_h200_tf32.json.gz``, made by ``benchmarks/make_replay.py`` from the committed
-``benchmarks/results/igemm_h200/v3_nhwc/{public,wide}/tf32/vs_cudnn_tf32.json`` (the kernel source measured there is
-the one in this checkout: the table's kernel versions are its hashes). What a CI machine can check without a GPU:
-the tensor-core families are searched and their measured rows stored under the tf32 problem, the best is the
+"""The tuner on the TF32 class by replay of H200 measurements of the tensor-core families (igemm, igemm_nhwc,
+igemm_1x1): ``tests/data/replay_h200_tf32.json.gz``, made by ``benchmarks/make_replay.py`` from the committed
+``benchmarks/results/igemm_h200/v5_rounded_loops/{public,wide}/tf32/vs_cudnn_tf32.json`` (the kernel source measured
+there is the one in this checkout: the table's kernel versions are its hashes). What a CI machine can check without a
+GPU: the tensor-core families are searched and their measured rows stored under the tf32 problem, the best is the
 fastest measured row the search reached (or a tie with it), the floor uses the table's measured TF32 ceiling,
 every efficiency is at most 1, and nothing is stored for (or served to) the strict problem."""
 
@@ -22,9 +22,16 @@ from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
 from convtune.tuner.tune import TIE_TOLERANCE, tune
 
 TABLE_PATH = Path(__file__).resolve().parents[1] / "data" / "replay_h200_tf32.json.gz"
-#: resnet50_3x3_256_b32 and a wide-suite 5×5 layer (alexnet_conv2_b64), both measured for both tensor-core families
+KINDS = {"igemm.fwd", "igemm_nhwc.fwd", "igemm_1x1.fwd"}
+#: resnet50_3x3_256_b32 and a wide-suite 5×5 layer (alexnet_conv2_b64), measured for the NCHW and NHWC families;
+#: resnet50_1x1_256_64_b32, for all three
 PROBLEMS = [ConvProblem.parse("N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 math=tf32"),
-            ConvProblem.parse("N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2 math=tf32")]
+            ConvProblem.parse("N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2 math=tf32"),
+            ConvProblem.parse("N=32 C=256 H=56 W=56 K=64 R=1 S=1 math=tf32")]
+
+
+def kinds_for(problem: ConvProblem) -> set[str]:
+    return KINDS if problem.R == problem.S == 1 else KINDS - {"igemm_1x1.fwd"}
 
 
 @pytest.fixture(scope="module")
@@ -33,23 +40,23 @@ def table() -> ReplayTable:
 
 
 def test_table_holds_the_measured_tensor_core_rows(table: ReplayTable) -> None:
-    assert set(table.kernel_sha256) == {"igemm.fwd", "igemm_nhwc.fwd"}
+    assert set(table.kernel_sha256) == KINDS
     assert all(sha == get_spec(kind.split(".")[0]).source_sha256() for kind, sha in table.kernel_sha256.items())
     assert table.device.machine.tf32_peak_flops_per_s > 300e12          # measured in the run, not a preset
     assert all(key.endswith("math=tf32") for key in table.problems)
     for problem in PROBLEMS:
         kinds = {config.split()[0] for config in table.problems[problem.key()]}
-        assert kinds == {"igemm.fwd", "igemm_nhwc.fwd"}, problem.key()
+        assert kinds == kinds_for(problem), problem.key()
 
 
-@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: f"R{p.R}C{p.C}")
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: f"R{p.R}C{p.C}K{p.K}")
 def test_a_tf32_problem_tunes_its_tensor_core_families_by_replay(problem: ConvProblem, table: ReplayTable,
                                                                  sqlite_engine: Engine) -> None:
     replay = ReplayBenchmarker(table)
     result = tune(problem, replay, sqlite_engine, budget_trials=24, warm_start=12, seed=0)
     assert result.best_config is not None and result.time_ms is not None
-    assert result.best_config.split()[0] in ("igemm.fwd", "igemm_nhwc.fwd")
-    assert set(result.floors_ms) == {"igemm", "igemm_nhwc"}
+    assert result.best_config.split()[0] in kinds_for(problem)
+    assert set(result.floors_ms) == {kind.split(".")[0] for kind in kinds_for(problem)}
     rows = run_measurements(sqlite_engine, result.run_id)
     recorded = table.problems[problem.key()]
     with session_scope(sqlite_engine) as session:

@@ -1,6 +1,7 @@
 """The implicit-GEMM tensor-core forward family (TF32 products, fp32 accumulation; ``math="tf32"`` problems).
 
-``SPECS`` are the family's registry rows, the NCHW kernel and its channels-last variant ``igemm_nhwc`` (see
+``SPECS`` are the family's registry rows, the NCHW kernel, its channels-last variant ``igemm_nhwc`` and its 1×1
+variant ``igemm_1x1`` (see
 :mod:`convtune.kernels.registry`); their bound and floor are the direct
 convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's (TF32).
 """
@@ -11,6 +12,7 @@ from convtune.kernels.direct import direct_bound_words, direct_floor_work
 from convtune.kernels.igemm import launcher as _igemm
 from convtune.kernels.igemm import model as _igemm_model
 from convtune.kernels.igemm import nhwc as _nhwc
+from convtune.kernels.igemm import pointwise as _pointwise
 from convtune.kernels.igemm import space as _igemm_space
 from convtune.kernels.spec import KernelSpec
 
@@ -42,5 +44,20 @@ SPECS: tuple[KernelSpec, ...] = (
         algorithm="igemm",
         description="implicit GEMM on tensor cores over an NHWC copy of x (16-byte A copies; C a multiple of 4), "
                     "TF32, fp32 accumulation, any stride/padding/dilation, split reduction",
+    ),
+    KernelSpec(
+        family="igemm_1x1", direction="fwd", source=_igemm.SOURCE, entry=_igemm.VARIANTS["igemm_1x1"][0],
+        config_class=_pointwise.IgemmPointwiseFwdConfig, supports=_pointwise.supports,
+        enumerate_plans=lambda problem, machine: _igemm_space.enumerate_plans(problem, machine,
+                                                                              _pointwise.IgemmPointwiseFwdConfig),
+        plan=_igemm_space.plan,
+        predict_s=lambda pl, machine: _igemm_model.predict(pl, machine).time_s,
+        traffic_words=_pointwise.total_traffic_words,
+        onchip_words=_igemm.onchip_words,
+        bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
+        grid_size=_igemm_space.grid_size, floor_work=direct_floor_work, launcher=_igemm,
+        algorithm="igemm",
+        description="1×1 implicit GEMM on tensor cores (stride 1, no padding, H·W a multiple of 4): 16-byte A copies "
+                    "from NCHW x, TF32, fp32 accumulation, split reduction",
     ),
 )

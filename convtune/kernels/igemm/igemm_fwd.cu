@@ -233,9 +233,93 @@ __device__ __forceinline__ void igemm_fwd_body(const float* __restrict__ x, cons
   store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, PQ, g, t4, gridDim.z > 1);
 }
 
-// The channels-last variant: xh is x in NHWC (the prepared launch transposes an NCHW input into its workspace first),
-// the reduction runs kr = (r*S + s)*C + c (channels fastest; the pack writes B and the table in that order, the
-// table entry {(r*DH*W + s*DW)*C + c, r*DH, s*DW, 0}), and C is a multiple of 4, so 4 consecutive kr are 4
+// ldmatrix.x4 of four 8 x 16-byte matrices: lanes 8j..8j+7 give the row addresses of matrix j; lane l receives
+// word l % 4 of row l / 4 of each (so a TF32 A fragment from k-contiguous rows in one instruction).
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const float* row) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// The multistage main loop (CUTLASS's sm80 shape), over `nchunks` chunks of KB k8 steps in STAGES shared-memory
+// slots of STAGE floats. load_stage(slot, chunk) issues one chunk's cp.async copies; load_frags(stage, kb, a, b)
+// reads one k8 step's fragments from a slot. PIPELINE with KB even: the fragments are double-buffered in registers
+// (step kb + 1's are read while step kb's mma issue) and the barrier that makes chunk it + 1 visible sits in chunk
+// it's last step, so its wait overlaps that step's mma. Otherwise (the plain loop) each step reads, then multiplies:
+// fewer registers, so the plan takes it where that lets more blocks reside (launcher.derive_plan).
+// Slot reuse: chunk it + STAGES - 1 refills slot (it - 1) % STAGES at the top of iteration it; every read of that
+// slot came before the barrier in iteration it - 1's last step.
+template <int MI, int NI, int KB, int STAGES, int STAGE, bool PIPELINE, class LoadStage, class LoadFrags>
+__device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], const float* smem, int nchunks,
+                                         LoadStage&& load_stage, LoadFrags&& load_frags) {
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < nchunks) load_stage(st, st);
+    cp_async_commit();
+  }
+  if constexpr (PIPELINE && KB % 2 == 0) {
+    unsigned a[2][MI][4], b[2][NI][2];
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    load_frags(smem, 0, a[0], b[0]);
+    for (int it = 0; it < nchunks; ++it) {
+      const float* cur = smem + (it % STAGES) * STAGE;
+      const int next = it + STAGES - 1;
+      if (next < nchunks) load_stage(next % STAGES, next);
+      cp_async_commit();
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb) {
+        if (kb == KB - 1) {
+          cp_async_wait<STAGES - 2>();   // chunk it + 1 landed (STAGES - 2 newer groups may be in flight)
+          __syncthreads();
+          if (it + 1 < nchunks) load_frags(smem + ((it + 1) % STAGES) * STAGE, 0, a[0], b[0]);
+        } else {
+          load_frags(cur, kb + 1, a[(kb + 1) & 1], b[(kb + 1) & 1]);
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[kb & 1][mi], b[kb & 1][ni]);
+      }
+    }
+  } else {
+    for (int it = 0; it < nchunks; ++it) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();  // chunk `it` landed for every thread; everyone is done with the slot refilled below
+      const int next = it + STAGES - 1;
+      if (next < nchunks) load_stage(next % STAGES, next);
+      cp_async_commit();
+      const float* cur = smem + (it % STAGES) * STAGE;
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb) {
+        unsigned a[MI][4], b[NI][2];
+        load_frags(cur, kb, a, b);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[mi], b[ni]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+}
+
+// B fragments of one k8 step from a fragment-ordered B stage: one 8-byte read per 8-channel tile (pre-rounded).
+template <int BN, int NI>
+__device__ __forceinline__ void load_b_frags(unsigned (&b)[NI][2], const float* Bs, int kb, int wn0, int slot) {
+#pragma unroll
+  for (int ni = 0; ni < NI; ++ni) {
+    const float2 v = *reinterpret_cast<const float2*>(Bs + ((kb * (BN / 8) + wn0 / 8 + ni) * 32 + slot) * 2);
+    b[ni][0] = __float_as_uint(v.x);
+    b[ni][1] = __float_as_uint(v.y);
+  }
+}
+
+// The channels-last variant: xh is x in NHWC, already TF32-rounded (the prepared launch transposes an NCHW input into
+// its workspace first, igemm_to_nhwc), the reduction runs kr = (r*S + s)*C + c (channels fastest; the pack writes
+// B and the table in that order, the table entry {(r*DH*W + s*DW)*C + c, r*DH, s*DW, 0}), and C is a multiple of 4,
+// so 4 consecutive kr are 4
 // consecutive channels of one tap: A moves in 16-byte cp.async.cg copies (past L1, which the 4-byte gathers of
 // the NCHW kernel saturate). As holds A k-contiguous: pixel row ml of BK floats, its 16-byte piece j at position
 // j ^ swz(ml), swz(ml) = (ml / max(1, 32/BK)) mod min(BK/4, 8), so a warp's copies and its fragment reads (a0..a3
@@ -248,7 +332,7 @@ __device__ __forceinline__ int nhwc_swizzle(int ml) {
   return (ml / ROWS_PER_LINE) & (PIECES - 1);
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool PIPE>
 __device__ __forceinline__ void igemm_nhwc_body(const float* __restrict__ xh, const float* __restrict__ filt,
                                                 float* __restrict__ y, int N, int C, int H, int W, int K, int P,
                                                 int Q, int SH, int SW, int PH, int PW, int KR, int KRp, int NB8,
@@ -326,53 +410,110 @@ __device__ __forceinline__ void igemm_nhwc_body(const float* __restrict__ xh, co
 #pragma unroll
       for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
 
+  // ldmatrix rows: lane l addresses row (l mod 8) + 8 * (l / 8 mod 2) of the 16-row tile, piece 2kb + l / 16;
+  // rows r and r + 8 share the swizzle (see nhwc_swizzle), so it is the swizzle of l mod 8.
+  const int lrow = (lane & 7) + 8 * ((lane >> 3) & 1), lhalf = lane >> 4, lswz = nhwc_swizzle<BK>(lane & 7);
+  auto load_frags = [&](const float* stage, int kb, unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
 #pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < nchunks) load_stage(st, st);
-    cp_async_commit();
-  }
-  const int swz = nhwc_swizzle<BK>(g);   // rows wm0 + mi*16 + g (+ 8) all share it: wm0 + mi*16 is a multiple of 16
-  for (int it = 0; it < nchunks; ++it) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    const int next = it + STAGES - 1;
-    if (next < nchunks) load_stage(next % STAGES, next);
-    cp_async_commit();
-    const float* As = smem + (it % STAGES) * STAGE;
-    const float* Bs = As + A_STAGE;
-#pragma unroll
-    for (int kb = 0; kb < BK / 8; ++kb) {
-      unsigned a[MI][4], b[NI][2];
-      const int lo = (((2 * kb) ^ swz) << 2) + t4, hi = (((2 * kb + 1) ^ swz) << 2) + t4;
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
-        const float* row = As + (wm0 + mi * 16 + g) * BK;
-        a[mi][0] = to_tf32(row[lo]);
-        a[mi][1] = to_tf32(row[8 * BK + lo]);
-        a[mi][2] = to_tf32(row[hi]);
-        a[mi][3] = to_tf32(row[8 * BK + hi]);
-      }
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-        const float2 v = *reinterpret_cast<const float2*>(Bs + ((kb * (BN / 8) + wn0 / 8 + ni) * 32 + slot) * 2);
-        b[ni][0] = __float_as_uint(v.x);
-        b[ni][1] = __float_as_uint(v.y);
-      }
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[mi], b[ni]);
+    for (int mi = 0; mi < MI; ++mi) {
+      ldmatrix_x4(a[mi], stage + (wm0 + mi * 16 + lrow) * BK + (((2 * kb + lhalf) ^ lswz) << 2));
     }
-  }
-  cp_async_wait<0>();
+    load_b_frags<BN, NI>(b, stage + A_STAGE, kb, wn0, slot);
+  };
+  mainloop<MI, NI, BK / 8, STAGES, STAGE, PIPE>(acc, smem, nchunks, load_stage, load_frags);
 
   store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, PQ, g, t4, gridDim.z > 1);
 }
 
+// The 1x1 variant (R = S = 1, stride 1, no padding, H*W a multiple of 4): A[m][c] = x[n, c, pq] is contiguous along
+// the pixels, so A moves in 16-byte copies of 4 pixels straight from NCHW x (no gather table, no layout change).
+// As[BK][BM + 8] holds it pixels-contiguous (the +8 pad makes the fragment reads conflict-free: lane (g, t) reads
+// row t (or t + 4), column g (or g + 8), bank (8t + g) mod 32); thread tid copies pixel group tid mod (BM/4) (4
+// pixels, one image: H*W is a multiple of 4) of channel rows tid / (BM/4) + i * THREADS/(BM/4).
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool PIPE>
+__device__ __forceinline__ void igemm_1x1_body(const float* __restrict__ x, const float* __restrict__ filt,
+                                               float* __restrict__ y, int N, int C, int H, int W, int K, int P,
+                                               int Q, int SH, int SW, int PH, int PW, int KR, int KRp, int NB8,
+                                               int chunks_per_split) {
+  constexpr int THREADS = WM * WN * 32;
+  constexpr int WTM = BM / WM, WTN = BN / WN;
+  constexpr int MI = WTM / 16, NI = WTN / 8;
+  constexpr int LDA = BM + 8;
+  constexpr int A_STAGE = BK * LDA, B_STAGE = BK * BN, STAGE = A_STAGE + B_STAGE;
+  constexpr int GROUPS = BM / 4;                   // 4-pixel groups of a channel row
+  constexpr int A_COPIES = BK * GROUPS / THREADS;  // 16-byte A copies per thread and chunk
+  constexpr int ROW_STEP = THREADS / GROUPS;       // channel rows between one thread's copies
+  static_assert(BM % 32 == 0 && BN % 32 == 0, "tiles: multiples of 32");
+  static_assert(WTM % 16 == 0 && WTN % 8 == 0, "warp tile: multiples of the 16 x 8 mma tile");
+  static_assert(BK % 8 == 0 && 64 % BK == 0, "chunk: a multiple of the mma's k = 8 dividing 64 (KRp)");
+  static_assert(THREADS % GROUPS == 0 && A_COPIES >= 1 && (BK * GROUPS) % THREADS == 0,
+                "every thread copies whole 16-byte groups of one pixel column");
+  static_assert(STAGES >= 2 && STAGES <= 5, "2..5 pipeline stages");
+  extern __shared__ __align__(16) float smem[];
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int slot = t4 * 8 + g;
+  const int wm0 = (warp % WM) * WTM, wn0 = (warp / WM) * WTN;
+  const int HW = H * W;
+  const int M = N * HW;
+  const int m0 = blockIdx.x * BM;
+  const int n0 = blockIdx.y * BN;
+
+  const int group = tid % GROUPS, row0 = tid / GROUPS;
+  const int m = m0 + 4 * group;
+  const bool m_ok = m < M;                          // all 4 pixels or none: M and m are multiples of 4
+  const int img = m_ok ? m / HW : 0;
+  const long long a_base = m_ok ? static_cast<long long>(img) * C * HW + (m - img * HW) : 0;
+  const int a_dst0 = row0 * LDA + 4 * group;
+
+  const int chunk0 = blockIdx.z * chunks_per_split;
+  const int nchunks = min((KR + BK - 1) / BK - chunk0, chunks_per_split);
+  if (nchunks <= 0) return;
+
+  auto load_stage = [&](int stage_slot, int chunk) {
+    float* As = smem + stage_slot * STAGE;
+    float* Bs = As + A_STAGE;
+    const int kr0 = (chunk0 + chunk) * BK;
+#pragma unroll
+    for (int i = 0; i < A_COPIES; ++i) {
+      const int c = kr0 + row0 + i * ROW_STEP;
+      const bool ok = m_ok && c < C;
+      cp_async16(As + a_dst0 + i * ROW_STEP * LDA, ok ? x + a_base + static_cast<long long>(c) * HW : x, ok);
+    }
+    load_b_stage<BN, BK, THREADS>(Bs, filt, kr0, n0, NB8, tid);
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
+
+  auto load_frags = [&](const float* stage, int kb, unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      const float* ap = stage + (kb * 8 + t4) * LDA + wm0 + mi * 16 + g;
+      a[mi][0] = to_tf32(ap[0]);
+      a[mi][1] = to_tf32(ap[8]);
+      a[mi][2] = to_tf32(ap[4 * LDA]);
+      a[mi][3] = to_tf32(ap[4 * LDA + 8]);
+    }
+    load_b_frags<BN, NI>(b, stage + A_STAGE, kb, wn0, slot);
+  };
+  mainloop<MI, NI, BK / 8, STAGES, STAGE, PIPE>(acc, smem, nchunks, load_stage, load_frags);
+
+  store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, HW, g, t4, gridDim.z > 1);
+}
+
 }  // namespace convtune
 
-// NCHW -> NHWC of x (N, C, H*W): 32 x 32 tiles of (channels, pixels) through shared memory, both sides coalesced.
-// Grid (ceil(HW/32), ceil(C/32), N), block (32, 8).
+// NCHW -> NHWC of x (N, C, H*W), rounded to TF32 as it is written (so the NHWC main loop feeds ldmatrix's words to
+// the mma as they are: a cvt per fragment element cost up to 20% at 64 x 64 warp tiles, H200): 32 x 32 tiles of
+// (channels, pixels) through shared memory, both sides coalesced. Grid (ceil(HW/32), ceil(C/32), N), block (32, 8).
 extern "C" __global__ void igemm_to_nhwc(const float* __restrict__ x, float* __restrict__ xh, int C, int HW) {
   __shared__ float tile[32][33];
   const long long image = static_cast<long long>(blockIdx.z) * C * HW;
@@ -386,7 +527,8 @@ extern "C" __global__ void igemm_to_nhwc(const float* __restrict__ x, float* __r
 #pragma unroll
   for (int j = threadIdx.y; j < 32; j += 8) {
     const int p = p0 + j, c = c0 + threadIdx.x;
-    if (c < C && p < HW) xh[image + static_cast<long long>(p) * C + c] = tile[threadIdx.x][j];
+    const float v = __uint_as_float(convtune::to_tf32(tile[threadIdx.x][j]));
+    if (c < C && p < HW) xh[image + static_cast<long long>(p) * C + c] = v;
   }
 }
 

@@ -28,7 +28,7 @@ from typing import Any
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.launch_geometry import resident_blocks
+from convtune.kernels.launch_geometry import resident_blocks, round_regs
 from convtune.kernels.prepared import (
     FilterLayout,
     Launch,
@@ -51,10 +51,16 @@ WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 8   # mma.sync.m16n8k8 TF32
 KR_ALIGN = 64                    # reduction rows of ``filt`` and the table: a multiple of every tile_k
 K_ALIGN = 8                      # output channels of ``filt``: whole 8-wide B tiles
+SMEM_PAD_1X1 = 8                 # floats of padding per A row of the 1×1 variant (conflict-free fragment reads)
 PACK_ENTRY = "igemm_pack"
 CHANNELS_LAST_FAMILY = "igemm_nhwc"
+POINTWISE_FAMILY = "igemm_1x1"
+#: family -> (entry, kernel body template) of the variants sharing this launcher's plan, filters and arguments
+VARIANTS = {"igemm": ("igemm_fwd", "igemm_fwd_body"), CHANNELS_LAST_FAMILY: ("igemm_nhwc_fwd", "igemm_nhwc_body"),
+            POINTWISE_FAMILY: ("igemm_1x1_fwd", "igemm_1x1_body")}
 PACK_THREADS = 256
 MIN_COMPUTE_CAPABILITY = (8, 0)  # mma.sync TF32 and cp.async: Ampere and newer
+REGISTER_FILE_WORDS = 65536      # 32-bit registers per SM from sm_80 on (the main-loop choice without a machine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +134,7 @@ class IgemmFwdPlan:
     smem_bytes: int
     regs_estimate: int
     min_blocks: int
+    pipelined: bool = False   # NHWC / 1×1: the double-buffered-fragment main loop (else the plain loop)
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -152,10 +159,20 @@ class IgemmFwdPlan:
         return self.config.family == CHANNELS_LAST_FAMILY
 
     @property
+    def pointwise(self) -> bool:
+        """The 1×1 variant (:mod:`convtune.kernels.igemm.pointwise`): 16-byte A copies of 4 pixels from NCHW x."""
+        return self.config.family == POINTWISE_FAMILY
+
+    @property
+    def entry(self) -> str:
+        return VARIANTS[self.config.family][0]
+
+    @property
     def a_copies(self) -> int:
-        """A-tile copies one thread issues per chunk: 4-byte gathers, or 16-byte pieces in the NHWC variant."""
+        """A-tile copies one thread issues per chunk: 4-byte gathers, or 16-byte pieces in the NHWC and 1×1
+        variants."""
         c = self.config
-        return c.tile_k * c.tile_m // (4 if self.channels_last else 1) // c.threads
+        return c.tile_k * c.tile_m // (1 if self.config.family == "igemm" else 4) // c.threads
 
     @property
     def b_copies(self) -> int:
@@ -165,11 +182,12 @@ class IgemmFwdPlan:
 
     def template_args(self) -> tuple[int, ...]:
         c = self.config
-        return (c.tile_m, c.tile_n, c.tile_k, c.warps_m, c.warps_n, c.stages)
+        tile = (c.tile_m, c.tile_n, c.tile_k, c.warps_m, c.warps_n, c.stages)
+        return tile if c.family == "igemm" else (*tile, int(self.pipelined))
 
     def source(self) -> str:
         """Self-contained CUDA text: the family source plus an ``extern "C"`` entry for this plan."""
-        entry, body = (NHWC_ENTRY, "igemm_nhwc_body") if self.channels_last else (ENTRY, "igemm_fwd_body")
+        entry, body = VARIANTS[self.config.family]
         return _family_source() + _WRAPPER.format(threads=self.config.threads, min_blocks=self.min_blocks,
                                                   targs=", ".join(str(a) for a in self.template_args()),
                                                   entry=entry, body=body)
@@ -189,20 +207,58 @@ def _family_source() -> str:
     return kernel_text(SOURCE)
 
 
-def regs_estimate(config: IgemmFwdConfig) -> int:
-    """Registers per thread ≈ accumulators + fragments (4·MI + 2·NI) + 3 per pixel column + 48 (addresses, loop)
-    + 4 per A copy beyond 8 (the unrolled gathers' addresses stay live), at most 255.
+def regs_estimate(config: IgemmFwdConfig, pipelined: bool = True) -> int:
+    """Registers per thread, at most 255 (:func:`raw_regs_estimate` capped)."""
+    return min(255, raw_regs_estimate(config, pipelined))
 
-    Fitted to ptxas on sm_90 (CUDA 13) over the corners: 128×128 2×2 warps 222 (estimate 211), 128×32 k32 4×1 229
-    (195), 64×64 k32 2×2 126 (131); the real count comes from the compiled kernel. The NHWC variant keeps 4
-    registers per 16-byte A copy (its pixel origin, input offset and shared-memory slot) instead."""
+
+def raw_regs_estimate(config: IgemmFwdConfig, pipelined: bool = True) -> int:
+    """Registers per thread the kernel needs, uncapped (the space refuses the configs whose pipelined loop is
+    estimated far past 255: they spill).
+
+    NCHW kernel ≈ accumulators + fragments (4·MI + 2·NI) + 3 per pixel column + 48 (addresses, loop) + 4 per A copy
+    beyond 8 (the unrolled gathers' addresses stay live); fitted to ptxas on sm_90 (CUDA 13) over the corners:
+    128×128 2×2 warps 222 (estimate 211), 128×32 k32 4×1 229 (195), 64×64 k32 2×2 126 (131).
+
+    NHWC and 1×1 variants, pipelined main loop (tile_k ≥ 16) ≈ accumulators + 2 × fragments (double-buffered)
+    + 4 per 16-byte A copy + 16 per k8 step of a chunk (the unrolled steps' addresses and hoisted loads) + 32; fitted
+    to ptxas over 90 sampled configs of each (a 3×3 and a 1×1 256-channel layer): it is at or above the count on
+    all but 5 and 1 of them (by at most 15 and 2), and above 255 on every sampled config that spilled but two
+    (whose ``__launch_bounds__`` came from the former, lower estimate). The plain loop (and tile_k = 8):
+    accumulators + fragments + 4 per A copy + 48 (NHWC), + 8 per k8 step + 48 (1×1: one pixel group per thread); at
+    or above ptxas on every config the H200 variant run timed (benchmarks/igemm_variants.py)."""
     mi, ni = config.mma_tiles
-    if config.family == CHANNELS_LAST_FAMILY:
+    fragments = 4 * mi + 2 * ni
+    if config.family in (CHANNELS_LAST_FAMILY, POINTWISE_FAMILY):
         copies = config.tile_k * config.tile_m // 4 // config.threads
-        return min(255, config.accumulators + 4 * mi + 2 * ni + 4 * copies + 48)
+        steps = config.tile_k // 8
+        if pipelined and steps % 2 == 0:
+            return config.accumulators + 2 * fragments + 4 * copies + 16 * steps + 32
+        if config.family == CHANNELS_LAST_FAMILY:
+            return config.accumulators + fragments + 4 * copies + 48
+        return config.accumulators + fragments + 8 * steps + 48
     columns = max(1, config.tile_m // config.threads)
     a_copies = config.tile_k * config.tile_m // config.threads
-    return min(255, config.accumulators + 4 * mi + 2 * ni + 3 * columns + 48 + 4 * max(0, a_copies - 8))
+    return config.accumulators + fragments + 3 * columns + 48 + 4 * max(0, a_copies - 8)
+
+
+def _resident_by_regs(threads: int, smem_bytes: int, regs: int, machine: MachineModel | None) -> int:
+    if machine is None:
+        return max(1, REGISTER_FILE_WORDS // (threads * round_regs(regs)))
+    return resident_blocks(threads, smem_bytes, regs, machine)
+
+
+def choose_main_loop(config: IgemmFwdConfig, smem_bytes: int, machine: MachineModel | None) -> bool:
+    """Whether the NHWC / 1×1 kernel runs the pipelined main loop: for NHWC where the plain loop's lower register
+    need would not let more blocks reside (more warps beat the overlap: on the H200 the plain loop took 0.65–0.8×
+    the pipelined time at 2 → 3 blocks per SM, the pipelined 0.75–1.0× the plain one at equal residency); never
+    for 1×1 (the plain loop was as fast or faster on every timed config, up to 1.19×). Measured in
+    ``benchmarks/results/igemm_h200/v4_pipelined/variants``."""
+    if config.family != CHANNELS_LAST_FAMILY or (config.tile_k // 8) % 2:
+        return False
+    pipe = _resident_by_regs(config.threads, smem_bytes, regs_estimate(config, True), machine)
+    plain = _resident_by_regs(config.threads, smem_bytes, regs_estimate(config, False), machine)
+    return pipe >= min(plain, 4)
 
 
 def derive_plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineModel | None = None) -> IgemmFwdPlan:
@@ -219,8 +275,10 @@ def derive_plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineMo
     m_tiles, n_tiles = -(-m // c.tile_m), -(-p.K // c.tile_n)
     if m_tiles > 2**31 - 1 or n_tiles > 65535 or c.splits > 65535:
         raise InvalidConfig("tile_m", f"grid ({m_tiles}, {n_tiles}, {c.splits}) exceeds the CUDA grid limits")
-    smem_bytes = 4 * c.stages * c.tile_k * (c.tile_m + c.tile_n)
-    regs = regs_estimate(c)
+    a_row = c.tile_m + (SMEM_PAD_1X1 if c.family == POINTWISE_FAMILY else 0)
+    smem_bytes = 4 * c.stages * c.tile_k * (a_row + c.tile_n)
+    pipelined = choose_main_loop(c, smem_bytes, machine)
+    regs = regs_estimate(c, pipelined)
     min_blocks = 1
     if machine is not None:
         if machine.compute_capability < MIN_COMPUTE_CAPABILITY:
@@ -233,7 +291,7 @@ def derive_plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineMo
             raise InvalidConfig("tile_m", f"~{regs} registers per thread exceed {machine.max_regs_per_thread}")
         min_blocks = max(1, min(resident_blocks(c.threads, smem_bytes, regs, machine), 4))
     return IgemmFwdPlan(p, c, padded_channels(p), padded_reduction(p), m_tiles, n_tiles, per_split, smem_bytes, regs,
-                        min_blocks)
+                        min_blocks, pipelined)
 
 
 # ---- analytic traffic ---------------------------------------------------------------------------------
@@ -262,7 +320,7 @@ def onchip_words(pl: IgemmFwdPlan) -> int:
 
 # ---- launching ----------------------------------------------------------------------------------------
 def compile_plan(pl: IgemmFwdPlan) -> LoadedKernel:
-    return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
+    return load_kernel(pl.source(), pl.entry, dynamic_smem_bytes=pl.smem_bytes)
 
 
 def filter_layout(pl: IgemmFwdPlan, device: int) -> FilterLayout:

@@ -20,7 +20,9 @@ predicted time = max(SM time, L2 traffic time, DRAM compulsory time) + split ato
 
 The NHWC variant (``pl.channels_last``): its A copies are 16-byte pieces (6 instructions each, one wavefront per
 warp copy, conflict-free) and its fragment loads four 4-byte reads per A tile; the layout change before it adds
-2·N·C·H·W·4 bytes at the copy bandwidth and a second launch.
+2·N·C·H·W·4 bytes at the copy bandwidth and a second launch. The 1×1 variant (``pl.pointwise``) copies A in
+16-byte pieces from NCHW x (4 instructions each, no table, no layout change), its fragment loads as the NHWC
+variant's.
 
 Uncalibrated first figures (no H200 measurement of this family yet): one m16n8k8 mma.sync per two clocks per SM
 (~half the dense wgmma TF32 rate: 1024 MACs per clock per SM at 494.7 TFLOP/s, 132 SMs, 1.83 GHz); L2 feeds ~40% of
@@ -39,6 +41,10 @@ from convtune.machine import MachineModel
 
 def traffic_words(pl: IgemmFwdPlan) -> dict[str, int]:
     """The words the plan's kernels request, per operand (the variant's own formula)."""
+    if pl.pointwise:
+        from convtune.kernels.igemm import pointwise
+
+        return pointwise.traffic_words(pl)
     if pl.channels_last:
         from convtune.kernels.igemm import nhwc
 
@@ -98,7 +104,10 @@ def predict(pl: IgemmFwdPlan, machine: MachineModel) -> IgemmPrediction:
     tensor_clk = warps * k8 * mi * ni / MMA_PER_CLK
     a_warp_copies = warps * pl.a_copies
     b_wavefronts = 4 * c.tile_k * c.tile_n / 4 / WARP
-    if pl.channels_last:
+    if pl.pointwise:
+        l1_clk = warps * k8 * (4 * mi + 2 * ni) + a_warp_copies * A_COPY_WAVEFRONTS_NHWC + b_wavefronts
+        issue_clk = warps * (pl.a_copies * 4 + pl.b_copies * 6 + k8 * (8 * mi + ni + mi * ni)) / ISSUE_PER_CLK
+    elif pl.channels_last:
         table_reads = warps                     # one entry per thread and chunk
         l1_clk = warps * k8 * (4 * mi + 2 * ni) + a_warp_copies * A_COPY_WAVEFRONTS_NHWC + table_reads + b_wavefronts
         issue_clk = warps * (pl.a_copies * 6 + pl.b_copies * 6 + k8 * (8 * mi + ni + mi * ni)) / ISSUE_PER_CLK

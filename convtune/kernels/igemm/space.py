@@ -18,10 +18,12 @@ from convtune.kernels.igemm.launcher import (
     CHANNELS_LAST_FAMILY,
     MMA_M,
     MMA_N,
+    POINTWISE_FAMILY,
     WARP,
     IgemmFwdConfig,
     IgemmFwdPlan,
     derive_plan,
+    raw_regs_estimate,
     reduction_length,
     supports,
 )
@@ -43,6 +45,11 @@ MAX_WARP_TILE_N = 64
 #: tiles over 2×2 and 1×4 warps spilled 8–16 B in a sample of 120 configs of the space; tile_k ≤ 16 compiled clean.
 DEEP_CHUNK_MAX_TILE_K = 16
 MAX_A_COPIES = 32        # 4-byte gathers per thread and chunk: each costs ~8 instructions and its table entry
+#: The pipelined variants' register estimate (launcher.raw_regs_estimate) above which configs are refused. Over 180
+#: sampled configs (ptxas, CUDA 13, sm_90) every one estimated at 292 or more that ptxas held within 255 registers
+#: spilled in one of the two variants (24–1264 B); of those estimated 256–288, 1 of 14 spilled (8 B), the others fit
+#: (the estimate is conservative at 128 accumulators: 272 for 128×128×16 over 2×2 warps, which takes 254–255).
+MAX_PIPELINED_REGS_ESTIMATE = 288
 MAX_NHWC_A_COPIES = 16   # 16-byte copies per thread and chunk of the NHWC variant: 4 registers each, all live
 
 
@@ -78,12 +85,21 @@ def _nchw_copy_rules() -> tuple[Rule, ...]:
     )
 
 
-def _nhwc_copy_rules() -> tuple[Rule, ...]:
-    """The NHWC kernel's A copies: 16-byte pieces, the same count for every thread."""
+def _piece_copy_rules(variant: str) -> tuple[Rule, ...]:
+    """The NHWC and 1×1 kernels' A copies: 16-byte pieces, the same count for every thread; and their registers
+    (the pipelined main loop double-buffers the fragments: configs estimated far past 255 registers spill)."""
     def pieces(v: Values) -> int:
         return v["tile_k"] * v["tile_m"] // 4
 
+    def regs(v: Values) -> int:
+        fields = {k: v[k] for k in ("tile_m", "tile_n", "tile_k", "warps_m", "warps_n")}
+        return raw_regs_estimate(_config_classes()[variant](**fields))
+
     return (
+        Rule("registers", ("tile_m", "tile_n", "tile_k", "warps_m", "warps_n"),
+             lambda v: regs(v) <= MAX_PIPELINED_REGS_ESTIMATE,
+             lambda v: f"~{regs(v)} registers per thread (double-buffered fragments, {v['tile_k'] // 8} unrolled k8 "
+                       f"steps) spill: shrink the warp tile or tile_k", field="tile_k"),
         Rule("a_rows", ("tile_m", "tile_k", "warps_m", "warps_n"), lambda v: pieces(v) % _threads(v) == 0,
              lambda v: f"tile_k·tile_m/4 = {pieces(v)} 16-byte A pieces do not split evenly over {_threads(v)} "
                        f"threads", field="tile_k"),
@@ -94,16 +110,34 @@ def _nhwc_copy_rules() -> tuple[Rule, ...]:
     )
 
 
+def _config_classes() -> dict[str, type[IgemmFwdConfig]]:
+    from convtune.kernels.igemm.nhwc import IgemmNhwcFwdConfig
+    from convtune.kernels.igemm.pointwise import IgemmPointwiseFwdConfig
+
+    return {"igemm": IgemmFwdConfig, CHANNELS_LAST_FAMILY: IgemmNhwcFwdConfig,
+            POINTWISE_FAMILY: IgemmPointwiseFwdConfig}
+
+
+#: what each variant adds to the NCHW kernel's problems, and the predicate
+_VARIANT_PROBLEMS = {
+    "igemm": ("", lambda p: True),
+    CHANNELS_LAST_FAMILY: (", C a multiple of 4", lambda p: p.C % 4 == 0),
+    POINTWISE_FAMILY: (", 1×1 filters, stride 1, no padding, H·W a multiple of 4",
+                       lambda p: p.R == p.S == p.stride_h == p.stride_w == 1 and p.pad_h == p.pad_w == 0
+                       and (p.H * p.W) % 4 == 0),
+}
+
+
 @cache
-def space(problem: ConvProblem, machine: MachineModel | None = None, channels_last: bool = False) -> SearchSpace:
-    """The igemm forward space of ``problem`` (see the module docstring); ``channels_last``: the NHWC variant's
-    (C a multiple of 4, 16-byte A copies)."""
+def space(problem: ConvProblem, machine: MachineModel | None = None, variant: str = "igemm") -> SearchSpace:
+    """The igemm forward space of ``problem`` (see the module docstring) for ``variant``, a family of
+    :data:`~convtune.kernels.igemm.launcher.VARIANTS`: the NHWC and 1×1 variants copy A in 16-byte pieces."""
     p = problem
     max_m, max_n = max(32, _pow2_at_least(p.N * p.P * p.Q)), max(32, _pow2_at_least(p.K))
-    takes = (lambda: supports(p) and p.C % 4 == 0) if channels_last else (lambda: supports(p))
+    needs, extra = _VARIANT_PROBLEMS[variant]
     rules = (
-        Rule("problem", (), lambda v: takes(), f"the tensor-core kernel runs float32 problems with math=tf32, "
-             f"groups=1{', C a multiple of 4' if channels_last else ''}; got {p.key()}", field="problem"),
+        Rule("problem", (), lambda v: supports(p) and extra(p), f"the tensor-core kernel runs float32 problems "
+             f"with math=tf32, groups=1{needs}; got {p.key()}", field="problem"),
         Rule("tile_m", ("tile_m",), lambda v: v["tile_m"] % 32 == 0 and v["tile_m"] <= 256,
              "tile_m={tile_m} must be a multiple of 32 and at most 256"),
         Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] % 32 == 0 and v["tile_n"] <= 256,
@@ -130,7 +164,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, channels_la
              lambda v: _accumulators(v) < MAX_ACCUMULATORS or v["tile_k"] <= DEEP_CHUNK_MAX_TILE_K,
              lambda v: f"{_accumulators(v)} accumulators per thread with tile_k={v['tile_k']} spill: at most "
                        f"tile_k={DEEP_CHUNK_MAX_TILE_K} with {MAX_ACCUMULATORS}", field="tile_k"),
-        *(_nhwc_copy_rules() if channels_last else _nchw_copy_rules()),
+        *(_nchw_copy_rules() if variant == "igemm" else _piece_copy_rules(variant)),
         Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 5, "stages={stages}: allowed 2..5"),
         *split_rules(reduction_length(p), chunk="tile_k", extent="C·R·S", unit="reduction", empty="work"),
     )
@@ -160,10 +194,9 @@ def grid_size(problem: ConvProblem) -> int:
 
 def enumerate_plans(problem: ConvProblem, machine: MachineModel,
                     config_class: type[IgemmFwdConfig] = IgemmFwdConfig) -> Iterator[IgemmFwdPlan]:
-    """Every valid (config, plan) of the igemm forward kernel (or, by ``config_class``, its NHWC variant) for
-    ``problem`` on ``machine``."""
-    channels_last = config_class.family == CHANNELS_LAST_FAMILY
-    for values in space(problem, machine, channels_last).configs():
+    """Every valid (config, plan) of the igemm forward kernel (or, by ``config_class``, its NHWC or 1×1 variant)
+    for ``problem`` on ``machine``."""
+    for values in space(problem, machine, config_class.family).configs():
         try:
             yield derive_plan(problem, config_class(**values), machine)  # the rules hold: configs() kept them
         except InvalidConfig:  # a limit of the derived geometry (shared memory, registers, grid)
@@ -177,5 +210,5 @@ def plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineModel | N
     Raises:
         InvalidConfig: naming the field that breaks a rule.
     """
-    space(problem, None, config.family == CHANNELS_LAST_FAMILY).check(config)
+    space(problem, None, config.family).check(config)
     return derive_plan(problem, config, machine)

@@ -19,7 +19,8 @@ import pytest
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import nvcc_available, nvcc_compile
-from convtune.kernels.igemm import launcher, nhwc
+from convtune.kernels.igemm import launcher
+from convtune.kernels.igemm import model as _igemm_model
 from convtune.kernels.igemm import space as igemm_space
 from convtune.kernels.igemm.launcher import (
     IgemmFwdConfig,
@@ -28,6 +29,7 @@ from convtune.kernels.igemm.launcher import (
     traffic_words,
 )
 from convtune.kernels.igemm.nhwc import IgemmNhwcFwdConfig
+from convtune.kernels.igemm.pointwise import IgemmPointwiseFwdConfig
 from convtune.kernels.igemm.space import enumerate_plans, plan
 from convtune.kernels.reference import conv2d_reference_for, relative_error
 from convtune.kernels.registry import get_spec, specs_for
@@ -36,6 +38,7 @@ from convtune.problem import ConvProblem
 
 H200 = MachineModel.preset("h200")
 RESNET_3X3 = "N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 math=tf32"
+RESNET_1X1 = "N=32 C=256 H=56 W=56 K=64 R=1 S=1 math=tf32"
 U32 = 0xFFFFFFFF
 
 
@@ -189,16 +192,18 @@ def test_traffic_formula_matches_the_copy_loops(text: str, config: IgemmFwdConfi
 
 
 def _simulated_piece_traffic(pl: IgemmFwdPlan) -> dict[str, int]:
-    """The NHWC variant's copy loops, walked as for :func:`_simulated_traffic`: a 16-byte A copy reads 4 words when
-    its pixel and its tap (table row kr0 + 4·piece, read once per block and piece) are in range; B as the NCHW
-    kernel; the layout change reads and writes x once."""
+    """The NHWC and 1×1 variants' copy loops, walked as for :func:`_simulated_traffic`: a 16-byte A copy reads 4
+    words when its pixel and its tap (NHWC: table row kr0 + 4·piece, read once per block and piece) or channel (1×1)
+    are in range; B as the NCHW kernel; the NHWC layout change reads and writes x once."""
     p, c = pl.problem, pl.config
     threads, bm, bn, bk = c.threads, c.tile_m, c.tile_n, c.tile_k
     m_total, kr_total, pq = p.N * p.P * p.Q, p.C * p.R * p.S, p.P * p.Q
     chunks = -(-kr_total // bk)
     nb8 = pl.kp8 // 8
-    words = {"input": 0, "weight": 0, "table": 0, "output": 0, "layout": 2 * p.N * p.C * p.H * p.W}
-    pieces = bk // 4                                           # per pixel row
+    words = {"input": 0, "weight": 0, "output": 0}
+    if pl.channels_last:
+        words.update(table=0, layout=2 * p.N * p.C * p.H * p.W)
+    pieces = bk // 4 if pl.channels_last else bm // 4          # per pixel row (NHWC) / per channel row (1×1)
     copies = bk * bm // 4 // threads
     for bz in range(c.splits):
         chunk0 = bz * pl.chunks_per_split
@@ -211,21 +216,27 @@ def _simulated_piece_traffic(pl: IgemmFwdPlan) -> dict[str, int]:
                     for tid in range(threads):
                         piece, first = tid % pieces, tid // pieces
                         for i in range(copies):
-                            m, kr = bx * bm + first + i * (threads // pieces), kr0 + 4 * piece
-                            entries.add(kr)
-                            if m >= m_total or kr >= kr_total:
-                                continue
-                            op, oq = divmod(m % pq, p.Q)
-                            r, s = divmod(kr // p.C, p.S)
-                            h = op * p.stride_h - p.pad_h + r * p.dil_h
-                            w = oq * p.stride_w - p.pad_w + s * p.dil_w
-                            if 0 <= h < p.H and 0 <= w < p.W:
-                                words["input"] += 4
+                            if pl.channels_last:
+                                m, kr = bx * bm + first + i * (threads // pieces), kr0 + 4 * piece
+                                entries.add(kr)
+                                if m >= m_total or kr >= kr_total:
+                                    continue
+                                op, oq = divmod(m % pq, p.Q)
+                                r, s = divmod(kr // p.C, p.S)
+                                h = op * p.stride_h - p.pad_h + r * p.dil_h
+                                w = oq * p.stride_w - p.pad_w + s * p.dil_w
+                                if 0 <= h < p.H and 0 <= w < p.W:
+                                    words["input"] += 4
+                            else:
+                                m, ch = bx * bm + 4 * piece, kr0 + first + i * (threads // pieces)
+                                if m < m_total and ch < p.C:
+                                    words["input"] += 4
                         for i in range(pl.b_copies):
                             e = tid + i * threads
                             if e < bk * bn // 4 and by * bn // 8 + (e // 16) % (bn // 8) < nb8:
                                 words["weight"] += 4
-                    words["table"] += 4 * len(entries)
+                    if pl.channels_last:
+                        words["table"] += 4 * len(entries)
     out = p.N * p.K * p.P * p.Q
     words["output"] = out * c.splits + (out if c.splits > 1 else 0)
     return words
@@ -238,15 +249,17 @@ PIECE_TRAFFIC_CASES = [
     ("nhwc_stride2_k64", "N=1 C=20 H=11 W=10 K=24 R=3 S=2 stride=2 pad=1 math=tf32",
      IgemmNhwcFwdConfig(64, 64, 64, 2, 2, 2, 1)),
     ("nhwc_pad_dominated", "N=1 C=4 H=2 W=2 K=8 R=5 S=5 pad=2 math=tf32", IgemmNhwcFwdConfig(32, 32, 16, 1, 2, 2, 1)),
-    ("nhwc_ragged_m_k", "N=1 C=12 H=5 W=7 K=33 R=1 S=3 pad_w=1 math=tf32", IgemmNhwcFwdConfig(128, 64, 32, 4, 1, 2, 1)),
+    ("1x1_c13", "N=2 C=13 H=6 W=6 K=20 R=1 S=1 math=tf32", IgemmPointwiseFwdConfig(32, 32, 8, 2, 1, 2, 1)),
+    ("1x1_split3", "N=3 C=70 H=2 W=6 K=9 R=1 S=1 math=tf32", IgemmPointwiseFwdConfig(64, 32, 16, 2, 1, 3, 3)),
+    ("1x1_k64_ragged_m", "N=1 C=40 H=3 W=12 K=33 R=1 S=1 math=tf32", IgemmPointwiseFwdConfig(64, 64, 64, 2, 2, 2, 1)),
 ]
 
 
 @pytest.mark.parametrize(("text", "config"), [pytest.param(t, c, id=n) for n, t, c in PIECE_TRAFFIC_CASES])
-def test_nhwc_traffic_formula_matches_its_copy_loops(text: str, config: IgemmFwdConfig) -> None:
+def test_variant_traffic_formulas_match_their_copy_loops(text: str, config: IgemmFwdConfig) -> None:
     pl = plan(P(text), config, H200)
     spec = get_spec(config.family)
-    formula = nhwc.traffic_words(pl)
+    formula = _igemm_model.traffic_words(pl)
     assert formula == _simulated_piece_traffic(pl)
     assert spec.traffic_words(pl) == sum(formula.values())
 
@@ -299,8 +312,11 @@ class _Geometry:
         threads, bm, bn, bk = c.threads, c.tile_m, c.tile_n, c.tile_k
         self.a_stage, self.b_stage = bk * bm, bk * bn
         self.channels_last = c.family == "igemm_nhwc"
+        self.pointwise = c.family == "igemm_1x1"
         if self.channels_last:
             self._nhwc_a_maps(c)
+        elif self.pointwise:
+            self._pointwise_a_maps(c)
         else:
             self._nchw_a_maps(c)
         b_segs = bk * bn // 4
@@ -354,6 +370,24 @@ class _Geometry:
                 groups = {int(q) % 8 for q in self.a_dst[i, lane0:lane0 + 8] // 4}
                 assert len(groups) == 8, "A piece writes conflict"
 
+    def _pointwise_a_maps(self, c: IgemmFwdConfig) -> None:
+        """igemm_1x1_body: As[BK][BM + 8]; thread tid copies 4-pixel group tid % (BM/4) of channel rows
+        tid / (BM/4) + i·ROW_STEP: ``a_group[tid]``, ``a_row[i, tid]``, ``a_dst[i, tid]`` (first float)."""
+        threads, bm, bk = c.threads, c.tile_m, c.tile_k
+        groups = bm // 4
+        self.lda = bm + launcher.SMEM_PAD_1X1
+        self.a_stage = bk * self.lda
+        copies, row_step = bk * groups // threads, threads // groups
+        tid = np.arange(threads)
+        self.a_group = tid % groups
+        self.a_row = (tid // groups)[None, :] + row_step * np.arange(copies)[:, None]
+        self.a_dst = self.a_row * self.lda + 4 * self.a_group[None, :]
+        hits = np.zeros(self.a_stage, dtype=np.int64)
+        for v in range(4):
+            np.add.at(hits, self.a_dst + v, 1)
+        hits = hits.reshape(bk, self.lda)
+        assert (hits[:, :bm] == 1).all() and (hits[:, bm:] == 0).all(), "A groups do not tile As"
+
     def _fragment_maps(self, c: IgemmFwdConfig) -> None:
         bm, bn, bk = c.tile_m, c.tile_n, c.tile_k
         # fragments and accumulators, warp by warp, lane by lane
@@ -373,7 +407,9 @@ class _Geometry:
                         for v in range(4):
                             # a_v holds A(row g + 8·(v & 1), col t + 4·(v >> 1)) of the 16 x 8 tile
                             ml, kl = wm0 + mi * 16 + g + 8 * (v & 1), kb * 8 + t4 + 4 * (v >> 1)
-                            if self.channels_last:   # k-contiguous rows, pieces swizzled by swz(g) (the kernel's)
+                            if self.pointwise:       # pixels-contiguous rows of BM + 8 floats
+                                addr = kl * self.lda + ml
+                            elif self.channels_last:   # k-contiguous rows, pieces swizzled by swz(g) (the kernel's)
                                 swz = int(_nhwc_swizzle(np.array(g), bk))
                                 assert swz == int(_nhwc_swizzle(np.array(ml), bk)), "rows g and g + 8 differ in swz"
                                 piece = 2 * kb + (v >> 1)
@@ -399,7 +435,7 @@ class _Geometry:
                             self.out_dm[ml, nl] = wm0 + mi * 16 + g + half * 8
                             self.out_dk[ml, nl] = wn0 + ni * 8 + 2 * t4 + vv
         assert (self.a_addr >= 0).all() and (self.b_addr >= 0).all() and (self.out_dm >= 0).all()
-        if self.channels_last:   # each of a warp's four 4-byte A reads: 32 lanes on 32 distinct banks
+        if self.channels_last or self.pointwise:   # each of a warp's four 4-byte A reads: 32 distinct banks
             for warp in range(c.warps_m * c.warps_n):
                 wm0 = (warp % c.warps_m) * wtm
                 for kb in range(bk // 8):
@@ -408,7 +444,8 @@ class _Geometry:
                             banks = {int(self.a_addr[wm0 + mi * 16 + (lane >> 2) + 8 * (v & 1),
                                                      kb * 8 + (lane & 3) + 4 * (v >> 1)]) % 32 for lane in range(32)}
                             assert len(banks) == 32, "A fragment reads conflict"
-        assert np.array_equal(np.sort(self.a_addr.ravel()), np.arange(self.a_stage)), "fragments skip A floats"
+        if not self.pointwise:   # (the 1×1 stage's padding columns are never read)
+            assert np.array_equal(np.sort(self.a_addr.ravel()), np.arange(self.a_stage)), "fragments skip A floats"
         assert np.array_equal(np.sort(self.b_addr.ravel()), np.arange(self.b_stage)), "fragments skip B floats"
         flat = self.out_dm * bn + self.out_dk
         assert np.array_equal(np.sort(flat.ravel()), np.arange(bm * bn)), "the epilogue does not tile the block"
@@ -484,6 +521,26 @@ def _nhwc_a_stage(geo: _Geometry, pl: IgemmFwdPlan, x_flat: np.ndarray, table: n
     return a_smem
 
 
+def _pointwise_a_stage(geo: _Geometry, pl: IgemmFwdPlan, x_flat: np.ndarray, kr0: np.ndarray, m0: int) -> np.ndarray:
+    """The A stages of one block as igemm_1x1_body's load_stage makes them: per thread one 4-pixel group (one image:
+    H·W is a multiple of 4), per copy a channel row, 16 bytes of NCHW x."""
+    p = pl.problem
+    hw = p.H * p.W
+    m = m0 + 4 * geo.a_group                                                      # (tid,)
+    m_ok = m < p.N * hw
+    img = np.where(m_ok, m // hw, 0)
+    base = np.where(m_ok, img * p.C * hw + (m - img * hw), 0)
+    ch = kr0[:, None, None] + geo.a_row[None]                                     # (chunk, i, tid)
+    ok = m_ok[None, None, :] & (ch < p.C)
+    src = base[None, None, :] + ch * hw
+    assert (src[ok] % 4 == 0).all(), "a 16-byte A copy is not 16-byte aligned"
+    assert ((src[ok] >= 0) & (src[ok] + 3 < x_flat.size)).all(), "an A copy reads outside x"
+    a_smem = np.zeros((kr0.size, geo.a_stage))
+    for v in range(4):
+        a_smem[:, (geo.a_dst + v).ravel()] = np.where(ok, x_flat[np.where(ok, src + v, 0)], 0.0).reshape(kr0.size, -1)
+    return a_smem
+
+
 def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarray) -> dict[str, np.ndarray]:
     """Run the kernel's index math in numpy, block by block, chunk by chunk, on float64 data.
 
@@ -515,7 +572,7 @@ def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarra
         for bx in range(pl.m_tiles):
             m0 = bx * bm
             # the thread's pixel column origins, fixed for the block (the NHWC variant: one per copy)
-            m = m0 + (geo.a_pix if geo.channels_last else geo.mm)               # (j or i, tid)
+            m = m0 + (geo.a_pix if geo.channels_last else 4 * geo.a_group if geo.pointwise else geo.mm)
             inside = m < m_total
             n = m // pq
             rem = m - n * pq
@@ -526,6 +583,8 @@ def _emulate(pl: IgemmFwdPlan, x: np.ndarray, filt: np.ndarray, table: np.ndarra
             a_base = np.where(inside, _wrap32(n * ch * hw + a_hb * w_in + a_wb), 0)
             if geo.channels_last:
                 a_smem = _nhwc_a_stage(geo, pl, x_flat, table, kr0, m0)
+            elif geo.pointwise:
+                a_smem = _pointwise_a_stage(geo, pl, x_flat, kr0, m0)
             else:
                 a_smem = _nchw_a_stage(geo, pl, x_flat, table, kr0, m, a_hb, a_wb, a_base)
             a_tile = a_smem[:, geo.a_addr]                                        # (chunk, BM, BK)
@@ -594,12 +653,20 @@ EMULATION_CONFIGS = [
     IgemmFwdConfig(128, 32, 16, 4, 1, 3, 4),    # split 4
 ]
 
+#: configs of the 1×1 variant's emulation
+POINTWISE_EMULATION_CONFIGS = [
+    IgemmPointwiseFwdConfig(32, 32, 8, 2, 1, 2, 1),     # 64 threads, 8 groups: 8 rows per copy step
+    IgemmPointwiseFwdConfig(128, 64, 16, 2, 2, 3, 2),
+    IgemmPointwiseFwdConfig(256, 32, 32, 4, 1, 4, 1),   # 128 threads, 64 groups: 16 copies
+    IgemmPointwiseFwdConfig(64, 64, 64, 2, 2, 2, 1),
+]
+
 #: configs of the NHWC variant's emulation: 1..16 pieces per thread, every tile_k (8 to 64), splits
 NHWC_EMULATION_CONFIGS = [
     IgemmNhwcFwdConfig(32, 32, 8, 2, 1, 2, 1),     # 64 threads, 64 pieces: one copy each
     IgemmNhwcFwdConfig(64, 64, 16, 2, 2, 3, 2),
-    IgemmNhwcFwdConfig(128, 32, 32, 2, 1, 4, 1),   # 16 copies per thread
-    IgemmNhwcFwdConfig(64, 128, 64, 2, 2, 2, 1),   # tile_k 64: 16 pieces per pixel row
+    IgemmNhwcFwdConfig(128, 32, 32, 4, 1, 4, 1),   # 8 copies per thread
+    IgemmNhwcFwdConfig(64, 64, 64, 2, 2, 2, 1),    # tile_k 64: 16 pieces per pixel row
     IgemmNhwcFwdConfig(128, 128, 16, 2, 4, 3, 3),
     IgemmNhwcFwdConfig(256, 64, 8, 4, 2, 2, 1),
 ]
@@ -656,6 +723,12 @@ def _emulation_cases() -> list[Any]:
     for i, p in enumerate(problems):
         config = _valid_config(p, EMULATION_CONFIGS[i % len(EMULATION_CONFIGS)])
         cases.append(pytest.param(p, config, id=f"{i}-R{p.R}S{p.S}-{config.key().split(' ', 1)[1]}"))
+    pointwise = [P("N=2 C=13 H=6 W=6 K=20 R=1 S=1 math=tf32"), P("N=3 C=70 H=2 W=6 K=9 R=1 S=1 math=tf32"),
+                 P("N=1 C=8 H=4 W=5 K=40 R=1 S=1 math=tf32"), P("N=5 C=33 H=3 W=4 K=17 R=1 S=1 math=tf32"),
+                 P("N=1 C=3 H=1 W=4 K=3 R=1 S=1 math=tf32"), P("N=2 C=64 H=8 W=8 K=64 R=1 S=1 math=tf32")]
+    for i, p in enumerate(pointwise):
+        config = _valid_config(p, POINTWISE_EMULATION_CONFIGS[i % len(POINTWISE_EMULATION_CONFIGS)])
+        cases.append(pytest.param(p, config, id=f"1x1_{i}-{config.key().split(' ', 1)[1]}"))
     for i, p in enumerate(problems[::2]):   # the NHWC variant: C a multiple of 4
         p4 = p.replace(C=-(-p.C // 4) * 4)
         config = _valid_config(p4, NHWC_EMULATION_CONFIGS[i % len(NHWC_EMULATION_CONFIGS)])
@@ -671,7 +744,7 @@ def test_emulation_covers_enough_problems() -> None:
     assert len(passing) >= 20
     configs = {c.values[1] for c in EMULATION_CASES}
     assert any(c.tile_m > c.threads for c in configs) and any(c.tile_m < c.threads for c in configs)
-    assert sum(c.family == "igemm_nhwc" for c in configs) >= 5
+    assert sum(c.family == "igemm_nhwc" for c in configs) >= 5 and sum(c.family == "igemm_1x1" for c in configs) >= 4
     assert any(c.splits > 1 for c in configs)
     problems = [c.values[0] for c in passing]
     assert {p.stride_h for p in problems} >= {1, 2, 3} and {p.dil_w for p in problems} >= {1, 2, 3}
@@ -803,6 +876,8 @@ def test_prepared_launch_passes_the_kernel_arguments(text: str, monkeypatch: pyt
 def test_nhwc_prepared_launch_changes_the_layout_first(monkeypatch: pytest.MonkeyPatch) -> None:
     """The NHWC variant's prepared launch: x → workspace (NHWC, grid over 32 × 32 tiles of pixels × channels of every
     image), zero y when split, then the GEMM reading the workspace; filters in (r, s, c) order."""
+    from convtune.kernels.igemm import nhwc
+
     rec = _launch_recorder(monkeypatch)
     p = P("N=2 C=40 H=6 W=7 K=16 R=3 S=3 pad=1 math=tf32")
     pl = plan(p, IgemmNhwcFwdConfig(32, 32, 16, 1, 2, 2, 2), H200)
@@ -893,6 +968,10 @@ def test_registry_row_shares_the_direct_bound() -> None:
     assert spec.launcher.tolerance(pl) == launcher.TOLERANCE
     assert IgemmFwdConfig().key().startswith("igemm.fwd tile_m=128 tile_n=128 tile_k=16")
     assert [s.kind for s in specs_for(p) if s.algorithm == "igemm"] == ["igemm.fwd", "igemm_nhwc.fwd"]
+    one = P("N=32 C=256 H=14 W=14 K=256 R=1 S=1 math=tf32")
+    assert [s.kind for s in specs_for(one) if s.algorithm == "igemm"] == ["igemm.fwd", "igemm_nhwc.fwd",
+                                                                         "igemm_1x1.fwd"]
+    assert "igemm_1x1.fwd" not in [s.kind for s in specs_for(one.replace(H=7, W=7))]   # H·W = 49
     # the NHWC variant: C a multiple of 4 only
     assert [s.kind for s in specs_for(p.replace(C=255)) if s.algorithm == "igemm"] == ["igemm.fwd"]
     assert spec not in specs_for(strict)
@@ -909,12 +988,15 @@ REPRESENTATIVE = [
     ("256x32_2x1_32copies", "N=32 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 math=tf32",
      IgemmFwdConfig(256, 32, 8, 2, 1, 2, 1)),
     ("128x64_2x1_s4", "N=32 C=256 H=14 W=14 K=64 R=3 S=3 pad=1 math=tf32", IgemmFwdConfig(128, 64, 8, 2, 1, 4, 1)),
-    # the NHWC variant
+    # the NHWC variant (pipelined main loop from tile_k 16, ldmatrix A fragments) and the 1×1 variant
     ("nhwc_128x128_2x2", RESNET_3X3, IgemmNhwcFwdConfig(128, 128, 16, 2, 2, 3, 1)),
     ("nhwc_256x128_4x2", RESNET_3X3, IgemmNhwcFwdConfig(256, 128, 16, 4, 2, 3, 1)),
-    ("nhwc_128x64_k64", RESNET_3X3, IgemmNhwcFwdConfig(128, 64, 64, 2, 2, 3, 1)),
+    ("nhwc_64x64_k64", RESNET_3X3, IgemmNhwcFwdConfig(64, 64, 64, 2, 2, 3, 1)),
     ("nhwc_64x128_k8", RESNET_3X3, IgemmNhwcFwdConfig(64, 128, 8, 1, 2, 2, 1)),
     ("nhwc_64x64_k32_s5_split", RESNET_3X3, IgemmNhwcFwdConfig(64, 64, 32, 2, 2, 5, 4)),
+    ("1x1_128x128_2x2", RESNET_1X1, IgemmPointwiseFwdConfig(128, 128, 16, 2, 2, 3, 1)),
+    ("1x1_64x64_k64", RESNET_1X1, IgemmPointwiseFwdConfig(64, 64, 64, 2, 2, 2, 1)),
+    ("1x1_256x128_k8", RESNET_1X1, IgemmPointwiseFwdConfig(256, 128, 8, 4, 2, 4, 1)),
 ]
 
 
@@ -925,9 +1007,8 @@ def test_kernels_compile_without_spills() -> None:
     for i, (name, problem, config) in enumerate(REPRESENTATIVE):
         pl = plan(P(problem), config, H200)
         wrapper = pl.source()[len(family):]
-        name_in = launcher.NHWC_ENTRY if pl.channels_last else launcher.ENTRY
-        entry = f"{name_in}_{i}"
-        text += re.sub(rf"\b{name_in}\(", f"{entry}(", wrapper)
+        entry = f"{pl.entry}_{i}"
+        text += re.sub(rf"\b{pl.entry}\(", f"{entry}(", wrapper)
         entries[entry] = (name, pl)
     resources = nvcc_compile(text, "sm_90").resources
     for entry, (name, pl) in entries.items():

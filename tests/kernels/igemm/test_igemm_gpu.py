@@ -28,6 +28,7 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.igemm import launcher
 from convtune.kernels.igemm.launcher import IgemmFwdConfig
 from convtune.kernels.igemm.nhwc import IgemmNhwcFwdConfig
+from convtune.kernels.igemm.pointwise import IgemmPointwiseFwdConfig
 from convtune.kernels.igemm.space import plan
 from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
@@ -56,7 +57,12 @@ CONFIGS = {
     "nhwc_64x64k32s5_2x2_x4": IgemmNhwcFwdConfig(64, 64, 32, 2, 2, 5, 4),
     "nhwc_32x64k8s2_1x2": IgemmNhwcFwdConfig(32, 64, 8, 1, 2, 2, 1),
     "nhwc_256x64k16s3_4x2": IgemmNhwcFwdConfig(256, 64, 16, 4, 2, 3, 1),
-    "nhwc_128x64k64s2_2x2_x2": IgemmNhwcFwdConfig(128, 64, 64, 2, 2, 2, 2),
+    "nhwc_64x64k64s2_2x2_x2": IgemmNhwcFwdConfig(64, 64, 64, 2, 2, 2, 2),
+    # the 1×1 variant (problems: 1×1, stride 1, no padding, H·W a multiple of 4)
+    "1x1_128x64k16s3_2x2": IgemmPointwiseFwdConfig(128, 64, 16, 2, 2, 3, 1),
+    "1x1_32x64k8s2_1x2": IgemmPointwiseFwdConfig(32, 64, 8, 1, 2, 2, 1),
+    "1x1_256x128k8s4_4x2_x2": IgemmPointwiseFwdConfig(256, 128, 8, 4, 2, 4, 2),
+    "1x1_64x64k32s5_2x2": IgemmPointwiseFwdConfig(64, 64, 32, 2, 2, 5, 1),
 }
 PROBLEMS_PER_CONFIG = 24
 #: work per case (float64 im2col columns and MACs): the file runs in well under 90 s on the H200
@@ -79,6 +85,9 @@ def _random_problem(rng: np.random.Generator, config: IgemmFwdConfig) -> ConvPro
     if config.family == "igemm_nhwc":
         c = -(-c // 4) * 4
     k = int(rng.choice([1, 3, 8, 17, 32, 50, 64, 77, 128, 130, 200, 300]))
+    if config.family == "igemm_1x1":
+        r = s = sh = sw = dh = dw = 1
+        ph = pw = 0
     span_h, span_w = dh * (r - 1) + 1, dw * (s - 1) + 1
     low_h, low_w = max(1, span_h - 2 * ph), max(1, span_w - 2 * pw)
     if rng.random() < 0.2:   # padding-dominated: the map about the size of the padding
@@ -86,6 +95,11 @@ def _random_problem(rng: np.random.Generator, config: IgemmFwdConfig) -> ConvPro
     else:
         big = 6 if n >= 8 else 40
         h, w = low_h + int(rng.integers(0, big)), low_w + int(rng.integers(0, big))
+    if config.family == "igemm_1x1" and (h * w) % 4:
+        w += 4 - (h * w) % 4 if h % 2 else 1   # H·W a multiple of 4 (odd h: w + 1..3; even h: w + 1 makes w even)
+        if (h * w) % 4:
+            h += 1 if h % 2 else 0
+            w += 1 if w % 2 else 0
     problem = ConvProblem(N=n, C=c, H=h, W=w, K=k, R=r, S=s, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
                           dil_h=dh, dil_w=dw, math="tf32")
     for _ in range(40):      # enough reduction chunks for every split
@@ -108,8 +122,10 @@ def _cases() -> list[Any]:
     rng = np.random.default_rng(20260715)
     cases = []
     for name, config in CONFIGS.items():
-        made = 0
+        made = tries = 0
         while made < PROBLEMS_PER_CONFIG:
+            tries += 1
+            assert tries < 5000, f"{name}: no random problem takes {config.key()}"
             problem = _random_problem(rng, config)
             if problem is None:
                 continue
@@ -131,6 +147,7 @@ def test_case_count() -> None:
     assert {p.pad_h for p in problems} >= {0, 1, 2, 3} and any(p.R != p.S for p in problems)
     assert {3, 13, 35, 50} <= {p.C for p in problems} and sum(p.N == 1 for p in problems) >= len(problems) // 3
     assert sum(c.values[1].family == "igemm_nhwc" for c in runnable) >= 100
+    assert sum(c.values[1].family == "igemm_1x1" for c in runnable) >= 80
     assert any(p.N == 32 for p in problems)
     assert any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p in problems)   # padding-dominated maps
     assert {c.values[1].splits for c in runnable} >= {1, 2, 4, 8}
