@@ -6,6 +6,10 @@
 #               (correctness only: no test asserts a wall-clock figure); igemm errors to $OUT/igemm_errors.json
 #     igemm_tests the tensor-core family's GPU tests (kernel vs float64 and cuDNN TF32, the ops), xdist workers;
 #               errors to $OUT/igemm_errors.json
+#     half_tests the 16-bit tensor-core family's GPU tests (bfloat16 / float16 vs float64 and cuDNN in the dtype);
+#               errors to $OUT/igemm_half_errors.json
+#     half      benchmarks/vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16): igemm_half vs cuDNN in that dtype
+#               ($TF32_TOP configs per family, $TF32_ARGS e.g. --suite); output $OUT/half
 #     igemm_ncu Nsight Compute (speed of light, warp stalls, scheduler) of one igemm launch ($IGEMM_PROBLEM, $IGEMM_CONFIG)
 #     ceilings  benchmarks/device_ceilings.py: GEMM peaks per precision class, copy bandwidth, empty-kernel time
 #     tf32      benchmarks/vs_cudnn.py --math tf32: the tensor-core family vs cuDNN TF32 ($TF32_ARGS, e.g. --suite)
@@ -61,6 +65,13 @@ for step in "$@"; do
     igemm_tests)
         CONVTUNE_ERROR_TABLE="$OUT/igemm_errors.json" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm 2>&1 | tee "$OUT/gpu_igemm_tests.txt" | tail -20 ;;
+    half_tests)
+        CONVTUNE_ERROR_TABLE_HALF="$OUT/igemm_half_errors.json" python3 -m pytest -m gpu -q -p no:cacheprovider \
+            -W default -ra -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm/test_igemm_half_gpu.py 2>&1 \
+            | tee "$OUT/gpu_igemm_half_tests.txt" | tail -20 ;;
+    half)
+        python3 benchmarks/vs_cudnn.py --dtype "${HALF_DTYPE:-bfloat16}" --top "${TF32_TOP:-16}" --out "$OUT/half" \
+            ${TF32_ARGS:-} 2>&1 | tee "$OUT/half.log" | tail -30 ;;
     igemm_ncu)
         ncu --clock-control none --kernel-name regex:"${IGEMM_KERNEL:-igemm_(nhwc_)?fwd}" --launch-skip 3 --launch-count 1 --section SpeedOfLight \
             --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \

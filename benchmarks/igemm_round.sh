@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# One device call for an igemm kernel change: the family's GPU tests, the main-loop A/B (benchmarks/igemm_variants.py
-# over the last committed public table), and the TF32 benchmark on the public and the wide suites, under $OUT.
-#   IGEMM_TABLE   the vs_cudnn_tf32.json whose configs the A/B times (default: v4_pipelined public)
-#   TF32_TOP      configs per family timed by vs_cudnn (default 24)
+# One device call for an igemm kernel change, under $OUT: the tensor-core families' GPU tests (TF32 and 16-bit),
+# then the benchmarks vs cuDNN in each class on the public suite, then on the wide suite (each step under a
+# timeout; vs_cudnn writes its tables after every shape, so a cut step keeps what it measured).
+#   TF32_TOP   configs per family timed by vs_cudnn (default 24)
+#   VARIANTS=1 also the NHWC main-loop A/B (benchmarks/igemm_variants.py) over $IGEMM_TABLE
 set -uo pipefail
 OUT=${OUT:-benchmarks/results/igemm_round}
-TABLE=${IGEMM_TABLE:-benchmarks/results/igemm_h200/v4_pipelined/public/tf32/vs_cudnn_tf32.json}
 export TF32_TOP=${TF32_TOP:-24}
-timeout 200 bash benchmarks/gpu_check.sh igemm_tests
-export PYTHONPATH=/tmp/site:$PWD CONVTUNE_CUBIN_DIR=${CONVTUNE_CUBIN_DIR:-/tmp/convtune-cubins}
-timeout 120 python3 benchmarks/igemm_variants.py "$TABLE" --top 3 --out "$OUT/variants" 2>&1 | tee "$OUT/variants.log" | tail -3
-OUT=$OUT/public timeout 150 bash benchmarks/gpu_check.sh tf32
-OUT=$OUT/wide TF32_ARGS="--suite benchmarks/suites/wide.json" timeout 300 bash benchmarks/gpu_check.sh tf32
+timeout 150 bash benchmarks/gpu_check.sh igemm_tests half_tests
+if [ "${VARIANTS:-0}" = 1 ]; then
+    PYTHONPATH=/tmp/site:$PWD CONVTUNE_CUBIN_DIR=${CONVTUNE_CUBIN_DIR:-/tmp/convtune-cubins} timeout 120 \
+        python3 benchmarks/igemm_variants.py "${IGEMM_TABLE:?}" --top 3 --out "$OUT/variants" 2>&1 \
+        | tee "$OUT/variants.log" | tail -3
+fi
+OUT=$OUT/public timeout 100 bash benchmarks/gpu_check.sh half
+OUT=$OUT/public timeout 100 bash benchmarks/gpu_check.sh tf32
+OUT=$OUT/wide TF32_ARGS="--suite benchmarks/suites/wide.json" timeout 170 bash benchmarks/gpu_check.sh tf32
+OUT=$OUT/wide TF32_ARGS="--suite benchmarks/suites/wide.json" timeout 170 bash benchmarks/gpu_check.sh half

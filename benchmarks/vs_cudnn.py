@@ -55,6 +55,10 @@ from convtune.tuner.efficiency import compute_ceiling, family_choice, floor_time
 
 FAMILIES = ("direct", "winograd", "winograd_unfused")
 TF32_FAMILIES = ("igemm", "igemm_nhwc", "igemm_1x1")
+HALF_FAMILIES = ("igemm_half",)
+TENSOR_CORE_FAMILIES = (*TF32_FAMILIES, *HALF_FAMILIES)
+#: cuDNN column each precision class is compared with
+BASELINES = {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}
 
 
 def measure_copy_bandwidth(nbytes: int = 2 << 30) -> float:
@@ -65,11 +69,11 @@ def measure_copy_bandwidth(nbytes: int = 2 << 30) -> float:
     return 2 * nbytes / (timing.median_ms * 1e-3)
 
 
-def measure_fp32_peak(n: int = 8192, tf32: bool = False) -> float:
-    """SGEMM through torch, TF32 off (the strict class) or on: 2n³ / median time."""
+def measure_fp32_peak(n: int = 8192, tf32: bool = False, dtype: str = "float32") -> float:
+    """GEMM through torch: fp32 with TF32 off (the strict class) or on, or a 16-bit dtype: 2n³ / median time."""
     torch.backends.cuda.matmul.allow_tf32 = tf32
-    a = torch.randn(n, n, device="cuda")
-    b = torch.randn(n, n, device="cuda")
+    a = torch.randn(n, n, device="cuda").to(getattr(torch, dtype))
+    b = torch.randn(n, n, device="cuda").to(getattr(torch, dtype))
     timing = time_launches(lambda _i: torch.mm(a, b), warmup=2, reps=10)
     torch.backends.cuda.matmul.allow_tf32 = False
     return 2 * n**3 / (timing.median_ms * 1e-3)
@@ -89,11 +93,11 @@ def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: i
         size += len(scored)
         mine = [pl for _, pl in scored[:top]]
         seen = {pl.config for pl in mine}
-        if spec.family in ("direct", *TF32_FAMILIES):
+        if spec.family in ("direct", *TENSOR_CORE_FAMILIES):
             by_bucket: dict[tuple[int, int, int], object] = {}
             for _, pl in scored:
                 c = pl.config
-                area = c.tile_m * c.tile_n if spec.family in TF32_FAMILIES else c.tile_h * c.tile_w
+                area = c.tile_m * c.tile_n if spec.family in TENSOR_CORE_FAMILIES else c.tile_h * c.tile_w
                 by_bucket.setdefault((area, c.tile_k, c.splits), pl)
             for pl in list(by_bucket.values())[:buckets]:
                 if pl.config not in seen:
@@ -120,24 +124,63 @@ def time_cudnn(xs: list, ws: list, problem: ConvProblem, mode: str, flush=None) 
     return timing.median_ms
 
 
+#: CuPy array dtype of each storage dtype (bfloat16, which CuPy lacks, as its bits) and the bits of a quiet NaN
+ARRAY_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "uint16"}
+BF16_NAN_BITS = 0x7FC0
+TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+
+
 class Operands:
     """Fresh normal inputs, filters and outputs in enough rotating sets to exceed 2× L2 (with an L2 flush before
     each timed launch where 16 sets do not reach it), the float64 GPU reference, and each plan's prepared filters
-    of every set (shared by plans with equal ``filters_key``)."""
+    of every set (shared by plans with equal ``filters_key``). A 16-bit problem's inputs are rounded to its dtype:
+    ``xs``/``ws``/``ys`` hold them in storage (bfloat16 as uint16 bits), ``xs32``/``ws32`` their exact fp32 values
+    (cuDNN's and the reference's inputs)."""
 
     def __init__(self, problem: ConvProblem, machine: MachineModel, seed: int) -> None:
         p = problem
         rng = cp.random.default_rng(seed)
-        rot = rotation(4 * (p.input_elements + p.output_elements + p.K * p.C * p.R * p.S), machine.l2_bytes)
+        item = p.itemsize_bytes
+        rot = rotation(item * (p.input_elements + p.output_elements + p.K * p.C * p.R * p.S), machine.l2_bytes)
         self.sets = rot.sets
         self.flush = L2Flusher(machine.l2_bytes) if rot.flush else None
-        self.xs = [rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32) for _ in range(self.sets)]
-        self.ys = [cp.empty((p.N, p.K, p.P, p.Q), dtype=cp.float32) for _ in range(self.sets)]
-        self.w = rng.standard_normal((p.K, p.C, p.R, p.S), dtype=cp.float32)
-        self.ws = [self.w] + [self.w.copy() for _ in range(self.sets - 1)]
-        self.ref = conv2d_reference_gpu(self.xs[0], self.w, stride=(p.stride_h, p.stride_w),
+        self.dtype = p.dtype
+        self.xs32 = [self._rounded(rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32))
+                     for _ in range(self.sets)]
+        self.w32 = self._rounded(rng.standard_normal((p.K, p.C, p.R, p.S), dtype=cp.float32))
+        self.ws32 = [self.w32] + [self.w32.copy() for _ in range(self.sets - 1)]
+        self.xs = [self._stored(x) for x in self.xs32]
+        self.ws = [self._stored(w) for w in self.ws32]
+        self.w = self.ws[0]
+        self.ys = [cp.empty((p.N, p.K, p.P, p.Q), dtype=ARRAY_DTYPES[p.dtype]) for _ in range(self.sets)]
+        self.ref = conv2d_reference_gpu(self.xs32[0], self.w32, stride=(p.stride_h, p.stride_w),
                                         padding=(p.pad_h, p.pad_w), dilation=(p.dil_h, p.dil_w))
         self._prepared: dict[tuple, object] = {}
+
+    def _torch_dtype(self) -> object:
+        return getattr(torch, TORCH_DTYPES[self.dtype])
+
+    def _rounded(self, a: object) -> object:
+        """a (fp32) rounded to the storage dtype, as fp32."""
+        if self.dtype == "float32":
+            return a
+        return cp.from_dlpack(torch.from_dlpack(a).to(self._torch_dtype()).float())
+
+    def _stored(self, a32: object) -> object:
+        """Exact fp32 values -> the storage array the launchers take."""
+        if self.dtype == "float32":
+            return a32
+        t = torch.from_dlpack(a32).to(self._torch_dtype())
+        return cp.from_dlpack(t.view(torch.int16)).view(cp.uint16) if self.dtype == "bfloat16" else cp.from_dlpack(t)
+
+    def poison(self, y: object) -> None:
+        y.fill(BF16_NAN_BITS if self.dtype == "bfloat16" else cp.nan)
+
+    def as_float(self, y: object) -> object:
+        """y in storage -> float32 values."""
+        if self.dtype == "bfloat16":
+            return (y.astype(cp.uint32) << 16).view(cp.float32)
+        return y
 
     def filters(self, pl: object, launcher: object) -> list:
         key = launcher.filters_key(pl)
@@ -165,13 +208,13 @@ def measure_candidates(plans: list, ops: Operands, reps: int, warmup: int,
         row.update(regs=kernel.resources.num_regs, local_bytes=kernel.resources.local_bytes)
         f = ops.filters(pl, launcher)
         try:
-            ops.ys[0].fill(cp.nan)
+            ops.poison(ops.ys[0])
             launcher.launch(pl, kernel, ops.xs[0], f[0], ops.ys[0])
             cp.cuda.get_current_stream().synchronize()
         except (LaunchError, cp.cuda.driver.CUDADriverError) as exc:
             row.update(status="launch_error", error=str(exc)[:300])
             continue
-        err = relative_error(ops.ys[0], ops.ref)
+        err = relative_error(ops.as_float(ops.ys[0]), ops.ref)
         row["rel_error"] = err
         if not err <= launcher.tolerance(pl):
             row["status"] = "wrong"
@@ -206,8 +249,9 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
     final = sorted(((statistics.median(v), k) for k, v in samples.items()))
     best_ms, best_key = final[0]
     best_row = next(r for r in ok if r["config"] == best_key)
-    cudnn = {mode: time_cudnn(xs, ops.ws, problem, mode, ops.flush) for mode in ("fp32", "tf32", "fp16", "bf16")}
-    baseline = "tf32" if problem.math == "tf32" else "fp32"
+    cudnn = {mode: time_cudnn(ops.xs32, ops.ws32, problem, mode, ops.flush)
+             for mode in ("fp32", "tf32", "fp16", "bf16")}
+    baseline = BASELINES.get(problem.precision, "fp32")
     lb = direct_lower_bound(problem, machine.fast_memory_words("l2"))
     best_spec = get_spec(best_key.split()[0].split(".")[0])
     floor_s = floor_time_s(problem, machine, best_spec)   # the winning family's algorithm's floor
@@ -231,13 +275,15 @@ def bench_problem(name: str, problem: ConvProblem, machine: MachineModel, args: 
 
 
 def cudnn_error(ops: Operands, problem: ConvProblem) -> float:
-    """cuDNN's relative error against float64 on set 0, in the problem's class (TF32 on for tf32 problems)."""
+    """cuDNN's relative error against float64 on set 0, in the problem's class (TF32 on for tf32 problems; 16-bit
+    problems in their dtype, on the same rounded inputs)."""
     torch.backends.cudnn.allow_tf32 = problem.math == "tf32"
-    y = torch.nn.functional.conv2d(torch.from_dlpack(ops.xs[0]), torch.from_dlpack(ops.w),
+    dtype = getattr(torch, TORCH_DTYPES[problem.dtype])
+    y = torch.nn.functional.conv2d(torch.from_dlpack(ops.xs32[0]).to(dtype), torch.from_dlpack(ops.w32).to(dtype),
                                    stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
                                    dilation=(problem.dil_h, problem.dil_w))
     torch.cuda.synchronize()
-    return relative_error(cp.from_dlpack(y.contiguous()), ops.ref)
+    return relative_error(cp.from_dlpack(y.float().contiguous()), ops.ref)
 
 
 def markdown(report: dict) -> str:
@@ -280,18 +326,24 @@ def markdown(report: dict) -> str:
 
 
 def markdown_class(report: dict) -> str:
-    """The table of a tensor-core class run (``--math tf32``): speedup against cuDNN in the same class."""
-    lines = [f"# convtune tensor-core kernels vs cuDNN TF32 — {report['device']}", "",
+    """The table of a tensor-core class run (``--math tf32``, ``--dtype bfloat16|float16``): speedup against cuDNN
+    in the same class."""
+    base = report.get("baseline", "tf32")
+    label = base.upper() if base == "tf32" else base
+    lines = [f"# convtune tensor-core kernels vs cuDNN {label} — {report['device']}", "",
              f"Measured {report['date']} · torch {report['torch']} · cuDNN {report['cudnn']} · CuPy {report['cupy']}"
-             f" · copy {report['copy_tbps']:.2f} TB/s · TF32 GEMM {report['class_peak_tflops']:.1f} TFLOP/s"
+             f" · copy {report['copy_tbps']:.2f} TB/s · {label} GEMM {report['class_peak_tflops']:.1f} TFLOP/s"
              f" (n=8192, measured in this run: the compute ceiling of the floors)", "",
              "Kernel times: medians of CUDA-event timings over rotating input sets (> 2× L2, or an L2 flush before each"
-             " launch), ours and cuDNN's alike; cuDNN with `cudnn.benchmark=True`. speedup = cuDNN TF32 / ours."
-             " % peak = TFLOP/s / the TF32 GEMM peak. Errors: ‖y − y64‖ / ‖y64‖ on the same inputs. Floor = max(FLOPs"
-             " / TF32 peak, DRAM lower bound / copy bandwidth, on-chip, launch); efficiency = floor / ours.", "",
-             "| shape | best config | ms | TFLOP/s | % peak | cuDNN TF32 ms | speedup | cuDNN fp32 ms | cuDNN bf16 ms |"
-             " our error | cuDNN TF32 error | floor ms | efficiency | timed / space |",
+             f" launch), ours and cuDNN's alike; cuDNN with `cudnn.benchmark=True`. speedup = cuDNN {label} / ours."
+             f" % peak = TFLOP/s / the {label} GEMM peak. Errors: ‖y − y64‖ / ‖y64‖ on the same inputs. Floor ="
+             f" max(FLOPs / {label} peak, DRAM lower bound / copy bandwidth, on-chip, launch); efficiency = floor /"
+             " ours.", "",
+             f"| shape | best config | ms | TFLOP/s | % peak | cuDNN {label} ms | speedup | cuDNN fp32 ms |"
+             f" cuDNN {'bf16' if base == 'tf32' else 'tf32'} ms | our error | cuDNN {label} error | floor ms |"
+             " efficiency | timed / space |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    other = "bf16" if base == "tf32" else "tf32"
     speedups = []
     for r in report["results"]:
         if "best" not in r:
@@ -300,13 +352,13 @@ def markdown_class(report: dict) -> str:
         b, c = r["best"], r["cudnn_ms"]
         cfg = b["config"].replace(".fwd ", " ").replace("tile_", "t").replace("warps_", "w")
         lines.append(f"| {r['name']} | `{cfg}` | {b['ms']:.4f} | {b['tflops']:.1f} |"
-                     f" {r['pct_of_compute_ceiling']:.0f} | {c['tf32']:.4f} | {r['speedup_vs_baseline']:.2f} |"
-                     f" {c['fp32']:.4f} | {c['bf16']:.4f} | {b['rel_error']:.2e} | {r['cudnn_rel_error']:.2e} |"
+                     f" {r['pct_of_compute_ceiling']:.0f} | {c[base]:.4f} | {r['speedup_vs_baseline']:.2f} |"
+                     f" {c['fp32']:.4f} | {c[other]:.4f} | {b['rel_error']:.2e} | {r['cudnn_rel_error']:.2e} |"
                      f" {r['floor_ms']:.4f} | {r['efficiency']:.2f} | {r['timed']} / {r['space_size']} |")
         speedups.append(r["speedup_vs_baseline"])
     if speedups:
         geo = math.exp(sum(map(math.log, speedups)) / len(speedups))
-        lines += ["", f"Geometric-mean speedup over cuDNN TF32: **{geo:.2f}** ({len(speedups)} shapes), lowest "
+        lines += ["", f"Geometric-mean speedup over cuDNN {label}: **{geo:.2f}** ({len(speedups)} shapes), lowest "
                       f"{min(speedups):.2f}."]
     return "\n".join(lines) + "\n"
 
@@ -321,6 +373,8 @@ def main() -> int:
                     help=f"kernel families to time (default: {' '.join(FAMILIES)}; igemm with --math tf32)")
     ap.add_argument("--math", choices=("ieee", "tf32"), default="ieee",
                     help="the precision class: ieee (strict fp32, vs cuDNN fp32) or tf32 (vs cuDNN TF32)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                    help="storage dtype: a 16-bit one runs its class (the igemm_half family) vs cuDNN in that dtype")
     ap.add_argument("--buckets", type=int, default=24, help="extra configs: the model's best per bucket")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--final-rounds", type=int, default=5)
@@ -331,15 +385,20 @@ def main() -> int:
     os.environ.setdefault("CONVTUNE_CUBIN_DIR", "/tmp/convtune-cubins")
 
     start = time.perf_counter()
-    tf32 = args.math == "tf32"
+    tf32, half = args.math == "tf32", args.dtype != "float32"
+    if half and tf32:
+        ap.error("--math tf32 needs --dtype float32")
     if args.families is None:
-        args.families = list(TF32_FAMILIES) if tf32 else list(FAMILIES)
+        args.families = list(TF32_FAMILIES if tf32 else HALF_FAMILIES if half else FAMILIES)
     bandwidth, peak = measure_copy_bandwidth(), measure_fp32_peak()
     machine = MachineModel.from_device().with_ceilings(bandwidth, peak, "measured in this run")
     machine = dataclasses.replace(machine, tf32_peak_flops_per_s=measure_fp32_peak(tf32=True)) if tf32 else machine
-    class_peak = machine.tf32_peak_flops_per_s if tf32 else peak
+    if half:   # the 16-bit ceiling: the larger of the bf16 and fp16 GEMM peaks keeps every floor a floor
+        machine = dataclasses.replace(machine, bf16_peak_flops_per_s=max(
+            measure_fp32_peak(dtype="bfloat16"), measure_fp32_peak(dtype="float16")))
+    class_peak = machine.tf32_peak_flops_per_s if tf32 else machine.bf16_peak_flops_per_s if half else peak
     entries = [e for e in json.loads(Path(args.suite).read_text())["conv2d"] if not args.only or e["name"] in args.only]
-    problems = [ConvProblem.from_mapping(e).replace(math=args.math) for e in entries]
+    problems = [ConvProblem.from_mapping(e).replace(math=args.math, dtype=args.dtype) for e in entries]
     with ProcessPoolExecutor(max_workers=min(len(problems), args.jobs) or 1) as pool:  # planning is pure Python
         planned = list(pool.map(candidates, problems, [machine] * len(problems), [args.top] * len(problems),
                                 [args.buckets] * len(problems), [tuple(args.families)] * len(problems)))
@@ -353,9 +412,11 @@ def main() -> int:
         "device": machine.name, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "cupy": cp.__version__,
         "copy_tbps": bandwidth / 1e12, "sgemm_tflops": peak / 1e12, "class_peak_tflops": class_peak / 1e12,
-        "math": args.math, "results": [],
+        "math": args.math, "dtype": args.dtype, "baseline": BASELINES[problems[0].precision] if problems else "fp32",
+        "results": [],
     }
-    stem, render = ("vs_cudnn_tf32", markdown_class) if tf32 else ("vs_cudnn", markdown)
+    stem, render = (("vs_cudnn_tf32", markdown_class) if tf32 else (f"vs_cudnn_{BASELINES[args.dtype]}", markdown_class)
+                    if half else ("vs_cudnn", markdown))
     for name, problem, plans, size in work:
         t1 = time.perf_counter()
         r = bench_problem(name, problem, machine, args, plans, size)

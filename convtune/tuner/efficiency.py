@@ -37,19 +37,23 @@ PARTITION_ALGORITHMS = ("direct", "depthwise")
 #: TF32 figure: 8 (A100 156 : 19.5 = 8.0, H100 SXM 494.7 : 66.9 = 7.4). A higher ceiling gives a lower floor, so
 #: the larger ratio keeps the floor a floor.
 TF32_PER_FP32_FALLBACK = 8.0
+#: Dense BF16/FP16 : TF32 tensor-core peak where a machine has no measured bf16 figure (datasheets: 2).
+BF16_PER_TF32 = 2.0
 
 
 def compute_ceiling(machine: MachineModel, precision: str = "float32") -> float:
-    """FLOP/s no kernel of ``precision``'s class beats on ``machine``: the fp32 peak for float32 (and the 16-bit
-    classes, whose dense kernels are the fp32 ones today); for tf32 the TF32 peak, else its datasheet figure, else
-    :data:`TF32_PER_FP32_FALLBACK` × the fp32 peak."""
+    """FLOP/s no kernel of ``precision``'s class beats on ``machine``: the fp32 peak for float32; for tf32 the TF32
+    peak, else its datasheet figure, else :data:`TF32_PER_FP32_FALLBACK` × the fp32 peak; for bfloat16 and float16
+    (tensor-core families run them) the measured bf16 peak, else twice the TF32 ceiling (the datasheets' dense
+    ratio: H100/H200 989 : 495, A100 312 : 156). fp16's peak is bf16's on these GPUs; the larger keeps a floor."""
     fp32 = machine.peak_flops_per_s("fp32")
-    if precision != "tf32":
+    if precision == "float32":
         return fp32
-    for peak in (machine.peak_flops_per_s("tf32"), machine.datasheet_tf32_flops_per_s):
-        if peak > 0:
-            return peak
-    return TF32_PER_FP32_FALLBACK * fp32
+    tf32 = next((peak for peak in (machine.peak_flops_per_s("tf32"), machine.datasheet_tf32_flops_per_s) if peak > 0),
+                TF32_PER_FP32_FALLBACK * fp32)
+    if precision == "tf32":
+        return tf32
+    return machine.peak_flops_per_s("bf16") or BF16_PER_TF32 * tf32
 
 
 def floor_terms(flops: float, dram_bytes: float, onchip_bytes: float, machine: MachineModel,

@@ -231,7 +231,8 @@ def test_bad_export_arguments_are_one_line_and_exit_2(argv: list[str]) -> None:
 _SAMPLES = [PROBLEM, ConvProblem.parse("N=1 C=32 H=16 W=16 K=32 R=3 S=3 pad=1 groups=32"),
             ConvProblem.parse("N=1 C=32 H=64 W=64 K=32 R=3 S=3 pad=1 groups=32"),
             ConvProblem.parse("B=4 C=64 L=256 K=4"), ConvProblem.parse("N=2 C=32 H=14 W=14 K=64 R=1 S=1"),
-            PROBLEM.replace(math="tf32"), ConvProblem.parse("N=2 C=32 H=14 W=14 K=64 R=1 S=1 math=tf32")]
+            PROBLEM.replace(math="tf32"), ConvProblem.parse("N=2 C=32 H=14 W=14 K=64 R=1 S=1 math=tf32"),
+            ConvProblem.parse("N=1 C=32 H=16 W=16 K=32 R=3 S=3 pad=1 dtype=bfloat16")]
 
 
 @pytest.mark.parametrize("family", sorted(f for f, d in REGISTRY if d == "fwd"))

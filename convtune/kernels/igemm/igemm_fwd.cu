@@ -29,7 +29,7 @@
 // rows of it per chunk. Padding taps and the ragged edges (m >= M, kr >= KR, k >= Kp8) are zero-filled copies that
 // read nothing (cp.async src-size 0). With gridDim.z > 1 the reduction is split across blocks and each adds its tile
 // into y with atomics (y zeroed first): small maps with many channels have too few tiles to fill the GPU.
-#include "common.cuh"
+#include "storage.cuh"
 
 namespace convtune {
 
@@ -46,6 +46,40 @@ __device__ __forceinline__ void mma_tf32_16x8x8(float* d, const unsigned* a, con
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+
+// The 16-bit variants' product: mma.sync.m16n8k16 with fp32 accumulation. Its fragments are 32-bit words of two
+// consecutive-k elements (lower half the lower k): A a0 (g, 2t..2t+1), a1 (g+8, ..), a2 (g, 2t+8..), a3 (g+8, 2t+8..);
+// B b0 (2t..2t+1, g), b1 (2t+8.., g). In words (w = k/2) that is the TF32 m16n8k8 fragment map exactly (a word at
+// (g, t), (g+8, t), (g, t+4), (g+8, t+4); b at (t, g), (t+4, g)), so the NHWC kernel runs a 16-bit problem as the
+// TF32 one over a reduction of words: C/2 words per pixel, one mma per 8 words (16 elements).
+template <class T>
+struct MmaOf;
+template <>
+struct MmaOf<float> {
+  static __device__ __forceinline__ void run(float* d, const unsigned* a, const unsigned* b) {
+    mma_tf32_16x8x8(d, a, b);
+  }
+};
+template <>
+struct MmaOf<bfloat16> {
+  static __device__ __forceinline__ void run(float* d, const unsigned* a, const unsigned* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+template <>
+struct MmaOf<half16> {
+  static __device__ __forceinline__ void run(float* d, const unsigned* a, const unsigned* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
 
 // Float offset of A(row kl of the chunk, column ml) in a fragment-ordered A stage of BM pixels. Additive in its
 // two arguments' parts (row part + column part), so a thread's copies add compile-time row offsets to one base.
@@ -76,10 +110,20 @@ __device__ __forceinline__ void load_b_stage(float* Bs, const float* __restrict_
   }
 }
 
+template <class T>
+struct is_f32 {
+  static constexpr bool value = false;
+};
+template <>
+struct is_f32<float> {
+  static constexpr bool value = true;
+};
+
 // Epilogue of a warp's MI x NI mma tiles at pixel wm (over all images) and channel wn: c0,c1 at (row g, cols 2t,
-// 2t+1), c2,c3 at row g + 8; y[n][k][pq], 8 consecutive pixels per store; atomic adds for a split reduction.
-template <int MI, int NI>
-__device__ __forceinline__ void store_tile(const float (&acc)[MI][NI][4], float* __restrict__ y, int wm, int wn,
+// 2t+1), c2,c3 at row g + 8; y[n][k][pq], 8 consecutive pixels per store; atomic adds for a split reduction (fp32
+// y only: a split 16-bit problem adds into an fp32 workspace that igemm_f32_to_* converts). 16-bit y: rounded once.
+template <int MI, int NI, class T = float>
+__device__ __forceinline__ void store_tile(const float (&acc)[MI][NI][4], T* __restrict__ y, int wm, int wn,
                                            int M, int K, int PQ, int g, int t4, bool atomic) {
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
@@ -88,7 +132,7 @@ __device__ __forceinline__ void store_tile(const float (&acc)[MI][NI][4], float*
       const int m = wm + mi * 16 + g + half * 8;
       if (m >= M) continue;
       const int n = m / PQ, pq = m - n * PQ;
-      float* yrow = y + static_cast<long long>(n) * K * PQ + pq;
+      T* yrow = y + static_cast<long long>(n) * K * PQ + pq;
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
 #pragma unroll
@@ -96,10 +140,14 @@ __device__ __forceinline__ void store_tile(const float (&acc)[MI][NI][4], float*
           const int k = wn + ni * 8 + 2 * t4 + v;
           if (k < K) {
             const float val = acc[mi][ni][half * 2 + v];
-            if (atomic)
-              atomicAdd(yrow + static_cast<long long>(k) * PQ, val);
-            else
-              yrow[static_cast<long long>(k) * PQ] = val;
+            if constexpr (is_f32<T>::value) {
+              if (atomic)
+                atomicAdd(yrow + static_cast<long long>(k) * PQ, val);
+              else
+                yrow[static_cast<long long>(k) * PQ] = val;
+            } else {
+              yrow[static_cast<long long>(k) * PQ] = from_f32<T>(val);
+            }
           }
         }
       }
@@ -250,7 +298,8 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const float* row) 
 // fewer registers, so the plan takes it where that lets more blocks reside (launcher.derive_plan).
 // Slot reuse: chunk it + STAGES - 1 refills slot (it - 1) % STAGES at the top of iteration it; every read of that
 // slot came before the barrier in iteration it - 1's last step.
-template <int MI, int NI, int KB, int STAGES, int STAGE, bool PIPELINE, class LoadStage, class LoadFrags>
+template <int MI, int NI, int KB, int STAGES, int STAGE, bool PIPELINE, class Mma = MmaOf<float>, class LoadStage,
+          class LoadFrags>
 __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], const float* smem, int nchunks,
                                          LoadStage&& load_stage, LoadFrags&& load_frags) {
 #pragma unroll
@@ -280,7 +329,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], const float* s
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-          for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[kb & 1][mi], b[kb & 1][ni]);
+          for (int ni = 0; ni < NI; ++ni) Mma::run(acc[mi][ni], a[kb & 1][mi], b[kb & 1][ni]);
       }
     }
   } else {
@@ -298,7 +347,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], const float* s
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-          for (int ni = 0; ni < NI; ++ni) mma_tf32_16x8x8(acc[mi][ni], a[mi], b[ni]);
+          for (int ni = 0; ni < NI; ++ni) Mma::run(acc[mi][ni], a[mi], b[ni]);
       }
     }
   }
@@ -332,7 +381,7 @@ __device__ __forceinline__ int nhwc_swizzle(int ml) {
   return (ml / ROWS_PER_LINE) & (PIECES - 1);
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool PIPE>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool PIPE, class T = float>
 __device__ __forceinline__ void igemm_nhwc_body(const float* __restrict__ xh, const float* __restrict__ filt,
                                                 float* __restrict__ y, int N, int C, int H, int W, int K, int P,
                                                 int Q, int SH, int SW, int PH, int PW, int KR, int KRp, int NB8,
@@ -420,9 +469,12 @@ __device__ __forceinline__ void igemm_nhwc_body(const float* __restrict__ xh, co
     }
     load_b_frags<BN, NI>(b, stage + A_STAGE, kb, wn0, slot);
   };
-  mainloop<MI, NI, BK / 8, STAGES, STAGE, PIPE>(acc, smem, nchunks, load_stage, load_frags);
+  mainloop<MI, NI, BK / 8, STAGES, STAGE, PIPE, MmaOf<T>>(acc, smem, nchunks, load_stage, load_frags);
 
-  store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, PQ, g, t4, gridDim.z > 1);
+  if (is_f32<T>::value || gridDim.z > 1)   // fp32 y, or a split 16-bit problem's fp32 workspace
+    store_tile<MI, NI>(acc, y, m0 + wm0, n0 + wn0, M, K, PQ, g, t4, gridDim.z > 1);
+  else
+    store_tile<MI, NI, T>(acc, reinterpret_cast<T*>(y), m0 + wm0, n0 + wn0, M, K, PQ, g, t4, false);
 }
 
 // The 1x1 variant (R = S = 1, stride 1, no padding, H*W a multiple of 4): A[m][c] = x[n, c, pq] is contiguous along
@@ -511,11 +563,14 @@ __device__ __forceinline__ void igemm_1x1_body(const float* __restrict__ x, cons
 
 }  // namespace convtune
 
-// NCHW -> NHWC of x (N, C, H*W), rounded to TF32 as it is written (so the NHWC main loop feeds ldmatrix's words to
-// the mma as they are: a cvt per fragment element cost up to 20% at 64 x 64 warp tiles, H200): 32 x 32 tiles of
-// (channels, pixels) through shared memory, both sides coalesced. Grid (ceil(HW/32), ceil(C/32), N), block (32, 8).
-extern "C" __global__ void igemm_to_nhwc(const float* __restrict__ x, float* __restrict__ xh, int C, int HW) {
-  __shared__ float tile[32][33];
+// NCHW -> NHWC of x (N, C, H*W): 32 x 32 tiles of (channels, pixels) through shared memory, both sides coalesced.
+// Grid (ceil(HW/32), ceil(C/32), N), block (32, 8). fp32 x is rounded to TF32 as it is written (so the NHWC main
+// loop feeds ldmatrix's words to the mma as they are: a cvt per fragment element cost up to 20% at 64 x 64 warp
+// tiles, H200); 16-bit x (bfloat16 or float16 bits) is moved as it is.
+namespace convtune {
+template <class T, bool ROUND>
+__device__ __forceinline__ void to_nhwc(const T* __restrict__ x, T* __restrict__ xh, int C, int HW) {
+  __shared__ T tile[32][33];
   const long long image = static_cast<long long>(blockIdx.z) * C * HW;
   const int p0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
 #pragma unroll
@@ -527,9 +582,38 @@ extern "C" __global__ void igemm_to_nhwc(const float* __restrict__ x, float* __r
 #pragma unroll
   for (int j = threadIdx.y; j < 32; j += 8) {
     const int p = p0 + j, c = c0 + threadIdx.x;
-    const float v = __uint_as_float(convtune::to_tf32(tile[threadIdx.x][j]));
+    T v = tile[threadIdx.x][j];
+    if constexpr (ROUND) v = __uint_as_float(to_tf32(v));
     if (c < C && p < HW) xh[image + static_cast<long long>(p) * C + c] = v;
   }
+}
+}  // namespace convtune
+
+extern "C" __global__ void igemm_to_nhwc(const float* __restrict__ x, float* __restrict__ xh, int C, int HW) {
+  convtune::to_nhwc<float, true>(x, xh, C, HW);
+}
+
+extern "C" __global__ void igemm_to_nhwc_16(const unsigned short* __restrict__ x, unsigned short* __restrict__ xh,
+                                            int C, int HW) {
+  convtune::to_nhwc<unsigned short, false>(x, xh, C, HW);
+}
+
+// A split 16-bit problem's fp32 workspace -> y in its storage type (one rounding); n elements, grid-stride.
+template <class T>
+__device__ __forceinline__ void f32_to(const float* __restrict__ ws, T* __restrict__ y, int n) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    y[i] = convtune::from_f32<T>(ws[i]);
+}
+
+extern "C" __global__ void igemm_f32_to_bf16(const float* __restrict__ ws, convtune::bfloat16* __restrict__ y,
+                                             int n) {
+  f32_to(ws, y, n);
+}
+
+extern "C" __global__ void igemm_f32_to_f16(const float* __restrict__ ws, convtune::half16* __restrict__ y,
+                                            int n) {
+  f32_to(ws, y, n);
 }
 
 // The filter operand from w (K, C, R, S): TF32-rounded B tiles in fragment order, then the gather table (layouts
@@ -559,5 +643,37 @@ extern "C" __global__ void igemm_pack(const float* __restrict__ w, float* __rest
       e = make_int4(off, r * DH, s * DW, 0);
     }
     reinterpret_cast<int4*>(filt + weights)[kr] = e;
+  }
+}
+
+// The 16-bit filter operand from w (K, C, R, S) bits (bfloat16 or float16; C even): the NHWC layout above over
+// reduction words, word kw = elements kr = 2kw, 2kw + 1 of the (r, s, c) order (one tap, channels c, c + 1; lower
+// half the lower k), KRw = R*S*C/2 words; table entry of word row kw {(r*DH*W + s*DW)*C/2 + c/2, r*DH, s*DW, 0}.
+// One thread per output word; KRp * Kp8 + 4 * KRp words in all.
+extern "C" __global__ void igemm_pack_16(const unsigned short* __restrict__ w, unsigned* __restrict__ filt, int K,
+                                         int KRw, int KRp, int NB8, int RS, int S, int W, int DH, int DW, int C) {
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long weights = static_cast<long long>(KRp) * NB8 * 8;
+  if (idx < weights) {
+    const int j = static_cast<int>(idx & 1), slot = static_cast<int>((idx >> 1) & 31);
+    const long long tile = idx >> 6;
+    const int nb = static_cast<int>(tile % NB8), kb = static_cast<int>(tile / NB8);
+    const int kw = kb * 8 + (slot >> 3) + 4 * j, k = nb * 8 + (slot & 7);
+    unsigned v = 0;
+    if (kw < KRw && k < K) {
+      const int kr = 2 * kw, c = kr % C, rs = kr / C;
+      const long long at = (static_cast<long long>(k) * C + c) * RS + rs;
+      v = static_cast<unsigned>(w[at]) | (static_cast<unsigned>(w[at + RS]) << 16);
+    }
+    filt[idx] = v;
+  } else if (idx < weights + 4LL * KRp && (idx - weights) % 4 == 0) {
+    const int kw = static_cast<int>((idx - weights) / 4);
+    int4 e = make_int4(0, -(1 << 29), 0, 0);
+    if (kw < KRw) {
+      const int kr = 2 * kw, c = kr % C, rs = kr / C;
+      const int r = rs / S, s = rs - r * S;
+      e = make_int4((r * DH * W + s * DW) * (C / 2) + c / 2, r * DH, s * DW, 0);
+    }
+    reinterpret_cast<int4*>(filt + weights)[kw] = e;
   }
 }
