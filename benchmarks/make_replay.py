@@ -9,8 +9,11 @@ since the run: check ``git log`` of the .cu files).
 
     python benchmarks/make_replay.py benchmarks/results/vs_cudnn.json -o tests/data/replay_h200_vs_cudnn.json.gz
     python benchmarks/make_replay.py \
-        benchmarks/results/igemm_h200/v5_rounded_loops/{public,wide}/tf32/vs_cudnn_tf32.json \
+        benchmarks/results/igemm_h200/v6_half/{public,wide}/tf32/vs_cudnn_tf32.json \
         -o tests/data/replay_h200_tf32.json.gz        # the TF32 class (the igemm families), its TF32 peak kept
+    python benchmarks/make_replay.py \
+        benchmarks/results/igemm_h200/v6_half/{public,wide}/half/vs_cudnn_bf16.json \
+        -o tests/data/replay_h200_bf16.json.gz        # the bfloat16 class (igemm_half), its 16-bit peak kept
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ def table_from_report(report: dict, source: str) -> ReplayTable:
                                        f"H200 preset ceilings ({source} did not measure them)")
     if report.get("math") == "tf32" and report.get("class_peak_tflops"):   # the TF32 GEMM peak of the same run
         machine = dataclasses.replace(machine, tf32_peak_flops_per_s=report["class_peak_tflops"] * 1e12)
+    if report.get("dtype", "float32") != "float32" and report.get("class_peak_tflops"):   # the 16-bit GEMM peak
+        machine = dataclasses.replace(machine, bf16_peak_flops_per_s=report["class_peak_tflops"] * 1e12)
     device = DeviceInfo(report["device"], report.get("compute_capability", "9.0"), machine.sm_count,
                         report.get("driver_version"), report.get("cuda_version"), machine)
     kinds = {c["config"].split()[0] for r in report["results"] for c in r["candidates"]}
