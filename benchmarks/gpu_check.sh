@@ -36,7 +36,7 @@
 #     eager_profile benchmarks/eager_profile.py: cProfile of converted models' eager forwards ($EAGER_PROFILE_MODELS,
 #               name:batch, default vgg16:1 resnet50:32 mobilenet_v2:32; untuned: the models' choices)
 #     models    benchmarks/model_inference.py: $MODELS (default resnet50 vgg16 mobilenet_v2) tuned
-#               ($MODEL_BUDGET_S s, $MODEL_BUDGET_TRIALS trials per convolution; $MODEL_DB; $MODEL_MATH ieee|tf32)
+#               ($MODEL_BUDGET_S s, $MODEL_BUDGET_TRIALS trials per convolution; $MODEL_DB; $MODEL_MATH ieee|tf32|bf16)
 #               and converted vs cuDNN
 # Python packages missing on the host (optuna, sqlalchemy, ...) come as wheels in .whl/
 # (../shared/tools/device-wheels); they are installed first when present.

@@ -18,7 +18,9 @@ floor ms, efficiency, share of the model's convolution time) is the tuner's. Mod
 
 ``--math tf32`` tunes and runs convtune in the TF32 class instead (``cudnn.allow_tf32=True`` while tuning and
 running, so the ops pick ``math="tf32"`` and the tensor-core family competes): the accuracy gate is then cuDNN
-TF32's own error against cuDNN fp32, × 2, and the speedup that counts is against cuDNN TF32.
+TF32's own error against cuDNN fp32, × 2, and the speedup that counts is against cuDNN TF32. ``--math bf16``
+runs the whole forward under ``torch.autocast("cuda", bfloat16)`` for cuDNN and for convtune alike (the ops cast as
+autocast does; tuned in the bfloat16 class): the gate is cuDNN bf16's error × 2, the speedup against cuDNN bf16.
 
     python benchmarks/model_inference.py --models resnet50 vgg16 mobilenet_v2 --budget-s 150 --budget-trials 6
 """
@@ -115,6 +117,18 @@ def _set_tf32(on: bool) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False   # PyTorch's default: TF32 for convolutions only
 
 
+class _Autocast(torch.nn.Module):
+    """``model`` under ``torch.autocast("cuda", bfloat16)``: the bf16 class's forward (PyTorch's and ours alike)."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Any) -> Any:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return self.model(x).float()
+
+
 def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: str,
               math: str = "ieee") -> dict[str, Any]:
     import torchvision
@@ -124,7 +138,7 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
     x = torch.randn(batch, 3, 224, 224, device="cuda")
     torch.backends.cudnn.benchmark = True
     row: dict[str, Any] = {"model": name, "batch": batch, "math": math}
-    tf32 = math == "tf32"
+    tf32, bf16 = math == "tf32", math == "bf16"
     _set_tf32(False)
     with torch.no_grad():
         reference = model(x).clone()
@@ -134,25 +148,32 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
         row["cudnn_tf32_rel_error"] = rel_error(model(x), reference)
     row["cudnn_tf32"] = _timings(model, x)
     _set_tf32(tf32)
+    run = _Autocast(model) if bf16 else model     # the bf16 class: the whole forward under autocast
+    if bf16:
+        with torch.no_grad():
+            row["cudnn_bf16_rel_error"] = rel_error(run(x), reference)
+        row["cudnn_bf16"] = _timings(run, x)
     print(f"== tuning {name} (budget {budget_s:g} s, {budget_trials} trials per convolution)", file=sys.stderr,
           flush=True)
-    tuning = ct.tune(model, x, budget_s=budget_s, budget_trials=budget_trials, db=db, show=False)
+    tuning = ct.tune(run, x, budget_s=budget_s, budget_trials=budget_trials, db=db, show=False)
     row["tuning"] = tuning.to_dict()
     row["layer_table"] = tuning.table()
     ct.convert(model)
     row["converted"] = len(ct.converted(model))
     with torch.no_grad():
-        out = model(x)
+        out = run(x)
     row["rel_error_vs_cudnn_fp32"] = rel_error(out, reference)
-    row["convtune"] = _timings(model, x)
+    row["convtune"] = _timings(run, x)
     ct.revert(model)
-    row["layers_kernel"] = _layer_kernel_ms(model, x)
-    for base in ("cudnn_fp32", "cudnn_tf32"):
+    if not bf16:   # the per-convolution table times fp32 calls: not the bf16 class's
+        row["layers_kernel"] = _layer_kernel_ms(model, x)
+    for base in ("cudnn_fp32", "cudnn_tf32", "cudnn_bf16"):
         for mode in ("eager_ms", "graph_ms"):
-            row[f"speedup_{mode[:-3]}_vs_{base}"] = row[base][mode] / row["convtune"][mode]
+            if base in row:
+                row[f"speedup_{mode[:-3]}_vs_{base}"] = row[base][mode] / row["convtune"][mode]
     _set_tf32(False)
     row["target_vs_fp32"] = TARGETS.get(name)
-    gate = 2 * row["cudnn_tf32_rel_error"] + 1e-6 if tf32 else 1e-4
+    gate = 2 * row[f"cudnn_{math}_rel_error"] + 1e-6 if (tf32 or bf16) else 1e-4
     row["accuracy_gate"] = gate
     row["accuracy_ok"] = row["rel_error_vs_cudnn_fp32"] <= gate
     return row
@@ -178,6 +199,16 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"{r['speedup_eager_vs_cudnn_tf32']:.2f} / {r['speedup_graph_vs_cudnn_tf32']:.2f} | "
             f"{r['rel_error_vs_cudnn_fp32']:.1e} | {verdict} |")
     for r in rows:
+        if "cudnn_bf16" in r:
+            b = r["cudnn_bf16"]
+            lines += ["", f"bf16 class (the forward under `torch.autocast(\"cuda\", bfloat16)`, ours and PyTorch's): "
+                      f"cuDNN bf16 {b['eager_ms']:.3f} / {b['graph_ms']:.3f} ms eager / graph, convtune "
+                      f"{r['convtune']['eager_ms']:.3f} / {r['convtune']['graph_ms']:.3f} ms: "
+                      f"**{r['speedup_eager_vs_cudnn_bf16']:.2f}× / {r['speedup_graph_vs_cudnn_bf16']:.2f}×** "
+                      f"(target ≥ 1.0×); output error vs cuDNN fp32 {r['rel_error_vs_cudnn_fp32']:.2e} against "
+                      f"cuDNN bf16's {r['cudnn_bf16_rel_error']:.2e} (gate 2× + 1e-6: "
+                      f"{'ok' if r['accuracy_ok'] else 'NOT ok'})."]
+    for r in rows:
         lines += ["", f"## {r['model']} (batch {r['batch']}): per-layer share", "", r["layer_table"]]
         if r.get("layers_kernel"):
             lines += ["", f"## {r['model']} (batch {r['batch']}): kernel time per distinct convolution, same run "
@@ -194,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-trials", type=int, default=6, help="trials per distinct convolution")
     ap.add_argument("--db", default="sqlite:////tmp/convtune-models.db")
     ap.add_argument("--out", default="benchmarks/results/models")
-    ap.add_argument("--math", choices=("ieee", "tf32"), default="ieee",
-                    help="convtune's precision class: ieee (strict fp32) or tf32 (PyTorch's default for convolutions)")
+    ap.add_argument("--math", choices=("ieee", "tf32", "bf16"), default="ieee",
+                    help="convtune's precision class: ieee (strict fp32), tf32 (PyTorch's default for convolutions) "
+                         "or bf16 (the forward under torch.autocast bfloat16, vs cuDNN bf16)")
     args = ap.parse_args(argv)
     rows = []
     for name in args.models:

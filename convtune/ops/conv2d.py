@@ -73,12 +73,16 @@ def _is_torch(t: Any) -> bool:
     return type(t).__module__.startswith("torch")
 
 
+#: torch dtypes the dense kernels take (16-bit ones: the tensor-core family ``igemm_half``)
+TORCH_DTYPES = {"torch.float32": "float32", "torch.bfloat16": "bfloat16", "torch.float16": "float16"}
+
+
 def _check_torch(name: str, t: Any) -> int:
-    """Validate one torch tensor (CUDA, float32, 4-D, contiguous); returns its device index."""
+    """Validate one torch tensor (CUDA, float32 / bfloat16 / float16, 4-D, contiguous); returns its device index."""
     if not t.is_cuda:
         raise InvalidInput(name, f"must be a CUDA tensor, got device {t.device}")
-    if str(t.dtype) != "torch.float32":
-        raise InvalidInput(name, f"dtype must be float32, got {t.dtype}")
+    if str(t.dtype) not in TORCH_DTYPES:
+        raise InvalidInput(name, f"dtype must be float32, bfloat16 or float16, got {t.dtype}")
     if t.dim() != 4:
         raise InvalidInput(name, f"must be 4-D (NCHW / KCRS), got shape {tuple(t.shape)}")
     if not t.is_contiguous():
@@ -113,6 +117,8 @@ def _validate(x: Any, w: Any) -> tuple[str, int]:
     dx, dw = check("x", x), check("w", w)
     if dx != dw:
         raise InvalidInput("w", f"is on device {dw} but x is on device {dx}")
+    if x.dtype != w.dtype:
+        raise InvalidInput("w", f"dtype {w.dtype} must match x's {x.dtype}")
     return ("torch" if torch_in else "cupy"), dx
 
 
@@ -130,9 +136,9 @@ def check_math(math: Any) -> str:
 
 
 def problem_for(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: Any = 1, padding: Any = 0,
-                dilation: Any = 1, math: str = "ieee") -> ConvProblem:
-    """The ConvProblem of ``conv2d`` on tensors of these shapes (groups = 1) in the precision class of ``math``
-    (float32 tensors: ``"ieee"`` strict, ``"tf32"`` TF32 tensor cores)."""
+                dilation: Any = 1, math: str = "ieee", dtype: str = "float32") -> ConvProblem:
+    """The ConvProblem of ``conv2d`` on tensors of these shapes (groups = 1) and storage ``dtype`` in the precision
+    class of ``math`` (float32 tensors: ``"ieee"`` strict, ``"tf32"`` TF32 tensor cores; 16-bit: ``"ieee"``)."""
     if len(x_shape) != 4:
         raise InvalidInput("x", f"must be 4-D NCHW, got shape {tuple(x_shape)}")
     if len(w_shape) != 4:
@@ -145,7 +151,7 @@ def problem_for(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: Any 
     ph, pw = as_pair("padding", padding)
     dh, dw = as_pair("dilation", dilation)
     return ConvProblem(N=n, C=c, H=h, W=w, K=k, R=r, S=s, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
-                       dil_h=dh, dil_w=dw, math=check_math(math))
+                       dil_h=dh, dil_w=dw, dtype=dtype, math=check_math(math) if dtype == "float32" else "ieee")
 
 
 def _specs(problem: ConvProblem, algorithm: str) -> list[KernelSpec]:
@@ -154,7 +160,8 @@ def _specs(problem: ConvProblem, algorithm: str) -> list[KernelSpec]:
     specs = [s for s in specs_for(problem) if algorithm == "auto" or s.algorithm == algorithm]
     if not specs:
         raise InvalidInput("algorithm", f"{algorithm} cannot run {problem.key()} (Winograd needs 3×3 filters, "
-                                        "stride 1, dilation 1; igemm needs math='tf32')")
+                                        "stride 1, dilation 1; igemm needs math='tf32', or 16-bit tensors with C a "
+                                        "multiple of 8)")
     return specs
 
 
@@ -195,7 +202,8 @@ def _prepare_call(x: Any, w: Any, stride: Any, padding: Any, dilation: Any, conf
         hook("prepare_call")
     math = check_math(math)
     kind, device = _validate(x, w)
-    problem = problem_for(tuple(x.shape), tuple(w.shape), stride, padding, dilation, math)
+    dtype = TORCH_DTYPES[str(x.dtype)] if kind == "torch" else "float32"
+    problem = problem_for(tuple(x.shape), tuple(w.shape), stride, padding, dilation, math, dtype)
     machine = device_machine(device)
     cfg = resolve_config(problem, machine, config, algorithm)
     spec = get_spec(cfg.family, cfg.direction)
@@ -370,12 +378,12 @@ def torch_filters(torch: Any, layout: Any, device: Any, stream_capturing: Callab
 
 
 def torch_runner(prepared: PreparedLaunch, torch: Any, device: Any = None) -> Runner:
-    """``run(x, w) -> y`` for contiguous float32 CUDA tensors of the prepared signature (outputs on ``device``,
+    """``run(x, w) -> y`` for contiguous CUDA tensors of the prepared signature (y in their dtype, on ``device``,
     default the prepared launch's GPU; tests allocate on the CPU)."""
     device = device if device is not None else torch.device("cuda", prepared.device)
     index = prepared.device
     out_shape, ws_bytes = prepared.output_shape, prepared.workspace_bytes
-    f32, u8, empty = torch.float32, torch.uint8, torch.empty
+    f32, u8, empty = getattr(torch, prepared.plan.problem.dtype), torch.uint8, torch.empty   # y in x's dtype
     stream_of = torch_stream_getter(torch)
     capturing = torch.cuda.is_current_stream_capturing
     layout = prepared.filters

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from convtune.errors import CompileError, ConvtuneError
+from convtune.kernels import storage_arrays as storage
 from convtune.kernels.compile import cupy_module
 from convtune.kernels.devices import kernel_machine
 from convtune.kernels.registry import KernelSpec, get_spec
@@ -103,18 +104,20 @@ class CupyBenchmarker:
             filter_elements = problem.K * (problem.C // problem.groups) * problem.R * problem.S
             # every operand of a launch rotates (x, the filter operand, y); the filter operand's bytes are taken as
             # w's, a lower estimate of packed or transformed ones, so the rotation errs towards more sets / a flush
-            rot = rotation(4 * (problem.input_elements + problem.output_elements + filter_elements),
-                           self.machine.l2_bytes)
+            rot = rotation(problem.itemsize_bytes * (problem.input_elements + problem.output_elements
+                                                     + filter_elements), self.machine.l2_bytes)
             sets = rot.sets
-            xs = [rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
-                  for _ in range(sets)]
-            w = rng.standard_normal((problem.K, problem.C // problem.groups, problem.R, problem.S), dtype=cp.float32)
+            dtype = problem.dtype   # 16-bit problems: inputs rounded to the dtype, the reference on those values
+            xs = [storage.to_storage(rng.standard_normal((problem.N, problem.C, problem.H, problem.W),
+                                                         dtype=cp.float32), dtype) for _ in range(sets)]
+            w = storage.to_storage(rng.standard_normal((problem.K, problem.C // problem.groups, problem.R, problem.S),
+                                                       dtype=cp.float32), dtype)
             ws = [w] + [w.copy() for _ in range(sets - 1)]
-            ys = [cp.empty((problem.N, problem.K, problem.P, problem.Q), dtype=cp.float32) for _ in range(sets)]
-            x_ref, pad_w = xs[0], problem.pad_w
+            ys = [storage.empty((problem.N, problem.K, problem.P, problem.Q), dtype) for _ in range(sets)]
+            x_ref, pad_w = storage.to_float32(xs[0], dtype), problem.pad_w
             if problem.causal:  # the causal padding is on the left only: pad explicitly, none in the reference
-                x_ref, pad_w = cp.pad(xs[0], ((0, 0), (0, 0), (0, 0), (problem.pad_w, 0))), 0
-            ref = conv2d_reference_gpu(x_ref, w, stride=(problem.stride_h, problem.stride_w),
+                x_ref, pad_w = cp.pad(x_ref, ((0, 0), (0, 0), (0, 0), (problem.pad_w, 0))), 0
+            ref = conv2d_reference_gpu(x_ref, storage.to_float32(w, dtype), stride=(problem.stride_h, problem.stride_w),
                                        padding=(problem.pad_h, pad_w), dilation=(problem.dil_h, problem.dil_w),
                                        groups=problem.groups)
             del x_ref
@@ -150,10 +153,10 @@ class CupyBenchmarker:
         buf = self._buffers(problem)
         try:
             filters = self._filters(buf, plan)
-            buf["ys"][0].fill(cp.nan)
+            storage.poison(buf["ys"][0], problem.dtype)
             launcher.launch(plan, kernel, buf["xs"][0], filters[0], buf["ys"][0])
             cp.cuda.get_current_stream().synchronize()
-            err = relative_error(buf["ys"][0], buf["ref"])
+            err = relative_error(storage.to_float32(buf["ys"][0], problem.dtype), buf["ref"])
             tolerance = launcher.tolerance(plan)
             if not err <= tolerance:
                 return TrialResult("wrong", rel_error=err, error=f"relative error {err:.3e} > {tolerance:g}", **common)

@@ -14,9 +14,12 @@ implementation without the dispatcher (:mod:`convtune.ops.torch._dispatch`).
   True; on torch ≥ 2.9 the ``torch.backends.cudnn.conv.fp32_precision`` it sets) are the ``tf32`` class (the
   fastest config measured for the tf32 problem or its strict twin; tensor-core families searched), otherwise
   ``ieee`` (strict fp32: never a tf32 config). Inside a compiled graph the flag is read when the op runs, as
-  cuDNN does. 16-bit tensors are their own class (their dtype) and run ``F.conv2d`` (below).
-* CPU tensors, float64 and the 16-bit CUDA dtypes (no dense 16-bit kernels yet) run ``F.conv2d``: that is
-  what ``torch.autograd.gradcheck`` exercises on the CPU.
+  cuDNN does. 16-bit tensors are their own class (their dtype).
+* bfloat16 / float16 CUDA tensors with C a multiple of 8 run the 16-bit tensor-core family (``igemm_half``; y in
+  their dtype); inside ``torch.autocast("cuda")`` float32 inputs are cast to the autocast dtype first, as PyTorch
+  casts ``F.conv2d``'s (a frozen weight's cast is kept per weight and version, so its prepared filters are too).
+* CPU tensors, float64 and 16-bit tensors the family does not take run ``F.conv2d``: that is what
+  ``torch.autograd.gradcheck`` exercises on the CPU.
 * Backward: PyTorch's convolution gradients (``aten.convolution_backward``, cuDNN on CUDA — TF32 there when
   ``torch.backends.cudnn.allow_tf32`` is on, PyTorch's default), each gradient only when needed, until
   convtune has dense backward kernels.
@@ -32,6 +35,7 @@ Example:
 """
 
 # No ``from __future__ import annotations``: torch.library.custom_op reads the schema from the type hints.
+import weakref
 from typing import Any
 
 import torch
@@ -46,8 +50,39 @@ from convtune.ops.torch._dispatch import direct_call_ok, needs_grad
 __all__ = ["conv2d", "conv2d_geometry", "cudnn_conv_tf32", "math_of"]
 
 
+_HALF = (torch.bfloat16, torch.float16)
+
+
 def _kernels_run(x: torch.Tensor) -> bool:
-    return x.is_cuda and x.dtype == torch.float32
+    """CUDA float32, or 16-bit with C a multiple of 8 (the 16-bit tensor-core family's 16-byte copies)."""
+    return x.is_cuda and (x.dtype == torch.float32 or (x.dtype in _HALF and x.shape[1] % 8 == 0))
+
+
+#: autocast casts of weights that need no gradient, per weight tensor: (version, dtype) -> the cast, so the cast
+#: tensor (and the filters prepared from it, cached per tensor and version) survive from call to call
+_autocast_weights: dict[int, tuple[int, torch.dtype, torch.Tensor]] = {}
+
+
+def _autocast_weight(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    if w.requires_grad and torch.is_grad_enabled():
+        return w.to(dtype)          # differentiable: the gradient reaches the fp32 weight
+    hit = _autocast_weights.get(id(w))
+    if hit is not None and hit[0] == w._version and hit[1] == dtype:
+        return hit[2]
+    cast = w.to(dtype)
+    if hit is None:
+        weakref.finalize(w, _autocast_weights.pop, id(w), None)
+    _autocast_weights[id(w)] = (w._version, dtype, cast)
+    return cast
+
+
+def autocast_inputs(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> tuple[Any, Any, Any]:
+    """Inside ``torch.autocast("cuda")`` a convolution runs in the autocast dtype (PyTorch casts F.conv2d's inputs
+    to it): float32 CUDA inputs are cast the same way here, so the 16-bit kernels run; else unchanged."""
+    if x.is_cuda and x.dtype == torch.float32 and torch.is_autocast_enabled("cuda"):
+        dtype = torch.get_autocast_dtype("cuda")
+        return x.to(dtype), _autocast_weight(w, dtype), None if bias is None else bias.to(dtype)
+    return x, w, bias
 
 
 _fp32_precision = getattr(torch._C, "_get_fp32_precision_getter", None)   # torch >= 2.9
@@ -233,6 +268,7 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, s
         InvalidInput: naming the bad argument.
         InvalidConfig: a stored or model configuration that the problem's kernels refuse (a bug to report).
     """
+    x, w, bias = autocast_inputs(x, w, bias)
     if torch.compiler.is_compiling():
         return _conv2d_op(x.contiguous(), w.contiguous(), bias, *conv2d_geometry(x, w, bias, stride, padding,
                                                                                    dilation))

@@ -143,15 +143,16 @@ def layer_of(name: str, module: Any, input_shape: tuple[int, ...], dtype: Any, m
     if kind is None:
         return Layer(name, input_shape, "pytorch", None, "configuration convtune does not run (groups, padding "
                                                           "mode, asymmetric 'same')")
-    if str(dtype) != "torch.float32":
-        return Layer(name, input_shape, "pytorch", None, f"{dtype}: the tuner measures float32")
+    if str(dtype) not in _TORCH_DTYPES or (str(dtype) != "torch.float32" and kind != "dense"):
+        return Layer(name, input_shape, "pytorch", None, f"{dtype}: the tuner measures float32 (and 16-bit dense)")
     if len(input_shape) != 4:
         return Layer(name, input_shape, "pytorch", None, "unbatched input")
     n, c, h, w = input_shape
     (r, s), (sh, sw), (dh, dw) = module.kernel_size, module.stride, module.dilation
     ph, pw = _padding(module)  # type: ignore[misc]
     groups = 1 if kind == "dense" else c
-    if kind != "dense":
+    storage = _TORCH_DTYPES[str(dtype)]
+    if kind != "dense" or storage != "float32":
         math = "ieee"
     elif math is None:
         from convtune.ops.torch.dense import cudnn_conv_tf32
@@ -159,7 +160,7 @@ def layer_of(name: str, module: Any, input_shape: tuple[int, ...], dtype: Any, m
         math = "tf32" if cudnn_conv_tf32() else "ieee"
     try:
         problem = ConvProblem(N=n, C=c, H=h, W=w, K=module.out_channels, R=r, S=s, stride_h=sh, stride_w=sw,
-                              pad_h=ph, pad_w=pw, dil_h=dh, dil_w=dw, groups=groups, math=math)
+                              pad_h=ph, pad_w=pw, dil_h=dh, dil_w=dw, groups=groups, dtype=storage, math=math)
     except ConvtuneError as exc:
         return Layer(name, input_shape, "pytorch", None, str(exc))
     if not specs_for(problem):
@@ -178,7 +179,10 @@ def collect_layers(model: Any, example_inputs: Any) -> list[Layer]:
         if isinstance(module, torch.nn.Conv2d):
             def hook(mod: Any, args: tuple[Any, ...], _name: str = name or "(model)") -> None:
                 x = args[0]
-                seen.append(layer_of(_name, mod, tuple(x.shape), x.dtype))
+                dtype = x.dtype   # inside torch.autocast a float32 convolution runs in the autocast dtype
+                if dtype == torch.float32 and x.is_cuda and torch.is_autocast_enabled("cuda"):
+                    dtype = torch.get_autocast_dtype("cuda")
+                seen.append(layer_of(_name, mod, tuple(x.shape), dtype))
 
             handles.append(module.register_forward_pre_hook(hook))
     try:

@@ -252,7 +252,7 @@ def test_layouts_offsets_and_16bit_inputs() -> None:
     shifted = flat[1:].view(2, 8, 15, 16)              # starts 4 bytes into its storage: runs on a copy
     assert shifted.data_ptr() % 16 == 4
     assert _rel(ct.conv2d(shifted, w, None, 1, 1), F.conv2d(shifted.double(), w.double(), None, 1, 1)) <= 1e-5
-    half = ct.conv2d(x.half(), w.half(), None, 1, 1)    # no dense 16-bit kernel: PyTorch's conv in that dtype
+    half = ct.conv2d(x.half(), w.half(), None, 1, 1)    # C = 8: the 16-bit tensor-core family, y in float16
     assert half.dtype == torch.float16 and _rel(half, F.conv2d(x.double(), w.double(), None, 1, 1)) <= 5e-3
 
 
@@ -353,3 +353,52 @@ def test_tune_a_model_then_run_it_on_the_tuned_configs(tmp_path) -> None:
         assert _rel(y, ct.revert(_double(model))(x.double())) <= 1e-5
     finally:
         resolver.use_database(None)
+
+
+def _kernel_names(fn) -> set[str]:
+    """Names of the CUDA kernels ``fn()`` launches (the profiler), after one warm-up call."""
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_16bit_tensors_run_the_tensor_core_family(dtype) -> None:
+    """bf16 / fp16 tensors with C a multiple of 8 run igemm_half (y in their dtype) within 2× cuDNN's error in the
+    same dtype (plus the bias add's one rounding); C = 3 runs PyTorch's convolution."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(4, 32, 17, 19, device="cuda", generator=g).to(dtype)
+    w = torch.randn(48, 32, 3, 3, device="cuda", generator=g).to(dtype)
+    b = torch.randn(48, device="cuda", generator=g).to(dtype)
+    ref = F.conv2d(x.double(), w.double(), b.double(), 2, 1)
+    y = ct.conv2d(x, w, b, 2, 1)
+    cudnn = F.conv2d(x, w, b, 2, 1)
+    assert y.dtype == dtype and _rel(y, ref) <= 3 * _rel(cudnn, ref) + 1e-6
+    assert "igemm_half_fwd" in _kernel_names(lambda: ct.conv2d(x, w, b, 2, 1))
+    x3, w3 = x[:, :3].contiguous(), w[:, :3].contiguous()
+    assert torch.equal(ct.conv2d(x3, w3, None, 1, 1), F.conv2d(x3, w3, None, 1, 1))
+
+
+def test_autocast_runs_converted_models_in_bfloat16() -> None:
+    """Inside torch.autocast a converted model's float32 convolutions run igemm_half in bfloat16, as PyTorch's run in
+    cuDNN bf16: same output dtype, errors against float64 within 3× cuDNN bf16's; a frozen weight is cast once."""
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 24, 1)).cuda().eval()
+    model.requires_grad_(False)
+    x = torch.randn(8, 16, 20, 20, device="cuda")
+    with torch.no_grad():
+        ref = model.double()(x.double())
+        model.float()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            theirs = model(x)
+        ct.convert(model)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            ours = model(x)
+            names = _kernel_names(lambda: model(x))
+        ct.revert(model)
+    assert ours.dtype == theirs.dtype == torch.bfloat16
+    assert _rel(ours, ref) <= 3 * _rel(theirs, ref) + 1e-6
+    assert "igemm_half_fwd" in names and not any("pack" in n for n in names)   # filters prepared once
