@@ -76,13 +76,21 @@ def _autocast_weight(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return cast
 
 
+_AUTOCAST_FROM = (torch.float32, torch.bfloat16, torch.float16)
+
+
 def autocast_inputs(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> tuple[Any, Any, Any]:
-    """Inside ``torch.autocast("cuda")`` a convolution runs in the autocast dtype (PyTorch casts F.conv2d's inputs
-    to it): float32 CUDA inputs are cast the same way here, so the 16-bit kernels run; else unchanged."""
-    if x.is_cuda and x.dtype == torch.float32 and torch.is_autocast_enabled("cuda"):
-        dtype = torch.get_autocast_dtype("cuda")
-        return x.to(dtype), _autocast_weight(w, dtype), None if bias is None else bias.to(dtype)
-    return x, w, bias
+    """Inside ``torch.autocast("cuda")`` a convolution runs in the autocast dtype (PyTorch casts every floating
+    input of F.conv2d to it: a 16-bit x from the layer before meets a float32 weight): CUDA inputs are cast the same
+    way here, so the 16-bit kernels run; else unchanged."""
+    if not (x.is_cuda and torch.is_autocast_enabled("cuda")):
+        return x, w, bias
+    dtype = torch.get_autocast_dtype("cuda")
+
+    def cast(t: torch.Tensor) -> torch.Tensor:
+        return t.to(dtype) if t.dtype in _AUTOCAST_FROM and t.dtype != dtype else t
+
+    return cast(x), _autocast_weight(w, dtype) if w.dtype != dtype else w, None if bias is None else cast(bias)
 
 
 _fp32_precision = getattr(torch._C, "_get_fp32_precision_getter", None)   # torch >= 2.9

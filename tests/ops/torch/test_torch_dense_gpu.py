@@ -379,7 +379,8 @@ def test_16bit_tensors_run_the_tensor_core_family(dtype) -> None:
     assert y.dtype == dtype and _rel(y, ref) <= 3 * _rel(cudnn, ref) + 1e-6
     assert "igemm_half_fwd" in _kernel_names(lambda: ct.conv2d(x, w, b, 2, 1))
     x3, w3 = x[:, :3].contiguous(), w[:, :3].contiguous()
-    assert torch.equal(ct.conv2d(x3, w3, None, 1, 1), F.conv2d(x3, w3, None, 1, 1))
+    assert "igemm_half_fwd" not in _kernel_names(lambda: ct.conv2d(x3, w3, None, 1, 1))   # PyTorch's convolution
+    assert _rel(ct.conv2d(x3, w3, None, 1, 1), F.conv2d(x3.double(), w3.double(), None, 1, 1)) <= 1e-2
 
 
 def test_autocast_runs_converted_models_in_bfloat16() -> None:
