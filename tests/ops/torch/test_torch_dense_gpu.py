@@ -359,9 +359,10 @@ def _kernel_names(fn) -> set[str]:
     """Names of the CUDA kernels ``fn()`` launches (the profiler), after one warm-up call."""
     fn()
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
+    for _ in range(2):   # the process's first profile may record no CUDA activity (CUPTI starting): keep the last
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
     return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
 
 
