@@ -51,14 +51,14 @@ TERM_NAMES: dict[str, tuple[str, ...]] = {
     "pointwise": ("issue", "l2", "dram", "atomic", "launch"),
     "winograd": ("issue", "l2", "dram", "launch"),
     "winograd_unfused": ("issue", "l2", "gemm_dram", "transforms", "launch"),
-    "igemm": ("tensor", "l1", "issue", "l2", "dram", "atomic", "launch"),
-    "igemm_nhwc": ("tensor", "l1", "issue", "l2", "dram", "atomic", "launch"),
+    **{fam: ("tensor", "l1", "issue", "l2", "dram", "atomic", "launch") for fam in
+       ("igemm", "igemm_nhwc", "igemm_1x1", "igemm_half")},
 }
 # Which terms share one max() in each family's model; the rest add.
 MAX_TERMS: dict[str, tuple[str, ...]] = {
     "direct": ("issue", "l2", "dram"), "pointwise": ("issue", "l2", "dram"), "winograd": ("issue", "l2", "dram"),
     "winograd_unfused": ("issue", "l2", "gemm_dram"),
-    "igemm": ("tensor", "l1", "issue", "l2", "dram"), "igemm_nhwc": ("tensor", "l1", "issue", "l2", "dram"),
+    **{fam: ("tensor", "l1", "issue", "l2", "dram") for fam in ("igemm", "igemm_nhwc", "igemm_1x1", "igemm_half")},
 }
 
 
@@ -84,9 +84,9 @@ def terms(family: str, pl: Any, machine: MachineModel) -> tuple[float, ...]:
         transforms_s = 4 * (p.input_elements + t["v_store"] + t["m_load"] + t["output"]) / bw
         gemm_dram_s = 4 * (t["v_store"] + c.alpha ** 2 * pl.cp * pl.kp + t["m_store"]) / bw
         return w.issue_s, w.l2_s, gemm_dram_s, transforms_s, 3 * direct_model.LAUNCH_OVERHEAD_S
-    if family in ("igemm", "igemm_nhwc"):
+    if family in ("igemm", "igemm_nhwc", "igemm_1x1", "igemm_half"):
         from convtune.kernels.igemm import model as igemm_model
-        g = igemm_model.predict(pl, machine)
+        g = igemm_model.predict(pl.view if family == "igemm_half" else pl, machine)   # 16-bit: the word view
         return g.tensor_s, g.l1_s, g.issue_s, g.l2_s, g.dram_s, g.atomics_s, g.added_s
     raise ValueError(f"no term split for family {family!r}")
 
@@ -213,7 +213,8 @@ def collect(tables: Sequence[str], machine: MachineModel, max_rows: int | None =
 
 
 #: terms kept at weight 1 in the search (the grid stays small: 7 terms would be 7⁶ weight vectors)
-FIXED_TERMS: dict[str, tuple[str, ...]] = {"igemm": ("atomic", "launch"), "igemm_nhwc": ("atomic", "launch")}
+FIXED_TERMS: dict[str, tuple[str, ...]] = {fam: ("atomic", "launch") for fam in
+                                           ("igemm", "igemm_nhwc", "igemm_1x1", "igemm_half")}
 
 
 def weight_grid(family: str) -> np.ndarray:
