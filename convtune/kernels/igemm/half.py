@@ -285,15 +285,23 @@ class HalfFilters:
     work: Any
 
 
+def shared_workspace_bytes(pl: IgemmHalfPlan) -> int:
+    """The workspace of :func:`prepare_filters`: enough for every plan of the problem sharing its
+    :func:`filters_key` (x in NHWC and the fp32 output of a split, whatever this plan's split)."""
+    p = pl.problem
+    return -(-2 * p.input_elements // 16) * 16 + 4 * p.output_elements
+
+
 def prepare_filters(pl: IgemmHalfPlan, w: Any) -> HalfFilters:
-    """w (K, C, R, S) 16-bit CuPy (bfloat16 as uint16 bits) → the packed filters and a workspace."""
+    """w (K, C, R, S) 16-bit CuPy (bfloat16 as uint16 bits) → the packed filters and a workspace
+    (:func:`shared_workspace_bytes`: plans with equal :func:`filters_key` share both)."""
     cp = cupy_module()
     out = cp.empty(filter_words(pl), dtype=cp.float32)
     src = cp.ascontiguousarray(w)
     prep = filter_layout(pl, cp.cuda.Device().id).prep
     assert prep is not None  # the layout always has its pack launch
     prep((data_pointer(src), data_pointer(out)), cp.cuda.get_current_stream().ptr)
-    return HalfFilters(out, cp.empty(-(-workspace_bytes(pl) // 4), dtype=cp.float32))
+    return HalfFilters(out, cp.empty(shared_workspace_bytes(pl) // 4, dtype=cp.float32))
 
 
 def filters_key(pl: IgemmHalfPlan) -> tuple[Any, ...]:
