@@ -31,7 +31,6 @@ from convtune.kernels.config import parse_config_key
 from convtune.kernels.igemm import launcher
 from convtune.kernels.igemm import nhwc as nhwc_launcher
 from convtune.kernels.igemm.space import plan
-from convtune.kernels.launch_geometry import resident_blocks
 from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -48,7 +47,7 @@ def variant_plan(pl: Any, name: str) -> Any:
     c = pl.config
     pipelined = name == "pipe" and (c.tile_k // 8) % 2 == 0
     regs = launcher.regs_estimate(c, pipelined)
-    min_blocks = max(1, min(resident_blocks(c.threads, pl.smem_bytes, regs, H200), 4))
+    min_blocks = launcher.launch_min_blocks(c.threads, pl.smem_bytes, regs, H200)
     return dataclasses.replace(pl, pipelined=pipelined, regs_estimate=regs, min_blocks=min_blocks)
 
 

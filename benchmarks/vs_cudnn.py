@@ -44,6 +44,7 @@ import torch
 
 from convtune.bounds.direct import direct_lower_bound
 from convtune.errors import CompileError, LaunchError
+from convtune.kernels import storage_arrays as storage
 from convtune.kernels.compile import precompile
 from convtune.kernels.direct.space import ranked
 from convtune.kernels.reference import conv2d_reference_gpu, relative_error
@@ -124,12 +125,6 @@ def time_cudnn(xs: list, ws: list, problem: ConvProblem, mode: str, flush=None) 
     return timing.median_ms
 
 
-#: CuPy array dtype of each storage dtype (bfloat16, which CuPy lacks, as its bits) and the bits of a quiet NaN
-ARRAY_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "uint16"}
-BF16_NAN_BITS = 0x7FC0
-TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
-
-
 class Operands:
     """Fresh normal inputs, filters and outputs in enough rotating sets to exceed 2× L2 (with an L2 flush before
     each timed launch where 16 sets do not reach it), the float64 GPU reference, and each plan's prepared filters
@@ -145,42 +140,24 @@ class Operands:
         self.sets = rot.sets
         self.flush = L2Flusher(machine.l2_bytes) if rot.flush else None
         self.dtype = p.dtype
-        self.xs32 = [self._rounded(rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32))
-                     for _ in range(self.sets)]
-        self.w32 = self._rounded(rng.standard_normal((p.K, p.C, p.R, p.S), dtype=cp.float32))
-        self.ws32 = [self.w32] + [self.w32.copy() for _ in range(self.sets - 1)]
-        self.xs = [self._stored(x) for x in self.xs32]
-        self.ws = [self._stored(w) for w in self.ws32]
-        self.w = self.ws[0]
-        self.ys = [cp.empty((p.N, p.K, p.P, p.Q), dtype=ARRAY_DTYPES[p.dtype]) for _ in range(self.sets)]
+        self.xs = [storage.to_storage(rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32), p.dtype)
+                   for _ in range(self.sets)]
+        self.w = storage.to_storage(rng.standard_normal((p.K, p.C, p.R, p.S), dtype=cp.float32), p.dtype)
+        self.ws = [self.w] + [self.w.copy() for _ in range(self.sets - 1)]
+        self.xs32 = [storage.to_float32(x, p.dtype) for x in self.xs]
+        self.w32 = storage.to_float32(self.w, p.dtype)
+        self.ws32 = [self.w32] + [storage.to_float32(w, p.dtype) for w in self.ws[1:]]
+        self.ys = [storage.empty((p.N, p.K, p.P, p.Q), p.dtype) for _ in range(self.sets)]
         self.ref = conv2d_reference_gpu(self.xs32[0], self.w32, stride=(p.stride_h, p.stride_w),
                                         padding=(p.pad_h, p.pad_w), dilation=(p.dil_h, p.dil_w))
         self._prepared: dict[tuple, object] = {}
 
-    def _torch_dtype(self) -> object:
-        return getattr(torch, TORCH_DTYPES[self.dtype])
-
-    def _rounded(self, a: object) -> object:
-        """a (fp32) rounded to the storage dtype, as fp32."""
-        if self.dtype == "float32":
-            return a
-        return cp.from_dlpack(torch.from_dlpack(a).to(self._torch_dtype()).float())
-
-    def _stored(self, a32: object) -> object:
-        """Exact fp32 values -> the storage array the launchers take."""
-        if self.dtype == "float32":
-            return a32
-        t = torch.from_dlpack(a32).to(self._torch_dtype())
-        return cp.from_dlpack(t.view(torch.int16)).view(cp.uint16) if self.dtype == "bfloat16" else cp.from_dlpack(t)
-
     def poison(self, y: object) -> None:
-        y.fill(BF16_NAN_BITS if self.dtype == "bfloat16" else cp.nan)
+        storage.poison(y, self.dtype)
 
     def as_float(self, y: object) -> object:
         """y in storage -> float32 values."""
-        if self.dtype == "bfloat16":
-            return (y.astype(cp.uint32) << 16).view(cp.float32)
-        return y
+        return storage.to_float32(y, self.dtype)
 
     def filters(self, pl: object, launcher: object) -> list:
         key = launcher.filters_key(pl)
@@ -278,7 +255,7 @@ def cudnn_error(ops: Operands, problem: ConvProblem) -> float:
     """cuDNN's relative error against float64 on set 0, in the problem's class (TF32 on for tf32 problems; 16-bit
     problems in their dtype, on the same rounded inputs)."""
     torch.backends.cudnn.allow_tf32 = problem.math == "tf32"
-    dtype = getattr(torch, TORCH_DTYPES[problem.dtype])
+    dtype = getattr(torch, problem.dtype)
     y = torch.nn.functional.conv2d(torch.from_dlpack(ops.xs32[0]).to(dtype), torch.from_dlpack(ops.w32).to(dtype),
                                    stride=(problem.stride_h, problem.stride_w), padding=(problem.pad_h, problem.pad_w),
                                    dilation=(problem.dil_h, problem.dil_w))

@@ -230,19 +230,10 @@ def pack_arguments(pl: IgemmHalfPlan) -> tuple[int, ...]:
 
 
 def filter_layout(pl: IgemmHalfPlan, device: int) -> FilterLayout:
-    words = filter_words(pl)
-
-    def make_prep() -> PreparedLaunch:
-        with driver().use_device(device):
-            pack = load_kernel(_nchw._family_source(), PACK_ENTRY)
-        step = Launch(pack, grid3(-(-words // _nchw.PACK_THREADS)), (_nchw.PACK_THREADS, 1, 1), 0, pointers(0, 1),
-                      pack_arguments(pl))
-        return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
-                              output_shape=(words,), kind="igemm_pack_16")
-
     v = pl.view
-    return FilterLayout(f"igemm 16-bit word tiles (KRp={v.krp}, Kp8={v.kp8}, reduction (r, s, c)) + gather table",
-                        layout_key(pl), words, make_prep)
+    return _nchw.pack_layout(pl, device, f"igemm 16-bit word tiles (KRp={v.krp}, Kp8={v.kp8}, reduction (r, s, c)) "
+                                         "+ gather table", layout_key(pl), filter_words(pl), PACK_ENTRY,
+                             pack_arguments(pl))
 
 
 def layout_key(pl: IgemmHalfPlan) -> tuple[Any, ...]:
@@ -296,11 +287,7 @@ def prepare_filters(pl: IgemmHalfPlan, w: Any) -> HalfFilters:
     """w (K, C, R, S) 16-bit CuPy (bfloat16 as uint16 bits) → the packed filters and a workspace
     (:func:`shared_workspace_bytes`: plans with equal :func:`filters_key` share both)."""
     cp = cupy_module()
-    out = cp.empty(filter_words(pl), dtype=cp.float32)
-    src = cp.ascontiguousarray(w)
-    prep = filter_layout(pl, cp.cuda.Device().id).prep
-    assert prep is not None  # the layout always has its pack launch
-    prep((data_pointer(src), data_pointer(out)), cp.cuda.get_current_stream().ptr)
+    out = _nchw.run_pack(filter_layout(pl, cp.cuda.Device().id), w)
     return HalfFilters(out, cp.empty(shared_workspace_bytes(pl) // 4, dtype=cp.float32))
 
 

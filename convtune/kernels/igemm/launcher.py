@@ -248,6 +248,11 @@ def _resident_by_regs(threads: int, smem_bytes: int, regs: int, machine: Machine
     return resident_blocks(threads, smem_bytes, regs, machine)
 
 
+def launch_min_blocks(threads: int, smem_bytes: int, regs: int, machine: MachineModel) -> int:
+    """``__launch_bounds__``' min_blocks: the blocks per SM the register estimate lets reside, 1..4."""
+    return max(1, min(resident_blocks(threads, smem_bytes, regs, machine), 4))
+
+
 def choose_main_loop(config: IgemmFwdConfig, smem_bytes: int, machine: MachineModel | None) -> bool:
     """Whether the NHWC / 1×1 kernel runs the pipelined main loop: for NHWC where the plain loop's lower register
     need would not let more blocks reside (more warps beat the overlap: on the H200 the plain loop took 0.65–0.8×
@@ -289,7 +294,7 @@ def derive_plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineMo
                                           f"{machine.smem_per_block_bytes} B per block of {machine.name}")
         if regs > machine.max_regs_per_thread:
             raise InvalidConfig("tile_m", f"~{regs} registers per thread exceed {machine.max_regs_per_thread}")
-        min_blocks = max(1, min(resident_blocks(c.threads, smem_bytes, regs, machine), 4))
+        min_blocks = launch_min_blocks(c.threads, smem_bytes, regs, machine)
     return IgemmFwdPlan(p, c, padded_channels(p), padded_reduction(p), m_tiles, n_tiles, per_split, smem_bytes, regs,
                         min_blocks, pipelined)
 
@@ -323,23 +328,37 @@ def compile_plan(pl: IgemmFwdPlan) -> LoadedKernel:
     return load_kernel(pl.source(), pl.entry, dynamic_smem_bytes=pl.smem_bytes)
 
 
+def pack_layout(plan: Any, device: int, name: str, key: tuple[Any, ...], words: int, entry: str,
+                args: tuple[int, ...]) -> FilterLayout:
+    """A filter operand of ``words`` float32 words made by one launch of the family's pack kernel ``entry``
+    (one thread per word, scalar ``args`` after (w, filters)): the TF32 and the 16-bit layouts."""
+    def make_prep() -> PreparedLaunch:
+        with driver().use_device(device):
+            pack = load_kernel(_family_source(), entry)
+        step = Launch(pack, grid3(-(-words // PACK_THREADS)), (PACK_THREADS, 1, 1), 0, pointers(0, 1), args)
+        return PreparedLaunch(plan=plan, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
+                              output_shape=(words,), kind=entry)
+
+    return FilterLayout(name, key, words, make_prep)
+
+
+def run_pack(layout: FilterLayout, w: Any) -> Any:
+    """The layout's filter operand made from w (CuPy) on the current device and stream."""
+    cp = cupy_module()
+    out = cp.empty(layout.words, dtype=cp.float32)
+    src = cp.ascontiguousarray(w)
+    prep = layout.prep
+    assert prep is not None  # a pack layout always has its launch
+    prep((data_pointer(src), data_pointer(out)), cp.cuda.get_current_stream().ptr)
+    return out
+
+
 def filter_layout(pl: IgemmFwdPlan, device: int) -> FilterLayout:
     """The filter operand (packed TF32 B tiles + gather table, module docstring) and its ``igemm_pack`` launch:
     operands (w, filters). The table depends on the map (H·W, W) and the dilation, so they are part of the key."""
-    p = pl.problem
-    words = filter_words(p)
-
-    def make_prep() -> PreparedLaunch:
-        with driver().use_device(device):
-            pack = load_kernel(_family_source(), PACK_ENTRY)
-        step = Launch(pack, grid3(-(-words // PACK_THREADS)), (PACK_THREADS, 1, 1), 0, pointers(0, 1),
-                      pack_arguments(pl))
-        return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
-                              output_shape=(words,), kind="igemm_pack")
-
     order = "(r, s, c)" if pl.channels_last else "(c, r, s)"
-    return FilterLayout(f"igemm TF32 tiles (KRp={pl.krp}, Kp8={pl.kp8}, reduction {order}) + gather table",
-                        layout_key(pl), words, make_prep)
+    return pack_layout(pl, device, f"igemm TF32 tiles (KRp={pl.krp}, Kp8={pl.kp8}, reduction {order}) + gather table",
+                       layout_key(pl), filter_words(pl.problem), PACK_ENTRY, pack_arguments(pl))
 
 
 def pack_arguments(pl: IgemmFwdPlan) -> tuple[int, ...]:
@@ -393,13 +412,7 @@ TOLERANCE = 3e-3
 
 def prepare_filters(pl: IgemmFwdPlan, w: Any) -> Any:
     """The filter operand ``launch`` takes, from w (K, C, R, S) float32 CuPy on the current device and stream."""
-    cp = cupy_module()
-    out = cp.empty(filter_words(pl.problem), dtype=cp.float32)
-    src = cp.ascontiguousarray(w)
-    prep = filter_layout(pl, cp.cuda.Device().id).prep
-    assert prep is not None  # the layout always has its pack launch
-    prep((data_pointer(src), data_pointer(out)), cp.cuda.get_current_stream().ptr)
-    return out
+    return run_pack(filter_layout(pl, cupy_module().cuda.Device().id), w)
 
 
 def layout_key(pl: IgemmFwdPlan) -> tuple[Any, ...]:

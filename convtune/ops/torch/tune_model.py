@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 from convtune.errors import ConvtuneError, InvalidInput
 from convtune.ops import resolver
+from convtune.ops.conv2d import TORCH_DTYPES
 from convtune.problem import ConvProblem
 from convtune.vocabulary import FINAL_BATCH_STATUSES as FINAL_BATCH_STATUSES
 from convtune.vocabulary import FINAL_JOB_STATUSES as FINAL_JOB_STATUSES
@@ -130,7 +131,6 @@ class ModelTuning:
 
 
 # ---- 1. the model's convolutions ----------------------------------------------------------------------------
-_TORCH_DTYPES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 
 
 def layer_of(name: str, module: Any, input_shape: tuple[int, ...], dtype: Any, math: str | None = None) -> Layer:
@@ -143,7 +143,7 @@ def layer_of(name: str, module: Any, input_shape: tuple[int, ...], dtype: Any, m
     if kind is None:
         return Layer(name, input_shape, "pytorch", None, "configuration convtune does not run (groups, padding "
                                                           "mode, asymmetric 'same')")
-    if str(dtype) not in _TORCH_DTYPES or (str(dtype) != "torch.float32" and kind != "dense"):
+    if str(dtype) not in TORCH_DTYPES or (str(dtype) != "torch.float32" and kind != "dense"):
         return Layer(name, input_shape, "pytorch", None, f"{dtype}: the tuner measures float32 (and 16-bit dense)")
     if len(input_shape) != 4:
         return Layer(name, input_shape, "pytorch", None, "unbatched input")
@@ -151,7 +151,7 @@ def layer_of(name: str, module: Any, input_shape: tuple[int, ...], dtype: Any, m
     (r, s), (sh, sw), (dh, dw) = module.kernel_size, module.stride, module.dilation
     ph, pw = _padding(module)  # type: ignore[misc]
     groups = 1 if kind == "dense" else c
-    storage = _TORCH_DTYPES[str(dtype)]
+    storage = TORCH_DTYPES[str(dtype)]
     if kind != "dense" or storage != "float32":
         math = "ieee"
     elif math is None:

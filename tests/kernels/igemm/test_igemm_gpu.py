@@ -13,16 +13,13 @@ acceptance. Both errors of every case go to ``$CONVTUNE_ERROR_TABLE`` (JSON) whe
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import inspect
-import json
-import os
 import zlib
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from error_tables import write_error_table
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm import launcher
@@ -177,33 +174,11 @@ def tf32_cudnn():
 
 
 def _write_error_table() -> None:
-    """Merge this process's rows into ``$CONVTUNE_ERROR_TABLE`` (a lock: pytest-xdist workers share the file);
-    rows of another kernel source are dropped."""
-    target = os.environ.get(ERROR_TABLE_ENV)
-    if not target or not RECORDS:
-        return
     from convtune.kernels.registry import get_spec
 
-    sha = get_spec("igemm").source_sha256()
-    path = Path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        rows: dict[str, dict[str, Any]] = {}
-        if path.exists():
-            try:
-                old = json.loads(path.read_text())
-            except ValueError:
-                old = {}
-            if old.get("kernel_sha256") == sha:
-                rows = {row["id"]: row for row in old.get("cases", [])}
-        rows.update({row["id"]: row for row in RECORDS})
-        table = {
-            "kernel": "igemm.fwd", "kernel_sha256": sha, "tolerance": launcher.TOLERANCE,
-            "acceptance": "ours <= 2 * cudnn_tf32 + 1e-6 (relative L2 errors against float64)",
-            "cases": sorted(rows.values(), key=lambda row: row["id"]),
-        }
-        path.write_text(json.dumps(table, indent=1) + "\n")
+    write_error_table(ERROR_TABLE_ENV, RECORDS, "igemm.fwd", get_spec("igemm").source_sha256(),
+                      {"tolerance": launcher.TOLERANCE,
+                       "acceptance": "ours <= 2 * cudnn_tf32 + 1e-6 (relative L2 errors against float64)"})
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,12 @@ inputs (+1e-6), the issue's acceptance; every case's errors go to ``$CONVTUNE_ER
 from __future__ import annotations
 
 import dataclasses
-import fcntl
-import json
-import os
 import zlib
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from error_tables import write_error_table
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm import half
@@ -123,29 +120,11 @@ def precompiled(machine, cubin_cache) -> None:
 
 
 def _write_error_table() -> None:
-    target = os.environ.get(ERROR_TABLE_ENV)
-    if not target or not RECORDS:
-        return
     from convtune.kernels.registry import get_spec
 
-    sha = get_spec(half.HALF_FAMILY).source_sha256()
-    path = Path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        rows: dict[str, dict[str, Any]] = {}
-        if path.exists():
-            try:
-                old = json.loads(path.read_text())
-            except ValueError:
-                old = {}
-            if old.get("kernel_sha256") == sha:
-                rows = {row["id"]: row for row in old.get("cases", [])}
-        rows.update({row["id"]: row for row in RECORDS})
-        table = {"kernel": "igemm_half.fwd", "kernel_sha256": sha, "tolerances": half.TOLERANCES,
-                 "acceptance": "ours <= 2 * cudnn + 1e-6 (relative L2 errors against float64, same dtype)",
-                 "cases": sorted(rows.values(), key=lambda row: row["id"])}
-        path.write_text(json.dumps(table, indent=1) + "\n")
+    write_error_table(ERROR_TABLE_ENV, RECORDS, "igemm_half.fwd", get_spec(half.HALF_FAMILY).source_sha256(),
+                      {"tolerances": half.TOLERANCES,
+                       "acceptance": "ours <= 2 * cudnn + 1e-6 (relative L2 errors against float64, same dtype)"})
 
 
 @pytest.fixture(scope="module")
