@@ -63,6 +63,7 @@ FAMILY_PACKAGES: tuple[str, ...] = (
     "convtune.kernels.winograd",
     "convtune.kernels.depthwise",
     "convtune.kernels.igemm",
+    "convtune.kernels.igemm_simt",
 )
 #: Entry-point group naming family packages outside convtune (``name = module``).
 ENTRY_POINT_GROUP = "convtune.families"

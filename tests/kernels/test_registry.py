@@ -66,13 +66,13 @@ def test_specs_for_filters_unsupported_problems() -> None:
     assert specs_for(DEPTHWISE_2D.replace(dtype="float16")) == []
     dense = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
     assert [s.family for s in specs_for(dense, families=["direct"])] == ["direct"]
-    assert [s.family for s in specs_for(dense)] == ["direct", "winograd", "winograd_unfused"]
+    assert [s.family for s in specs_for(dense)] == ["direct", "winograd", "winograd_unfused", "igemm_simt"]
     assert specs_for(dense, families=["fft"]) == []
     strided = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 stride=2 pad=1")
-    assert [s.family for s in specs_for(strided)] == ["direct"]
+    assert [s.family for s in specs_for(strided)] == ["direct", "igemm_simt"]
     pointwise = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=1 S=1")
-    assert [s.family for s in specs_for(pointwise)] == ["direct", "pointwise"]
-    assert [s.family for s in specs_for(pointwise.replace(pad_h=1, pad_w=1))] == ["direct"]
+    assert [s.family for s in specs_for(pointwise)] == ["direct", "pointwise", "igemm_simt"]
+    assert [s.family for s in specs_for(pointwise.replace(pad_h=1, pad_w=1))] == ["direct", "igemm_simt"]
 
 
 @pytest.mark.parametrize("key", list(REGISTRY), ids=lambda k: ".".join(k))

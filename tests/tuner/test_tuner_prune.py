@@ -118,9 +118,10 @@ def test_survivors_are_ranked_by_predicted_time_then_config_key(small: PruneResu
 
 
 def test_ranking_does_not_depend_on_enumeration_order(small: PruneResult) -> None:
-    spec = specs_for(SMALL)[0]
-    reverse = dataclasses.replace(spec, enumerate_plans=lambda p, m: reversed(list(spec.enumerate_plans(p, m))))
-    again = prune(SMALL, MACHINE, [reverse])
+    def reverse(spec):  # type: ignore[no-untyped-def]
+        return dataclasses.replace(spec, enumerate_plans=lambda p, m: reversed(list(spec.enumerate_plans(p, m))))
+
+    again = prune(SMALL, MACHINE, [reverse(spec) for spec in reversed(specs_for(SMALL))])
     assert [c.key for c in again.survivors] == [c.key for c in small.survivors]
     assert again.stage_counts == small.stage_counts
     assert Counter((d.candidate.key, d.stage) for d in again.decisions) == \

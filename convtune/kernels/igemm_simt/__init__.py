@@ -1,0 +1,30 @@
+"""The implicit-GEMM forward family on the CUDA cores (strict fp32): every dense float32 convolution as one GEMM
+over all output pixels of all images, the im2col rows gathered on the fly.
+
+``SPECS`` is the family's registry row (see :mod:`convtune.kernels.registry`); its bound and floor are the direct
+convolution's, its filters the direct family's packed weights.
+"""
+
+from __future__ import annotations
+
+from convtune.kernels.direct import direct_bound_words, direct_floor_work
+from convtune.kernels.igemm_simt import launcher as _launcher
+from convtune.kernels.igemm_simt import model as _model
+from convtune.kernels.igemm_simt import space as _space
+from convtune.kernels.spec import KernelSpec
+
+SPECS: tuple[KernelSpec, ...] = (
+    KernelSpec(
+        family="igemm_simt", direction="fwd", source=_launcher.SOURCE, entry=_launcher.ENTRY,
+        config_class=_launcher.IgemmSimtFwdConfig, supports=_launcher.supports,
+        enumerate_plans=_space.enumerate_plans, plan=_space.plan,
+        predict_s=lambda pl, machine: _model.predict(pl, machine).time_s,
+        traffic_words=_launcher.total_traffic_words,
+        onchip_words=_launcher.onchip_words,
+        bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
+        grid_size=_space.grid_size, floor_work=direct_floor_work, launcher=_launcher,
+        description="implicit GEMM on the CUDA cores (strict fp32 FMAs): any filter, stride, padding and "
+                    "dilation as one GEMM over every output pixel of every image, im2col rows gathered into "
+                    "shared memory, 8×8 register tiles, split reduction",
+    ),
+)
