@@ -6,6 +6,7 @@
 #               (correctness only: no test asserts a wall-clock figure); igemm errors to $OUT/igemm_errors.json
 #     igemm_tests the tensor-core family's GPU tests (kernel vs float64 and cuDNN TF32, the ops), xdist workers;
 #               errors to $OUT/igemm_errors.json
+#     simt_tests the CUDA-core implicit-GEMM family's GPU tests (kernel vs float64, the operator API), xdist workers
 #     half_tests the 16-bit tensor-core family's GPU tests (bfloat16 / float16 vs float64 and cuDNN in the dtype);
 #               errors to $OUT/igemm_half_errors.json
 #     half      benchmarks/vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16): igemm_half vs cuDNN in that dtype
@@ -65,6 +66,9 @@ for step in "$@"; do
     igemm_tests)
         CONVTUNE_ERROR_TABLE="$OUT/igemm_errors.json" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm 2>&1 | tee "$OUT/gpu_igemm_tests.txt" | tail -20 ;;
+    simt_tests)
+        python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra -n "${GPU_TEST_WORKERS:-6}" \
+            tests/kernels/igemm_simt 2>&1 | tee "$OUT/gpu_igemm_simt_tests.txt" | tail -20 ;;
     half_tests)
         CONVTUNE_ERROR_TABLE_HALF="$OUT/igemm_half_errors.json" python3 -m pytest -m gpu -q -p no:cacheprovider \
             -W default -ra -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm/test_igemm_half_gpu.py 2>&1 \

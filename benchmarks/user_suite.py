@@ -65,15 +65,19 @@ def measure(entry: dict[str, Any], calls: int, compile_too: bool) -> dict[str, A
     g = torch.Generator(device="cuda").manual_seed(len(entry["name"]))
     x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g)
     w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g)
-    st, pd = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w)
+    # every geometry field of the entry: a call without the dilation runs another problem than the one resolved
+    st, pd, dl = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w)
 
     def ours() -> Any:
-        return ct.conv2d(x, w, None, st, pd)
+        return ct.conv2d(x, w, None, st, pd, dl)
 
     def cudnn() -> Any:
-        return F.conv2d(x, w, None, st, pd)
+        return F.conv2d(x, w, None, st, pd, dl)
 
-    err = rel_error(ours(), F.conv2d(x.double(), w.double(), None, st, pd))
+    y = ours()
+    if tuple(y.shape) != (p.N, p.K, p.P, p.Q):
+        raise RuntimeError(f"{entry['name']}: the call ran another problem: y {tuple(y.shape)} for {p.key()}")
+    err = rel_error(y, F.conv2d(x.double(), w.double(), None, st, pd, dl))
     row: dict[str, Any] = {"name": entry["name"], "problem": p.key(), "config": found.config.key(),
                            "config_source": found.source, "family": found.config.family, "rel_error": err,
                            "rel_error_ok": err <= TOLERANCE.get(found.config.family, 1e-5)}
