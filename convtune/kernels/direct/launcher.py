@@ -153,25 +153,45 @@ def _patch_pitch(tile_h: int, tile_w: int, tile_k: int, thread_h: int, thread_w:
     need = patch_w + (3 if vec == 4 else 0)
     if vec == 4:
         need = -(-need // 4) * 4
+    best_pitch, best_cost = need, -1
+    for pitch in range(need, need + 33, 4 if vec == 4 else 1):
+        cost = _window_conflicts(tile_h, tile_w, tile_k, thread_h, thread_w, thread_k, stride_h, stride_w, pitch)
+        if best_cost < 0 or cost < best_cost:
+            best_pitch, best_cost = pitch, cost
+    return best_pitch
+
+
+@cache
+def _window_conflicts(tile_h: int, tile_w: int, tile_k: int, thread_h: int, thread_w: int, thread_k: int,
+                      stride_h: int, stride_w: int, pitch: int) -> int:
+    """Σ over the warps that read distinct pixel groups of the bank-conflict degree of their window loads (lanes
+    at ``gy·PY·SH·pitch + gx·PX·SW + t``; 1 per warp when conflict-free)."""
     npg = (tile_h // thread_h) * (tile_w // thread_w)
     threads = npg * (tile_k // thread_k)
     groups_per_row = tile_w // thread_w
     # distinct pixel groups per warp (lanes of other channel groups read the same words: broadcast)
     warps = [sorted({t % npg for t in range(w0, min(w0 + WARP, threads))}) for w0 in range(0, min(threads, npg), WARP)]
-    best_pitch, best_cost = need, -1
-    for pitch in range(need, need + 33, 4 if vec == 4 else 1):
-        cost = 0
-        for lanes in warps:
-            base = [(pg // groups_per_row) * thread_h * stride_h * pitch + (pg % groups_per_row) * thread_w * stride_w
-                    for pg in lanes]
-            # the conflict degree is the same for every window tap t (a uniform shift of all addresses)
-            per_bank: dict[int, int] = {}
-            for b in base:
-                per_bank[b % SMEM_BANKS] = per_bank.get(b % SMEM_BANKS, 0) + 1
-            cost += max(per_bank.values())
-        if best_cost < 0 or cost < best_cost:
-            best_pitch, best_cost = pitch, cost
-    return best_pitch
+    cost = 0
+    for lanes in warps:
+        base = [(pg // groups_per_row) * thread_h * stride_h * pitch + (pg % groups_per_row) * thread_w * stride_w
+                for pg in lanes]
+        # the conflict degree is the same for every window tap t (a uniform shift of all addresses)
+        per_bank: dict[int, int] = {}
+        for b in base:
+            per_bank[b % SMEM_BANKS] = per_bank.get(b % SMEM_BANKS, 0) + 1
+        cost += max(per_bank.values())
+    return cost
+
+
+def window_conflict_degree(pl: DirectFwdPlan) -> float:
+    """Mean bank-conflict degree of the window loads over the warps of a block (1.0: conflict-free): a warp's
+    lanes read their register windows ``PX·SW`` floats apart along a row, so strided layers and wide thread tiles
+    serialise shared-memory reads that the pitch (chosen per plan) cannot spread."""
+    p, c = pl.problem, pl.config
+    npg = (c.tile_h // c.thread_h) * (c.tile_w // c.thread_w)
+    warps = len(range(0, min(c.threads, npg), WARP))
+    return _window_conflicts(c.tile_h, c.tile_w, c.tile_k, c.thread_h, c.thread_w, c.thread_k, p.stride_h,
+                             p.stride_w, pl.patch_pitch) / warps
 
 
 def regs_estimate(problem: ConvProblem, config: DirectFwdConfig) -> int:

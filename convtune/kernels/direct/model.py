@@ -4,7 +4,9 @@ predicted time = max(issue time, L2 traffic time, DRAM compulsory time) + split-
 
 * issue time: the instructions the busiest SM must issue / (SM issue rate · latency factor), plus
   the copy stalls it cannot hide. Instructions per thread per channel chunk are counted from the
-  unrolled inner loop: FFMA = CB·PY·R·S·PX·KX, LDS = CB·(ROWS·WIN + PY·R·S·KX/4), copies = CB·NI +
+  unrolled inner loop: FFMA = CB·PY·R·S·PX·KX, LDS = CB·(ROWS·WIN·conflicts + PY·R·S·KX/4) (conflicts: the
+  window loads' mean bank-conflict degree, :func:`~convtune.kernels.direct.launcher.window_conflict_degree`),
+  copies = CB·NI +
   NW (×3 with address math), + ~30 for barriers and loop control. The SM issue rate is the measured
   SGEMM rate (``machine.fp32_peak_flops_per_s`` / 64 flops per warp-FFMA / SMs). The latency factor
   is min(1, resident warps / 8)^½: SIMT GEMM-like loops hide latency with ILP from ≥ 8 warps.
@@ -37,7 +39,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from convtune.kernels.direct.launcher import DirectFwdPlan, total_traffic_words
+from convtune.kernels.direct.launcher import DirectFwdPlan, total_traffic_words, window_conflict_degree
 from convtune.kernels.launch_geometry import resident_blocks
 from convtune.machine import MachineModel
 
@@ -82,10 +84,11 @@ def instructions_per_chunk(pl: DirectFwdPlan) -> int:
     p, c = pl.problem, pl.config
     rows = (c.thread_h - 1) * p.stride_h + (p.R - 1) * p.dil_h + 1
     ffma = c.chunk_c * c.thread_h * p.R * p.S * c.thread_w * c.thread_k
-    lds = c.chunk_c * (rows * pl.window + c.thread_h * p.R * p.S * c.thread_k // 4)
+    # window loads replay once per extra bank conflict (strided layers: lanes PX·SW floats apart)
+    lds = c.chunk_c * (rows * pl.window * window_conflict_degree(pl) + c.thread_h * p.R * p.S * c.thread_k // 4)
     plane = pl.patch_h * (pl.patch_pitch // 4 if c.vec == 4 else pl.patch_w)
     copies = c.chunk_c * -(-plane // c.threads) + -(-c.chunk_c * p.R * p.S * c.tile_k // 4 // c.threads)
-    return ffma + lds + 3 * copies + 30
+    return round(ffma + lds + 3 * copies + 30)
 
 
 def predict(pl: DirectFwdPlan, machine: MachineModel, regs_per_thread: int | None = None) -> DirectPrediction:
