@@ -1,0 +1,114 @@
+"""How good is the untuned choice *across families*, and what would one scale per family's model buy?
+
+The untuned op runs the configuration the families' models predict fastest (:func:`convtune.kernels.registry.
+model_fastest`). Each family's model ranks its own configurations; across families the choice also needs their
+absolute predictions to be comparable. From vs_cudnn.json reports of the same suite (every candidate measured with
+the same protocol: rotating sets, L2 flush, CUDA events), per shape and family: the measured time of the family's
+model-top configuration (what the untuned op would run if that family won) and its predicted time. The untuned choice
+is the family with the least (scaled) prediction; its regret = that family's model-top measured time / the best
+measured time of any candidate of any family on that shape.
+
+Reported: the regret without scales (the shipped models), and with per-family scales fitted leave-one-shape-out (a
+log2 grid search minimising the geometric-mean regret over the other shapes; direct fixed at 1), evaluated on the
+held-out shape; and the scales fitted on every shape. Nothing here changes a shipped model.
+
+    python benchmarks/family_choice_calibration.py RUN1/wide/vs_cudnn.json RUN2/others/vs_cudnn.json \
+        --out benchmarks/results/igemm_simt_h200/family_choice
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from convtune.kernels.registry import get_spec
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+GRID = tuple(2.0 ** (e / 4) for e in range(-8, 9))   # scales 1/4 .. 4 in quarter-octaves
+
+
+def collect(reports: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """{shape: {family: (predicted s of the model's top config, its measured ms, the family's best measured ms)}}
+    over every family with a measured model-top configuration."""
+    shapes: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for report in reports:
+        machine = MachineModel.preset("h200").with_ceilings(report["copy_tbps"] * 1e12, report["sgemm_tflops"] * 1e12,
+                                                            "measured in the run")
+        for result in report["results"]:
+            problem = ConvProblem.parse(result["problem"])
+            measured = {c["config"]: c["median_ms"] for c in result["candidates"] if c.get("status") == "ok"}
+            for family in {c["family"] for c in result["candidates"]}:
+                spec = get_spec(family)
+                ranked = sorted((spec.predict_s(pl, machine), pl.config.key())
+                                for pl in spec.enumerate_plans(problem, machine))
+                if not ranked or ranked[0][1] not in measured:
+                    continue
+                best = min(ms for key, ms in measured.items() if key.startswith(family + "."))
+                shapes.setdefault(result["name"], {})[family] = (ranked[0][0], measured[ranked[0][1]], best)
+    return shapes
+
+
+def regret(shape: dict[str, tuple[float, float, float]], scales: dict[str, float]) -> float:
+    """Measured ms of the family chosen by least scaled prediction / the best measured ms on the shape."""
+    chosen = min(shape, key=lambda f: (shape[f][0] * scales.get(f, 1.0), f))
+    return shape[chosen][1] / min(best for _, _, best in shape.values())
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def fit(shapes: dict[str, dict[str, tuple[float, float, float]]], families: list[str]) -> dict[str, float]:
+    """Scales (direct = 1) minimising the geometric-mean regret over ``shapes`` (ties: the scale nearest 1)."""
+    free = [f for f in families if f != "direct"]
+    best: tuple[float, float, dict[str, float]] | None = None
+    for combo in itertools.product(GRID, repeat=len(free)):
+        scales = dict(zip(free, combo, strict=True))
+        score = (geomean([regret(s, scales) for s in shapes.values()]), sum(abs(math.log2(v)) for v in combo))
+        if best is None or score < best[:2]:
+            best = (*score, scales)
+    assert best is not None
+    return best[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("reports", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    shapes = collect([json.loads(p.read_text()) for p in args.reports])
+    shapes = {k: v for k, v in shapes.items() if len(v) >= 2}
+    families = sorted({f for s in shapes.values() for f in s})
+    shipped = {name: regret(s, {}) for name, s in shapes.items()}
+    held_out = {}
+    for name in shapes:
+        scales = fit({k: v for k, v in shapes.items() if k != name}, families)
+        held_out[name] = regret(shapes[name], scales)
+    overall = fit(shapes, families)
+    lines = ["# Untuned choice across families: the shipped models vs per-family scales (held out by shape)", "",
+             f"{len(shapes)} shapes with ≥ 2 families measured; families {', '.join(families)}. Regret = measured ms "
+             "of the chosen family's model-top config / best measured ms on the shape.", "",
+             "| shape | families (model-top ms) | shipped regret | held-out regret |", "|---|---|---|---|"]
+    for name, s in shapes.items():
+        cells = ", ".join(f"{f} {s[f][1]:.4f}" for f in sorted(s))
+        lines.append(f"| {name} | {cells} | {shipped[name]:.2f} | {held_out[name]:.2f} |")
+    lines += ["", "| | geomean regret | max regret | shapes with regret > 1.25 |", "|---|---|---|---|"]
+    for label, values in (("shipped models", shipped), ("per-family scales, held out", held_out)):
+        v = list(values.values())
+        lines.append(f"| {label} | {geomean(v):.3f} | {max(v):.2f} | {sum(x > 1.25 for x in v)} |")
+    lines += ["", "Scales fitted on every shape: " + ", ".join(f"{f} ×{s:.3g}" for f, s in overall.items())]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "family_choice.md").write_text("\n".join(lines) + "\n")
+    (args.out / "family_choice.json").write_text(json.dumps(
+        {"shapes": shapes, "shipped": shipped, "held_out": held_out, "scales": overall}, indent=1))
+    print("\n".join(lines[-5:]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
