@@ -56,7 +56,7 @@ from convtune.tuner.efficiency import compute_ceiling, family_choice, floor_time
 
 FAMILIES = ("direct", "winograd", "winograd_unfused")
 TF32_FAMILIES = ("igemm", "igemm_nhwc", "igemm_1x1")
-HALF_FAMILIES = ("igemm_half",)
+HALF_FAMILIES = ("igemm_half", "igemm_half_1x1")
 TENSOR_CORE_FAMILIES = (*TF32_FAMILIES, *HALF_FAMILIES)
 #: cuDNN column each precision class is compared with
 BASELINES = {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}

@@ -88,7 +88,8 @@ def test_registry_keys_are_the_pre_layout_ones_in_order() -> None:
     recorded = json.loads((REPO / "tests/data/pre_layout/kernel_versions.json").read_text())["registry"]
     keys = [f"{f}.{d}" for f, d in registry.REGISTRY]
     assert keys[:len(recorded)] == list(recorded)
-    assert keys[len(recorded):] == ["igemm.fwd", "igemm_nhwc.fwd", "igemm_1x1.fwd", "igemm_half.fwd", "igemm_simt.fwd"]
+    assert keys[len(recorded):] == ["igemm.fwd", "igemm_nhwc.fwd", "igemm_1x1.fwd", "igemm_half.fwd",
+                                    "igemm_half_1x1.fwd", "igemm_simt.fwd"]
 
 
 def test_every_built_in_row_comes_from_a_family_package() -> None:

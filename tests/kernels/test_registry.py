@@ -25,6 +25,8 @@ def sample_problem(family: str) -> ConvProblem:
         return POINTWISE.replace(math="tf32")
     if family == "igemm_half":
         return DENSE.replace(dtype="bfloat16")
+    if family == "igemm_half_1x1":
+        return POINTWISE.replace(dtype="bfloat16")
     if family.startswith("igemm"):
         return DENSE_TF32
     if family.startswith("depthwise1d_"):

@@ -1,9 +1,9 @@
 """The implicit-GEMM tensor-core forward family (TF32 products, fp32 accumulation; ``math="tf32"`` problems).
 
 ``SPECS`` are the family's registry rows, the NCHW kernel, its channels-last variant ``igemm_nhwc``, its 1×1
-variant ``igemm_1x1`` and the 16-bit ``igemm_half`` (bfloat16 / float16 problems; see
-:mod:`convtune.kernels.registry`); their bound and floor are the direct
-convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's (TF32).
+variant ``igemm_1x1``, the 16-bit ``igemm_half`` and its 1×1 variant ``igemm_half_1x1`` (bfloat16 / float16
+problems; see :mod:`convtune.kernels.registry`); their bound and floor are the direct
+convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's (TF32, or the 16-bit dtype's).
 """
 
 from __future__ import annotations
@@ -40,6 +40,23 @@ def _tf32_row(config_class: type[_igemm.IgemmFwdConfig], supports: Callable[[Con
         description=description)
 
 
+def _half_row(config_class: type[_igemm.IgemmFwdConfig], supports: Callable[[ConvProblem], bool],
+              description: str) -> KernelSpec:
+    """A 16-bit family's row (:mod:`convtune.kernels.igemm.half`, one module for both): its source and entry by
+    family, plans and grid on the word view, the TF32 model on the view's plan."""
+    family = config_class.family
+    return KernelSpec(
+        family=family, direction="fwd", source=_half.SOURCES[family], entry=_half.ENTRIES[family][0],
+        config_class=config_class, supports=supports,
+        enumerate_plans=partial(_half.enumerate_plans, family=family), plan=_half.plan,
+        # the TF32 model on the word view: one m16n8k16 per 8 words issues like one TF32 m16n8k8 (bf16's peak is
+        # ~2× TF32's per element, the view has half the MACs), its memory terms in 4-byte words
+        predict_s=lambda pl, machine: _igemm_model.predict(pl.view, machine).time_s,
+        traffic_words=_half.total_traffic_elements, onchip_words=_half.onchip_elements, bound_words=_bound_words,
+        grid_size=partial(_half.grid_size, family=family), floor_work=direct_floor_work, launcher=_half,
+        algorithm="igemm", description=description)
+
+
 SPECS: tuple[KernelSpec, ...] = (
     _tf32_row(_igemm.IgemmFwdConfig, _igemm.supports, _igemm.total_traffic_words, _igemm,
               "implicit GEMM on tensor cores (mma.sync TF32, fp32 accumulation), fp32 NCHW, any stride/"
@@ -50,19 +67,10 @@ SPECS: tuple[KernelSpec, ...] = (
     _tf32_row(_pointwise.IgemmPointwiseFwdConfig, _pointwise.supports, _pointwise.total_traffic_words, _igemm,
               "1×1 implicit GEMM on tensor cores (stride 1, no padding, H·W a multiple of 4): 16-byte A copies "
               "from NCHW x, TF32, fp32 accumulation, split reduction"),
-    KernelSpec(
-        family=_half.HALF_FAMILY, direction="fwd", source=_igemm.SOURCE, entry=_half.ENTRY,
-        config_class=_half.IgemmHalfFwdConfig, supports=_half.supports,
-        enumerate_plans=_half.enumerate_plans, plan=_half.plan,
-        # the TF32 model on the word view: one m16n8k16 per 8 words issues like one TF32 m16n8k8 (bf16's peak is
-        # ~2× TF32's per element, the view has half the MACs), its memory terms in 4-byte words
-        predict_s=lambda pl, machine: _igemm_model.predict(pl.view, machine).time_s,
-        traffic_words=_half.total_traffic_elements,
-        onchip_words=_half.onchip_elements,
-        bound_words=_bound_words,
-        grid_size=_half.grid_size, floor_work=direct_floor_work, launcher=_half,
-        algorithm="igemm",
-        description="implicit GEMM on tensor cores for bfloat16 / float16 (mma.sync m16n8k16, fp32 accumulation) "
-                    "over an NHWC copy of x (C a multiple of 8), any stride/padding/dilation, split reduction",
-    ),
+    _half_row(_half.IgemmHalfFwdConfig, _half.supports,
+              "implicit GEMM on tensor cores for bfloat16 / float16 (mma.sync m16n8k16, fp32 accumulation) over an "
+              "NHWC copy of x (C a multiple of 8), any stride/padding/dilation, split reduction"),
+    _half_row(_half.IgemmHalfPointwiseFwdConfig, _half.supports_1x1,
+              "1×1 implicit GEMM on tensor cores for bfloat16 / float16 (stride 1, no padding, H·W a multiple of 8): "
+              "16-byte A copies straight from NCHW x, ldmatrix.trans fragments, split reduction"),
 )

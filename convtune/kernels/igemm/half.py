@@ -1,5 +1,5 @@
-"""The 16-bit implicit-GEMM forward (family ``igemm_half``): bfloat16 and float16 problems on the tensor cores
-(``mma.sync.m16n8k16``, fp32 accumulation, y rounded once to the storage type).
+"""The 16-bit implicit-GEMM forward (families ``igemm_half`` and its 1×1 variant ``igemm_half_1x1``): bfloat16 and
+float16 problems on the tensor cores (``mma.sync.m16n8k16``, fp32 accumulation, y rounded once to the storage type).
 
 It is the NHWC kernel (:mod:`convtune.kernels.igemm.nhwc`) run over a reduction of 32-bit **words**: a word holds
 two consecutive channels of one tap, so in words the m16n8k16 fragments are the TF32 m16n8k8 ones exactly
@@ -20,17 +20,27 @@ written once in 16 bits, or, split, added in fp32 (2 elements per value), zeroed
     layout, input, weight, table: 2 × the NHWC kernel's words on the word view
     output = N·K·P·Q                                         (splits = 1)
            = 2·splits·N·K·P·Q + 2·N·K·P·Q + 2·N·K·P·Q + N·K·P·Q   (zero, atomics, read, write; splits > 1)
+
+The 1×1 variant (``igemm_half_1x1``: R = S = 1, stride 1, no padding, H·W a multiple of 8) reads A straight from
+NCHW x in 16-byte copies of 8 pixels (``igemm_half_1x1_body`` in ``igemm_half_1x1.cu``, which includes
+``igemm_fwd.cu`` unchanged), so there is no layout change and no NHWC workspace: the prepared launch is the GEMM
+alone (operands x, filters, y), or for a split a workspace of the fp32 output (memset, GEMM, conversion). Its
+geometry is the TF32 1×1 plan (:mod:`convtune.kernels.igemm.pointwise`) of the word view, its filter operand the
+same ``igemm_pack_16`` words (the table is not read), its traffic 2 × that kernel's words (input, weight) plus the
+output above.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import LoadedKernel, cupy_module, load_kernel
+from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.igemm import launcher as _nchw
 from convtune.kernels.igemm import nhwc as _nhwc
+from convtune.kernels.igemm import pointwise as _pointwise
 from convtune.kernels.igemm.launcher import IgemmFwdConfig, IgemmFwdPlan
 from convtune.kernels.prepared import (
     FilterLayout,
@@ -48,7 +58,15 @@ from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 HALF_FAMILY = "igemm_half"
+POINTWISE_HALF_FAMILY = "igemm_half_1x1"
 ENTRY = "igemm_half_fwd"
+#: family -> (entry, kernel body template): the NHWC body over an NHWC copy of x, the 1×1 body straight from NCHW x
+ENTRIES = {HALF_FAMILY: (ENTRY, "igemm_nhwc_body"),
+           POINTWISE_HALF_FAMILY: ("igemm_half_1x1_fwd", "igemm_half_1x1_body")}
+#: family -> CUDA source (registry row and compiled text). The 1×1 body has a file of its own that includes
+#: igemm_fwd.cu unchanged, so the other igemm families' versions (source hashes) stay what was measured.
+SOURCES = {HALF_FAMILY: _nchw.SOURCE, POINTWISE_HALF_FAMILY: "igemm_half_1x1.cu"}
+PIXELS_PER_COPY = 8   # the 1×1 kernel's 16-byte copies of 8 pixels: H·W a multiple of 8
 TRANSPOSE_ENTRY = "igemm_to_nhwc_16"
 PACK_ENTRY = "igemm_pack_16"
 CONVERT_ENTRIES = {"bfloat16": "igemm_f32_to_bf16", "float16": "igemm_f32_to_f16"}
@@ -73,12 +91,31 @@ class IgemmHalfFwdConfig(IgemmFwdConfig):
 
 
 @dataclass(frozen=True, slots=True)
+class IgemmHalfPointwiseFwdConfig(IgemmFwdConfig):
+    """The 16-bit 1×1 variant's tunable parameters (``tile_k`` in words of 2 channels, as in
+    :class:`IgemmHalfFwdConfig`)."""
+
+    family = POINTWISE_HALF_FAMILY
+    direction = "fwd"
+
+
+@dataclass(frozen=True, slots=True)
 class IgemmHalfPlan:
-    """A 16-bit problem's plan: ``view`` is the NHWC kernel's plan of :func:`word_view` (the launch geometry)."""
+    """A 16-bit problem's plan: ``view`` is the NHWC (or, for ``igemm_half_1x1``, the TF32 1×1) kernel's plan of
+    :func:`word_view` (the launch geometry)."""
 
     problem: ConvProblem
-    config: IgemmHalfFwdConfig
+    config: IgemmFwdConfig      # IgemmHalfFwdConfig or IgemmHalfPointwiseFwdConfig
     view: IgemmFwdPlan
+
+    @property
+    def pointwise(self) -> bool:
+        """The 1×1 variant: A straight from NCHW x (no layout change, no NHWC workspace)."""
+        return self.config.family == POINTWISE_HALF_FAMILY
+
+    @property
+    def entry(self) -> str:
+        return ENTRIES[self.config.family][0]
 
     @property
     def threads(self) -> int:
@@ -111,10 +148,17 @@ class IgemmHalfPlan:
     def source(self) -> str:
         """Self-contained CUDA text: the family source plus this plan's ``extern "C"`` entry."""
         c = self.config
+        entry, body = ENTRIES[c.family]
         targs = ", ".join(str(a) for a in self.view.template_args())
-        return _nchw._family_source() + _nchw._WRAPPER.format(
+        return _family_source(c.family) + _nchw._WRAPPER.format(
             threads=c.threads, min_blocks=self.view.min_blocks, targs=f"{targs}, {CUDA_TYPES[self.problem.dtype]}",
-            entry=ENTRY, body="igemm_nhwc_body")
+            entry=entry, body=body)
+
+
+@cache
+def _family_source(family: str) -> str:
+    """The expanded text of the family's source (:data:`SOURCES`), the part of every plan's text before its entry."""
+    return kernel_text(SOURCES[family])
 
 
 def supports(problem: ConvProblem) -> bool:
@@ -123,54 +167,75 @@ def supports(problem: ConvProblem) -> bool:
     return p.dtype in DTYPES and p.math == "ieee" and p.groups == 1 and not p.causal and p.C % 8 == 0
 
 
+def supports_1x1(problem: ConvProblem) -> bool:
+    """What :func:`supports` takes, with 1×1 filters, stride 1, no padding and H·W a multiple of 8."""
+    p = problem
+    return (supports(p) and p.R == p.S == p.stride_h == p.stride_w == 1 and p.pad_h == p.pad_w == 0
+            and (p.H * p.W) % PIXELS_PER_COPY == 0)
+
+
 def word_view(problem: ConvProblem) -> ConvProblem:
     """The problem the kernel's geometry is derived from: C/2 channels of 32-bit words (float32 storage, the TF32
     kernel's class), every other extent as given."""
     return problem.replace(C=problem.C // 2, dtype="float32", math="tf32")
 
 
-def _as_nhwc(config: IgemmFwdConfig) -> IgemmFwdConfig:
-    return _nhwc.IgemmNhwcFwdConfig(**{f.name: getattr(config, f.name) for f in fields(config)})
+def _convert(config: IgemmFwdConfig, cls: type[IgemmFwdConfig]) -> IgemmFwdConfig:
+    return cls(**{f.name: getattr(config, f.name) for f in fields(config)})
 
 
-def _as_half(config: IgemmFwdConfig) -> IgemmHalfFwdConfig:
-    return IgemmHalfFwdConfig(**{f.name: getattr(config, f.name) for f in fields(config)})
+def _view_class(family: str) -> type[IgemmFwdConfig]:
+    """The TF32 config class whose plan of the word view is ``family``'s geometry."""
+    return _pointwise.IgemmPointwiseFwdConfig if family == POINTWISE_HALF_FAMILY else _nhwc.IgemmNhwcFwdConfig
+
+
+def _own_class(family: str) -> type[IgemmFwdConfig]:
+    return IgemmHalfPointwiseFwdConfig if family == POINTWISE_HALF_FAMILY else IgemmHalfFwdConfig
+
+
+def _takes(problem: ConvProblem, family: str) -> bool:
+    return supports_1x1(problem) if family == POINTWISE_HALF_FAMILY else supports(problem)
 
 
 def plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineModel | None = None) -> IgemmHalfPlan:
-    """Validate ``config`` for ``problem`` (the NHWC kernel's rules on the word view) and derive the plan.
+    """Validate ``config`` for ``problem`` (the NHWC or 1×1 TF32 kernel's rules on the word view) and derive the
+    plan.
 
     Raises:
         InvalidConfig: naming the field that breaks a rule (``problem`` for one the family does not run).
     """
-    from convtune.kernels.igemm.space import plan as nhwc_plan
+    from convtune.kernels.igemm.space import plan as view_plan
 
-    if not supports(problem):
+    family = config.family
+    if not _takes(problem, family):
+        extra = ", 1×1 filters, stride 1, no padding, H·W a multiple of 8" if family == POINTWISE_HALF_FAMILY else ""
         raise InvalidConfig("problem", f"the 16-bit tensor-core kernel runs bfloat16 / float16 problems with "
-                                       f"groups=1 and C a multiple of 8; got {problem.key()}")
-    return IgemmHalfPlan(problem, _as_half(config), nhwc_plan(word_view(problem), _as_nhwc(config), machine))
+                                       f"groups=1 and C a multiple of 8{extra}; got {problem.key()}")
+    view = view_plan(word_view(problem), _convert(config, _view_class(family)), machine)
+    return IgemmHalfPlan(problem, _convert(config, _own_class(family)), view)
 
 
-def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Any:
-    """Every valid plan: the NHWC kernel's plans of the word view."""
-    from convtune.kernels.igemm.space import enumerate_plans as nhwc_plans
+def enumerate_plans(problem: ConvProblem, machine: MachineModel, family: str = HALF_FAMILY) -> Any:
+    """Every valid plan of ``family``: the NHWC (or 1×1) kernel's plans of the word view."""
+    from convtune.kernels.igemm.space import enumerate_plans as view_plans
 
-    if not supports(problem):
+    if not _takes(problem, family):
         return
-    for view in nhwc_plans(word_view(problem), machine, _nhwc.IgemmNhwcFwdConfig):
-        yield IgemmHalfPlan(problem, _as_half(view.config), view)
+    for view in view_plans(word_view(problem), machine, _view_class(family)):
+        yield IgemmHalfPlan(problem, _convert(view.config, _own_class(family)), view)
 
 
-def grid_size(problem: ConvProblem) -> int:
-    from convtune.kernels.igemm.space import grid_size as nhwc_grid
+def grid_size(problem: ConvProblem, family: str = HALF_FAMILY) -> int:
+    """Size of the raw parameter grid of ``family`` (the NHWC or 1×1 kernel's, on the word view)."""
+    from convtune.kernels.igemm.space import space
 
-    return nhwc_grid(word_view(problem))
+    return space(word_view(problem), None, _view_class(family).family).grid_size()
 
 
 # ---- traffic ------------------------------------------------------------------------------------------------
 def traffic_elements(pl: IgemmHalfPlan) -> dict[str, int]:
     """Elements (2 bytes) the kernels request (module docstring)."""
-    words = _nhwc.traffic_words(pl.view)
+    words = _pointwise.traffic_words(pl.view) if pl.pointwise else _nhwc.traffic_words(pl.view)
     out = pl.problem.output_elements
     split = pl.config.splits > 1
     elements = {k: 2 * v for k, v in words.items() if k != "output"}
@@ -191,7 +256,7 @@ def onchip_elements(pl: IgemmHalfPlan) -> int:
 class HalfKernels:
     """The layout change, the GEMM and (for a split) the conversion; ``resources`` are the GEMM's."""
 
-    transpose: LoadedKernel
+    transpose: LoadedKernel | None   # None for the 1×1 variant (no layout change)
     gemm: LoadedKernel
     convert: LoadedKernel
 
@@ -201,21 +266,24 @@ class HalfKernels:
 
     @property
     def compile_s(self) -> float:
-        return self.transpose.compile_s + self.gemm.compile_s + self.convert.compile_s
+        return (self.transpose.compile_s if self.transpose else 0.0) + self.gemm.compile_s + self.convert.compile_s
 
 
 def compile_plan(pl: IgemmHalfPlan) -> HalfKernels:
     text = pl.source()
-    return HalfKernels(load_kernel(text, TRANSPOSE_ENTRY),
-                       load_kernel(text, ENTRY, dynamic_smem_bytes=pl.smem_bytes),
+    return HalfKernels(None if pl.pointwise else load_kernel(text, TRANSPOSE_ENTRY),
+                       load_kernel(text, pl.entry, dynamic_smem_bytes=pl.smem_bytes),
                        load_kernel(text, CONVERT_ENTRIES[pl.problem.dtype]))
 
 
+def nhwc_bytes(pl: IgemmHalfPlan) -> int:
+    """The workspace's first part: x in NHWC (2 bytes an element, 16-byte aligned); none for the 1×1 variant."""
+    return 0 if pl.pointwise else -(-2 * pl.problem.input_elements // 16) * 16
+
+
 def workspace_bytes(pl: IgemmHalfPlan) -> int:
-    """x in NHWC (2 bytes an element), then for a split the fp32 output workspace (16-byte aligned)."""
-    p = pl.problem
-    x_bytes = -(-2 * p.input_elements // 16) * 16
-    return x_bytes + (4 * p.output_elements if pl.config.splits > 1 else 0)
+    """x in NHWC (:func:`nhwc_bytes`), then for a split the fp32 output workspace."""
+    return nhwc_bytes(pl) + (4 * pl.problem.output_elements if pl.config.splits > 1 else 0)
 
 
 def filter_words(pl: IgemmHalfPlan) -> int:
@@ -242,30 +310,35 @@ def layout_key(pl: IgemmHalfPlan) -> tuple[Any, ...]:
 
 
 def prepare_plan(pl: IgemmHalfPlan, device: int = 0, kernels: HalfKernels | None = None) -> PreparedLaunch:
-    """Operands (x, filters, y, workspace); a split zeroes the fp32 workspace, adds into it, converts it into y."""
+    """Operands (x, filters, y[, workspace]): the layout change (not for 1×1), the GEMM; a split zeroes the fp32
+    workspace, adds into it, converts it into y."""
     p, c, v = pl.problem, pl.config, pl.view
     if kernels is None:
         with driver().use_device(device):
             kernels = compile_plan(pl)
-    x_bytes = workspace_bytes(pl) - (4 * p.output_elements if c.splits > 1 else 0)
+    x_bytes = nhwc_bytes(pl)
     hw = p.H * p.W
-    steps: list[Any] = [Launch(kernels.transpose, (-(-hw // _nhwc.TRANSPOSE_TILE), -(-p.C // _nhwc.TRANSPOSE_TILE),
-                                                   p.N), (_nhwc.TRANSPOSE_TILE, _nhwc.TRANSPOSE_ROWS, 1), 0,
-                               pointers(0, 3), (p.C, hw))]
+    steps: list[Any] = []
+    a_operand = 0                  # the GEMM's A: x itself (1×1) or its NHWC copy at the workspace's start
+    if kernels.transpose is not None:
+        steps.append(Launch(kernels.transpose, (-(-hw // _nhwc.TRANSPOSE_TILE), -(-p.C // _nhwc.TRANSPOSE_TILE), p.N),
+                            (_nhwc.TRANSPOSE_TILE, _nhwc.TRANSPOSE_ROWS, 1), 0, pointers(0, 3), (p.C, hw)))
+        a_operand = 3
     gemm_args = _nchw.kernel_arguments(v)
     if c.splits > 1:   # the fp32 output workspace sits after x's NHWC copy in the workspace operand
         n = p.output_elements
         steps.append(Memset(3, 4 * n, x_bytes))
         steps.append(Launch(kernels.gemm, grid3(v.grid), (c.threads, 1, 1), v.smem_bytes,
-                            pointers(3, 1, (3, x_bytes)), gemm_args))
+                            pointers(a_operand, 1, (3, x_bytes)), gemm_args))
         steps.append(Launch(kernels.convert, grid3(min(-(-n // CONVERT_THREADS), 4096)), (CONVERT_THREADS, 1, 1), 0,
                             pointers((3, x_bytes), 2), (n,)))
     else:
-        steps.append(Launch(kernels.gemm, grid3(v.grid), (c.threads, 1, 1), v.smem_bytes, pointers(3, 1, 2),
+        steps.append(Launch(kernels.gemm, grid3(v.grid), (c.threads, 1, 1), v.smem_bytes, pointers(a_operand, 1, 2),
                             gemm_args))
-    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
-                          kernels=kernels, workspace_bytes=workspace_bytes(pl), filters=filter_layout(pl, device),
-                          output_shape=(p.N, p.K, p.P, p.Q))
+    ws = workspace_bytes(pl)
+    operands = ("x", "filters", "y", "workspace") if ws else ("x", "filters", "y")
+    return PreparedLaunch(plan=pl, device=device, operands=operands, steps=steps, kernels=kernels,
+                          workspace_bytes=ws, filters=filter_layout(pl, device), output_shape=(p.N, p.K, p.P, p.Q))
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,8 +378,8 @@ def launch(pl: IgemmHalfPlan, kernels: HalfKernels, x: Any, filters: HalfFilters
         LaunchError: a launch failed.
     """
     prepared = cached_prepared(pl, kernels, prepare_plan)
-    prepared((data_pointer(x), data_pointer(filters.filt), data_pointer(y), data_pointer(filters.work)),
-             stream_pointer(stream))
+    ptrs = (data_pointer(x), data_pointer(filters.filt), data_pointer(y))
+    prepared((*ptrs, data_pointer(filters.work)) if workspace_bytes(pl) else ptrs, stream_pointer(stream))
 
 
 def tolerance(pl: IgemmHalfPlan) -> float:

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import nvcc_available, nvcc_compile
+from convtune.kernels.compile import nvcc_available, nvcc_compile, source_hash
 from convtune.kernels.igemm import half
 from convtune.kernels.igemm import launcher as _nchw
 from convtune.kernels.igemm.half import IgemmHalfFwdConfig
+from convtune.kernels.igemm.launcher import IgemmFwdConfig
 from convtune.kernels.registry import get_spec, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -135,18 +136,24 @@ REPRESENTATIVE = [
     ("fp16_128x64k32_4x1", BF16.replace(dtype="float16"), IgemmHalfFwdConfig(128, 64, 32, 4, 1, 2, 1)),
     ("fp16_64x64k64_2x2", BF16.replace(dtype="float16"), IgemmHalfFwdConfig(64, 64, 64, 2, 2, 2, 2)),
     ("fp16_32x64k8_1x2", BF16.replace(dtype="float16"), IgemmHalfFwdConfig(32, 64, 8, 1, 2, 2, 1)),
+    ("bf16_1x1_128x64k16_2x2", P("N=32 C=256 H=56 W=56 K=64 R=1 S=1 dtype=bfloat16"),
+     half.IgemmHalfPointwiseFwdConfig(128, 64, 16, 2, 2, 3, 1)),
+    ("fp16_1x1_256x128k16_2x4", P("N=32 C=512 H=28 W=28 K=128 R=1 S=1 dtype=float16"),
+     half.IgemmHalfPointwiseFwdConfig(256, 128, 16, 2, 4, 2, 1)),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH (no GPU needed)")
 def test_kernels_compile_without_spills() -> None:
-    family = _nchw._family_source()
-    text, entries = family, {}
+    # one translation unit: the 1×1 source (igemm_fwd.cu included whole) and every plan's entry after its own prefix
+    text, entries = half._family_source(half.POINTWISE_HALF_FAMILY), {}
     for i, (name, problem, config) in enumerate(REPRESENTATIVE):
         pl = half.plan(problem, config, H200)
-        text += re.sub(rf"\b{half.ENTRY}\(", f"{half.ENTRY}_{i}(", pl.source()[len(family):])
-        entries[f"{half.ENTRY}_{i}"] = (name, pl)
+        family = half._family_source(pl.config.family)
+        assert pl.source().startswith(family)
+        text += re.sub(rf"\b{pl.entry}\(", f"{pl.entry}_{i}(", pl.source()[len(family):])
+        entries[f"{pl.entry}_{i}"] = (name, pl)
     resources = nvcc_compile(text, "sm_90").resources
     for entry, (name, pl) in entries.items():
         res = resources[entry]
@@ -161,11 +168,103 @@ def test_the_shared_workspace_covers_every_plan_with_the_same_filters_key() -> N
     """Plans of one problem share prepare_filters' result (benchmarkers cache it by filters_key), so its workspace
     must hold the largest plan's: a split's fp32 output after x's NHWC copy (a split sized by an unsplit plan's
     workspace wrote past it: the H200 bf16 table's 'wrong' split rows)."""
-    for problem in (BF16, BF16.replace(dtype="float16", N=3, H=9, W=11)):
-        plans = list(half.enumerate_plans(problem, H200))
+    pointwise = P("N=4 C=64 H=8 W=10 K=48 R=1 S=1 dtype=bfloat16")   # both families: one filter operand
+    for problem in (BF16, BF16.replace(dtype="float16", N=3, H=9, W=11), pointwise):
+        plans = [pl for family in half.ENTRIES for pl in half.enumerate_plans(problem, H200, family)]
+        if problem is pointwise:
+            assert {pl.config.family for pl in plans} == set(half.ENTRIES)
+            assert len({(half.pack_arguments(pl), half.filter_words(pl)) for pl in plans}) == 1   # the same pack
         assert {pl.config.splits for pl in plans} >= {1, 2}
         keys = {half.filters_key(pl) for pl in plans}
         assert len(keys) == 1
         shared = half.shared_workspace_bytes(plans[0])
         assert all(half.workspace_bytes(pl) <= shared for pl in plans)
         assert shared % 4 == 0
+
+
+# ---- the 1×1 variant (igemm_half_1x1: A straight from NCHW x, ldmatrix.trans fragments) ------------------------
+PW16 = P("N=2 C=48 H=4 W=6 K=40 R=1 S=1 dtype=float16")
+
+
+def test_1x1_source_includes_igemm_fwd_whole_so_the_other_versions_stay() -> None:
+    """The 1×1 body has a file of its own: the other igemm rows' source (and version, what the replay tables are
+    pinned to) is igemm_fwd.cu's text alone, which the 1×1 text holds unchanged after its include marker."""
+    shared = _nchw._family_source()
+    assert half._family_source(half.HALF_FAMILY) == shared
+    pointwise = get_spec("igemm_half_1x1")
+    assert pointwise.source == "igemm_half_1x1.cu" != _nchw.SOURCE
+    assert f"// ---- {_nchw.SOURCE} ----\n{shared}" in half._family_source(half.POINTWISE_HALF_FAMILY)
+    others = [get_spec(f) for f in ("igemm", "igemm_nhwc", "igemm_1x1", "igemm_half")]
+    assert {s.source for s in others} == {_nchw.SOURCE}
+    assert {s.source_sha256() for s in others} == {source_hash(shared)} != {pointwise.source_sha256()}
+
+
+def test_1x1_variant_takes_pointwise_problems_and_needs_no_layout_change() -> None:
+    from convtune.kernels.describe import describe
+
+    assert [s.kind for s in specs_for(PW16)] == ["igemm_half.fwd", "igemm_half_1x1.fwd"]
+    for bad in (PW16.replace(W=5), PW16.replace(R=3, S=3, pad_h=1, pad_w=1), PW16.replace(stride_h=2, stride_w=2)):
+        assert "igemm_half_1x1.fwd" not in [s.kind for s in specs_for(bad)], bad.key()
+    src = describe(PW16, half.IgemmHalfPointwiseFwdConfig(32, 32, 8, 1, 2, 2, 1), H200)
+    assert [s["entry"] for s in src.steps] == ["igemm_half_1x1_fwd"] and src.workspace_bytes == 0
+    assert src.steps[0]["pointers"] == ["x", "filters", "y"]
+    split = describe(PW16, half.IgemmHalfPointwiseFwdConfig(32, 32, 8, 1, 2, 2, 2), H200)
+    assert [s.get("entry", "memset") for s in split.steps] == ["memset", "igemm_half_1x1_fwd", "igemm_f32_to_f16"]
+    assert split.steps[1]["pointers"] == ["x", "filters", "workspace"]
+
+
+def _ldmatrix_x4_trans(smem: np.ndarray, addresses: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """PTX ldmatrix.sync.m8n8.x4.trans.b16 on a 2-D array of 16-bit values: lanes 8j..8j+7 give the (row, column)
+    of the 8 rows of matrix j (8 consecutive elements each); lane l receives, per matrix, the elements
+    (2(l%4), l/4) and (2(l%4) + 1, l/4) of it (lower half first)."""
+    mats = [np.stack([smem[r, c:c + 8] for r, c in addresses[8 * j:8 * j + 8]]) for j in range(4)]
+    return [[(mats[j][2 * (lane % 4), lane // 4], mats[j][2 * (lane % 4) + 1, lane // 4]) for j in range(4)]
+            for lane in range(32)]
+
+
+@pytest.mark.parametrize("config", [half.IgemmHalfPointwiseFwdConfig(64, 32, 16, 2, 1, 2, 1),
+                                    half.IgemmHalfPointwiseFwdConfig(128, 64, 8, 2, 2, 3, 1),
+                                    half.IgemmHalfPointwiseFwdConfig(32, 64, 32, 1, 2, 2, 1)],
+                         ids=lambda c: f"{c.tile_m}x{c.tile_n}k{c.tile_k}_{c.warps_m}x{c.warps_n}")
+def test_1x1_copies_and_trans_fragments_give_the_m16n8k16_a_layout(config: IgemmFwdConfig) -> None:
+    """The kernel's index maps in numpy: each thread's 16-byte copies of 8 pixels land As[c][ml] = A[m0 + ml][c]
+    (A[m][c] = x[n, c, pq]); each lane's ldmatrix.trans registers are the PTX m16n8k16 A fragment of its warp tile
+    (a0 (g, 2t..2t+1), a1 (g+8, ..), a2 (g, 2t+8..), a3 (g+8, 2t+8..))."""
+    p = P("N=3 C=64 H=8 W=12 K=64 R=1 S=1 dtype=float16")
+    pl = half.plan(p, config, H200)
+    c = pl.config
+    threads, bm, rows = c.threads, c.tile_m, 2 * c.tile_k
+    pix, groups, lda = 8, c.tile_m // 8, c.tile_m + 8
+    x = np.arange(p.N * p.C * p.H * p.W, dtype=np.int64).reshape(p.N, p.C, p.H * p.W)   # distinct "values"
+    hw, m_total = p.H * p.W, p.N * p.H * p.W
+    a_full = x.transpose(0, 2, 1).reshape(m_total, p.C)                                 # A[m][c]
+    for block in range(pl.view.m_tiles):
+        m0 = block * bm
+        smem = np.full((rows, lda), -1, dtype=np.int64)
+        for tid in range(threads):
+            group, row0 = tid % groups, tid // groups
+            m = m0 + pix * group
+            for i in range(rows * groups // threads):
+                ch = row0 + i * (threads // groups)
+                if m < m_total and ch < p.C:
+                    img = m // hw
+                    smem[ch, pix * group: pix * group + pix] = x[img, ch, m - img * hw: m - img * hw + pix]
+                else:
+                    smem[ch, pix * group: pix * group + pix] = 0
+        valid = min(bm, m_total - m0)
+        assert (smem[:rows, :valid] == a_full[m0:m0 + valid, :rows].T).all()
+        mi_count = (c.tile_m // c.warps_m) // 16
+        for warp in range(c.warps_m * c.warps_n):
+            wm0 = (warp % c.warps_m) * (c.tile_m // c.warps_m)
+            for mi in range(mi_count):
+                for kb in range(c.tile_k // 8):
+                    addresses = [(kb * 16 + (lane & 7) + 8 * (lane >> 4), wm0 + mi * 16 + 8 * ((lane >> 3) & 1))
+                                 for lane in range(32)]
+                    regs = _ldmatrix_x4_trans(smem, addresses)
+                    tile = smem[kb * 16: kb * 16 + 16, wm0 + mi * 16: wm0 + mi * 16 + 16].T    # A[m][k], 16 × 16
+                    for lane in range(32):
+                        g, t = lane // 4, lane % 4
+                        want = [(tile[g, 2 * t], tile[g, 2 * t + 1]), (tile[g + 8, 2 * t], tile[g + 8, 2 * t + 1]),
+                                (tile[g, 2 * t + 8], tile[g, 2 * t + 9]),
+                                (tile[g + 8, 2 * t + 8], tile[g + 8, 2 * t + 9])]
+                        assert regs[lane] == want, (block, warp, mi, kb, lane)

@@ -22,7 +22,7 @@ from error_tables import write_error_table
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm import half
-from convtune.kernels.igemm.half import IgemmHalfFwdConfig
+from convtune.kernels.igemm.half import IgemmHalfFwdConfig, IgemmHalfPointwiseFwdConfig
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -38,6 +38,10 @@ CONFIGS = {
     "64x64k64s2_2x2_x2": IgemmHalfFwdConfig(64, 64, 64, 2, 2, 2, 2),
     "128x64k32s2_4x1": IgemmHalfFwdConfig(128, 64, 32, 4, 1, 2, 1),     # the plain main loop (3 blocks per SM)
     "64x256k32s2_2x4_x8": IgemmHalfFwdConfig(64, 256, 32, 2, 4, 2, 8),
+    # the 1×1 variant (problems: 1×1, stride 1, no padding, H·W a multiple of 8)
+    "1x1_128x64k16s3_2x2": IgemmHalfPointwiseFwdConfig(128, 64, 16, 2, 2, 3, 1),
+    "1x1_32x64k8s2_1x2": IgemmHalfPointwiseFwdConfig(32, 64, 8, 1, 2, 2, 1),
+    "1x1_256x32k32s2_4x1_x4": IgemmHalfPointwiseFwdConfig(256, 32, 32, 4, 1, 2, 4),
 }
 PROBLEMS_PER_CONFIG = 14
 MAX_MACS = 150_000_000
@@ -55,6 +59,9 @@ def _random_problem(rng: np.random.Generator, config: IgemmHalfFwdConfig, dtype:
     n = int(rng.choice([1, 1, 1, 1, 2, 3, 5, 8, 32]))
     c = int(rng.choice([8, 16, 24, 40, 64, 72, 128, 200]))
     k = int(rng.choice([1, 3, 8, 17, 32, 50, 64, 77, 128, 130, 200, 300]))
+    if config.family == "igemm_half_1x1":
+        r = s = sh = sw = dh = dw = 1
+        ph = pw = 0
     span_h, span_w = dh * (r - 1) + 1, dw * (s - 1) + 1
     low_h, low_w = max(1, span_h - 2 * ph), max(1, span_w - 2 * pw)
     if rng.random() < 0.2:   # padding-dominated: the map about the size of the padding
@@ -62,6 +69,9 @@ def _random_problem(rng: np.random.Generator, config: IgemmHalfFwdConfig, dtype:
     else:
         big = 6 if n >= 8 else 40
         h, w = low_h + int(rng.integers(0, big)), low_w + int(rng.integers(0, big))
+    if config.family == "igemm_half_1x1" and (h * w) % 8:
+        w += next(d for d in range(1, 9) if (h * (w + d)) % 8 == 0 or d == 8)
+        h = h if (h * w) % 8 == 0 else 8 * -(-h // 8)
     problem = ConvProblem(N=n, C=c, H=h, W=w, K=k, R=r, S=s, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
                           dil_h=dh, dil_w=dw, dtype=dtype)
     for _ in range(40):      # enough reduction chunks for every split
@@ -110,6 +120,7 @@ def test_case_count() -> None:
         assert any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p in problems)   # padding-dominated maps
     assert len(CASES) >= 200
     assert {c.values[1].splits for c in CASES} >= {1, 2, 4, 8}
+    assert sum(c.values[1].family == "igemm_half_1x1" for c in CASES) >= 60
     plans = [half.plan(c.values[0], c.values[1], H200) for c in CASES]
     assert {pl.pipelined for pl in plans} == {False, True}
 
