@@ -1,6 +1,7 @@
 """The tuner on the bfloat16 class by replay of H200 measurements of the 16-bit tensor-core family (igemm_half):
 ``tests/data/replay_h200_bf16.json.gz``, made by ``benchmarks/make_replay.py`` from the committed
-``benchmarks/results/igemm_h200/v6_half/{public,wide}/half/vs_cudnn_bf16.json`` (the kernel measured there is the
+``benchmarks/results/igemm_simt_h200/half_1x1/{public,wide}/half/vs_cudnn_bf16.json`` (igemm_half and its 1×1 sibling
+igemm_half_1x1) (the kernel measured there is the
 source in this checkout: the table's kernel version is its hash). What a CI machine can check without a GPU: the
 family is searched and its measured rows stored under the bfloat16 problem, the best is the fastest measured row the
 search reached (or a tie), the floor uses the table's measured 16-bit GEMM ceiling (not the fp32 one, which the
@@ -33,8 +34,9 @@ def table() -> ReplayTable:
 
 
 def test_table_holds_the_measured_16bit_rows(table: ReplayTable) -> None:
-    assert set(table.kernel_sha256) == {"igemm_half.fwd"}
-    assert table.kernel_sha256["igemm_half.fwd"] == get_spec("igemm_half").source_sha256()
+    assert set(table.kernel_sha256) == {"igemm_half.fwd", "igemm_half_1x1.fwd"}
+    for kind, sha in table.kernel_sha256.items():
+        assert sha == get_spec(kind.split(".")[0]).source_sha256(), kind
     assert table.device.machine.bf16_peak_flops_per_s > 600e12          # measured in the run, not a preset
     assert all(key.endswith("dtype=bfloat16") for key in table.problems)
     for problem in PROBLEMS:
