@@ -61,7 +61,8 @@ def rank(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
          deadline: float | None = None, clock: Callable[[], float] | None = None
          ) -> tuple[tuple[float, str, KernelConfig] | None, int, bool]:
     """(best (seconds, key, config) or None, configurations ranked, complete) over ``specs``, smallest space
-    first, stopping at ``deadline`` (a ``clock()`` value). Ties go to the smaller config key, as in the tuner."""
+    first, stopping at ``deadline`` (a ``clock()`` value); seconds are :meth:`KernelSpec.choice_s`, the predictions
+    calibrated for comparing families. Ties go to the smaller config key, as in the tuner."""
     clock = clock or time.monotonic
     best: tuple[float, str, KernelConfig] | None = None
     ranked = 0
@@ -71,7 +72,7 @@ def rank(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
                 if deadline is not None and ranked % CLOCK_EVERY == 0 and clock() >= deadline:
                     raise _Cut
                 ranked += 1
-                candidate = (spec.predict_s(pl, machine), pl.config.key(), pl.config)
+                candidate = (spec.choice_s(pl, machine), pl.config.key(), pl.config)  # comparable across families
                 if best is None or candidate[:2] < best[:2]:
                     best = candidate
     except _Cut:

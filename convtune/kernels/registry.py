@@ -143,12 +143,13 @@ def specs_for(problem: ConvProblem, families: Iterable[str] | None = None) -> li
 
 def model_fastest(problem: ConvProblem, machine: MachineModel,
                   specs: Iterable[KernelSpec]) -> tuple[float, KernelConfig] | None:
-    """(predicted seconds, config) of the configuration the specs' models predict fastest for ``problem``
-    (ties: the smaller config key, as the tuner's ranking); None when no spec has a valid configuration."""
+    """(calibrated predicted seconds, config) of the configuration the specs' models predict fastest for ``problem``,
+    families compared by :meth:`KernelSpec.choice_s` (ties: the smaller config key, as the tuner's ranking); None
+    when no spec has a valid configuration."""
     best: tuple[float, str, KernelConfig] | None = None
     for spec in specs:
         for pl in spec.enumerate_plans(problem, machine):
-            candidate = (spec.predict_s(pl, machine), pl.config.key(), pl.config)
+            candidate = (spec.choice_s(pl, machine), pl.config.key(), pl.config)
             if best is None or candidate[:2] < best[:2]:
                 best = candidate
     return (best[0], best[2]) if best is not None else None

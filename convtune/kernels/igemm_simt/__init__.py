@@ -26,5 +26,9 @@ SPECS: tuple[KernelSpec, ...] = (
         description="implicit GEMM on the CUDA cores (strict fp32 FMAs): any filter, stride, padding and "
                     "dilation as one GEMM over every output pixel of every image, im2col rows gathered into "
                     "shared memory, 8×8 register tiles, split reduction",
+        # KernelSpec.choice_s, fitted on the H200 wide suite against direct, pointwise and unfused Winograd (left as
+        # shipped): the direct model is ~2× optimistic where this family wins (strided stems), and this one misses
+        # ~12 µs of fixed cost on tiny maps
+        choice_scale=0.5, choice_offset_s=12e-6,
     ),
 )
