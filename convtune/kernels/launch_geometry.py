@@ -55,3 +55,22 @@ def resident_blocks(threads: int, smem_bytes: int, regs_per_thread: int, machine
     by_smem = machine.smem_per_sm_bytes // (smem_bytes + machine.smem_reserved_per_block_bytes)
     by_threads = machine.max_threads_per_sm // threads
     return max(0, min(by_regs, by_smem, by_threads, machine.max_blocks_per_sm))
+
+
+def checked_min_blocks(threads: int, smem_bytes: int, regs: int, machine: MachineModel, smem_field: str,
+                       regs_field: str) -> int:
+    """``__launch_bounds__``' min_blocks of a block on ``machine`` — the blocks per SM the register estimate lets
+    reside, 1..4 — after refusing one that breaks the per-block limits.
+
+    Raises:
+        InvalidConfig: naming ``smem_field`` (shared memory over the per-block limit) or ``regs_field`` (registers
+            over the per-thread limit).
+    """
+    from convtune.errors import InvalidConfig
+
+    if smem_bytes > machine.smem_per_block_bytes:
+        raise InvalidConfig(smem_field, f"{smem_bytes} B of shared memory exceed the "
+                                        f"{machine.smem_per_block_bytes} B per block of {machine.name}")
+    if regs > machine.max_regs_per_thread:
+        raise InvalidConfig(regs_field, f"~{regs} registers per thread exceed {machine.max_regs_per_thread}")
+    return max(1, min(resident_blocks(threads, smem_bytes, regs, machine), 4))

@@ -27,7 +27,7 @@ from typing import Any
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.launch_geometry import round_regs, spans_inside, tiles_sum
+from convtune.kernels.launch_geometry import checked_min_blocks, spans_inside, tiles_sum
 from convtune.kernels.prepared import (
     FilterLayout,
     Launch,
@@ -227,15 +227,7 @@ def derive_plan(problem: ConvProblem, config: DirectFwdConfig, machine: MachineM
     regs = regs_estimate(p, c)
     min_blocks = 1
     if machine is not None:
-        if smem_bytes > machine.smem_per_block_bytes:
-            raise InvalidConfig("chunk_c", f"{smem_bytes} B of shared memory exceed the "
-                                           f"{machine.smem_per_block_bytes} B per block of {machine.name}")
-        if regs > machine.max_regs_per_thread:
-            raise InvalidConfig("thread_k", f"~{regs} registers per thread exceed {machine.max_regs_per_thread}")
-        by_regs = machine.regs_per_sm // (c.threads * round_regs(regs))
-        by_smem = machine.smem_per_sm_bytes // (smem_bytes + machine.smem_reserved_per_block_bytes)
-        by_threads = machine.max_threads_per_sm // c.threads
-        min_blocks = max(1, min(by_regs, by_smem, by_threads, machine.max_blocks_per_sm, 4))
+        min_blocks = checked_min_blocks(c.threads, smem_bytes, regs, machine, "chunk_c", "thread_k")
     return DirectFwdPlan(p, c, patch_h, patch_w, pitch,
                          (c.thread_w - 1) * p.stride_w + (p.S - 1) * p.dil_w + 1, -(-p.K // 4) * 4,
                          tiles_p, tiles_q, -(-p.K // c.tile_k), -(-chunks // c.splits), smem_bytes, regs, min_blocks)

@@ -27,7 +27,7 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.direct import launcher as _direct
-from convtune.kernels.launch_geometry import round_regs
+from convtune.kernels.launch_geometry import checked_min_blocks
 from convtune.kernels.prepared import (
     FilterLayout,
     Launch,
@@ -174,15 +174,7 @@ def derive_plan(problem: ConvProblem, config: IgemmSimtFwdConfig,
     regs = regs_estimate(c)
     min_blocks = 1
     if machine is not None:
-        if smem_bytes > machine.smem_per_block_bytes:
-            raise InvalidConfig("chunk_crs", f"{smem_bytes} B of shared memory exceed the "
-                                             f"{machine.smem_per_block_bytes} B per block of {machine.name}")
-        if regs > machine.max_regs_per_thread:
-            raise InvalidConfig("chunk_crs", f"~{regs} registers per thread exceed {machine.max_regs_per_thread}")
-        by_regs = machine.regs_per_sm // (c.threads * round_regs(regs))
-        by_smem = machine.smem_per_sm_bytes // (smem_bytes + machine.smem_reserved_per_block_bytes)
-        by_threads = machine.max_threads_per_sm // c.threads
-        min_blocks = max(1, min(by_regs, by_smem, by_threads, machine.max_blocks_per_sm, 4))
+        min_blocks = checked_min_blocks(c.threads, smem_bytes, regs, machine, "chunk_crs", "chunk_crs")
     return IgemmSimtFwdPlan(p, c, -(-p.K // 4) * 4, m_tiles, k_tiles, per_split, smem_bytes, regs, min_blocks)
 
 
