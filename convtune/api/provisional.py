@@ -11,6 +11,7 @@ bounded.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -61,10 +62,12 @@ def rank(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
          deadline: float | None = None, clock: Callable[[], float] | None = None
          ) -> tuple[tuple[float, str, KernelConfig] | None, int, bool]:
     """(best (seconds, key, config) or None, configurations ranked, complete) over ``specs``, smallest space
-    first, stopping at ``deadline`` (a ``clock()`` value); seconds are :meth:`KernelSpec.choice_s`, the predictions
-    calibrated for comparing families. Ties go to the smaller config key, as in the tuner."""
+    first, stopping at ``deadline`` (a ``clock()`` value). Families are compared by :meth:`KernelSpec.choice_s`
+    (their predictions calibrated against each other); the seconds answered are the chosen family's own model time,
+    a time the floor bounds. Ties go to the smaller config key, as in the tuner."""
     clock = clock or time.monotonic
     best: tuple[float, str, KernelConfig] | None = None
+    best_choice_s = math.inf
     ranked = 0
     try:
         for spec in sorted(specs, key=lambda s: s.grid_size(problem)):
@@ -72,9 +75,9 @@ def rank(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
                 if deadline is not None and ranked % CLOCK_EVERY == 0 and clock() >= deadline:
                     raise _Cut
                 ranked += 1
-                candidate = (spec.choice_s(pl, machine), pl.config.key(), pl.config)  # comparable across families
-                if best is None or candidate[:2] < best[:2]:
-                    best = candidate
+                choice_s, key = spec.choice_s(pl, machine), pl.config.key()
+                if best is None or (choice_s, key) < (best_choice_s, best[1]):
+                    best, best_choice_s = (spec.predict_s(pl, machine), key, pl.config), choice_s
     except _Cut:
         return best, ranked, False
     return best, ranked, True

@@ -143,13 +143,14 @@ def specs_for(problem: ConvProblem, families: Iterable[str] | None = None) -> li
 
 def model_fastest(problem: ConvProblem, machine: MachineModel,
                   specs: Iterable[KernelSpec]) -> tuple[float, KernelConfig] | None:
-    """(calibrated predicted seconds, config) of the configuration the specs' models predict fastest for ``problem``,
-    families compared by :meth:`KernelSpec.choice_s` (ties: the smaller config key, as the tuner's ranking); None
-    when no spec has a valid configuration."""
-    best: tuple[float, str, KernelConfig] | None = None
+    """(predicted seconds, config) of the configuration the specs' models predict fastest for ``problem``: families
+    compared by :meth:`KernelSpec.choice_s` (their predictions calibrated against each other), the seconds the chosen
+    family's own model time (ties: the smaller config key, as the tuner's ranking); None when no spec has a valid
+    configuration."""
+    best: tuple[float, str, KernelConfig, float] | None = None
     for spec in specs:
         for pl in spec.enumerate_plans(problem, machine):
-            candidate = (spec.choice_s(pl, machine), pl.config.key(), pl.config)
+            candidate = (spec.choice_s(pl, machine), pl.config.key(), pl.config, spec.predict_s(pl, machine))
             if best is None or candidate[:2] < best[:2]:
                 best = candidate
-    return (best[0], best[2]) if best is not None else None
+    return (best[3], best[2]) if best is not None else None

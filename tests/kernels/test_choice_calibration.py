@@ -46,3 +46,11 @@ def test_the_untuned_choice_follows_the_measured_winner(text: str, family: str) 
     problem = ConvProblem.parse(text)
     best = model_fastest(problem, H200, specs_for(problem))
     assert best is not None and best[1].family == family
+
+
+def test_the_answered_time_is_the_chosen_familys_own_model_time() -> None:
+    """A calibrated time chooses; it is never answered (×0.5 could put it under the floor)."""
+    best = model_fastest(STEM, H200, specs_for(STEM))
+    assert best is not None
+    spec = get_spec(best[1].family)
+    assert best[0] == spec.predict_s(spec.plan(STEM, best[1], H200), H200)
