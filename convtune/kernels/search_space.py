@@ -156,3 +156,31 @@ def split_rules(length: int, chunk: str = "chunk_c", extent: str = "C", unit: st
 def channel_split_rules(channels: int) -> tuple[Rule, Rule]:
     """:func:`split_rules` of a reduction over ``channels`` input channels in chunks of ``chunk_c``."""
     return split_rules(channels)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def pixel_gemm_prune_rules(problem: Any, machine: Any | None) -> tuple[Rule, ...]:
+    """The pruning rules of a GEMM over every output pixel (M = N·P·Q) × output channel (K) with a split reduction
+    (the pointwise and igemm_simt spaces): tiles no larger than the next power of two of M and of K (at least 32);
+    with ``machine``, no split of a grid that already has two blocks per SM."""
+    p = problem
+    m = p.N * p.P * p.Q
+    max_m, max_n = max(32, _pow2_at_least(m)), max(32, _pow2_at_least(p.K))
+    rules = [
+        Rule("tile_m_extent", ("tile_m",), lambda v: v["tile_m"] <= max_m, f"tile_m={{tile_m}} exceeds {max_m}"),
+        Rule("tile_n_extent", ("tile_n",), lambda v: v["tile_n"] <= max_n, f"tile_n={{tile_n}} exceeds {max_n}"),
+    ]
+    if machine is not None:
+        sm_count = machine.sm_count
+
+        def tiles(v: Values) -> int:
+            return -(-m // v["tile_m"]) * -(-p.K // v["tile_n"])
+
+        rules.append(Rule("split_needed", ("tile_m", "tile_n", "splits"),
+                          lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
+                          lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
+                          field="splits"))
+    return tuple(rules)

@@ -21,7 +21,7 @@ from convtune.kernels.igemm_simt.launcher import (
     derive_plan,
     supports,
 )
-from convtune.kernels.search_space import Rule, SearchSpace, Values, split_rules
+from convtune.kernels.search_space import Rule, SearchSpace, Values, pixel_gemm_prune_rules, split_rules
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -30,10 +30,6 @@ TILE_N = (32, 64, 128)
 CHUNK_CRS = (4, 8, 16)
 STAGES = (2, 3, 4)
 SPLITS = (1, 2, 4, 8)
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def _config(v: Values) -> IgemmSimtFwdConfig:
@@ -47,7 +43,6 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
     that already has two blocks per SM)."""
     p = problem
     crs = p.C * p.R * p.S
-    max_m, max_n = max(32, _pow2_at_least(p.N * p.P * p.Q)), max(32, _pow2_at_least(p.K))
 
     def threads(v: Values) -> int:
         return (v["tile_m"] // THREAD_TILE) * (v["tile_n"] // THREAD_TILE)
@@ -71,22 +66,8 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
              lambda v: f"too many weight copies per thread ({b_copies(_config(v))})", field="chunk_crs"),
         *split_rules(crs, chunk="chunk_crs", extent="C·R·S", unit="reduction-row", empty="reduction rows"),
     )
-    prune = [
-        Rule("tile_m_extent", ("tile_m",), lambda v: v["tile_m"] <= max_m, f"tile_m={{tile_m}} exceeds {max_m}"),
-        Rule("tile_n_extent", ("tile_n",), lambda v: v["tile_n"] <= max_n, f"tile_n={{tile_n}} exceeds {max_n}"),
-    ]
-    if machine is not None:
-        sm_count = machine.sm_count
-
-        def tiles(v: Values) -> int:
-            return -(-p.N * p.P * p.Q // v["tile_m"]) * -(-p.K // v["tile_n"])
-
-        prune.append(Rule("split_needed", ("tile_m", "tile_n", "splits"),
-                          lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
-                          lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
-                          field="splits"))
     values = {"tile_m": TILE_M, "tile_n": TILE_N, "chunk_crs": CHUNK_CRS, "stages": STAGES, "splits": SPLITS}
-    return SearchSpace(values, rules, tuple(prune))
+    return SearchSpace(values, rules, pixel_gemm_prune_rules(p, machine))
 
 
 def grid_size(problem: ConvProblem) -> int:

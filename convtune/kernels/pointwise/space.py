@@ -20,7 +20,7 @@ from convtune.kernels.pointwise.launcher import (
     derive_plan,
     supports,
 )
-from convtune.kernels.search_space import Rule, SearchSpace, Values, channel_split_rules
+from convtune.kernels.search_space import Rule, SearchSpace, Values, channel_split_rules, pixel_gemm_prune_rules
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -29,10 +29,6 @@ TILE_N = (32, 64, 128)
 CHUNK_C = (8, 16)
 STAGES = (2, 3, 4)
 SPLITS = (1, 2, 4, 8)
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def _threads(v: Values) -> int:
@@ -46,7 +42,6 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
     no split of a grid that already has two blocks per SM)."""
     p = problem
     vec = copy_width(p) if supports(p) else 1
-    max_m, max_n = max(32, _pow2_at_least(p.N * p.P * p.Q)), max(32, _pow2_at_least(p.K))
 
     def a_copies(v: Values) -> int:
         return -(-(v["chunk_c"] * v["tile_m"] // vec) // _threads(v))
@@ -75,22 +70,8 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
              lambda v: f"too many weight copies per thread ({b_copies(v)})", field="chunk_c"),
         *channel_split_rules(p.C),
     )
-    prune = [
-        Rule("tile_m_extent", ("tile_m",), lambda v: v["tile_m"] <= max_m, f"tile_m={{tile_m}} exceeds {max_m}"),
-        Rule("tile_n_extent", ("tile_n",), lambda v: v["tile_n"] <= max_n, f"tile_n={{tile_n}} exceeds {max_n}"),
-    ]
-    if machine is not None:
-        sm_count = machine.sm_count
-
-        def tiles(v: Values) -> int:
-            return -(-p.N * p.P * p.Q // v["tile_m"]) * -(-p.K // v["tile_n"])
-
-        prune.append(Rule("split_needed", ("tile_m", "tile_n", "splits"),
-                          lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
-                          lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
-                          field="splits"))
     values = {"tile_m": TILE_M, "tile_n": TILE_N, "chunk_c": CHUNK_C, "stages": STAGES, "splits": SPLITS}
-    return SearchSpace(values, rules, tuple(prune))
+    return SearchSpace(values, rules, pixel_gemm_prune_rules(p, machine))
 
 
 def grid_size(problem: ConvProblem) -> int:
