@@ -34,6 +34,10 @@ from convtune.errors import CompileError, DeviceUnavailable
 
 KERNELS_DIR = Path(__file__).resolve().parent
 NVRTC_OPTIONS = ("-std=c++17",)
+#: A source whose text holds this marker followed by an arch (``// convtune-arch: sm_90a``) is built for that arch
+#: instead of the device's plain one: Hopper's ``wgmma`` assembles only for the arch-specific sm_90a target.
+ARCH_MARKER = "convtune-arch:"
+_ARCH = re.compile(re.escape(ARCH_MARKER) + r"\s*(sm_\d+a?)")
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
 
@@ -130,6 +134,21 @@ class NvccResult:
     log: str
 
 
+def required_arch(text: str) -> str | None:
+    """The arch a source demands through its ``convtune-arch:`` marker, else None (the device's own)."""
+    match = _ARCH.search(text)
+    return match.group(1) if match else None
+
+
+def nvcc_arch_flags(arch: str) -> list[str]:
+    """nvcc's target flags: ``-arch=sm_XX``; arch-specific targets (``sm_90a``) as an explicit ``-gencode``, since
+    the ``-arch=sm_90a`` shorthand of nvcc 13.0 also runs a plain sm_90 pass that rejects ``wgmma``."""
+    if arch.endswith("a"):
+        number = arch[3:]
+        return [f"-gencode=arch=compute_{number},code={arch}"]
+    return [f"-arch={arch}"]
+
+
 def nvcc_available() -> bool:
     return shutil.which("nvcc") is not None
 
@@ -151,7 +170,7 @@ def nvcc_compile(text: str, arch: str = "sm_90", out_dir: Path | None = None) ->
         src.write_text(text)
         start = time.perf_counter()
         proc = subprocess.run(
-            ["nvcc", *NVRTC_OPTIONS, f"-arch={arch}", "-cubin", "-Xptxas", "-v", str(src), "-o", str(cubin)],
+            ["nvcc", *NVRTC_OPTIONS, *nvcc_arch_flags(arch), "-cubin", "-Xptxas", "-v", str(src), "-o", str(cubin)],
             capture_output=True, text=True, check=False)
         elapsed = time.perf_counter() - start
     log = proc.stdout + proc.stderr
@@ -235,7 +254,10 @@ def load_kernel(text: str, entry: str, dynamic_smem_bytes: int = 0) -> LoadedKer
         return _allow_dynamic_smem(hit, dynamic_smem_bytes)
     start = time.perf_counter()
     cubin_dir = os.environ.get("CONVTUNE_CUBIN_DIR")
-    arch = "sm_{}{}".format(*cp.cuda.Device().compute_capability)
+    device_arch = "sm_{}{}".format(*cp.cuda.Device().compute_capability)
+    arch = required_arch(text) or device_arch
+    if arch.rstrip("a") != device_arch:
+        raise CompileError(f"{entry} is built for {arch}; this device is {device_arch}")
     cubin = Path(cubin_dir) / f"{source_hash(text + arch)}.cubin" if cubin_dir else None
     with _lock:
         module = _modules.get((device, digest))
@@ -243,6 +265,8 @@ def load_kernel(text: str, entry: str, dynamic_smem_bytes: int = 0) -> LoadedKer
         if module is None:
             if cubin is not None and cubin.is_file():
                 module = cp.RawModule(path=str(cubin))
+            elif arch != device_arch:
+                module = cp.RawModule(path=str(_nvrtc_cubin(text, arch, digest)))
             else:
                 module = cp.RawModule(code=text, options=NVRTC_OPTIONS)
         function = module.get_function(entry)
@@ -256,6 +280,31 @@ def load_kernel(text: str, entry: str, dynamic_smem_bytes: int = 0) -> LoadedKer
         _modules[(device, digest)] = module
         _loaded[key] = loaded
     return _allow_dynamic_smem(loaded, dynamic_smem_bytes)
+
+
+def _nvrtc_cubin(text: str, arch: str, digest: str) -> Path:
+    """A cubin of ``text`` for an arch-specific target (``sm_90a``), built by NVRTC through CuPy's binding (CuPy's
+    own compile path names the device's plain arch) and cached under ``$CONVTUNE_CUBIN_DIR`` or the temp dir.
+
+    Raises:
+        CompileError: NVRTC rejected the source (its log in the message).
+    """
+    from cupy.cuda import nvrtc
+
+    folder = Path(os.environ.get("CONVTUNE_CUBIN_DIR") or Path(tempfile.gettempdir()) / "convtune-cubins")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{source_hash(text + arch)}.cubin"
+    if path.is_file():
+        return path
+    prog = nvrtc.createProgram(text, f"{digest[:16]}.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, [*NVRTC_OPTIONS, f"-arch={arch}"])
+    except nvrtc.NVRTCError:
+        raise CompileError(f"NVRTC failed for {arch}:\n{nvrtc.getProgramLog(prog)[-4000:]}") from None
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(nvrtc.getCUBIN(prog))
+    tmp.replace(path)   # atomic: a concurrent loader never reads half a file
+    return path
 
 
 def _allow_dynamic_smem(kernel: LoadedKernel, dynamic_smem_bytes: int) -> LoadedKernel:

@@ -41,3 +41,14 @@ def test_entries_of_one_source_share_one_module(monkeypatch: pytest.MonkeyPatch)
     assert again is first and second.entry == "b"
     compile_mod.load_kernel(text + "// another source\n", "a")
     assert len(built) == 2
+
+
+def test_arch_marker_picks_the_arch_specific_target() -> None:
+    """A source marked ``convtune-arch: sm_90a`` (wgmma) builds for sm_90a; nvcc gets an explicit -gencode for it
+    (the -arch=sm_90a shorthand of nvcc 13.0 also runs a plain sm_90 pass that rejects wgmma)."""
+    from convtune.kernels.compile import nvcc_arch_flags, required_arch
+
+    assert required_arch("// convtune-arch: sm_90a\n__global__ void k() {}") == "sm_90a"
+    assert required_arch("__global__ void k() {}") is None
+    assert nvcc_arch_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert nvcc_arch_flags("sm_90") == ["-arch=sm_90"]
