@@ -180,17 +180,19 @@ def nvcc_compile(text: str, arch: str = "sm_90", out_dir: Path | None = None) ->
 
 
 def precompile(texts: list[str], arch: str, out_dir: Path, jobs: int = 8) -> dict[str, NvccResult | CompileError]:
-    """Compile many sources with nvcc in parallel into ``out_dir`` (the cubin cache of :func:`load_kernel`).
+    """Compile many sources with nvcc in parallel into ``out_dir`` (the cubin cache of :func:`load_kernel`), each
+    for ``arch`` or the arch its ``convtune-arch:`` marker demands.
 
     Returns, per source hash, the result or the error (a failed compile is an outcome, not a crash).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     def one(text: str) -> NvccResult | CompileError:
-        if (Path(out_dir) / f"{source_hash(text + arch)}.cubin").is_file():
-            return NvccResult(Path(out_dir) / f"{source_hash(text + arch)}.cubin", {}, 0.0, "cached")
+        target = required_arch(text) or arch   # a marked source's own target (load_kernel looks it up by it)
+        if (Path(out_dir) / f"{source_hash(text + target)}.cubin").is_file():
+            return NvccResult(Path(out_dir) / f"{source_hash(text + target)}.cubin", {}, 0.0, "cached")
         try:
-            return nvcc_compile(text, arch, out_dir)
+            return nvcc_compile(text, target, out_dir)
         except CompileError as exc:
             return exc
 

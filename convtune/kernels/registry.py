@@ -64,6 +64,7 @@ FAMILY_PACKAGES: tuple[str, ...] = (
     "convtune.kernels.depthwise",
     "convtune.kernels.igemm",
     "convtune.kernels.igemm_simt",
+    "convtune.kernels.igemm_wgmma",
 )
 #: Entry-point group naming family packages outside convtune (``name = module``).
 ENTRY_POINT_GROUP = "convtune.families"

@@ -1,0 +1,31 @@
+"""The implicit-GEMM TF32 forward family on Hopper's warpgroup MMA (wgmma with both operands from swizzled shared
+memory; sm_90a, compute capability 9.0 only): ``math="tf32"`` problems, x moved to a TF32-rounded channels-last copy
+first (counted in the time).
+
+``SPECS`` is the family's registry row (see :mod:`convtune.kernels.registry`); its bound and floor are the direct
+convolution's (the same MAC CDAG, any dataflow), the compute ceiling TF32's.
+"""
+
+from __future__ import annotations
+
+from convtune.kernels.direct import direct_bound_words, direct_floor_work
+from convtune.kernels.igemm_wgmma import launcher as _launcher
+from convtune.kernels.igemm_wgmma import model as _model
+from convtune.kernels.igemm_wgmma import space as _space
+from convtune.kernels.spec import KernelSpec
+
+SPECS: tuple[KernelSpec, ...] = (
+    KernelSpec(
+        family="igemm_wgmma", direction="fwd", source=_launcher.SOURCE, entry=_launcher.ENTRY,
+        config_class=_launcher.IgemmWgmmaFwdConfig, supports=_launcher.supports,
+        enumerate_plans=_space.enumerate_plans, plan=_space.plan,
+        predict_s=lambda pl, machine: _model.predict(pl, machine).time_s,
+        traffic_words=_launcher.total_traffic_words,
+        onchip_words=_launcher.onchip_words,
+        bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
+        grid_size=_space.grid_size, floor_work=direct_floor_work, launcher=_launcher, algorithm="igemm",
+        description="implicit GEMM on Hopper's warpgroup MMA (wgmma TF32, both operands from 128-byte-swizzled "
+                    "shared memory, fp32 accumulation) over a TF32-rounded channels-last copy of x (16-byte copies "
+                    "of 32-channel rows), any stride/padding/dilation, split reduction; sm_90 only",
+    ),
+)

@@ -1,0 +1,345 @@
+"""Implicit-GEMM TF32 forward on Hopper's warpgroup MMA (wgmma, sm_90a): config, resources, traffic, launches.
+
+Shapes (fp32, contiguous): x (N, C, H, W); y (N, K, P, Q). Cp = ⌈C/32⌉·32 channels per tap, KRp = R·S·Cp.
+The prepared launch is two kernels (three with a split's zeroing) and a workspace of N·H·W·Cp floats:
+``igemm_wgmma_to_nhwc`` (x → workspace: channels-last, TF32-rounded, zero-padded channels), then
+``igemm_wgmma_fwd`` (workspace, filters → y); its time includes the layout change, as a caller with NCHW tensors
+pays it. The filter operand (K, KRp), (r, s, c) order, TF32-rounded, is made once per weight tensor by
+``igemm_wgmma_pack``. ``igemm_wgmma_fwd.cu`` states the layouts.
+
+Grid: (⌈M/BM⌉, ⌈K/BN⌉, splits) with M = N·P·Q, BM = 64 · warpgroups · m_blocks, 128 · warpgroups threads.
+
+Traffic, in words, what the kernels request (a copy whose tap meets padding is zero-filled and reads nothing)::
+
+    layout = N·C·H·W + N·H·W·Cp                      (the layout change reads x, writes the workspace)
+    input  = ⌈K/BN⌉ · Cp · Σ_{n,p,q} taps(p, q)       = ⌈K/BN⌉ · Cp · (macs_nonpad / (K·C))
+    weight = ⌈M/BM⌉ · ⌈K/BN⌉·BN · KRp                (rows ≥ K are zero-filled: counted as requested, read nothing;
+                                                       counted here as the tile's whole width, an upper bound)
+    output = splits · N·K·P·Q (+ N·K·P·Q zeroing when split)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from convtune.errors import InvalidConfig
+from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
+from convtune.kernels.config import KernelConfig
+from convtune.kernels.launch_geometry import checked_min_blocks
+from convtune.kernels.prepared import (
+    FilterLayout,
+    Launch,
+    Memset,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+SOURCE = "igemm_wgmma_fwd.cu"
+ENTRY = "igemm_wgmma_fwd"
+TO_NHWC_ENTRY = "igemm_wgmma_to_nhwc"
+PACK_ENTRY = "igemm_wgmma_pack"
+CHUNK = 32                 # reduction words per chunk: one 128-byte swizzled row
+TRANSPOSE_TILE = 32
+TRANSPOSE_THREADS = 256
+PACK_THREADS = 256
+#: the compute capability whose arch-specific target (sm_90a) the kernel is built for
+COMPUTE_CAPABILITY = (9, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class IgemmWgmmaFwdConfig(KernelConfig):
+    """Tunable parameters of the wgmma TF32 forward kernel (see the module docstring)."""
+
+    family = "igemm_wgmma"
+    direction = "fwd"
+
+    tile_n: int = 128      # BN: output channels per block, the wgmma's N (64, 128 or 256)
+    m_blocks: int = 2      # MI: m64 row blocks per warpgroup
+    warpgroups: int = 1    # WG: warpgroups per block (128 threads each), splitting BM
+    stages: int = 4        # shared-memory stages (loads run stages − 2 chunks ahead)
+    splits: int = 1        # reduction split across blocks (atomic adds when > 1)
+
+    @property
+    def tile_m(self) -> int:
+        return 64 * self.warpgroups * self.m_blocks
+
+    @property
+    def threads(self) -> int:
+        return 128 * self.warpgroups
+
+    @property
+    def accumulators(self) -> int:
+        """fp32 accumulator registers per thread: MI · BN / 2."""
+        return self.m_blocks * self.tile_n // 2
+
+
+def supports(problem: ConvProblem) -> bool:
+    """Float32 storage with TF32 arithmetic allowed (``math="tf32"``), groups = 1, not causal."""
+    p = problem
+    return p.dtype == "float32" and p.math == "tf32" and p.groups == 1 and not p.causal
+
+
+def padded_channels(problem: ConvProblem) -> int:
+    """Cp = ⌈C/32⌉·32: the channels of one tap in the workspace and the filters."""
+    return -(-problem.C // CHUNK) * CHUNK
+
+
+def padded_reduction(problem: ConvProblem) -> int:
+    """KRp = R·S·Cp."""
+    return problem.R * problem.S * padded_channels(problem)
+
+
+@dataclass(frozen=True, slots=True)
+class IgemmWgmmaFwdPlan:
+    """Everything derived from (problem, config): template arguments, launch geometry, resources."""
+
+    problem: ConvProblem
+    config: IgemmWgmmaFwdConfig
+    cp: int
+    krp: int
+    m_tiles: int
+    n_tiles: int
+    chunks: int
+    chunks_per_split: int
+    splits_launched: int
+    smem_bytes: int
+    regs_estimate: int
+    min_blocks: int
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.m_tiles, self.n_tiles, self.splits_launched)
+
+    @property
+    def blocks(self) -> int:
+        return self.m_tiles * self.n_tiles * self.splits_launched
+
+    def template_args(self) -> tuple[int, ...]:
+        c = self.config
+        return (c.tile_n, c.m_blocks, c.warpgroups, c.stages)
+
+    def source(self) -> str:
+        """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan."""
+        return _family_source() + _WRAPPER.format(threads=self.config.threads, min_blocks=self.min_blocks,
+                                                  targs=", ".join(str(a) for a in self.template_args()))
+
+
+_WRAPPER = """
+extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
+igemm_wgmma_fwd(const float* __restrict__ xt, const float* __restrict__ filt, float* __restrict__ y, int N, int Cp,
+                int H, int W, int K, int P, int Q, int S, int SH, int SW, int PH, int PW, int DH, int DW, int KRp,
+                int chunks_per_split) {{
+  convtune::igemm_wgmma_fwd_body<{targs}>(xt, filt, y, N, Cp, H, W, K, P, Q, S, SH, SW, PH, PW, DH, DW, KRp,
+                                         chunks_per_split);
+}}
+extern "C" __global__ void __launch_bounds__(256)
+igemm_wgmma_to_nhwc(const float* __restrict__ x, float* __restrict__ xt, int C, int HW, int Cp) {{
+  convtune::igemm_wgmma_to_nhwc_body(x, xt, C, HW, Cp);
+}}
+extern "C" __global__ void igemm_wgmma_pack(const float* __restrict__ w, float* __restrict__ filt, int K, int C,
+                                            int R, int S, int Cp) {{
+  convtune::igemm_wgmma_pack_body(w, filt, K, C, R, S, Cp);
+}}
+"""
+
+
+@cache
+def _family_source() -> str:
+    return kernel_text(SOURCE)
+
+
+def smem_bytes(config: IgemmWgmmaFwdConfig) -> int:
+    """stages · (BM + BN) · 128 bytes + 1024 for aligning the tiles to the swizzle's 1024-byte period."""
+    return config.stages * (config.tile_m + config.tile_n) * 128 + 1024
+
+
+def regs_estimate(config: IgemmWgmmaFwdConfig) -> int:
+    """Registers per thread ≈ accumulators + 4 per A row a thread copies (base, corner, flag) + 40.
+
+    From ptxas on sm_90a (CUDA 13) over the prototype's 16 configs: 80 (MI·BN/2 = 32) to 208 (128), within ~16 of
+    this estimate (ptxas rounds up to multiples of 8)."""
+    a_rows = config.tile_m * 8 // config.threads
+    return config.accumulators + 4 * a_rows + 40
+
+
+def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
+                machine: MachineModel | None = None) -> IgemmWgmmaFwdPlan:
+    """The launch plan of a config that keeps the space's rules; refuses what breaks ``machine``'s limits (shared
+    memory, registers, a machine other than compute capability 9.0) or the grid's.
+
+    Raises:
+        InvalidConfig: naming the field whose derived geometry breaks a limit.
+    """
+    p, c = problem, config
+    if machine is not None and tuple(machine.compute_capability) != COMPUTE_CAPABILITY:
+        raise InvalidConfig("problem", f"wgmma kernels are built for sm_90a; {machine.name} is "
+                                       f"sm_{machine.compute_capability[0]}{machine.compute_capability[1]}")
+    cp, krp = padded_channels(p), padded_reduction(p)
+    chunks = krp // CHUNK
+    per_split = -(-chunks // c.splits)
+    launched = -(-chunks // per_split)
+    m_tiles, n_tiles = -(-p.N * p.P * p.Q // c.tile_m), -(-p.K // c.tile_n)
+    if m_tiles > 2**31 - 1 or n_tiles > 65535:
+        raise InvalidConfig("tile_n", f"grid ({m_tiles}, {n_tiles}, {launched}) exceeds the CUDA grid limits")
+    smem, regs = smem_bytes(c), regs_estimate(c)
+    min_blocks = 1
+    if machine is not None:
+        min_blocks = checked_min_blocks(c.threads, smem, regs, machine, "stages", "m_blocks")
+    return IgemmWgmmaFwdPlan(p, c, cp, krp, m_tiles, n_tiles, chunks, per_split, launched, smem, regs, min_blocks)
+
+
+# ---- analytic traffic ---------------------------------------------------------------------------------
+def traffic_words(pl: IgemmWgmmaFwdPlan) -> dict[str, int]:
+    """Words loaded/stored by the kernels per the formula in the module docstring."""
+    p, c = pl.problem, pl.config
+    out = p.output_elements
+    pixel_taps = p.macs_nonpad // (p.K * p.C)     # Σ over output pixels of the taps that meet x
+    return {
+        "layout": p.N * p.C * p.H * p.W + p.N * p.H * p.W * pl.cp,
+        "input": pl.n_tiles * pl.cp * pixel_taps,
+        "weight": pl.m_tiles * pl.n_tiles * c.tile_n * pl.krp,
+        "output": out * pl.splits_launched + (out if pl.splits_launched > 1 else 0),
+    }
+
+
+def total_traffic_words(pl: IgemmWgmmaFwdPlan) -> int:
+    return sum(traffic_words(pl).values())
+
+
+def onchip_words(pl: IgemmWgmmaFwdPlan) -> int:
+    """Fast memory one block holds: every shared-memory stage plus the accumulator registers."""
+    return pl.smem_bytes // 4 + pl.config.accumulators * pl.config.threads
+
+
+def workspace_bytes(pl: IgemmWgmmaFwdPlan) -> int:
+    """x in channels-last with Cp channels: 4·N·H·W·Cp bytes."""
+    p = pl.problem
+    return 4 * p.N * p.H * p.W * pl.cp
+
+
+# ---- launching ----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class WgmmaKernels:
+    """The layout change and the GEMM; ``resources`` are the GEMM's (what the tuner records)."""
+
+    to_nhwc: LoadedKernel
+    gemm: LoadedKernel
+
+    @property
+    def resources(self) -> Any:
+        return self.gemm.resources
+
+    @property
+    def compile_s(self) -> float:
+        return self.to_nhwc.compile_s + self.gemm.compile_s
+
+
+def compile_plan(pl: IgemmWgmmaFwdPlan) -> WgmmaKernels:
+    text = pl.source()
+    return WgmmaKernels(load_kernel(text, TO_NHWC_ENTRY), load_kernel(text, ENTRY, dynamic_smem_bytes=pl.smem_bytes))
+
+
+def to_nhwc_grid(pl: IgemmWgmmaFwdPlan) -> tuple[int, int, int]:
+    p = pl.problem
+    return (-(-p.H * p.W // TRANSPOSE_TILE), pl.cp // TRANSPOSE_TILE, p.N)
+
+
+def gemm_arguments(pl: IgemmWgmmaFwdPlan) -> tuple[int, ...]:
+    p = pl.problem
+    return (p.N, pl.cp, p.H, p.W, p.K, p.P, p.Q, p.S, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w,
+            pl.krp, pl.chunks_per_split)
+
+
+def filter_layout(pl: IgemmWgmmaFwdPlan, device: int) -> FilterLayout:
+    """The filters (K, KRp) in (r, s, c) order, TF32-rounded, and (built on first use) their packing launch."""
+    p = pl.problem
+    words = p.K * pl.krp
+
+    def make_prep() -> PreparedLaunch:
+        with driver().use_device(device):
+            pack = load_kernel(pl.source(), PACK_ENTRY)
+        step = Launch(pack, grid3(-(-words // PACK_THREADS)), (PACK_THREADS, 1, 1), 0, pointers(0, 1),
+                      (p.K, p.C, p.R, p.S, pl.cp))
+        return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
+                              output_shape=(p.K, pl.krp), kind="igemm_wgmma_pack")
+
+    return FilterLayout(f"TF32 (K, R·S·Cp={pl.krp}), (r, s, c) order", layout_key(pl), words, make_prep)
+
+
+def layout_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
+    p = pl.problem
+    return ("igemm_wgmma", p.K, p.C, p.R, p.S)
+
+
+def prepare_plan(pl: IgemmWgmmaFwdPlan, device: int = 0, kernels: WgmmaKernels | None = None) -> PreparedLaunch:
+    """The layout change and the GEMM as one prepared launch: operands (x, filters, y, workspace = x channels-last);
+    a split reduction zeroes y before the GEMM (atomic adds)."""
+    p, c = pl.problem, pl.config
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    steps: list[Any] = [Launch(kernels.to_nhwc, to_nhwc_grid(pl), (TRANSPOSE_THREADS, 1, 1), 0, pointers(0, 3),
+                               (p.C, p.H * p.W, pl.cp))]
+    if pl.splits_launched > 1:
+        steps.append(Memset(2, 4 * p.output_elements))
+    steps.append(Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(3, 1, 2),
+                        gemm_arguments(pl)))
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
+                          kernels=kernels, workspace_bytes=workspace_bytes(pl), filters=filter_layout(pl, device),
+                          output_shape=(p.N, p.K, p.P, p.Q))
+
+
+@dataclass(frozen=True, slots=True)
+class WgmmaFilters:
+    """The filter operand of :func:`launch`: the packed filters and the channels-last workspace, kept together so
+    repeated launches allocate nothing."""
+
+    filt: Any
+    work: Any
+
+
+def prepare_filters(pl: IgemmWgmmaFwdPlan, w: Any) -> WgmmaFilters:
+    """w (K, C, R, S) float32 CuPy → the packed filters and a workspace for x in channels-last."""
+    cp = cupy_module()
+    p = pl.problem
+    filt = cp.empty(p.K * pl.krp, dtype=cp.float32)
+    prep = filter_layout(pl, driver().get_device()).prep
+    assert prep is not None
+    prep((data_pointer(cp.ascontiguousarray(w)), data_pointer(filt)), stream_pointer(None))
+    return WgmmaFilters(filt, cp.empty(workspace_bytes(pl) // 4, dtype=cp.float32))
+
+
+def filters_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
+    """Plans with equal keys share one :func:`prepare_filters` result (the workspace is sized by x)."""
+    p = pl.problem
+    return (*layout_key(pl), p.N * p.H * p.W * pl.cp)
+
+
+def launch(pl: IgemmWgmmaFwdPlan, kernels: WgmmaKernels, x: Any, filters: WgmmaFilters, y: Any,
+           stream: Any | None = None) -> None:
+    """Run the kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
+
+    Raises:
+        LaunchError: a launch failed.
+    """
+    prepared = cached_prepared(pl, kernels, prepare_plan)
+    prepared((data_pointer(x), data_pointer(filters.filt), data_pointer(y), data_pointer(filters.work)),
+             stream_pointer(stream))
+
+
+#: relative error against float64 a config must meet: the TF32 family's (both operands rounded to 10-bit
+#: mantissas, fp32 accumulation), as the mma.sync family (convtune.kernels.igemm.launcher.TOLERANCE)
+TOLERANCE = 3e-3
+
+
+def tolerance(pl: IgemmWgmmaFwdPlan) -> float:
+    return TOLERANCE

@@ -1,0 +1,75 @@
+"""Analytic performance model of the wgmma TF32 forward (for ranking configs, never as a result).
+
+predicted time = max(SM time, L2 time, DRAM compulsory time) + layout change + split atomics + launches:
+
+* SM time: waves = ⌈blocks / (resident blocks · SMs)⌉, each costing ``resident`` blocks' chunks on one SM, a
+  block-chunk costing the larger of its tensor-core time (2·BM·BN·32 FLOP at the SM's share of the TF32 peak,
+  ``TENSOR_FRACTION`` of the measured GEMM ceiling, itself near the dense wgmma rate) and a fixed per-chunk cost
+  ``CHUNK_OVERHEAD_CLK`` (barrier, proxy fence, the wgmma queue's wait), which resident blocks overlap;
+* L2 time: the words the kernels request (:func:`~convtune.kernels.igemm_wgmma.launcher.traffic_words`, the
+  layout change's excepted) at ``L2_FRACTION`` of the optimistic L2 figure;
+* DRAM time: compulsory bytes at the copy bandwidth;
+* the layout change reads x and writes the workspace at the copy bandwidth, one launch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from convtune.kernels.igemm_wgmma.launcher import CHUNK, IgemmWgmmaFwdPlan, traffic_words
+from convtune.kernels.launch_geometry import resident_blocks
+from convtune.machine import MachineModel
+
+SM_CLOCK_HZ = 1.755e9
+TENSOR_FRACTION = 0.8
+CHUNK_OVERHEAD_CLK = 150
+L2_FRACTION = 0.4
+LAUNCH_OVERHEAD_S = 3e-6
+#: the H200's datasheet dense TF32 rate, when the machine carries no TF32 ceiling
+FALLBACK_TF32_FLOPS = 494.7e12
+
+
+@dataclass(frozen=True, slots=True)
+class WgmmaPrediction:
+    time_s: float
+    sm_s: float
+    l2_s: float
+    dram_s: float
+    resident_blocks: int
+    tile_efficiency: float
+    added_s: float = 0.0    # launches, the layout change, split atomics
+
+
+def tile_efficiency(pl: IgemmWgmmaFwdPlan) -> float:
+    """Useful / computed MACs: tiles overhang M = N·P·Q and K, channels are padded to Cp per tap."""
+    p, c = pl.problem, pl.config
+    computed = (pl.m_tiles * c.tile_m) * (pl.n_tiles * c.tile_n) * pl.krp
+    return p.N * p.P * p.Q * p.K * p.C * p.R * p.S / computed
+
+
+def predict(pl: IgemmWgmmaFwdPlan, machine: MachineModel) -> WgmmaPrediction:
+    """Model time of the plan's launches on ``machine`` (see the module docstring)."""
+    c, p = pl.config, pl.problem
+    eff = tile_efficiency(pl)
+    bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
+    if bps == 0:
+        return WgmmaPrediction(math.inf, math.inf, math.inf, math.inf, 0, eff)
+    peak = machine.tf32_peak_flops_per_s or machine.datasheet_tf32_flops_per_s or FALLBACK_TF32_FLOPS
+    sm_flops = TENSOR_FRACTION * peak / machine.sm_count
+    tensor_s = 2 * c.tile_m * c.tile_n * CHUNK / sm_flops            # one block-chunk alone on an SM
+    overhead_s = CHUNK_OVERHEAD_CLK / SM_CLOCK_HZ
+    waves = -(-pl.blocks // (bps * machine.sm_count))
+    # resident blocks share the tensor cores and overlap each other's fixed cost
+    per_wave_s = pl.chunks_per_split * max(bps * tensor_s, overhead_s + tensor_s)
+    sm_s = waves * per_wave_s
+    l2_bw = L2_FRACTION * (machine.l2_bandwidth_bytes_per_s or 10 * machine.copy_bandwidth_bytes_per_s)
+    words = traffic_words(pl)
+    layout_words = words.pop("layout")
+    l2_s = 4 * sum(words.values()) / l2_bw
+    dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
+    atomics_s = 4 * p.output_elements * pl.splits_launched / machine.copy_bandwidth_bytes_per_s \
+        if pl.splits_launched > 1 else 0.0
+    added_s = 2 * LAUNCH_OVERHEAD_S + 4 * layout_words / machine.copy_bandwidth_bytes_per_s + atomics_s
+    time_s = max(sm_s, l2_s, dram_s) + added_s
+    return WgmmaPrediction(time_s, sm_s, l2_s, dram_s, bps, eff, added_s)

@@ -1,0 +1,116 @@
+"""The configuration space of the wgmma TF32 forward kernel for one problem and machine.
+
+:func:`enumerate_plans` yields every valid configuration (resource limits of the machine respected, sm_90 only),
+each with its plan. Pruned: row tiles (64 · warpgroups · m_blocks) and column tiles larger than the next power of two
+of the extent they cover (M = N·P·Q pixels, at least 64; K channels, at least 64), and splits of a grid that already
+has two blocks per SM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+
+from convtune.errors import InvalidConfig
+from convtune.kernels.igemm_wgmma.launcher import (
+    CHUNK,
+    IgemmWgmmaFwdConfig,
+    IgemmWgmmaFwdPlan,
+    derive_plan,
+    padded_reduction,
+    supports,
+)
+from convtune.kernels.search_space import Rule, SearchSpace, Values
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+TILE_N = (64, 128, 256)
+M_BLOCKS = (1, 2)
+WARPGROUPS = (1, 2)
+STAGES = (4, 6)
+SPLITS = (1, 2, 4, 8, 16)
+MAX_ACCUMULATORS = 128   # fp32 accumulator registers per thread (MI · BN / 2): more leave too few for the rest
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _tile_m(v: Values) -> int:
+    return 64 * v["warpgroups"] * v["m_blocks"]
+
+
+@cache
+def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSpace:
+    """The space of ``problem``: the values, the kernel's rules (``plan`` enforces them) and the search's pruning
+    rules (module docstring)."""
+    p = problem
+    chunks = padded_reduction(p) // CHUNK
+
+    def splits_used(v: Values) -> int:
+        return -(-chunks // -(-chunks // v["splits"]))
+
+    rules = (
+        Rule("problem", (), lambda v: supports(p), f"the wgmma implicit GEMM runs dense float32 convolutions with "
+             f"TF32 arithmetic allowed (math='tf32'); got {p.key()}", field="problem"),
+        Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] in TILE_N, f"tile_n={{tile_n}}: allowed {TILE_N}"),
+        Rule("m_blocks", ("m_blocks",), lambda v: v["m_blocks"] in M_BLOCKS, f"m_blocks={{m_blocks}}: allowed "
+             f"{M_BLOCKS}"),
+        Rule("warpgroups", ("warpgroups",), lambda v: v["warpgroups"] in WARPGROUPS,
+             f"warpgroups={{warpgroups}}: allowed {WARPGROUPS}"),
+        Rule("accumulators", ("m_blocks", "tile_n"), lambda v: v["m_blocks"] * v["tile_n"] // 2 <= MAX_ACCUMULATORS,
+             lambda v: f"m_blocks·tile_n/2 = {v['m_blocks'] * v['tile_n'] // 2} accumulators per thread exceed "
+                       f"{MAX_ACCUMULATORS}", field="tile_n"),
+        Rule("stages", ("stages",), lambda v: 3 <= v["stages"] <= 8, "stages={stages}: allowed 3..8 (one computing, "
+             "one in the tensor cores, the rest loading)"),
+        Rule("splits_chunks", ("splits",), lambda v: 1 <= v["splits"] <= chunks,
+             lambda v: f"splits={v['splits']} outside 1..{chunks} (the reduction's chunks of {CHUNK} words)"),
+        Rule("splits_nonempty", ("splits",), lambda v: splits_used(v) == v["splits"],
+             lambda v: f"splits={v['splits']} leaves a split without chunks ({chunks} chunks); use "
+                       f"splits={splits_used(v)}"),
+    )
+    m = p.N * p.P * p.Q
+    max_m, max_n = max(64, _pow2_at_least(m)), max(64, _pow2_at_least(p.K))
+    prune = [
+        Rule("tile_m_extent", ("warpgroups", "m_blocks"), lambda v: _tile_m(v) <= max_m,
+             lambda v: f"64·warpgroups·m_blocks = {_tile_m(v)} exceeds {max_m}", field="m_blocks"),
+        Rule("tile_n_extent", ("tile_n",), lambda v: v["tile_n"] <= max_n, f"tile_n={{tile_n}} exceeds {max_n}"),
+    ]
+    if machine is not None:
+        sm_count = machine.sm_count
+
+        def tiles(v: Values) -> int:
+            return -(-m // _tile_m(v)) * -(-p.K // v["tile_n"])
+
+        prune.append(Rule("split_needed", ("warpgroups", "m_blocks", "tile_n", "splits"),
+                          lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
+                          lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
+                          field="splits"))
+    values = {"tile_n": TILE_N, "m_blocks": M_BLOCKS, "warpgroups": WARPGROUPS, "stages": STAGES, "splits": SPLITS}
+    return SearchSpace(values, rules, tuple(prune))
+
+
+def grid_size(problem: ConvProblem) -> int:
+    """Size of the raw parameter grid (every combination, before any validity rule)."""
+    return space(problem).grid_size()
+
+
+def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[IgemmWgmmaFwdPlan]:
+    """Every valid (config, plan) of the kernel for ``problem`` on ``machine`` (none off compute capability 9.0)."""
+    for values in space(problem, machine).configs():
+        try:
+            yield derive_plan(problem, IgemmWgmmaFwdConfig(**values), machine)
+        except InvalidConfig:  # a limit of the derived geometry or the machine
+            continue
+
+
+def plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
+         machine: MachineModel | None = None) -> IgemmWgmmaFwdPlan:
+    """Validate ``config`` for ``problem`` (the rules of :func:`space`, then ``machine``'s limits) and derive the
+    launch plan.
+
+    Raises:
+        InvalidConfig: naming the field that breaks a rule.
+    """
+    space(problem).check(config)
+    return derive_plan(problem, config, machine)

@@ -1,0 +1,159 @@
+"""The wgmma TF32 family without a GPU: which problems and machines it takes, config rules naming the field, the
+traffic formula against a simulation of the kernels' copy loops (padding, strides, dilation, tails, channel
+padding), the space, the registry row, and the kernels compiled by nvcc for sm_90a (no spills, registers within
+``__launch_bounds__``, wgmma not serialised)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from convtune.errors import InvalidConfig
+from convtune.kernels.compile import nvcc_available, nvcc_compile, required_arch
+from convtune.kernels.igemm_wgmma import launcher
+from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, supports, traffic_words
+from convtune.kernels.igemm_wgmma.space import enumerate_plans, plan
+from convtune.kernels.registry import get_spec, specs_for
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+H200 = MachineModel.preset("h200")
+LAYER = "N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 math=tf32"
+
+
+def P(text: str) -> ConvProblem:
+    return ConvProblem.parse(text)
+
+
+@pytest.mark.parametrize(("text", "ok"), [
+    ("N=2 C=8 H=7 W=7 K=16 R=3 S=3 pad=1 math=tf32", True),
+    ("N=2 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 math=tf32", True),
+    ("N=2 C=8 H=33 W=33 K=16 R=3 S=3 pad=6 dilation=6 math=tf32", True),
+    ("N=2 C=8 H=7 W=7 K=16 R=3 S=3 pad=1", False),                 # strict float32: never TF32
+    ("N=2 C=8 H=7 W=7 K=8 R=3 S=3 groups=8 math=tf32", False),
+    ("N=2 C=8 H=7 W=7 K=8 R=3 S=3 dtype=bfloat16", False),
+])
+def test_supports_tf32_dense_convolutions_only(text: str, ok: bool) -> None:
+    assert supports(P(text)) is ok
+    assert (get_spec("igemm_wgmma") in specs_for(P(text))) is ok
+
+
+def test_other_machines_get_no_plan() -> None:
+    """sm_90a code runs on compute capability 9.0 only: an sm_80 or sm_100 machine has no wgmma plan."""
+    for cc in ((8, 0), (10, 0)):
+        other = dataclasses.replace(H200, name=f"cc{cc}", compute_capability=cc)
+        assert list(enumerate_plans(P(LAYER), other)) == []
+        with pytest.raises(InvalidConfig) as err:
+            plan(P(LAYER), IgemmWgmmaFwdConfig(), other)
+        assert err.value.field == "problem" and "sm_90a" in str(err.value)
+
+
+@pytest.mark.parametrize(("config", "field"), [
+    (IgemmWgmmaFwdConfig(tile_n=96), "tile_n"),
+    (IgemmWgmmaFwdConfig(tile_n=256, m_blocks=2), "tile_n"),         # 256 accumulators per thread
+    (IgemmWgmmaFwdConfig(m_blocks=3), "m_blocks"),
+    (IgemmWgmmaFwdConfig(warpgroups=4), "warpgroups"),
+    (IgemmWgmmaFwdConfig(stages=2), "stages"),
+    (IgemmWgmmaFwdConfig(splits=73), "splits"),                        # 72 chunks of 32 (3·3·256 words)
+    (IgemmWgmmaFwdConfig(warpgroups=2, m_blocks=2, tile_n=128, stages=8), "stages"),   # shared memory
+])
+def test_bad_configs_name_the_field(config: IgemmWgmmaFwdConfig, field: str) -> None:
+    with pytest.raises(InvalidConfig) as err:
+        plan(P(LAYER), config, H200)
+    assert err.value.field == field
+
+
+def test_a_split_without_chunks_is_refused() -> None:
+    with pytest.raises(InvalidConfig) as err:  # 9 chunks (3·3 taps of 32 channels) in 4 splits of 3 leave one empty
+        plan(P("N=1 C=20 H=8 W=8 K=64 R=3 S=3 pad=1 math=tf32"), IgemmWgmmaFwdConfig(splits=4), H200)
+    assert err.value.field == "splits" and "splits=3" in str(err.value)
+
+
+def _simulated_traffic(pl: launcher.IgemmWgmmaFwdPlan) -> dict[str, int]:
+    """Words the kernels' copy loops request, block by block (the .cu's load_stage, the layout change, the
+    epilogue): an A copy reads only when its pixel is inside M and its tap inside the map."""
+    p, c = pl.problem, pl.config
+    m_total = p.N * p.P * p.Q
+    cblocks = pl.cp // launcher.CHUNK
+    words = {"layout": p.N * p.C * p.H * p.W + p.N * p.H * p.W * pl.cp, "input": 0, "weight": 0, "output": 0}
+    for bz in range(pl.splits_launched):
+        first = bz * pl.chunks_per_split
+        for chunk in range(first, min(pl.chunks, first + pl.chunks_per_split)):
+            tap = chunk // cblocks
+            r, s = tap // p.S, tap % p.S
+            reads = 0
+            for m in range(m_total):
+                pq = m % (p.P * p.Q)
+                ih = (pq // p.Q) * p.stride_h - p.pad_h + r * p.dil_h
+                iw = (pq % p.Q) * p.stride_w - p.pad_w + s * p.dil_w
+                reads += 0 <= ih < p.H and 0 <= iw < p.W
+            words["input"] += pl.n_tiles * launcher.CHUNK * reads
+            words["weight"] += pl.m_tiles * pl.n_tiles * c.tile_n * launcher.CHUNK
+    out = p.N * p.K * p.P * p.Q
+    words["output"] = out * pl.splits_launched + (out if pl.splits_launched > 1 else 0)
+    return words
+
+
+@pytest.mark.parametrize(("text", "config"), [
+    ("N=3 C=5 H=7 W=9 K=37 R=3 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(64, 1, 1, 4, 1)),
+    ("N=2 C=40 H=15 W=13 K=20 R=7 S=7 stride=2 pad=3 math=tf32", IgemmWgmmaFwdConfig(128, 2, 1, 4, 2)),
+    ("N=1 C=64 H=9 W=11 K=16 R=1 S=5 pad_h=0 pad_w=2 math=tf32", IgemmWgmmaFwdConfig(64, 1, 2, 6, 1)),
+    ("N=2 C=2 H=6 W=6 K=130 R=3 S=3 pad=4 dilation=4 math=tf32", IgemmWgmmaFwdConfig(256, 1, 1, 4, 3)),
+])
+def test_traffic_formula_matches_the_copy_loops(text: str, config: IgemmWgmmaFwdConfig) -> None:
+    pl = plan(P(text), config, H200)
+    assert traffic_words(pl) == _simulated_traffic(pl)
+
+
+def test_space_covers_the_layers_it_is_for_within_the_machine() -> None:
+    for text in (LAYER, "N=8 C=512 H=33 W=33 K=512 R=3 S=3 pad=2 dilation=2 math=tf32",
+                 "N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2 math=tf32", "N=8 C=256 H=52 W=52 K=255 R=1 S=1 math=tf32"):
+        plans = list(enumerate_plans(P(text), H200))
+        assert len(plans) >= 12, text
+        for pl in plans:
+            assert pl.smem_bytes <= H200.smem_per_block_bytes and pl.config.accumulators <= 128
+    assert any(pl.config.splits > 1 for pl in enumerate_plans(P("N=1 C=512 H=7 W=7 K=512 R=3 S=3 pad=1 math=tf32"),
+                                                                H200))
+
+
+def test_registry_row() -> None:
+    spec = get_spec("igemm_wgmma")
+    direct = get_spec("direct")
+    p = P(LAYER)
+    pl = plan(p, IgemmWgmmaFwdConfig(), H200)
+    assert spec.floor_work(p, 12288) == direct.floor_work(p, 12288)
+    assert len(spec.source_sha256()) == 64 and required_arch(pl.source()) == "sm_90a"
+    assert spec.traffic_words(pl) > 0 and spec.onchip_words(pl) > 0
+    assert IgemmWgmmaFwdConfig().key().startswith("igemm_wgmma.fwd tile_n=128")
+    assert 0 < spec.predict_s(pl, H200) < 1
+
+
+REPRESENTATIVE = [
+    ("128x128", LAYER, IgemmWgmmaFwdConfig(128, 2, 1, 4, 1)),
+    ("128x256_wg2", "N=8 C=512 H=33 W=33 K=512 R=3 S=3 pad=2 dilation=2 math=tf32", IgemmWgmmaFwdConfig(256, 1, 2, 4, 1)),
+    ("256x128_wg2", LAYER, IgemmWgmmaFwdConfig(128, 2, 2, 4, 2)),
+    ("64x64_s6", "N=1 C=512 H=7 W=7 K=512 R=3 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(64, 1, 1, 6, 8)),
+    ("128x64_wg2_s6", "N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2 math=tf32", IgemmWgmmaFwdConfig(64, 1, 2, 6, 1)),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH (no GPU needed)")
+def test_kernels_compile_for_sm90a_without_spills() -> None:
+    family = launcher._family_source()
+    text, entries = family, {}
+    for i, (name, problem, config) in enumerate(REPRESENTATIVE):
+        pl = plan(P(problem), config, H200)
+        wrapper = pl.source()[len(family):]
+        wrapper = wrapper[:wrapper.index('extern "C" __global__ void __launch_bounds__(256)')]   # the GEMM entry only
+        entry = f"igemm_wgmma_fwd_{i}"
+        text += re.sub(rf"\b{launcher.ENTRY}\(", f"{entry}(", wrapper)
+        entries[entry] = (name, pl)
+    result = nvcc_compile(text, "sm_90a")
+    assert "serialized" not in result.log, result.log[-2000:]   # ptxas's "wgmma ... serialized" performance warning
+    for entry, (name, pl) in entries.items():
+        res = result.resources[entry]
+        assert not res.spills, f"{name}: {res}"
+        assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{name}: {res.num_regs}"

@@ -1,0 +1,177 @@
+"""GPU correctness of the wgmma TF32 forward against float64 and against cuDNN's TF32 (needs an sm_90 device; the
+case list itself is checked without one).
+
+Random problems (batch 1 mostly, up to 32 on small maps; odd map sizes; channels 1..100, rarely a multiple of 8;
+filters 1..7, non-square; strides and dilations 1..3, padding 0..3, padding-dominated maps) × the space's corners
+(tile_n 64/128/256, m_blocks 1/2, warpgroups 1/2, stages 4/6, splits 1..8), outputs poisoned with NaN before each
+launch, fresh normal inputs. Each case's error against float64 must meet ``launcher.TOLERANCE`` and be at most twice
+cuDNN's TF32 error on the same inputs (+1e-6), or twice the TF32 floor (exact TF32 operands, exact sums) where cuDNN
+ran the shape on an fp32 algorithm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+from convtune.errors import InvalidConfig
+from convtune.kernels.igemm_wgmma import launcher
+from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig
+from convtune.kernels.igemm_wgmma.space import plan
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+gpu = pytest.mark.gpu
+
+CONFIGS = {
+    "n128_mi2_wg1_s4": IgemmWgmmaFwdConfig(128, 2, 1, 4, 1),
+    "n256_mi1_wg2_s4": IgemmWgmmaFwdConfig(256, 1, 2, 4, 1),
+    "n128_mi2_wg2_s4_x2": IgemmWgmmaFwdConfig(128, 2, 2, 4, 2),
+    "n64_mi1_wg1_s6_x8": IgemmWgmmaFwdConfig(64, 1, 1, 6, 8),
+    "n64_mi2_wg2_s4": IgemmWgmmaFwdConfig(64, 2, 2, 4, 1),
+    "n256_mi1_wg1_s4_x4": IgemmWgmmaFwdConfig(256, 1, 1, 4, 4),
+    "n128_mi1_wg2_s6": IgemmWgmmaFwdConfig(128, 1, 2, 6, 1),
+    "n64_mi1_wg2_s4_x3": IgemmWgmmaFwdConfig(64, 1, 2, 4, 3),
+}
+PROBLEMS_PER_CONFIG = 26
+MAX_COLUMNS = 3_000_000
+MAX_MACS = 150_000_000
+H200 = MachineModel.preset("h200")
+
+
+def _random_problem(rng: np.random.Generator, config: IgemmWgmmaFwdConfig) -> ConvProblem | None:
+    r, s = (int(v) for v in rng.choice([1, 2, 3, 3, 3, 4, 5, 7], size=2))
+    if rng.random() < 0.4:
+        s = r
+    stride = int(rng.choice([1, 1, 2, 3]))
+    sh, sw = (stride, stride) if rng.random() < 0.7 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+    dil = int(rng.choice([1, 1, 1, 2, 3]))
+    dh, dw = (dil, dil) if rng.random() < 0.8 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+    ph, pw = int(rng.integers(0, 4)), int(rng.integers(0, 4))
+    n = int(rng.choice([1, 1, 1, 1, 2, 3, 5, 8, 32]))
+    c = int(rng.choice([1, 3, 5, 7, 13, 16, 21, 35, 50, 64, 100]))
+    k = int(rng.choice([1, 3, 8, 17, 32, 50, 64, 77, 128, 130, 200, 300]))
+    span_h, span_w = dh * (r - 1) + 1, dw * (s - 1) + 1
+    low_h, low_w = max(1, span_h - 2 * ph), max(1, span_w - 2 * pw)
+    if rng.random() < 0.2:   # padding-dominated: the map about the size of the padding
+        h, w = low_h + int(rng.integers(0, 2)), low_w + int(rng.integers(0, 2))
+    else:
+        big = 6 if n >= 8 else 40
+        h, w = low_h + int(rng.integers(0, big)), low_w + int(rng.integers(0, big))
+    problem = ConvProblem(N=n, C=c, H=h, W=w, K=k, R=r, S=s, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
+                          dil_h=dh, dil_w=dw, math="tf32")
+    for _ in range(40):      # enough reduction chunks for every split
+        try:
+            plan(problem, config, H200)
+            break
+        except InvalidConfig as exc:
+            if exc.field != "splits":
+                return None
+            problem = dataclasses.replace(problem, C=problem.C + 32)
+    else:
+        return None
+    m, kr = problem.N * problem.P * problem.Q, problem.C * problem.R * problem.S
+    if m * kr > MAX_COLUMNS or m * kr * problem.K > MAX_MACS:
+        return None
+    return problem
+
+
+def _cases() -> list[Any]:
+    rng = np.random.default_rng(20261203)
+    cases = []
+    for name, config in CONFIGS.items():
+        made = tries = 0
+        while made < PROBLEMS_PER_CONFIG:
+            tries += 1
+            assert tries < 5000, f"{name}: no random problem takes {config.key()}"
+            problem = _random_problem(rng, config)
+            if problem is None:
+                continue
+            cases.append(pytest.param(problem, config, id=f"{name}-{made}", marks=[gpu]))
+            made += 1
+    return cases
+
+
+CASES = _cases()
+
+
+def test_case_count() -> None:
+    problems = [c.values[0] for c in CASES]
+    assert len(CASES) >= 200
+    assert {p.stride_h for p in problems} >= {1, 2, 3} and {p.dil_h for p in problems} >= {1, 2, 3}
+    assert {p.pad_h for p in problems} >= {0, 1, 2, 3} and any(p.R != p.S for p in problems)
+    assert {3, 13, 35, 50} <= {p.C for p in problems} and sum(p.N == 1 for p in problems) >= len(problems) // 3
+    assert any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p in problems)   # padding-dominated maps
+    assert {c.values[1].splits for c in CASES} >= {1, 2, 3, 4, 8}
+
+
+@pytest.fixture(scope="module")
+def precompiled(machine, cubin_cache) -> None:
+    """Compile every distinct kernel of this module with nvcc (sm_90a) in parallel before the first GPU test."""
+    if tuple(machine.compute_capability) != launcher.COMPUTE_CAPABILITY:
+        pytest.skip(f"wgmma needs compute capability 9.0; this GPU is {machine.arch}")
+    cubin_cache(plan(p.values[0], p.values[1], machine).source() for p in CASES)
+
+
+def _round_tf32(cp: Any, a: Any) -> Any:
+    """float32 -> TF32 as cvt.rna.tf32.f32 rounds (nearest, ties away from zero; 10 mantissa bits kept)."""
+    bits = a.view(cp.uint32)
+    return ((bits + cp.uint32(0x1000)) & cp.uint32(0xFFFFE000)).view(cp.float32)
+
+
+@pytest.mark.parametrize(("problem", "config"), CASES)
+def test_igemm_wgmma_matches_float64_and_cudnn_tf32(problem: ConvProblem, config: IgemmWgmmaFwdConfig, machine,
+                                                    precompiled) -> None:
+    import cupy as cp
+
+    from convtune.kernels.reference import conv2d_reference_gpu, relative_error
+
+    pl = plan(problem, config, machine)
+    kernels = launcher.compile_plan(pl)
+    rng = cp.random.default_rng(zlib.crc32(problem.key().encode()))
+    x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
+    w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
+    y = cp.full((problem.N, problem.K, problem.P, problem.Q), cp.nan, dtype=cp.float32)
+    launcher.launch(pl, kernels, x, launcher.prepare_filters(pl, w), y)
+    cp.cuda.get_current_stream().synchronize()
+    assert not bool(cp.isnan(y).any()), "some outputs were never written"
+    geometry = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
+                "dilation": (problem.dil_h, problem.dil_w)}
+    ref = conv2d_reference_gpu(x, w, **geometry)
+    ours = relative_error(y, ref)
+    assert ours <= launcher.TOLERANCE, f"relative error {ours:.3e} for {problem.key()} / {config.key()}"
+    tf32_floor = relative_error(conv2d_reference_gpu(_round_tf32(cp, x), _round_tf32(cp, w), **geometry), ref)
+    torch = pytest.importorskip("torch")
+    saved = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        yt = torch.nn.functional.conv2d(torch.from_dlpack(x), torch.from_dlpack(w), None, **geometry)
+        torch.cuda.synchronize()
+    finally:
+        torch.backends.cudnn.allow_tf32 = saved
+    cudnn = relative_error(cp.from_dlpack(yt.contiguous()), ref)
+    bar = cudnn if cudnn >= 0.1 * tf32_floor else tf32_floor    # cuDNN on an fp32 algorithm: the TF32 floor
+    assert ours <= 2 * bar + 1e-6, (f"ours {ours:.3e} vs cuDNN TF32 {cudnn:.3e} (TF32 floor {tf32_floor:.3e}) for "
+                                    f"{problem.key()} / {config.key()}")
+
+
+@gpu
+def test_operator_api_runs_a_wgmma_config_on_torch_tensors() -> None:
+    torch = pytest.importorskip("torch")
+    import convtune
+
+    x = torch.randn(4, 35, 29, 31, device="cuda")
+    w = torch.randn(70, 35, 7, 3, device="cuda")
+    for key, kwargs in (("igemm_wgmma.fwd tile_n=128 m_blocks=2 warpgroups=1 stages=4 splits=1",
+                         {"stride": 2, "padding": (3, 1)}),
+                        ("igemm_wgmma.fwd tile_n=64 m_blocks=1 warpgroups=2 stages=6 splits=4",
+                         {"stride": 1, "padding": 2, "dilation": 2})):
+        y = convtune.conv2d(x, w, config=key, math="tf32", **kwargs)
+        y2 = convtune.conv2d(x, w, config=key, math="tf32", **kwargs)   # the cache hit: prepared launch and filters
+        expected = torch.nn.functional.conv2d(x.double(), w.double(), **kwargs)
+        for out in (y, y2):
+            assert float((out.double() - expected).norm() / expected.norm()) <= launcher.TOLERANCE, key
