@@ -20,6 +20,7 @@ held-out shape; and the calibration fitted on every shape. Nothing here changes 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -45,6 +46,8 @@ def collect(reports: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, f
     for report in reports:
         machine = MachineModel.preset("h200").with_ceilings(report["copy_tbps"] * 1e12, report["sgemm_tflops"] * 1e12,
                                                             "measured in the run")
+        if report.get("math") == "tf32" and report.get("class_peak_tflops"):   # the run's TF32 GEMM ceiling
+            machine = dataclasses.replace(machine, tf32_peak_flops_per_s=report["class_peak_tflops"] * 1e12)
         for result in report["results"]:
             problem = ConvProblem.parse(result["problem"])
             measured = {c["config"]: c["median_ms"] for c in result["candidates"] if c.get("status") == "ok"}
@@ -75,13 +78,14 @@ def geomean(values: list[float]) -> float:
 
 
 def fit(shapes: dict[str, dict[str, tuple[float, float, float]]],
-        families: list[str]) -> dict[str, tuple[float, float]]:
+        families: list[str], fitted: tuple[str, ...] | None = None) -> dict[str, tuple[float, float]]:
     """(scale, offset s) per family minimising the geometric-mean regret over ``shapes`` (ties: the calibration
     nearest the shipped models): every family but the :data:`FIXED` ones (which keep the shipped model) gets a scale
-    from :data:`GRID` and an offset from :data:`OFFSETS_S` (a fixed cost per launch its model misses)."""
+    from :data:`GRID` and an offset from :data:`OFFSETS_S` (a fixed cost per launch its model misses); with
+    ``fitted``, only those families are calibrated (the rest keep the shipped models)."""
     options = []
     for f in families:
-        if f in FIXED:
+        if f in FIXED or (fitted is not None and f not in fitted):
             options.append([(f, (1.0, 0.0))])
             continue
         options.append([(f, (a, b)) for a in GRID for b in OFFSETS_S])
@@ -100,16 +104,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("reports", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--fit", nargs="*", default=None, help="calibrate only these families (default: all but "
+                                                          f"{', '.join(FIXED)})")
     args = ap.parse_args(argv)
+    fitted = tuple(args.fit) if args.fit is not None else None
     shapes = collect([json.loads(p.read_text()) for p in args.reports])
     shapes = {k: v for k, v in shapes.items() if len(v) >= 2}
     families = sorted({f for s in shapes.values() for f in s})
     shipped = {name: regret(s, {}) for name, s in shapes.items()}
     held_out = {}
     for name in shapes:
-        scales = fit({k: v for k, v in shapes.items() if k != name}, families)
+        scales = fit({k: v for k, v in shapes.items() if k != name}, families, fitted)
         held_out[name] = regret(shapes[name], scales)
-    overall = fit(shapes, families)
+    overall = fit(shapes, families, fitted)
     lines = ["# Untuned choice across families: the shipped models vs a per-family calibration (held out by shape)", "",
              f"{len(shapes)} shapes with ≥ 2 families measured; families {', '.join(families)}. Regret = measured ms "
              "of the chosen family's model-top config / best measured ms on the shape.", "",

@@ -145,19 +145,21 @@ def main(argv: list[str] | None = None) -> int:
         args.db = db
     if args.db:
         resolver.use_database(args.db)
-    rows = []
+    rows: list[dict] = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = device_info() | {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "db": args.db,
+                            "calls": args.calls, "shapes": len(entries)}
+    text = ""
     for entry in entries:
         print(f"== {entry['name']}", file=sys.stderr, flush=True)
         rows.append(measure(entry, args.calls, not args.no_compile))
-    summary = {mode: geomean([r.get(f"speedup_{mode}", float("nan")) for r in rows])
-               for mode in ("eager", "graph", "compile", "kernel")}
-    meta = device_info() | {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "db": args.db,
-                            "calls": args.calls}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "user_suite.json").write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
-    text = markdown(rows, summary, meta)
-    (out / "user_suite.md").write_text(text)
+        # written after every shape: a run cut short by a time limit keeps every row it measured
+        summary = {mode: geomean([r.get(f"speedup_{mode}", float("nan")) for r in rows])
+                   for mode in ("eager", "graph", "compile", "kernel")}
+        (out / "user_suite.json").write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
+        text = markdown(rows, summary, meta)
+        (out / "user_suite.md").write_text(text)
     print(text)
     return 0
 

@@ -18,6 +18,7 @@ Two ways to build the same text:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 import shutil
@@ -291,7 +292,7 @@ def _nvrtc_cubin(text: str, arch: str, digest: str) -> Path:
     Raises:
         CompileError: NVRTC rejected the source (its log in the message).
     """
-    from cupy.cuda import nvrtc
+    nvrtc = importlib.import_module("cupy.cuda.nvrtc")   # CuPy's NVRTC binding (imported on first use)
 
     folder = Path(os.environ.get("CONVTUNE_CUBIN_DIR") or Path(tempfile.gettempdir()) / "convtune-cubins")
     folder.mkdir(parents=True, exist_ok=True)

@@ -132,7 +132,8 @@ def test_registry_row() -> None:
 
 REPRESENTATIVE = [
     ("128x128", LAYER, IgemmWgmmaFwdConfig(128, 2, 1, 4, 1)),
-    ("128x256_wg2", "N=8 C=512 H=33 W=33 K=512 R=3 S=3 pad=2 dilation=2 math=tf32", IgemmWgmmaFwdConfig(256, 1, 2, 4, 1)),
+    ("128x256_wg2", "N=8 C=512 H=33 W=33 K=512 R=3 S=3 pad=2 dilation=2 math=tf32",
+     IgemmWgmmaFwdConfig(256, 1, 2, 4, 1)),
     ("256x128_wg2", LAYER, IgemmWgmmaFwdConfig(128, 2, 2, 4, 2)),
     ("64x64_s6", "N=1 C=512 H=7 W=7 K=512 R=3 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(64, 1, 1, 6, 8)),
     ("128x64_wg2_s6", "N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2 math=tf32", IgemmWgmmaFwdConfig(64, 1, 2, 6, 1)),
