@@ -25,8 +25,9 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
+from convtune.kernels.compile import cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
+from convtune.kernels.igemm.nhwc import NhwcKernels
 from convtune.kernels.launch_geometry import checked_min_blocks
 from convtune.kernels.prepared import (
     FilterLayout,
@@ -227,25 +228,10 @@ def workspace_bytes(pl: IgemmWgmmaFwdPlan) -> int:
 
 
 # ---- launching ----------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class WgmmaKernels:
-    """The layout change and the GEMM; ``resources`` are the GEMM's (what the tuner records)."""
-
-    to_nhwc: LoadedKernel
-    gemm: LoadedKernel
-
-    @property
-    def resources(self) -> Any:
-        return self.gemm.resources
-
-    @property
-    def compile_s(self) -> float:
-        return self.to_nhwc.compile_s + self.gemm.compile_s
-
-
-def compile_plan(pl: IgemmWgmmaFwdPlan) -> WgmmaKernels:
+def compile_plan(pl: IgemmWgmmaFwdPlan) -> NhwcKernels:
+    """The layout change and the GEMM (the pair the mma.sync NHWC variant launches too)."""
     text = pl.source()
-    return WgmmaKernels(load_kernel(text, TO_NHWC_ENTRY), load_kernel(text, ENTRY, dynamic_smem_bytes=pl.smem_bytes))
+    return NhwcKernels(load_kernel(text, TO_NHWC_ENTRY), load_kernel(text, ENTRY, dynamic_smem_bytes=pl.smem_bytes))
 
 
 def to_nhwc_grid(pl: IgemmWgmmaFwdPlan) -> tuple[int, int, int]:
@@ -280,14 +266,14 @@ def layout_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
     return ("igemm_wgmma", p.K, p.C, p.R, p.S)
 
 
-def prepare_plan(pl: IgemmWgmmaFwdPlan, device: int = 0, kernels: WgmmaKernels | None = None) -> PreparedLaunch:
+def prepare_plan(pl: IgemmWgmmaFwdPlan, device: int = 0, kernels: NhwcKernels | None = None) -> PreparedLaunch:
     """The layout change and the GEMM as one prepared launch: operands (x, filters, y, workspace = x channels-last);
     a split reduction zeroes y before the GEMM (atomic adds)."""
     p, c = pl.problem, pl.config
     if kernels is None:
         with driver().use_device(device):
             kernels = compile_plan(pl)
-    steps: list[Any] = [Launch(kernels.to_nhwc, to_nhwc_grid(pl), (TRANSPOSE_THREADS, 1, 1), 0, pointers(0, 3),
+    steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (TRANSPOSE_THREADS, 1, 1), 0, pointers(0, 3),
                                (p.C, p.H * p.W, pl.cp))]
     if pl.splits_launched > 1:
         steps.append(Memset(2, 4 * p.output_elements))
@@ -324,7 +310,7 @@ def filters_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
     return (*layout_key(pl), p.N * p.H * p.W * pl.cp)
 
 
-def launch(pl: IgemmWgmmaFwdPlan, kernels: WgmmaKernels, x: Any, filters: WgmmaFilters, y: Any,
+def launch(pl: IgemmWgmmaFwdPlan, kernels: NhwcKernels, x: Any, filters: WgmmaFilters, y: Any,
            stream: Any | None = None) -> None:
     """Run the kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
 
