@@ -292,7 +292,7 @@ def _nvrtc_cubin(text: str, arch: str, digest: str) -> Path:
     Raises:
         CompileError: NVRTC rejected the source (its log in the message).
     """
-    nvrtc = importlib.import_module("cupy.cuda.nvrtc")   # CuPy's NVRTC binding (imported on first use)
+    nvrtc = importlib.import_module("cupy_backends.cuda.libs.nvrtc")   # CuPy's NVRTC binding (cupy.cuda.nvrtc)
 
     folder = Path(os.environ.get("CONVTUNE_CUBIN_DIR") or Path(tempfile.gettempdir()) / "convtune-cubins")
     folder.mkdir(parents=True, exist_ok=True)

@@ -52,3 +52,40 @@ def test_arch_marker_picks_the_arch_specific_target() -> None:
     assert required_arch("__global__ void k() {}") is None
     assert nvcc_arch_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
     assert nvcc_arch_flags("sm_90") == ["-arch=sm_90"]
+
+
+def test_arch_specific_sources_go_to_nvrtc_with_the_arch(monkeypatch, tmp_path) -> None:
+    """Without a cached cubin, an sm_90a source is compiled by NVRTC itself with ``-arch=sm_90a`` (CuPy's own path
+    would name the device's plain arch), written atomically to the cubin cache, and an NVRTC failure is a
+    CompileError carrying its log. The binding is faked: no GPU or CuPy needed."""
+    import sys
+    import types
+
+    from convtune.errors import CompileError
+    from convtune.kernels import compile as comp
+
+    calls: list[tuple[str, list[str]]] = []
+    fake = types.ModuleType("cupy_backends.cuda.libs.nvrtc")
+
+    class NVRTCError(Exception):
+        pass
+
+    def compile_program(prog: str, options: list[str]) -> None:
+        calls.append((prog, list(options)))
+        if "broken" in prog:
+            raise NVRTCError("NVRTC_ERROR_COMPILATION")
+
+    fake.NVRTCError = NVRTCError  # type: ignore[attr-defined]
+    fake.createProgram = lambda text, name, headers, includes: text  # type: ignore[attr-defined]
+    fake.compileProgram = compile_program  # type: ignore[attr-defined]
+    fake.getCUBIN = lambda prog: b"CUBIN:" + prog.encode()  # type: ignore[attr-defined]
+    fake.getProgramLog = lambda prog: "error: wgmma needs sm_90a"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs.nvrtc", fake)
+    monkeypatch.setenv("CONVTUNE_CUBIN_DIR", str(tmp_path))
+    text = "// convtune-arch: sm_90a\nextern \"C\" __global__ void k() {}\n"
+    path = comp._nvrtc_cubin(text, "sm_90a", comp.source_hash(text))
+    assert path.read_bytes() == b"CUBIN:" + text.encode() and path.parent == tmp_path
+    assert calls[-1][1][-1] == "-arch=sm_90a"
+    assert comp._nvrtc_cubin(text, "sm_90a", comp.source_hash(text)) == path and len(calls) == 1   # cached
+    with pytest.raises(CompileError, match="sm_90a"):
+        comp._nvrtc_cubin("broken " + text, "sm_90a", "x" * 64)
