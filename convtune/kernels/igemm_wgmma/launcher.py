@@ -27,7 +27,7 @@ from typing import Any
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.igemm.nhwc import NhwcKernels
+from convtune.kernels.igemm.nhwc import NhwcFilters, NhwcKernels
 from convtune.kernels.launch_geometry import checked_min_blocks
 from convtune.kernels.prepared import (
     FilterLayout,
@@ -284,16 +284,7 @@ def prepare_plan(pl: IgemmWgmmaFwdPlan, device: int = 0, kernels: NhwcKernels | 
                           output_shape=(p.N, p.K, p.P, p.Q))
 
 
-@dataclass(frozen=True, slots=True)
-class WgmmaFilters:
-    """The filter operand of :func:`launch`: the packed filters and the channels-last workspace, kept together so
-    repeated launches allocate nothing."""
-
-    filt: Any
-    work: Any
-
-
-def prepare_filters(pl: IgemmWgmmaFwdPlan, w: Any) -> WgmmaFilters:
+def prepare_filters(pl: IgemmWgmmaFwdPlan, w: Any) -> NhwcFilters:
     """w (K, C, R, S) float32 CuPy → the packed filters and a workspace for x in channels-last."""
     cp = cupy_module()
     p = pl.problem
@@ -301,7 +292,7 @@ def prepare_filters(pl: IgemmWgmmaFwdPlan, w: Any) -> WgmmaFilters:
     prep = filter_layout(pl, driver().get_device()).prep
     assert prep is not None
     prep((data_pointer(cp.ascontiguousarray(w)), data_pointer(filt)), stream_pointer(None))
-    return WgmmaFilters(filt, cp.empty(workspace_bytes(pl) // 4, dtype=cp.float32))
+    return NhwcFilters(filt, cp.empty(workspace_bytes(pl) // 4, dtype=cp.float32))
 
 
 def filters_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
@@ -310,7 +301,7 @@ def filters_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
     return (*layout_key(pl), p.N * p.H * p.W * pl.cp)
 
 
-def launch(pl: IgemmWgmmaFwdPlan, kernels: NhwcKernels, x: Any, filters: WgmmaFilters, y: Any,
+def launch(pl: IgemmWgmmaFwdPlan, kernels: NhwcKernels, x: Any, filters: NhwcFilters, y: Any,
            stream: Any | None = None) -> None:
     """Run the kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
 
