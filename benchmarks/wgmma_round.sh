@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# One device call for the wgmma TF32 family (igemm_wgmma, sm_90a): its GPU tests, then its configs (the model's top
-# $WGMMA_TOP plus bucket bests) against cuDNN TF32 on the wide and public suites, each step under a timeout;
-# everything under $WORK, packed into $OUT/wgmma_round.tar.gz (the device returns at most 8 files).
-#   WGMMA_STEPS  which steps (default: tests wide public)
+# One device call for the wgmma families (igemm_wgmma TF32, igemm_wgmma_half bf16/fp16; sm_90a): their GPU tests,
+# then their configs (the model's top $WGMMA_TOP) against cuDNN in the class on the wide and public suites, each step
+# under a timeout; everything under $WORK, packed into $OUT/wgmma_round.tar.gz (the device returns at most 8 files).
+#   WGMMA_STEPS  which steps (default: tests wide public): tests (both families' GPU tests), nvrtc (the operator
+#                tests with nvcc off the PATH: kernels built by NVRTC for sm_90a), wide / public (TF32),
+#                half_wide / half_public (bfloat16, $HALF_DTYPE to change)
 set -uo pipefail
 OUT=${OUT:-benchmarks/results/igemm_wgmma_round}
 WORK=${WORK:-/tmp/wgmma_round}
@@ -12,6 +14,15 @@ for step in ${WGMMA_STEPS:-tests wide public}; do
     tests)
         timeout "${WGMMA_TESTS_S:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm_wgmma 2>&1 | tee "$WORK/gpu_igemm_wgmma_tests.txt" | tail -15 ;;
+    nvrtc)
+        PATH=/usr/bin:/bin timeout "${WGMMA_NVRTC_S:-120}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default \
+            -ra tests/kernels/igemm_wgmma -k operator_api 2>&1 | tee "$WORK/gpu_nvrtc_tests.txt" | tail -8 ;;
+    half_wide)
+        OUT=$WORK/half_wide TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--suite benchmarks/suites/wide.json --families \
+igemm_wgmma_half" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half ;;
+    half_public)
+        OUT=$WORK/half_public TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--families igemm_wgmma_half" \
+            timeout "${WGMMA_PUBLIC_S:-150}" bash benchmarks/gpu_check.sh half ;;
     wide)
         OUT=$WORK/wide TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--suite benchmarks/suites/wide.json --families igemm_wgmma \
 --buckets ${WGMMA_BUCKETS:-6}" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh tf32 ;;

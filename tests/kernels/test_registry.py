@@ -23,7 +23,7 @@ def sample_problem(family: str) -> ConvProblem:
         return POINTWISE
     if family == "igemm_1x1":
         return POINTWISE.replace(math="tf32")
-    if family == "igemm_half":
+    if family in ("igemm_half", "igemm_wgmma_half"):
         return DENSE.replace(dtype="bfloat16")
     if family == "igemm_half_1x1":
         return POINTWISE.replace(dtype="bfloat16")

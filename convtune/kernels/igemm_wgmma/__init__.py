@@ -1,14 +1,18 @@
-"""The implicit-GEMM TF32 forward family on Hopper's warpgroup MMA (wgmma with both operands from swizzled shared
-memory; sm_90a, compute capability 9.0 only): ``math="tf32"`` problems, x moved to a TF32-rounded channels-last copy
-first (counted in the time).
+"""The implicit-GEMM forward families on Hopper's warpgroup MMA (wgmma with both operands from swizzled shared
+memory; sm_90a, compute capability 9.0 only): ``igemm_wgmma`` for ``math="tf32"`` problems (x moved to a TF32-rounded
+channels-last copy first, counted in the time) and ``igemm_wgmma_half`` for bfloat16 / float16 problems (the same
+kernel over 16-bit elements, :mod:`~convtune.kernels.igemm_wgmma.half`).
 
-``SPECS`` is the family's registry row (see :mod:`convtune.kernels.registry`); its bound and floor are the direct
-convolution's (the same MAC CDAG, any dataflow), the compute ceiling TF32's.
+``SPECS`` are the families' registry rows (see :mod:`convtune.kernels.registry`); their bound and floor are the
+direct convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from convtune.kernels.direct import direct_bound_words, direct_floor_work
+from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import launcher as _launcher
 from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.igemm_wgmma import space as _space
@@ -27,5 +31,20 @@ SPECS: tuple[KernelSpec, ...] = (
         description="implicit GEMM on Hopper's warpgroup MMA (wgmma TF32, both operands from 128-byte-swizzled "
                     "shared memory, fp32 accumulation) over a TF32-rounded channels-last copy of x (16-byte copies "
                     "of 32-channel rows), any stride/padding/dilation, split reduction; sm_90 only",
+    ),
+    KernelSpec(
+        family=_half.HALF_FAMILY, direction="fwd", source=_half.SOURCE, entry=_half.ENTRY,
+        config_class=_half.IgemmWgmmaHalfFwdConfig, supports=_half.supports,
+        enumerate_plans=partial(_space.enumerate_plans, family=_half.HALF_FAMILY), plan=_space.plan,
+        predict_s=lambda pl, machine: _model.predict(pl, machine).time_s,
+        traffic_words=_half.total_traffic_elements,
+        onchip_words=_half.onchip_elements,
+        bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
+        grid_size=partial(_space.grid_size, family=_half.HALF_FAMILY), floor_work=direct_floor_work,
+        launcher=_half, algorithm="igemm",
+        description="implicit GEMM on Hopper's warpgroup MMA for bfloat16 / float16 (wgmma m64nNk16, both operands "
+                    "from 128-byte-swizzled shared memory, fp32 accumulation, y rounded once) over a channels-last "
+                    "copy of x (16-byte copies of 64-channel rows; any C), any stride/padding/dilation, split "
+                    "reduction; sm_90 only",
     ),
 )

@@ -48,7 +48,8 @@ SOURCE = "igemm_wgmma_fwd.cu"
 ENTRY = "igemm_wgmma_fwd"
 TO_NHWC_ENTRY = "igemm_wgmma_to_nhwc"
 PACK_ENTRY = "igemm_wgmma_pack"
-CHUNK = 32                 # reduction words per chunk: one 128-byte swizzled row
+CHUNK_BYTES = 128          # one chunk of the reduction: one 128-byte swizzled row of one tap
+CHUNK = 32                 # TF32 words per chunk (the 16-bit family's: 64 elements; see chunk_elements)
 TRANSPOSE_TILE = 32
 TRANSPOSE_THREADS = 256
 PACK_THREADS = 256
@@ -89,13 +90,19 @@ def supports(problem: ConvProblem) -> bool:
     return p.dtype == "float32" and p.math == "tf32" and p.groups == 1 and not p.causal
 
 
+def chunk_elements(problem: ConvProblem) -> int:
+    """Channels per chunk: one 128-byte row of the storage type (32 float32 words, 64 bfloat16/float16 elements)."""
+    return CHUNK_BYTES // problem.itemsize_bytes
+
+
 def padded_channels(problem: ConvProblem) -> int:
-    """Cp = ⌈C/32⌉·32: the channels of one tap in the workspace and the filters."""
-    return -(-problem.C // CHUNK) * CHUNK
+    """Cp = ⌈C/ch⌉·ch with ch = :func:`chunk_elements`: the channels of one tap in the workspace and the filters."""
+    ch = chunk_elements(problem)
+    return -(-problem.C // ch) * ch
 
 
 def padded_reduction(problem: ConvProblem) -> int:
-    """KRp = R·S·Cp."""
+    """KRp = R·S·Cp (elements of the storage type)."""
     return problem.R * problem.S * padded_channels(problem)
 
 
@@ -172,10 +179,11 @@ def regs_estimate(config: IgemmWgmmaFwdConfig) -> int:
     return config.accumulators + 4 * a_rows + 40
 
 
-def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
-                machine: MachineModel | None = None) -> IgemmWgmmaFwdPlan:
+def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig, machine: MachineModel | None = None,
+                plan_class: type[IgemmWgmmaFwdPlan] | None = None) -> IgemmWgmmaFwdPlan:
     """The launch plan of a config that keeps the space's rules; refuses what breaks ``machine``'s limits (shared
-    memory, registers, a machine other than compute capability 9.0) or the grid's.
+    memory, registers, a machine other than compute capability 9.0) or the grid's. ``plan_class`` is the family's
+    plan (its source text); the 16-bit family passes its own.
 
     Raises:
         InvalidConfig: naming the field whose derived geometry breaks a limit.
@@ -185,7 +193,7 @@ def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
         raise InvalidConfig("problem", f"wgmma kernels are built for sm_90a; {machine.name} is "
                                        f"sm_{machine.compute_capability[0]}{machine.compute_capability[1]}")
     cp, krp = padded_channels(p), padded_reduction(p)
-    chunks = krp // CHUNK
+    chunks = krp // chunk_elements(p)
     per_split = -(-chunks // c.splits)
     launched = -(-chunks // per_split)
     m_tiles, n_tiles = -(-p.N * p.P * p.Q // c.tile_m), -(-p.K // c.tile_n)
@@ -195,7 +203,8 @@ def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
     min_blocks = 1
     if machine is not None:
         min_blocks = checked_min_blocks(c.threads, smem, regs, machine, "stages", "m_blocks")
-    return IgemmWgmmaFwdPlan(p, c, cp, krp, m_tiles, n_tiles, chunks, per_split, launched, smem, regs, min_blocks)
+    return (plan_class or IgemmWgmmaFwdPlan)(p, c, cp, krp, m_tiles, n_tiles, chunks, per_split, launched, smem,
+                                             regs, min_blocks)
 
 
 # ---- analytic traffic ---------------------------------------------------------------------------------

@@ -1,12 +1,13 @@
-"""Analytic performance model of the wgmma TF32 forward (for ranking configs, never as a result).
+"""Analytic performance model of the wgmma forward, TF32 and 16-bit (for ranking configs, never as a result).
 
 predicted time = max(SM time, L2 time, DRAM compulsory time) + layout change + split atomics + launches:
 
 * SM time: waves = ⌈blocks / (resident blocks · SMs)⌉, each costing ``resident`` blocks' chunks on one SM, a
-  block-chunk costing the larger of its tensor-core time (2·BM·BN·32 FLOP at the SM's share of the TF32 peak,
+  block-chunk costing the larger of its tensor-core time (2·BM·BN·ch FLOP, ch = 32 TF32 or 64 16-bit channels, at
+  the SM's share of the class's peak (TF32, or bf16 for both 16-bit types),
   ``TENSOR_FRACTION`` of the measured GEMM ceiling, itself near the dense wgmma rate) and a fixed per-chunk cost
   ``CHUNK_OVERHEAD_CLK`` (barrier, proxy fence, the wgmma queue's wait), which resident blocks overlap;
-* L2 time: the words the kernels request (:func:`~convtune.kernels.igemm_wgmma.launcher.traffic_words`, the
+* L2 time: the bytes the kernels request (:func:`~convtune.kernels.igemm_wgmma.launcher.traffic_words`, the
   layout change's excepted) at ``L2_FRACTION`` of the optimistic L2 figure;
 * DRAM time: compulsory bytes at the copy bandwidth;
 * the layout change reads x and writes the workspace at the copy bandwidth, one launch.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from convtune.kernels.igemm_wgmma.launcher import CHUNK, IgemmWgmmaFwdPlan, traffic_words
+from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdPlan, chunk_elements, traffic_words
 from convtune.kernels.launch_geometry import resident_blocks
 from convtune.machine import MachineModel
 
@@ -28,6 +29,8 @@ L2_FRACTION = 0.4
 LAUNCH_OVERHEAD_S = 3e-6
 #: the H200's datasheet dense TF32 rate, when the machine carries no TF32 ceiling
 FALLBACK_TF32_FLOPS = 494.7e12
+#: the H200's datasheet dense bf16 / fp16 rate, when the machine carries no bf16 ceiling
+FALLBACK_BF16_FLOPS = 989.4e12
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +58,13 @@ def predict(pl: IgemmWgmmaFwdPlan, machine: MachineModel) -> WgmmaPrediction:
     bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
     if bps == 0:
         return WgmmaPrediction(math.inf, math.inf, math.inf, math.inf, 0, eff)
-    peak = machine.tf32_peak_flops_per_s or machine.datasheet_tf32_flops_per_s or FALLBACK_TF32_FLOPS
+    if p.itemsize_bytes == 2:
+        peak = machine.bf16_peak_flops_per_s or FALLBACK_BF16_FLOPS
+    else:
+        peak = machine.tf32_peak_flops_per_s or machine.datasheet_tf32_flops_per_s or FALLBACK_TF32_FLOPS
     sm_flops = TENSOR_FRACTION * peak / machine.sm_count
-    tensor_s = 2 * c.tile_m * c.tile_n * CHUNK / sm_flops            # one block-chunk alone on an SM
+    item = p.itemsize_bytes
+    tensor_s = 2 * c.tile_m * c.tile_n * chunk_elements(p) / sm_flops   # one block-chunk alone on an SM
     overhead_s = CHUNK_OVERHEAD_CLK / SM_CLOCK_HZ
     waves = -(-pl.blocks // (bps * machine.sm_count))
     # resident blocks share the tensor cores and overlap each other's fixed cost
@@ -66,10 +73,12 @@ def predict(pl: IgemmWgmmaFwdPlan, machine: MachineModel) -> WgmmaPrediction:
     l2_bw = L2_FRACTION * (machine.l2_bandwidth_bytes_per_s or 10 * machine.copy_bandwidth_bytes_per_s)
     words = traffic_words(pl)
     layout_words = words.pop("layout")
-    l2_s = 4 * sum(words.values()) / l2_bw
+    l2_s = item * sum(words.values()) / l2_bw
     dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
     atomics_s = 4 * p.output_elements * pl.splits_launched / machine.copy_bandwidth_bytes_per_s \
         if pl.splits_launched > 1 else 0.0
-    added_s = 2 * LAUNCH_OVERHEAD_S + 4 * layout_words / machine.copy_bandwidth_bytes_per_s + atomics_s
+    if pl.splits_launched > 1 and item == 2:   # the fp32 workspace's conversion into y: one more launch and pass
+        atomics_s += LAUNCH_OVERHEAD_S + 6 * p.output_elements / machine.copy_bandwidth_bytes_per_s
+    added_s = 2 * LAUNCH_OVERHEAD_S + item * layout_words / machine.copy_bandwidth_bytes_per_s + atomics_s
     time_s = max(sm_s, l2_s, dram_s) + added_s
     return WgmmaPrediction(time_s, sm_s, l2_s, dram_s, bps, eff, added_s)

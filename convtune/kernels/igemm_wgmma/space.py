@@ -1,7 +1,8 @@
-"""The configuration space of the wgmma TF32 forward kernel for one problem and machine.
+"""The configuration space of the wgmma forward kernels (TF32 ``igemm_wgmma``, 16-bit ``igemm_wgmma_half``: the same
+parameters and rules) for one problem and machine.
 
-:func:`enumerate_plans` yields every valid configuration (resource limits of the machine respected, sm_90 only),
-each with its plan. Pruned: row tiles (64 · warpgroups · m_blocks) and column tiles larger than the next power of two
+:func:`enumerate_plans` yields every valid configuration of a family (resource limits of the machine respected,
+sm_90 only), each with its plan. Pruned: row tiles (64 · warpgroups · m_blocks) and column tiles larger than the next power of two
 of the extent they cover (M = N·P·Q pixels, at least 64; K channels, at least 64), and splits of a grid that already
 has two blocks per SM.
 """
@@ -12,13 +13,14 @@ from collections.abc import Iterator
 from functools import cache
 
 from convtune.errors import InvalidConfig
+from convtune.kernels.igemm_wgmma import half as _half
+from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma.launcher import (
-    CHUNK,
     IgemmWgmmaFwdConfig,
     IgemmWgmmaFwdPlan,
+    chunk_elements,
     derive_plan,
     padded_reduction,
-    supports,
 )
 from convtune.kernels.search_space import Rule, SearchSpace, Values
 from convtune.machine import MachineModel
@@ -30,6 +32,14 @@ WARPGROUPS = (1, 2)
 STAGES = (4, 6)
 SPLITS = (1, 2, 4, 8, 16)
 MAX_ACCUMULATORS = 128   # fp32 accumulator registers per thread (MI · BN / 2): more leave too few for the rest
+TF32_FAMILY = IgemmWgmmaFwdConfig.family
+#: family -> (config class, supports, what it runs, its plan class)
+FAMILIES = {
+    TF32_FAMILY: (IgemmWgmmaFwdConfig, _tf32.supports, "dense float32 convolutions with TF32 arithmetic allowed "
+                  "(math='tf32')", IgemmWgmmaFwdPlan),
+    _half.HALF_FAMILY: (_half.IgemmWgmmaHalfFwdConfig, _half.supports, "dense bfloat16 / float16 convolutions "
+                        "(math='ieee')", _half.IgemmWgmmaHalfPlan),
+}
 
 
 def _pow2_at_least(n: int) -> int:
@@ -41,18 +51,20 @@ def _tile_m(v: Values) -> int:
 
 
 @cache
-def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSpace:
-    """The space of ``problem``: the values, the kernel's rules (``plan`` enforces them) and the search's pruning
-    rules (module docstring)."""
+def space(problem: ConvProblem, machine: MachineModel | None = None, family: str = TF32_FAMILY) -> SearchSpace:
+    """The space of ``problem`` in ``family``: the values, the kernel's rules (``plan`` enforces them) and the
+    search's pruning rules (module docstring)."""
     p = problem
-    chunks = padded_reduction(p) // CHUNK
+    ch = chunk_elements(p)
+    chunks = padded_reduction(p) // ch
+    _, supports, runs, _ = FAMILIES[family]
 
     def splits_used(v: Values) -> int:
         return -(-chunks // -(-chunks // v["splits"]))
 
     rules = (
-        Rule("problem", (), lambda v: supports(p), f"the wgmma implicit GEMM runs dense float32 convolutions with "
-             f"TF32 arithmetic allowed (math='tf32'); got {p.key()}", field="problem"),
+        Rule("problem", (), lambda v: supports(p), f"{family} runs {runs}, groups=1, not causal; got {p.key()}",
+             field="problem"),
         Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] in TILE_N, f"tile_n={{tile_n}}: allowed {TILE_N}"),
         Rule("m_blocks", ("m_blocks",), lambda v: v["m_blocks"] in M_BLOCKS, f"m_blocks={{m_blocks}}: allowed "
              f"{M_BLOCKS}"),
@@ -64,7 +76,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
         Rule("stages", ("stages",), lambda v: 3 <= v["stages"] <= 8, "stages={stages}: allowed 3..8 (one computing, "
              "one in the tensor cores, the rest loading)"),
         Rule("splits_chunks", ("splits",), lambda v: 1 <= v["splits"] <= chunks,
-             lambda v: f"splits={v['splits']} outside 1..{chunks} (the reduction's chunks of {CHUNK} words)"),
+             lambda v: f"splits={v['splits']} outside 1..{chunks} (the reduction's chunks of {ch} channels)"),
         Rule("splits_nonempty", ("splits",), lambda v: splits_used(v) == v["splits"],
              lambda v: f"splits={v['splits']} leaves a split without chunks ({chunks} chunks); use "
                        f"splits={splits_used(v)}"),
@@ -90,16 +102,18 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
     return SearchSpace(values, rules, tuple(prune))
 
 
-def grid_size(problem: ConvProblem) -> int:
+def grid_size(problem: ConvProblem, family: str = TF32_FAMILY) -> int:
     """Size of the raw parameter grid (every combination, before any validity rule)."""
-    return space(problem).grid_size()
+    return space(problem, None, family).grid_size()
 
 
-def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[IgemmWgmmaFwdPlan]:
-    """Every valid (config, plan) of the kernel for ``problem`` on ``machine`` (none off compute capability 9.0)."""
-    for values in space(problem, machine).configs():
+def enumerate_plans(problem: ConvProblem, machine: MachineModel,
+                    family: str = TF32_FAMILY) -> Iterator[IgemmWgmmaFwdPlan]:
+    """Every valid (config, plan) of ``family`` for ``problem`` on ``machine`` (none off compute capability 9.0)."""
+    config_class, _, _, plan_class = FAMILIES[family]
+    for values in space(problem, machine, family).configs():
         try:
-            yield derive_plan(problem, IgemmWgmmaFwdConfig(**values), machine)
+            yield derive_plan(problem, config_class(**values), machine, plan_class)
         except InvalidConfig:  # a limit of the derived geometry or the machine
             continue
 
@@ -112,5 +126,8 @@ def plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
     Raises:
         InvalidConfig: naming the field that breaks a rule.
     """
-    space(problem).check(config)
-    return derive_plan(problem, config, machine)
+    family = config.family
+    if family not in FAMILIES:
+        raise InvalidConfig("family", f"{family!r} is not a wgmma family: allowed {', '.join(FAMILIES)}")
+    space(problem, None, family).check(config)
+    return derive_plan(problem, config, machine, FAMILIES[family][3])

@@ -11,14 +11,13 @@ ran the shape on an fp32 algorithm.
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 from typing import Any
 
 import numpy as np
 import pytest
+from wgmma_cases import random_problem
 
-from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import launcher
 from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig
 from convtune.kernels.igemm_wgmma.space import plan
@@ -38,46 +37,11 @@ CONFIGS = {
     "n64_mi1_wg2_s4_x3": IgemmWgmmaFwdConfig(64, 1, 2, 4, 3),
 }
 PROBLEMS_PER_CONFIG = 26
-MAX_COLUMNS = 3_000_000
-MAX_MACS = 150_000_000
 H200 = MachineModel.preset("h200")
 
 
 def _random_problem(rng: np.random.Generator, config: IgemmWgmmaFwdConfig) -> ConvProblem | None:
-    r, s = (int(v) for v in rng.choice([1, 2, 3, 3, 3, 4, 5, 7], size=2))
-    if rng.random() < 0.4:
-        s = r
-    stride = int(rng.choice([1, 1, 2, 3]))
-    sh, sw = (stride, stride) if rng.random() < 0.7 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
-    dil = int(rng.choice([1, 1, 1, 2, 3]))
-    dh, dw = (dil, dil) if rng.random() < 0.8 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
-    ph, pw = int(rng.integers(0, 4)), int(rng.integers(0, 4))
-    n = int(rng.choice([1, 1, 1, 1, 2, 3, 5, 8, 32]))
-    c = int(rng.choice([1, 3, 5, 7, 13, 16, 21, 35, 50, 64, 100]))
-    k = int(rng.choice([1, 3, 8, 17, 32, 50, 64, 77, 128, 130, 200, 300]))
-    span_h, span_w = dh * (r - 1) + 1, dw * (s - 1) + 1
-    low_h, low_w = max(1, span_h - 2 * ph), max(1, span_w - 2 * pw)
-    if rng.random() < 0.2:   # padding-dominated: the map about the size of the padding
-        h, w = low_h + int(rng.integers(0, 2)), low_w + int(rng.integers(0, 2))
-    else:
-        big = 6 if n >= 8 else 40
-        h, w = low_h + int(rng.integers(0, big)), low_w + int(rng.integers(0, big))
-    problem = ConvProblem(N=n, C=c, H=h, W=w, K=k, R=r, S=s, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
-                          dil_h=dh, dil_w=dw, math="tf32")
-    for _ in range(40):      # enough reduction chunks for every split
-        try:
-            plan(problem, config, H200)
-            break
-        except InvalidConfig as exc:
-            if exc.field != "splits":
-                return None
-            problem = dataclasses.replace(problem, C=problem.C + 32)
-    else:
-        return None
-    m, kr = problem.N * problem.P * problem.Q, problem.C * problem.R * problem.S
-    if m * kr > MAX_COLUMNS or m * kr * problem.K > MAX_MACS:
-        return None
-    return problem
+    return random_problem(rng, config, lambda p, c: plan(p, c, H200), launcher.CHUNK, math="tf32")
 
 
 def _cases() -> list[Any]:

@@ -1,0 +1,233 @@
+"""Implicit-GEMM bfloat16 / float16 forward on Hopper's warpgroup MMA (family ``igemm_wgmma_half``, sm_90a).
+
+The TF32 wgmma kernel's plan, space and model (:mod:`~convtune.kernels.igemm_wgmma.launcher`) over 16-bit elements:
+a chunk of the reduction is 64 channels of one tap (one 128-byte swizzled row), Cp = ⌈C/64⌉·64, KRp = R·S·Cp, a
+k-step is ``wgmma m64nNk16`` (fp32 accumulation, products exact), y rounded once to the storage type. Any C: the
+channels past C are zero in the workspace and the filters.
+
+Shapes: x (N, C, H, W), w (K, C, R, S) and y (N, K, P, Q) in the problem's dtype, as CuPy ``float16`` arrays or,
+bfloat16 (which CuPy lacks), ``uint16`` arrays of the bits. The prepared launch: ``igemm_wgmma_to_nhwc_16`` (x → the
+workspace: channels-last, Cp channels), the GEMM (into y; with a split reduction into an fp32 workspace zeroed
+first, by atomics), then for a split ``igemm_wgmma_f32_to_16`` (workspace → y). The filter operand (K, KRp) in
+(r, s, c) order is made once per weight tensor by ``igemm_wgmma_pack_16``.
+
+Traffic, in 2-byte elements: layout, input and weight as the TF32 kernel's formula counts them in elements; y is
+written once in 16 bits, or, split, added in fp32 (2 elements per value), zeroed, read and converted::
+
+    output = N·K·P·Q                                              (splits = 1)
+           = 2·splits·N·K·P·Q + 2·N·K·P·Q + 2·N·K·P·Q + N·K·P·Q   (zero, atomics, read, write; splits > 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from convtune.kernels.compile import cupy_module, kernel_text, load_kernel
+from convtune.kernels.igemm.half import HalfFilters, HalfKernels
+from convtune.kernels.igemm_wgmma import launcher as _tf32
+from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, IgemmWgmmaFwdPlan
+from convtune.kernels.prepared import (
+    FilterLayout,
+    Launch,
+    Memset,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
+from convtune.problem import ConvProblem
+
+HALF_FAMILY = "igemm_wgmma_half"
+SOURCE = "igemm_wgmma_half_fwd.cu"
+ENTRY = "igemm_wgmma_half_fwd"
+TO_NHWC_ENTRY = "igemm_wgmma_to_nhwc_16"
+PACK_ENTRY = "igemm_wgmma_pack_16"
+CONVERT_ENTRY = "igemm_wgmma_f32_to_16"
+CUDA_TYPES = {"bfloat16": "convtune::wg_bf16", "float16": "convtune::wg_f16"}
+DTYPES = tuple(CUDA_TYPES)
+CONVERT_THREADS = 256
+#: relative error against the float64 convolution of the rounded inputs a config must meet: the 16-bit mma.sync
+#: family's gates (convtune.kernels.igemm.half.TOLERANCES), whose derivation holds here (products exact, fp32
+#: sums, y rounded once)
+TOLERANCES = {"bfloat16": 1e-2, "float16": 1.5e-3}
+
+
+@dataclass(frozen=True, slots=True)
+class IgemmWgmmaHalfFwdConfig(IgemmWgmmaFwdConfig):
+    """The TF32 wgmma kernel's parameters (:class:`IgemmWgmmaFwdConfig`), for 16-bit problems."""
+
+    family = HALF_FAMILY
+    direction = "fwd"
+
+
+def supports(problem: ConvProblem) -> bool:
+    """bfloat16 / float16 storage (``math="ieee"``), groups = 1, not causal; any channel count."""
+    p = problem
+    return p.dtype in DTYPES and p.math == "ieee" and p.groups == 1 and not p.causal
+
+
+@dataclass(frozen=True, slots=True)
+class IgemmWgmmaHalfPlan(IgemmWgmmaFwdPlan):
+    """The TF32 plan's geometry (``cp``, ``krp`` in elements, chunks of 64 channels) with the 16-bit source."""
+
+    def source(self) -> str:
+        """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan's dtype."""
+        c = self.config
+        targs = ", ".join(str(a) for a in self.template_args())
+        return _family_source() + _WRAPPER.format(threads=c.threads, min_blocks=self.min_blocks, targs=targs,
+                                                  t=CUDA_TYPES[self.problem.dtype])
+
+
+_WRAPPER = """
+extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
+igemm_wgmma_half_fwd(const {t}* __restrict__ xt, const {t}* __restrict__ filt, {t}* __restrict__ y,
+                     float* __restrict__ ysplit, int N, int Cp, int H, int W, int K, int P, int Q, int S, int SH,
+                     int SW, int PH, int PW, int DH, int DW, int KRp, int chunks_per_split) {{
+  convtune::igemm_wgmma_half_fwd_body<{t}, {targs}>(xt, filt, y, ysplit, N, Cp, H, W, K, P, Q, S, SH, SW, PH, PW,
+                                                    DH, DW, KRp, chunks_per_split);
+}}
+extern "C" __global__ void __launch_bounds__(256)
+igemm_wgmma_to_nhwc_16(const {t}* __restrict__ x, {t}* __restrict__ xt, int C, int HW, int Cp) {{
+  convtune::igemm_wgmma_to_nhwc_16_body(x, xt, C, HW, Cp);
+}}
+extern "C" __global__ void igemm_wgmma_pack_16(const {t}* __restrict__ w, {t}* __restrict__ filt, int K, int C,
+                                               int R, int S, int Cp) {{
+  convtune::igemm_wgmma_pack_16_body(w, filt, K, C, R, S, Cp);
+}}
+extern "C" __global__ void igemm_wgmma_f32_to_16(const float* __restrict__ ws, {t}* __restrict__ y, int n) {{
+  convtune::igemm_wgmma_f32_to_16_body(ws, y, n);
+}}
+"""
+
+
+@cache
+def _family_source() -> str:
+    return kernel_text(SOURCE)
+
+
+# ---- traffic ------------------------------------------------------------------------------------------------
+def traffic_elements(pl: IgemmWgmmaHalfPlan) -> dict[str, int]:
+    """Elements (2 bytes) the kernels request (module docstring)."""
+    elements = _tf32.traffic_words(pl)
+    out = pl.problem.output_elements
+    elements["output"] = (2 * pl.splits_launched * out + 5 * out) if pl.splits_launched > 1 else out
+    return elements
+
+
+def total_traffic_elements(pl: IgemmWgmmaHalfPlan) -> int:
+    return sum(traffic_elements(pl).values())
+
+
+def onchip_elements(pl: IgemmWgmmaHalfPlan) -> int:
+    """Fast memory one block holds, in 2-byte elements: every shared-memory stage plus the fp32 accumulators."""
+    return pl.smem_bytes // 2 + 2 * pl.config.accumulators * pl.config.threads
+
+
+# ---- launching ----------------------------------------------------------------------------------------------
+def compile_plan(pl: IgemmWgmmaHalfPlan) -> HalfKernels:
+    """The layout change, the GEMM and the split's conversion (the 16-bit mma.sync family's kernel triple)."""
+    text = pl.source()
+    return HalfKernels(load_kernel(text, TO_NHWC_ENTRY), load_kernel(text, ENTRY, dynamic_smem_bytes=pl.smem_bytes),
+                       load_kernel(text, CONVERT_ENTRY))
+
+
+def nhwc_bytes(pl: IgemmWgmmaHalfPlan) -> int:
+    """The workspace's first part: x channels-last with Cp channels (2 bytes an element; a multiple of 128)."""
+    p = pl.problem
+    return 2 * p.N * p.H * p.W * pl.cp
+
+
+def workspace_bytes(pl: IgemmWgmmaHalfPlan) -> int:
+    """x channels-last (:func:`nhwc_bytes`), then for a split the fp32 output."""
+    return nhwc_bytes(pl) + (4 * pl.problem.output_elements if pl.splits_launched > 1 else 0)
+
+
+def layout_key(pl: IgemmWgmmaHalfPlan) -> tuple[Any, ...]:
+    p = pl.problem
+    return (HALF_FAMILY, p.dtype, p.K, p.C, p.R, p.S)
+
+
+def filter_layout(pl: IgemmWgmmaHalfPlan, device: int) -> FilterLayout:
+    """The filters (K, KRp) in (r, s, c) order, 16-bit, and (built on first use) their packing launch."""
+    p = pl.problem
+    elements = p.K * pl.krp
+
+    def make_prep() -> PreparedLaunch:
+        with driver().use_device(device):
+            pack = load_kernel(pl.source(), PACK_ENTRY)
+        step = Launch(pack, grid3(-(-elements // _tf32.PACK_THREADS)), (_tf32.PACK_THREADS, 1, 1), 0,
+                      pointers(0, 1), (p.K, p.C, p.R, p.S, pl.cp))
+        return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
+                              output_shape=(p.K, pl.krp), kind="igemm_wgmma_pack_16")
+
+    # FilterLayout counts float32 words: two elements each (KRp is a multiple of 64)
+    return FilterLayout(f"{p.dtype} (K, R·S·Cp={pl.krp}), (r, s, c) order", layout_key(pl), elements // 2, make_prep)
+
+
+def prepare_plan(pl: IgemmWgmmaHalfPlan, device: int = 0, kernels: HalfKernels | None = None) -> PreparedLaunch:
+    """Operands (x, filters, y, workspace): the layout change into the workspace, the GEMM; a split zeroes the fp32
+    output after x's copy in the workspace, adds into it, converts it into y."""
+    p, c = pl.problem, pl.config
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    assert kernels.transpose is not None
+    x_bytes = nhwc_bytes(pl)
+    steps: list[Any] = [Launch(kernels.transpose, _tf32.to_nhwc_grid(pl), (_tf32.TRANSPOSE_THREADS, 1, 1), 0,
+                               pointers(0, 3), (p.C, p.H * p.W, pl.cp))]
+    gemm_args = _tf32.gemm_arguments(pl)
+    n = p.output_elements
+    if pl.splits_launched > 1:
+        steps.append(Memset(3, 4 * n, x_bytes))
+    steps.append(Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes,
+                        pointers(3, 1, 2, (3, x_bytes)), gemm_args))
+    if pl.splits_launched > 1:
+        steps.append(Launch(kernels.convert, grid3(min(-(-n // CONVERT_THREADS), 4096)), (CONVERT_THREADS, 1, 1), 0,
+                            pointers((3, x_bytes), 2), (n,)))
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
+                          kernels=kernels, workspace_bytes=workspace_bytes(pl), filters=filter_layout(pl, device),
+                          output_shape=(p.N, p.K, p.P, p.Q))
+
+
+def shared_workspace_bytes(pl: IgemmWgmmaHalfPlan) -> int:
+    """The workspace of :func:`prepare_filters`: x channels-last and the fp32 output of a split, whatever this
+    plan's split (plans with equal :func:`filters_key` share it)."""
+    return nhwc_bytes(pl) + 4 * pl.problem.output_elements
+
+
+def prepare_filters(pl: IgemmWgmmaHalfPlan, w: Any) -> HalfFilters:
+    """w (K, C, R, S) 16-bit CuPy (bfloat16 as uint16 bits) → the packed filters and a workspace."""
+    cp = cupy_module()
+    p = pl.problem
+    filt = cp.empty(p.K * pl.krp, dtype=cp.uint16)
+    prep = filter_layout(pl, driver().get_device()).prep
+    assert prep is not None
+    prep((data_pointer(cp.ascontiguousarray(w)), data_pointer(filt)), stream_pointer(None))
+    return HalfFilters(filt, cp.empty(shared_workspace_bytes(pl) // 4, dtype=cp.float32))
+
+
+def filters_key(pl: IgemmWgmmaHalfPlan) -> tuple[Any, ...]:
+    """Plans with equal keys share one :func:`prepare_filters` result (the workspace covers x and fp32 y)."""
+    p = pl.problem
+    return (*layout_key(pl), p.N * p.H * p.W * pl.cp, p.output_elements)
+
+
+def launch(pl: IgemmWgmmaHalfPlan, kernels: HalfKernels, x: Any, filters: HalfFilters, y: Any,
+           stream: Any | None = None) -> None:
+    """Run the kernels on contiguous 16-bit CuPy arrays (``filters`` from :func:`prepare_filters`).
+
+    Raises:
+        LaunchError: a launch failed.
+    """
+    prepared = cached_prepared(pl, kernels, prepare_plan)
+    prepared((data_pointer(x), data_pointer(filters.filt), data_pointer(y), data_pointer(filters.work)),
+             stream_pointer(stream))
+
+
+def tolerance(pl: IgemmWgmmaHalfPlan) -> float:
+    return TOLERANCES[pl.problem.dtype]

@@ -1,0 +1,199 @@
+// convtune-arch: sm_90a   (wgmma assembles only for the arch-specific Hopper target)
+//
+// Implicit-GEMM convolution forward on Hopper's warpgroup MMA (wgmma) for 16-bit storage: bfloat16 or float16 in
+// and out (T = convtune::wg_bf16 / convtune::wg_f16, the bits in 2-byte structs), products exact, fp32
+// accumulation, y rounded once to T.
+//
+//   y[n,k,p,q] = sum_{c,r,s} x[n, c, p*SH - PH + r*DH, q*SW - PW + s*DW] * w[k, c, r, s]   (zero outside x)
+//
+// GEMM: M = N*P*Q output pixels (rows) x K output channels (columns), the reduction over (r, s, c) in chunks of 64
+// channels of one tap (one 128-byte row), Cp = roundup(C, 64) channels per tap, KRp = R*S*Cp.
+//
+// The TF32 kernel's structure (igemm_wgmma_fwd.cu, whose helpers this file includes unchanged) with 16-bit
+// elements: a 128-byte swizzled row is 64 elements instead of 32 words, a k-step is m64nNk16 (16 elements = 32
+// bytes, the same descriptor advance), a 16-byte copy is 8 elements. Kernels:
+//   igemm_wgmma_to_nhwc_16   x (N, C, H, W) -> xt (N, H, W, Cp), zero for c >= C (a layout change, no rounding);
+//   igemm_wgmma_pack_16      w (K, C, R, S) -> filt (K, KRp), filt[k][(r*S + s)*Cp + c] = w[k][c][r][s];
+//   igemm_wgmma_half_fwd     the GEMM: y (N, K, P, Q) in T, or with gridDim.z > 1 (split reduction) atomics into an
+//                            fp32 workspace of y's shape (zeroed first), converted by igemm_wgmma_f32_to_16.
+#include "igemm_wgmma_fwd.cu"
+#include "wgmma_half_ss.cuh"
+
+namespace convtune {
+
+// One block per (image, 32 channels, 32 pixels): x (N, C, HW) -> xt (N, HW, Cp), zero channels >= C.
+template <class T>
+__device__ __forceinline__ void igemm_wgmma_to_nhwc_16_body(const T* __restrict__ x, T* __restrict__ xt, int C,
+                                                            int HW, int Cp) {
+  __shared__ unsigned short tile[32][34];
+  const int img = blockIdx.z, c0 = blockIdx.y * 32, p0 = blockIdx.x * 32;
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;  // 256 threads: 8 rows per pass
+  const unsigned short* xs = reinterpret_cast<const unsigned short*>(x) + static_cast<long long>(img) * C * HW;
+#pragma unroll
+  for (int i = ty; i < 32; i += 8) {
+    const int c = c0 + i, p = p0 + tx;
+    tile[i][tx] = (c < C && p < HW) ? xs[static_cast<long long>(c) * HW + p] : static_cast<unsigned short>(0);
+  }
+  __syncthreads();
+  unsigned short* xd = reinterpret_cast<unsigned short*>(xt) + static_cast<long long>(img) * HW * Cp;
+#pragma unroll
+  for (int i = ty; i < 32; i += 8) {
+    const int p = p0 + i, c = c0 + tx;
+    if (p < HW && c < Cp) xd[static_cast<long long>(p) * Cp + c] = tile[tx][i];
+  }
+}
+
+// One thread per element: filt[n][(r*S + s)*Cp + c] = w[n][c][r][s], zero for c >= C.
+template <class T>
+__device__ __forceinline__ void igemm_wgmma_pack_16_body(const T* __restrict__ w, T* __restrict__ filt, int K, int C,
+                                                         int R, int S, int Cp) {
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long KRp = static_cast<long long>(R) * S * Cp;
+  if (idx >= K * KRp) return;
+  const int n = static_cast<int>(idx / KRp), rest = static_cast<int>(idx % KRp);
+  const int tap = rest / Cp, c = rest % Cp;
+  T v;
+  v.bits = c < C ? w[((static_cast<long long>(n) * C + c) * R + tap / S) * S + tap % S].bits
+                 : static_cast<unsigned short>(0);
+  filt[idx] = v;
+}
+
+// A split problem's fp32 workspace -> y in T (one rounding); n elements, grid-stride.
+template <class T>
+__device__ __forceinline__ void igemm_wgmma_f32_to_16_body(const float* __restrict__ ws, T* __restrict__ y,
+                                                           int n) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    y[i] = round_to<T>(ws[i]);
+}
+
+template <class T, int BN, int MI, int WG, int STAGES>
+__device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ xt, const T* __restrict__ filt,
+                                                           T* __restrict__ y, float* __restrict__ ysplit, int N,
+                                                           int Cp, int H, int W, int K, int P, int Q, int S, int SH,
+                                                           int SW, int PH, int PW, int DH, int DW, int KRp,
+                                                           int chunks_per_split) {
+  constexpr int CH = 64;   // elements per 128-byte row: one chunk of one tap
+  constexpr int THREADS = 128 * WG, BM = 64 * WG * MI;
+  constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
+  constexpr int A_ROWS = BM * 8 / THREADS, B_COPIES = BN * 8 / THREADS;  // per thread
+  static_assert(STAGES >= 3, "one stage computing, one in flight in the tensor cores, one loading");
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const unsigned smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
+
+  const int tid = threadIdx.x, warp = tid >> 5;
+  const int PQ = P * Q;
+  const long long M = static_cast<long long>(N) * PQ;
+  const long long m0 = static_cast<long long>(blockIdx.x) * BM;
+  const int n0 = blockIdx.y * BN;
+  const int cblocks = Cp / CH;
+  const int chunks_total = KRp / CH;
+  const int chunk0 = blockIdx.z * chunks_per_split;
+  const int nchunks = min(chunks_total - chunk0, chunks_per_split);
+
+  // this thread copies 16-byte piece tid % 8 (8 elements) of rows tid / 8 + j * THREADS / 8
+  const int piece = tid & 7;
+  long long pix_base[A_ROWS];
+  int pix_h0[A_ROWS], pix_w0[A_ROWS];
+#pragma unroll
+  for (int j = 0; j < A_ROWS; ++j) {
+    const long long m = m0 + (tid >> 3) + j * (THREADS / 8);
+    pix_base[j] = 0;
+    pix_h0[j] = -(1 << 29);
+    pix_w0[j] = 0;
+    if (m < M) {
+      const int img = static_cast<int>(m / PQ), pq = static_cast<int>(m % PQ);
+      pix_h0[j] = (pq / Q) * SH - PH;
+      pix_w0[j] = (pq % Q) * SW - PW;
+      pix_base[j] = static_cast<long long>(img) * H * W * Cp + piece * 8;
+    }
+  }
+
+  auto load_stage = [&](int stage, int chunk) {
+    const unsigned sA = smem0 + stage * STAGE_BYTES, sB = sA + A_BYTES;
+    const int tap = chunk / cblocks, cb = chunk - tap * cblocks;
+    const int dh = (tap / S) * DH, dw = (tap % S) * DW;
+#pragma unroll
+    for (int j = 0; j < A_ROWS; ++j) {
+      const int row = (tid >> 3) + j * (THREADS / 8);
+      const int h = pix_h0[j] + dh, w = pix_w0[j] + dw;
+      const bool ok = static_cast<unsigned>(h) < static_cast<unsigned>(H) &&
+                      static_cast<unsigned>(w) < static_cast<unsigned>(W);
+      const T* src = ok ? xt + pix_base[j] + (static_cast<long long>(h) * W + w) * Cp + cb * CH : xt;
+      cp_async16_zfill(sA + swizzled_offset(row, piece * 4), src, ok);
+    }
+    const int kbase = chunk * CH;
+#pragma unroll
+    for (int j = 0; j < B_COPIES; ++j) {
+      const int idx = tid + j * THREADS;
+      const int row = idx >> 3, c = idx & 7;
+      const bool ok = n0 + row < K;
+      const T* src = filt + static_cast<long long>(ok ? n0 + row : 0) * KRp + kbase + c * 8;
+      cp_async16_zfill(sB + swizzled_offset(row, c * 4), src, ok);
+    }
+  };
+
+  float acc[MI][BN / 2];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j) acc[mi][j] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < nchunks) load_stage(s, chunk0 + s);
+    cp_async_commit();
+  }
+
+  const int wg = warp >> 2;
+  for (int it = 0; it < nchunks; ++it) {
+    cp_async_wait<STAGES - 3>();
+    fence_proxy_async();  // the copies' words, read next by the tensor cores (async proxy)
+    __syncthreads();      // all copies of chunk it landed; every warpgroup retired chunk it - 2 (stage reuse)
+    {
+      const int next = it + STAGES - 2;
+      if (next < nchunks) load_stage(next % STAGES, chunk0 + next);
+      cp_async_commit();
+    }
+    const unsigned sA = smem0 + (it % STAGES) * STAGE_BYTES + wg * (BM / WG) * 128, sB = smem0 + (it % STAGES) *
+                        STAGE_BYTES + A_BYTES;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)    // four k16 steps of 32 bytes each across the 128-byte row
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+        WgmmaSS<T, BN>::run(acc[mi], swizzled_desc(sA + mi * 64 * 128, ks), swizzled_desc(sB, ks));
+    wgmma_commit();
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+
+  const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;
+  const bool split = gridDim.z > 1;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+    for (int e2 = 0; e2 < 2; ++e2) {
+      const long long m = m0 + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2;
+      if (m >= M) continue;
+      const long long img = m / PQ;
+      const long long row = img * K * PQ + (m - img * PQ);
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int e1 = 0; e1 < 2; ++e1) {
+          const int col = n0 + 8 * j + 2 * t + e1;
+          if (col >= K) continue;
+          const float v = acc[mi][j * 4 + 2 * e2 + e1];
+          if (split) {
+            atomicAdd(ysplit + row + static_cast<long long>(col) * PQ, v);
+          } else {
+            y[row + static_cast<long long>(col) * PQ] = round_to<T>(v);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace convtune

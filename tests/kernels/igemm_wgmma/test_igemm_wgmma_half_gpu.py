@@ -1,0 +1,138 @@
+"""GPU correctness of the 16-bit wgmma forward (``igemm_wgmma_half``: bfloat16 and float16 on wgmma m64nNk16)
+against float64 and against cuDNN in the same dtype (needs an sm_90 device and torch; the case list is checked
+without one).
+
+Per dtype, random problems (:mod:`wgmma_cases`: odd sizes and channel counts, strides, dilation, padding-dominated
+maps, batch 1 mostly) × the space's corners (tile_n 64/128/256, m_blocks 1/2, warpgroups 1/2, stages 4/6, splits
+1..8), fresh normal inputs rounded to the dtype, outputs poisoned with NaN before the launch. The reference is the
+float64 convolution of the rounded inputs. Each case's error must meet the family's tolerance and be at most twice
+cuDNN's error in the same dtype on the same inputs (+1e-6).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+from wgmma_cases import random_problem
+
+from convtune.kernels.igemm_wgmma import half
+from convtune.kernels.igemm_wgmma.half import IgemmWgmmaHalfFwdConfig
+from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY
+from convtune.kernels.igemm_wgmma.space import plan
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+gpu = pytest.mark.gpu
+
+CONFIGS = {
+    "n128_mi2_wg1_s4": IgemmWgmmaHalfFwdConfig(128, 2, 1, 4, 1),
+    "n256_mi1_wg2_s4": IgemmWgmmaHalfFwdConfig(256, 1, 2, 4, 1),
+    "n128_mi2_wg2_s4_x2": IgemmWgmmaHalfFwdConfig(128, 2, 2, 4, 2),
+    "n64_mi1_wg1_s6_x8": IgemmWgmmaHalfFwdConfig(64, 1, 1, 6, 8),
+    "n64_mi2_wg2_s4": IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1),
+    "n256_mi1_wg1_s4_x4": IgemmWgmmaHalfFwdConfig(256, 1, 1, 4, 4),
+    "n128_mi1_wg2_s6": IgemmWgmmaHalfFwdConfig(128, 1, 2, 6, 1),
+    "n64_mi1_wg2_s4_x3": IgemmWgmmaHalfFwdConfig(64, 1, 2, 4, 3),
+}
+PROBLEMS_PER_CONFIG = 26
+H200 = MachineModel.preset("h200")
+CHUNK_CHANNELS = 64
+
+
+def _cases() -> list[Any]:
+    rng = np.random.default_rng(20261204)
+    cases = []
+    for dtype in half.DTYPES:
+        for name, config in CONFIGS.items():
+            made = tries = 0
+            while made < PROBLEMS_PER_CONFIG:
+                tries += 1
+                assert tries < 5000, f"{name}: no random problem takes {config.key()}"
+                problem = random_problem(rng, config, lambda p, c: plan(p, c, H200), CHUNK_CHANNELS, dtype=dtype)
+                if problem is None:
+                    continue
+                cases.append(pytest.param(problem, config, id=f"{dtype}-{name}-{made}", marks=[gpu]))
+                made += 1
+    return cases
+
+
+CASES = _cases()
+
+
+def test_case_count() -> None:
+    for dtype in half.DTYPES:
+        problems = [c.values[0] for c in CASES if c.values[0].dtype == dtype]
+        assert len(problems) >= 200
+        assert {p.stride_h for p in problems} >= {1, 2, 3} and {p.dil_h for p in problems} >= {1, 2, 3}
+        assert {p.pad_h for p in problems} >= {0, 1, 2, 3} and any(p.R != p.S for p in problems)
+        assert {3, 13, 35, 50} <= {p.C for p in problems} and sum(p.N == 1 for p in problems) >= len(problems) // 3
+        assert any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p in problems)   # padding-dominated maps
+    assert {c.values[1].splits for c in CASES} >= {1, 2, 3, 4, 8}
+
+
+@pytest.fixture(scope="module")
+def precompiled(machine, cubin_cache) -> None:
+    """Compile every distinct kernel of this module with nvcc (sm_90a) in parallel before the first GPU test."""
+    if tuple(machine.compute_capability) != COMPUTE_CAPABILITY:
+        pytest.skip(f"wgmma needs compute capability 9.0; this GPU is {machine.arch}")
+    cubin_cache(plan(p.values[0], p.values[1], machine).source() for p in CASES)
+
+
+def _bits(cp: Any, t: Any) -> Any:
+    """A 16-bit torch tensor as the CuPy array the launcher takes (float16, or the bits of bfloat16)."""
+    import torch
+
+    return cp.from_dlpack(t.view(torch.int16) if t.dtype == torch.bfloat16 else t)
+
+
+@pytest.mark.parametrize(("problem", "config"), CASES)
+def test_igemm_wgmma_half_matches_float64_and_cudnn(problem: ConvProblem, config: IgemmWgmmaHalfFwdConfig, machine,
+                                                    precompiled) -> None:
+    torch = pytest.importorskip("torch")
+    import cupy as cp
+
+    from convtune.kernels.reference import conv2d_reference_gpu, relative_error
+
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[problem.dtype]
+    pl = plan(problem, config, machine)
+    kernels = half.compile_plan(pl)
+    g = torch.Generator(device="cuda").manual_seed(zlib.crc32(problem.key().encode()))
+    x = torch.randn(problem.N, problem.C, problem.H, problem.W, device="cuda", generator=g).to(dtype)
+    w = torch.randn(problem.K, problem.C, problem.R, problem.S, device="cuda", generator=g).to(dtype)
+    y = torch.full((problem.N, problem.K, problem.P, problem.Q), float("nan"), device="cuda", dtype=dtype)
+    half.launch(pl, kernels, _bits(cp, x), half.prepare_filters(pl, _bits(cp, w)), _bits(cp, y))
+    torch.cuda.synchronize()
+    assert not bool(torch.isnan(y).any()), "some outputs were never written"
+    geometry = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
+                "dilation": (problem.dil_h, problem.dil_w)}
+    ref = conv2d_reference_gpu(cp.from_dlpack(x.float()), cp.from_dlpack(w.float()), **geometry)
+    ours = relative_error(cp.from_dlpack(y.float()), ref)
+    yt = torch.nn.functional.conv2d(x, w, None, **geometry)
+    torch.cuda.synchronize()
+    cudnn = relative_error(cp.from_dlpack(yt.float().contiguous()), ref)
+    assert ours <= half.TOLERANCES[problem.dtype], f"relative error {ours:.3e} for {problem.key()} / {config.key()}"
+    assert ours <= 2 * cudnn + 1e-6, f"ours {ours:.3e} vs cuDNN {cudnn:.3e} for {problem.key()} / {config.key()}"
+
+
+@gpu
+def test_operator_api_runs_a_wgmma_half_config_on_torch_tensors() -> None:
+    torch = pytest.importorskip("torch")
+    import convtune
+
+    for dtype in (torch.bfloat16, torch.float16):
+        x = torch.randn(4, 35, 29, 31, device="cuda").to(dtype)
+        w = torch.randn(70, 35, 7, 3, device="cuda").to(dtype)
+        for key, kwargs in (("igemm_wgmma_half.fwd tile_n=128 m_blocks=2 warpgroups=1 stages=4 splits=1",
+                             {"stride": 2, "padding": (3, 1)}),
+                            ("igemm_wgmma_half.fwd tile_n=64 m_blocks=1 warpgroups=2 stages=6 splits=4",
+                             {"stride": 1, "padding": 2, "dilation": 2})):
+            y = convtune.conv2d(x, w, config=key, **kwargs)
+            y2 = convtune.conv2d(x, w, config=key, **kwargs)   # the cache hit: prepared launch and filters
+            expected = torch.nn.functional.conv2d(x.double(), w.double(), **kwargs)
+            for out in (y, y2):
+                assert out.dtype == dtype
+                err = float((out.double() - expected).norm() / expected.norm())
+                assert err <= half.TOLERANCES[str(dtype).removeprefix("torch.")], (key, err)

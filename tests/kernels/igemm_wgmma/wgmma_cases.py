@@ -1,0 +1,58 @@
+"""Random convolution problems for the wgmma GPU tests (TF32 and 16-bit): batch 1 mostly, up to 32 on small maps;
+odd map sizes; channels 1..100, rarely a multiple of 8; filters 1..7, non-square; strides and dilations 1..3,
+padding 0..3, padding-dominated maps. A problem whose reduction has too few chunks for the config's split gets
+``chunk_channels`` more channels until it has enough."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from convtune.errors import InvalidConfig
+from convtune.problem import ConvProblem
+
+MAX_COLUMNS = 3_000_000
+MAX_MACS = 150_000_000
+
+
+def random_problem(rng: np.random.Generator, config: Any, plan: Callable[[ConvProblem, Any], Any],
+                   chunk_channels: int, **kind: str) -> ConvProblem | None:
+    """One random problem ``config`` takes (``plan(problem, config)`` raises for one it does not), of the
+    ``kind`` (``math=``, ``dtype=``); None when the draw cannot be made to fit."""
+    r, s = (int(v) for v in rng.choice([1, 2, 3, 3, 3, 4, 5, 7], size=2))
+    if rng.random() < 0.4:
+        s = r
+    stride = int(rng.choice([1, 1, 2, 3]))
+    sh, sw = (stride, stride) if rng.random() < 0.7 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+    dil = int(rng.choice([1, 1, 1, 2, 3]))
+    dh, dw = (dil, dil) if rng.random() < 0.8 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+    ph, pw = int(rng.integers(0, 4)), int(rng.integers(0, 4))
+    n = int(rng.choice([1, 1, 1, 1, 2, 3, 5, 8, 32]))
+    c = int(rng.choice([1, 3, 5, 7, 13, 16, 21, 35, 50, 64, 100]))
+    k = int(rng.choice([1, 3, 8, 17, 32, 50, 64, 77, 128, 130, 200, 300]))
+    span_h, span_w = dh * (r - 1) + 1, dw * (s - 1) + 1
+    low_h, low_w = max(1, span_h - 2 * ph), max(1, span_w - 2 * pw)
+    if rng.random() < 0.2:   # padding-dominated: the map about the size of the padding
+        h, w = low_h + int(rng.integers(0, 2)), low_w + int(rng.integers(0, 2))
+    else:
+        big = 6 if n >= 8 else 40
+        h, w = low_h + int(rng.integers(0, big)), low_w + int(rng.integers(0, big))
+    problem = ConvProblem(N=n, C=c, H=h, W=w, K=k, R=r, S=s, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
+                          dil_h=dh, dil_w=dw, **kind)
+    for _ in range(40):      # enough reduction chunks for every split
+        try:
+            plan(problem, config)
+            break
+        except InvalidConfig as exc:
+            if exc.field != "splits":
+                return None
+            problem = dataclasses.replace(problem, C=problem.C + chunk_channels)
+    else:
+        return None
+    m, kr = problem.N * problem.P * problem.Q, problem.C * problem.R * problem.S
+    if m * kr > MAX_COLUMNS or m * kr * problem.K > MAX_MACS:
+        return None
+    return problem
