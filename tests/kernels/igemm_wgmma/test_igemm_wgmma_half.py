@@ -1,0 +1,188 @@
+"""The 16-bit wgmma family without a GPU: which problems it takes (any C, bfloat16 and float16), its geometry in
+64-channel chunks, config rules naming the field, the traffic formula against a simulation of the kernels' copy
+loops, the prepared launch's steps (layout change, GEMM, a split's zeroing and conversion), the registry row, and
+the kernels compiled by nvcc for sm_90a (no spills, wgmma not serialised)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from convtune.errors import InvalidConfig
+from convtune.kernels.compile import nvcc_available, nvcc_compile, required_arch
+from convtune.kernels.igemm_wgmma import half
+from convtune.kernels.igemm_wgmma.half import IgemmWgmmaHalfFwdConfig, supports, traffic_elements
+from convtune.kernels.igemm_wgmma.space import enumerate_plans, plan
+from convtune.kernels.registry import get_spec, specs_for
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+H200 = MachineModel.preset("h200")
+LAYER = "N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 dtype=bfloat16"
+
+
+def P(text: str) -> ConvProblem:
+    return ConvProblem.parse(text)
+
+
+@pytest.mark.parametrize(("text", "ok"), [
+    ("N=2 C=8 H=7 W=7 K=16 R=3 S=3 pad=1 dtype=bfloat16", True),
+    ("N=2 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 dtype=bfloat16", True),     # any C: the stem too
+    ("N=2 C=13 H=33 W=33 K=16 R=3 S=3 pad=6 dilation=6 dtype=float16", True),
+    ("N=2 C=8 H=7 W=7 K=16 R=3 S=3 pad=1", False),                                # strict float32
+    ("N=2 C=8 H=7 W=7 K=16 R=3 S=3 pad=1 math=tf32", False),                      # the TF32 family's
+    ("N=2 C=8 H=7 W=7 K=8 R=3 S=3 groups=8 dtype=bfloat16", False),
+])
+def test_supports_16bit_dense_convolutions_of_any_channel_count(text: str, ok: bool) -> None:
+    assert supports(P(text)) is ok
+    assert (get_spec("igemm_wgmma_half") in specs_for(P(text))) is ok
+
+
+def test_geometry_counts_64_channel_chunks() -> None:
+    pl = plan(P("N=2 C=70 H=9 W=9 K=40 R=3 S=3 pad=1 dtype=float16"), IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1), H200)
+    assert (pl.cp, pl.krp, pl.chunks) == (128, 9 * 128, 18)
+    assert isinstance(pl, half.IgemmWgmmaHalfPlan) and "convtune::wg_f16" in pl.source()
+    assert required_arch(pl.source()) == "sm_90a"
+    bf = plan(P(LAYER), IgemmWgmmaHalfFwdConfig(), H200)
+    assert "convtune::wg_bf16" in bf.source() and "igemm_wgmma_half_fwd(" in bf.source()
+
+
+@pytest.mark.parametrize(("config", "field"), [
+    (IgemmWgmmaHalfFwdConfig(tile_n=96), "tile_n"),
+    (IgemmWgmmaHalfFwdConfig(tile_n=256, m_blocks=2), "tile_n"),
+    (IgemmWgmmaHalfFwdConfig(splits=37), "splits"),                    # 36 chunks of 64 (3·3·256 channels)
+    (IgemmWgmmaHalfFwdConfig(warpgroups=2, m_blocks=2, tile_n=128, stages=8), "stages"),   # shared memory
+])
+def test_bad_configs_name_the_field(config: IgemmWgmmaHalfFwdConfig, field: str) -> None:
+    with pytest.raises(InvalidConfig) as err:
+        plan(P(LAYER), config, H200)
+    assert err.value.field == field
+
+
+def test_a_tf32_problem_is_refused_naming_the_problem() -> None:
+    with pytest.raises(InvalidConfig) as err:
+        plan(P(LAYER).replace(dtype="float32", math="tf32"), IgemmWgmmaHalfFwdConfig(), H200)
+    assert err.value.field == "problem" and "igemm_wgmma_half" in str(err.value)
+
+
+def _simulated_traffic(pl: half.IgemmWgmmaHalfPlan) -> dict[str, int]:
+    """Elements the kernels request, block by block (the .cu's load_stage, the layout change, the epilogue and a
+    split's zeroing, atomics and conversion): an A copy reads only when its pixel is inside M and its tap inside
+    the map."""
+    p, c = pl.problem, pl.config
+    ch = 64
+    m_total = p.N * p.P * p.Q
+    cblocks = pl.cp // ch
+    elems = {"layout": p.N * p.C * p.H * p.W + p.N * p.H * p.W * pl.cp, "input": 0, "weight": 0, "output": 0}
+    for bz in range(pl.splits_launched):
+        first = bz * pl.chunks_per_split
+        for chunk in range(first, min(pl.chunks, first + pl.chunks_per_split)):
+            tap = chunk // cblocks
+            r, s = tap // p.S, tap % p.S
+            reads = 0
+            for m in range(m_total):
+                pq = m % (p.P * p.Q)
+                ih = (pq // p.Q) * p.stride_h - p.pad_h + r * p.dil_h
+                iw = (pq % p.Q) * p.stride_w - p.pad_w + s * p.dil_w
+                reads += 0 <= ih < p.H and 0 <= iw < p.W
+            elems["input"] += pl.n_tiles * ch * reads
+            elems["weight"] += pl.m_tiles * pl.n_tiles * c.tile_n * ch
+    out = p.N * p.K * p.P * p.Q
+    # split: fp32 zeroing (2 elements a value), atomics (2 each per split), the conversion's read (2) and write (1)
+    elems["output"] = out if pl.splits_launched == 1 else 2 * out + 2 * out * pl.splits_launched + 2 * out + out
+    return elems
+
+
+@pytest.mark.parametrize(("text", "config"), [
+    ("N=3 C=5 H=7 W=9 K=37 R=3 S=3 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1)),
+    ("N=2 C=80 H=15 W=13 K=20 R=7 S=7 stride=2 pad=3 dtype=float16", IgemmWgmmaHalfFwdConfig(128, 2, 1, 4, 2)),
+    ("N=2 C=2 H=6 W=6 K=130 R=3 S=3 pad=4 dilation=4 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(256, 1, 1, 4, 3)),
+])
+def test_traffic_formula_matches_the_copy_loops(text: str, config: IgemmWgmmaHalfFwdConfig) -> None:
+    pl = plan(P(text), config, H200)
+    assert traffic_elements(pl) == _simulated_traffic(pl)
+
+
+def test_prepared_launch_passes_the_kernel_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the driver seam (no GPU). Unsplit: layout change into the workspace, the GEMM writing y. Split: the
+    fp32 output after x's copy in the workspace is zeroed, added into, converted into y."""
+    from launch_recorder import install
+
+    rec = install(monkeypatch)
+    p = P("N=2 C=70 H=9 W=9 K=40 R=3 S=3 stride=2 pad=1 dtype=bfloat16")
+    nhwc = 2 * 2 * 9 * 9 * 128
+    kernels = half.HalfKernels(rec.kernel(half.TO_NHWC_ENTRY, 2, 3), rec.kernel(half.ENTRY, 4, 16),
+                               rec.kernel(half.CONVERT_ENTRY, 2, 1))
+    gemm_ints = [2, 128, 9, 9, 40, p.P, p.Q, 3, 2, 2, 1, 1, 1, 1, 9 * 128]
+    one_plan = plan(p, IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1), H200)
+    one = half.prepare_plan(one_plan, 0, kernels)
+    assert one.operands == ("x", "filters", "y", "workspace") and one.workspace_bytes == nhwc
+    one((0x1000, 0x2000, 0x3000, 0x4000), 0x77)
+    transpose, gemm = rec.calls
+    assert (transpose.name, transpose.pointers, list(transpose.ints)) == (half.TO_NHWC_ENTRY, (0x1000, 0x4000),
+                                                                          [70, 81, 128])
+    assert transpose.grid == (3, 4, 2)                     # ⌈81/32⌉ pixels, 128/32 channel tiles, 2 images
+    assert gemm.pointers == (0x4000, 0x2000, 0x3000, 0x4000 + nhwc) and list(gemm.ints) == [*gemm_ints, 18]
+    assert gemm.grid == one_plan.grid and gemm.smem_bytes == one_plan.smem_bytes
+    rec.calls.clear()
+    split = half.prepare_plan(plan(p, IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 3), H200), 0, kernels)
+    assert split.workspace_bytes == nhwc + 4 * p.output_elements
+    split((0x1000, 0x2000, 0x3000, 0x4000), 0x77)
+    assert [(c.kind, c.name) for c in rec.calls] == [("launch", half.TO_NHWC_ENTRY), ("memset", ""),
+                                                      ("launch", half.ENTRY), ("launch", half.CONVERT_ENTRY)]
+    _, zero, gemm, convert = rec.calls
+    assert zero.pointers == (0x4000 + nhwc,) and zero.nbytes == 4 * p.output_elements
+    assert gemm.pointers[3] == 0x4000 + nhwc and gemm.grid[2] == 3 and list(gemm.ints) == [*gemm_ints, 6]
+    assert convert.pointers == (0x4000 + nhwc, 0x3000) and list(convert.ints) == [p.output_elements]
+    assert {c.stream for c in rec.calls} == {0x77}
+
+
+def test_registry_row_and_model() -> None:
+    spec = get_spec("igemm_wgmma_half")
+    p = P(LAYER)
+    pl = plan(p, IgemmWgmmaHalfFwdConfig(), H200)
+    assert spec.floor_work(p, 12288) == get_spec("direct").floor_work(p, 12288)
+    assert len(spec.source_sha256()) == 64 and spec.source_sha256() != get_spec("igemm_wgmma").source_sha256()
+    assert spec.traffic_words(pl) > 0 and spec.onchip_words(pl) > 0
+    assert IgemmWgmmaHalfFwdConfig().key().startswith("igemm_wgmma_half.fwd tile_n=128")
+    # the 16-bit class's compute ceiling is about twice TF32's: the model predicts the 16-bit kernel faster
+    from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig
+
+    t16 = spec.predict_s(pl, H200)
+    t32 = get_spec("igemm_wgmma").predict_s(plan(p.replace(dtype="float32", math="tf32"), IgemmWgmmaFwdConfig(),
+                                                 H200), H200)
+    assert 0 < t16 < t32 < 1
+    assert len(list(enumerate_plans(p, H200, family="igemm_wgmma_half"))) >= 12
+
+
+REPRESENTATIVE = [
+    ("bf16_128x128", LAYER, IgemmWgmmaHalfFwdConfig(128, 2, 1, 4, 1)),
+    ("f16_128x256_wg2", "N=8 C=512 H=33 W=33 K=512 R=3 S=3 pad=2 dilation=2 dtype=float16",
+     IgemmWgmmaHalfFwdConfig(256, 1, 2, 4, 1)),
+    ("bf16_256x128_wg2", LAYER, IgemmWgmmaHalfFwdConfig(128, 2, 2, 4, 2)),
+    ("bf16_64x64_s6", "N=1 C=512 H=7 W=7 K=512 R=3 S=3 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 6, 8)),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH (no GPU needed)")
+def test_kernels_compile_for_sm90a_without_spills() -> None:
+    family = half._family_source()
+    text, entries = family, {}
+    for i, (name, problem, config) in enumerate(REPRESENTATIVE):
+        pl = plan(P(problem), config, H200)
+        wrapper = pl.source()[len(family):]
+        if i:   # the helper entries once (their type is the first plan's)
+            wrapper = wrapper[:wrapper.index('extern "C" __global__ void __launch_bounds__(256)')]
+        entry = f"igemm_wgmma_half_fwd_{i}"
+        text += re.sub(rf"\b{half.ENTRY}\(", f"{entry}(", wrapper)
+        entries[entry] = (name, pl)
+    result = nvcc_compile(text, "sm_90a")
+    assert "serialized" not in result.log, result.log[-2000:]
+    for entry, (name, pl) in entries.items():
+        res = result.resources[entry]
+        assert not res.spills, f"{name}: {res}"
+        assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{name}: {res.num_regs}"
+    for helper in (half.TO_NHWC_ENTRY, half.PACK_ENTRY, half.CONVERT_ENTRY):
+        assert not result.resources[helper].spills
