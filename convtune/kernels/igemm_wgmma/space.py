@@ -2,9 +2,9 @@
 parameters and rules) for one problem and machine.
 
 :func:`enumerate_plans` yields every valid configuration of a family (resource limits of the machine respected,
-sm_90 only), each with its plan. Pruned: row tiles (64 · warpgroups · m_blocks) and column tiles larger than the next power of two
-of the extent they cover (M = N·P·Q pixels, at least 64; K channels, at least 64), and splits of a grid that already
-has two blocks per SM.
+sm_90 only), each with its plan. Pruned: row tiles (64 · warpgroups · m_blocks) and column tiles larger than the next
+power of two of the extent they cover (M = N·P·Q pixels, at least 64; K channels, at least 64), and splits of a grid
+that already has two blocks per SM.
 """
 
 from __future__ import annotations
