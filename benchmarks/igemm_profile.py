@@ -1,4 +1,6 @@
-"""One igemm config on one shape, launched ``--launches`` times: a target for Nsight Compute (runs on the GPU host).
+"""One tensor-core config (any family: igemm, igemm_nhwc, igemm_half, igemm_wgmma, igemm_wgmma_half, ...) on one
+shape, launched ``--launches`` times: a target for Nsight Compute (runs on the GPU host). Inputs in the problem's
+storage dtype (bfloat16 as uint16 bits).
 
     ncu --clock-control none --kernel-name regex:igemm --launch-skip 3 --launch-count 1 \\
         --section SpeedOfLight --section WarpStateStats --section SchedulerStats \\
@@ -15,8 +17,8 @@ import statistics
 
 import cupy as cp
 
+from convtune.kernels import storage_arrays as storage
 from convtune.kernels.config import parse_config_key
-from convtune.kernels.igemm.space import plan
 from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -29,13 +31,16 @@ def main() -> int:
     ap.add_argument("--launches", type=int, default=10)
     args = ap.parse_args()
     problem = ConvProblem.parse(args.problem)
-    pl = plan(problem, parse_config_key(args.config), MachineModel.preset("h200"))
-    launcher = get_spec(pl.config.family).launcher   # igemm or igemm_nhwc
+    config = parse_config_key(args.config)
+    spec = get_spec(config.family)
+    pl = spec.plan(problem, config, MachineModel.preset("h200"))
+    launcher = spec.launcher
     kernel = launcher.compile_plan(pl)
     rng = cp.random.default_rng(0)
-    x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
-    w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
-    y = cp.empty((problem.N, problem.K, problem.P, problem.Q), dtype=cp.float32)
+    p = problem
+    x = storage.to_storage(rng.standard_normal((p.N, p.C, p.H, p.W), dtype=cp.float32), p.dtype)
+    w = storage.to_storage(rng.standard_normal((p.K, p.C, p.R, p.S), dtype=cp.float32), p.dtype)
+    y = storage.empty((p.N, p.K, p.P, p.Q), p.dtype)
     filt = launcher.prepare_filters(pl, w)
     times = []
     for _ in range(args.launches):

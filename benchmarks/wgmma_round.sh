@@ -15,7 +15,8 @@ for step in ${WGMMA_STEPS:-tests wide public}; do
         timeout "${WGMMA_TESTS_S:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm_wgmma 2>&1 | tee "$WORK/gpu_igemm_wgmma_tests.txt" | tail -15 ;;
     nvrtc)
-        PATH=/usr/bin:/bin timeout "${WGMMA_NVRTC_S:-120}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default \
+        py=$(command -v python3)   # the host's Python, found before nvcc leaves the PATH
+        PATH=/usr/bin:/bin timeout "${WGMMA_NVRTC_S:-120}" "$py" -m pytest -m gpu -q -p no:cacheprovider -W default \
             -ra tests/kernels/igemm_wgmma -k operator_api 2>&1 | tee "$WORK/gpu_nvrtc_tests.txt" | tail -8 ;;
     half_wide)
         OUT=$WORK/half_wide TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--suite benchmarks/suites/wide.json --families \
@@ -23,6 +24,15 @@ igemm_wgmma_half" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh ha
     half_public)
         OUT=$WORK/half_public TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--families igemm_wgmma_half" \
             timeout "${WGMMA_PUBLIC_S:-150}" bash benchmarks/gpu_check.sh half ;;
+    ncu)   # Nsight Compute on one shape and config per line of $WGMMA_NCU ("problem|config"), the GEMM kernel only
+        while IFS='|' read -r problem config; do
+            [ -n "$problem" ] || continue
+            echo "== $problem | $config"
+            timeout 120 ncu --clock-control none --kernel-name regex:'igemm_wgmma(_half)?_fwd' --launch-skip 3 \
+                --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+                --section Occupancy --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+                python3 benchmarks/igemm_profile.py --problem "$problem" --config "$config"
+        done <<< "${WGMMA_NCU:-}" 2>&1 | tee "$WORK/ncu.txt" | grep -E "^==|Duration|Throughput|Stall|Issue|Eligible|Occupancy|Active Warps|Registers" | head -120 ;;
     wide)
         OUT=$WORK/wide TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--suite benchmarks/suites/wide.json --families igemm_wgmma \
 --buckets ${WGMMA_BUCKETS:-6}" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh tf32 ;;
