@@ -1,9 +1,10 @@
 """Implicit-GEMM bfloat16 / float16 forward on Hopper's warpgroup MMA (family ``igemm_wgmma_half``, sm_90a).
 
 The TF32 wgmma kernel's plan, space and model (:mod:`~convtune.kernels.igemm_wgmma.launcher`) over 16-bit elements:
-a chunk of the reduction is 64 channels of one tap (one 128-byte swizzled row), Cp = ⌈C/64⌉·64, KRp = R·S·Cp, a
-k-step is ``wgmma m64nNk16`` (fp32 accumulation, products exact), y rounded once to the storage type. Any C: the
-channels past C are zero in the workspace and the filters.
+a chunk of the reduction is ``chunk`` = 64, 32 or 16 channels of one tap (one swizzled row of 128, 64 or 32 bytes),
+Cp = ⌈C/chunk⌉·chunk, KRp = R·S·Cp, a k-step is ``wgmma m64nNk16`` (fp32 accumulation, products exact), y rounded
+once to the storage type. Any C: the channels past C are zero in the workspace and the filters (small chunks keep
+that padding small: a stem's C = 3 pads to 16).
 
 Shapes: x (N, C, H, W), w (K, C, R, S) and y (N, K, P, Q) in the problem's dtype, as CuPy ``float16`` arrays or,
 bfloat16 (which CuPy lacks), ``uint16`` arrays of the bits. The prepared launch: ``igemm_wgmma_to_nhwc_16`` (x → the
@@ -57,12 +58,24 @@ CONVERT_THREADS = 256
 TOLERANCES = {"bfloat16": 1e-2, "float16": 1.5e-3}
 
 
+CHUNKS = (64, 32, 16)   # channels per chunk: shared-memory rows of 128, 64, 32 bytes
+STAGES = (3, 4, 6)      # the TF32 family's and 3: two blocks of 128 × 128 tiles per SM
+TRANSPOSE_PIXELS = 64   # the layout change's block: 64 pixels × 32 channels
+TRANSPOSE_CHANNELS = 32
+
+
 @dataclass(frozen=True, slots=True)
 class IgemmWgmmaHalfFwdConfig(IgemmWgmmaFwdConfig):
-    """The TF32 wgmma kernel's parameters (:class:`IgemmWgmmaFwdConfig`), for 16-bit problems."""
+    """The TF32 wgmma kernel's parameters (:class:`IgemmWgmmaFwdConfig`) and the chunk, for 16-bit problems."""
 
     family = HALF_FAMILY
     direction = "fwd"
+
+    chunk: int = 64        # channels of one tap per reduction chunk (64, 32 or 16): Cp = ⌈C/chunk⌉·chunk
+
+    @property
+    def row_bytes(self) -> int:
+        return 2 * self.chunk
 
 
 def supports(problem: ConvProblem) -> bool:
@@ -78,7 +91,7 @@ class IgemmWgmmaHalfPlan(IgemmWgmmaFwdPlan):
     def source(self) -> str:
         """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan's dtype."""
         c = self.config
-        targs = ", ".join(str(a) for a in self.template_args())
+        targs = ", ".join(str(a) for a in (*self.template_args(), c.row_bytes))
         return _family_source() + _WRAPPER.format(threads=c.threads, min_blocks=self.min_blocks, targs=targs,
                                                   t=CUDA_TYPES[self.problem.dtype])
 
@@ -169,6 +182,12 @@ def filter_layout(pl: IgemmWgmmaHalfPlan, device: int) -> FilterLayout:
     return FilterLayout(f"{p.dtype} (K, R·S·Cp={pl.krp}), (r, s, c) order", layout_key(pl), elements // 2, make_prep)
 
 
+def to_nhwc_grid(pl: IgemmWgmmaHalfPlan) -> tuple[int, int, int]:
+    """The layout change's grid: blocks of 64 pixels × 32 channels of every image."""
+    p = pl.problem
+    return (-(-p.H * p.W // TRANSPOSE_PIXELS), -(-pl.cp // TRANSPOSE_CHANNELS), p.N)
+
+
 def prepare_plan(pl: IgemmWgmmaHalfPlan, device: int = 0, kernels: HalfKernels | None = None) -> PreparedLaunch:
     """Operands (x, filters, y, workspace): the layout change into the workspace, the GEMM; a split zeroes the fp32
     output after x's copy in the workspace, adds into it, converts it into y."""
@@ -178,7 +197,7 @@ def prepare_plan(pl: IgemmWgmmaHalfPlan, device: int = 0, kernels: HalfKernels |
             kernels = compile_plan(pl)
     assert kernels.transpose is not None
     x_bytes = nhwc_bytes(pl)
-    steps: list[Any] = [Launch(kernels.transpose, _tf32.to_nhwc_grid(pl), (_tf32.TRANSPOSE_THREADS, 1, 1), 0,
+    steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (_tf32.TRANSPOSE_THREADS, 1, 1), 0,
                                pointers(0, 3), (p.C, p.H * p.W, pl.cp))]
     gemm_args = _tf32.gemm_arguments(pl)
     n = p.output_elements

@@ -6,13 +6,17 @@
 //
 //   y[n,k,p,q] = sum_{c,r,s} x[n, c, p*SH - PH + r*DH, q*SW - PW + s*DW] * w[k, c, r, s]   (zero outside x)
 //
-// GEMM: M = N*P*Q output pixels (rows) x K output channels (columns), the reduction over (r, s, c) in chunks of 64
-// channels of one tap (one 128-byte row), Cp = roundup(C, 64) channels per tap, KRp = R*S*Cp.
+// GEMM: M = N*P*Q output pixels (rows) x K output channels (columns), the reduction over (r, s, c) in chunks of CH
+// channels of one tap (one swizzled row of CHB = 2*CH bytes: CH = 64, 32 or 16), Cp = roundup(C, CH) channels per tap,
+// KRp = R*S*Cp. Small chunks serve small C (a stem's C = 3 pads to 16 channels, not 64).
 //
 // The TF32 kernel's structure (igemm_wgmma_fwd.cu, whose helpers this file includes unchanged) with 16-bit
-// elements: a 128-byte swizzled row is 64 elements instead of 32 words, a k-step is m64nNk16 (16 elements = 32
-// bytes, the same descriptor advance), a 16-byte copy is 8 elements. Kernels:
-//   igemm_wgmma_to_nhwc_16   x (N, C, H, W) -> xt (N, H, W, Cp), zero for c >= C (a layout change, no rounding);
+// elements: a k-step is m64nNk16 (16 elements = 32 bytes of a row, the descriptor's start advanced by 32 B), a
+// 16-byte copy is 8 elements, rows of 128 / 64 / 32 bytes with the 128 / 64 / 32-byte swizzle (descriptor layout
+// type 1 / 2 / 3, 8-row groups of 8*CHB bytes). The tensor cores are given chunk it before the copies of chunk
+// it + STAGES - 2 are issued (the copies' address arithmetic stays off the MMA's critical path). Kernels:
+//   igemm_wgmma_to_nhwc_16   x (N, C, H, W) -> xt (N, H, W, Cp), zero for c >= C (a layout change, no rounding;
+//                            4-byte accesses of two pixels / two channels where H*W is even);
 //   igemm_wgmma_pack_16      w (K, C, R, S) -> filt (K, KRp), filt[k][(r*S + s)*Cp + c] = w[k][c][r][s];
 //   igemm_wgmma_half_fwd     the GEMM: y (N, K, P, Q) in T, or with gridDim.z > 1 (split reduction) atomics into an
 //                            fp32 workspace of y's shape (zeroed first), converted by igemm_wgmma_f32_to_16.
@@ -21,25 +25,45 @@
 
 namespace convtune {
 
-// One block per (image, 32 channels, 32 pixels): x (N, C, HW) -> xt (N, HW, Cp), zero channels >= C.
+// One block per (image, 32 channels, 64 pixels), 256 threads: x (N, C, HW) -> xt (N, HW, Cp), zero channels >= C.
+// Reads: a warp per channel row, a lane per pixel pair (one 4-byte load where HW is even: rows start at even
+// elements); writes: a half-warp per pixel, a lane per channel pair (one 4-byte store; Cp is even).
 template <class T>
 __device__ __forceinline__ void igemm_wgmma_to_nhwc_16_body(const T* __restrict__ x, T* __restrict__ xt, int C,
                                                             int HW, int Cp) {
-  __shared__ unsigned short tile[32][34];
-  const int img = blockIdx.z, c0 = blockIdx.y * 32, p0 = blockIdx.x * 32;
-  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;  // 256 threads: 8 rows per pass
+  __shared__ unsigned short tile[32][66];   // [channel][pixel]; 66: the write phase's column reads hit 16 banks
+  const int img = blockIdx.z, c0 = blockIdx.y * 32, p0 = blockIdx.x * 64;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const unsigned short* xs = reinterpret_cast<const unsigned short*>(x) + static_cast<long long>(img) * C * HW;
+  const bool even = (HW & 1) == 0;
 #pragma unroll
-  for (int i = ty; i < 32; i += 8) {
-    const int c = c0 + i, p = p0 + tx;
-    tile[i][tx] = (c < C && p < HW) ? xs[static_cast<long long>(c) * HW + p] : static_cast<unsigned short>(0);
+  for (int i = warp; i < 32; i += 8) {
+    const int c = c0 + i, p = p0 + 2 * lane;
+    unsigned short a = 0, b = 0;
+    if (c < C) {
+      const unsigned short* row = xs + static_cast<long long>(c) * HW;
+      if (even && p + 1 < HW) {
+        const unsigned v = __ldg(reinterpret_cast<const unsigned*>(row + p));
+        a = static_cast<unsigned short>(v & 0xFFFFu);
+        b = static_cast<unsigned short>(v >> 16);
+      } else {
+        if (p < HW) a = row[p];
+        if (p + 1 < HW) b = row[p + 1];
+      }
+    }
+    tile[i][2 * lane] = a;
+    tile[i][2 * lane + 1] = b;
   }
   __syncthreads();
-  unsigned short* xd = reinterpret_cast<unsigned short*>(xt) + static_cast<long long>(img) * HW * Cp;
+  unsigned* xd = reinterpret_cast<unsigned*>(reinterpret_cast<unsigned short*>(xt) +
+                                             static_cast<long long>(img) * HW * Cp);
+  const int j = lane & 15;                    // channel pair c0 + 2j, c0 + 2j + 1
 #pragma unroll
-  for (int i = ty; i < 32; i += 8) {
-    const int p = p0 + i, c = c0 + tx;
-    if (p < HW && c < Cp) xd[static_cast<long long>(p) * Cp + c] = tile[tx][i];
+  for (int i = warp * 2 + (lane >> 4); i < 64; i += 16) {
+    const int p = p0 + i, c = c0 + 2 * j;
+    if (p < HW && c < Cp)
+      xd[(static_cast<long long>(p) * Cp + c) >> 1] = static_cast<unsigned>(tile[2 * j][i]) |
+                                                      (static_cast<unsigned>(tile[2 * j + 1][i]) << 16);
   }
 }
 
@@ -67,16 +91,44 @@ __device__ __forceinline__ void igemm_wgmma_f32_to_16_body(const float* __restri
     y[i] = round_to<T>(ws[i]);
 }
 
-template <class T, int BN, int MI, int WG, int STAGES>
+// Byte offset of 16-byte piece j of row r in a K-major tile of CHB-byte rows with the CHB-byte swizzle (CUTLASS's
+// Swizzle<3,4,3> / <2,4,3> / <1,4,3>: the piece index XORed with address bits 7.. of the row's start).
+template <int CHB>
+__device__ __forceinline__ unsigned swizzled_piece(int r, int j) {
+  if constexpr (CHB == 128) {
+    return static_cast<unsigned>(r * 128 + ((j ^ (r & 7)) << 4));
+  } else if constexpr (CHB == 64) {
+    return static_cast<unsigned>(r * 64 + ((j ^ ((r >> 1) & 3)) << 4));
+  } else {
+    return static_cast<unsigned>(r * 32 + ((j ^ ((r >> 2) & 1)) << 4));
+  }
+}
+
+// Matrix descriptor of a K-major tile of CHB-byte swizzled rows at `addr` (aligned to the 8-row group), advanced by
+// k-step `ks` (16 elements = 32 bytes): start >> 4, leading offset 16 B (unused by swizzled K-major layouts), stride
+// offset 8*CHB bytes between 8-row groups, layout type 1 / 2 / 3 = 128 / 64 / 32-byte swizzle.
+template <int CHB>
+__device__ __forceinline__ unsigned long long swizzled_desc_16(unsigned addr, int ks) {
+  constexpr unsigned long long layout = CHB == 128 ? 1ull : CHB == 64 ? 2ull : 3ull;
+  const unsigned start = addr + ks * 32;
+  return static_cast<unsigned long long>((start & 0x3FFFF) >> 4) | (1ull << 16) |
+         (static_cast<unsigned long long>(CHB / 2) << 32) | (layout << 62);
+}
+
+template <class T, int BN, int MI, int WG, int STAGES, int CHB>
 __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ xt, const T* __restrict__ filt,
                                                            T* __restrict__ y, float* __restrict__ ysplit, int N,
                                                            int Cp, int H, int W, int K, int P, int Q, int S, int SH,
                                                            int SW, int PH, int PW, int DH, int DW, int KRp,
                                                            int chunks_per_split) {
-  constexpr int CH = 64;   // elements per 128-byte row: one chunk of one tap
+  static_assert(CHB == 128 || CHB == 64 || CHB == 32, "rows of 128, 64 or 32 bytes");
+  constexpr int CH = CHB / 2;                  // elements per row: one chunk of one tap
+  constexpr int PIECES = CHB / 16;             // 16-byte copies per row
   constexpr int THREADS = 128 * WG, BM = 64 * WG * MI;
-  constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
-  constexpr int A_ROWS = BM * 8 / THREADS, B_COPIES = BN * 8 / THREADS;  // per thread
+  constexpr int ROWS_PER_PASS = THREADS / PIECES;
+  constexpr int A_BYTES = BM * CHB, B_BYTES = BN * CHB, STAGE_BYTES = A_BYTES + B_BYTES;
+  constexpr int A_ROWS = BM / ROWS_PER_PASS;                                  // per thread (BM is a multiple)
+  constexpr int B_COPIES = (BN * PIECES + THREADS - 1) / THREADS;              // per thread, the last maybe partial
   static_assert(STAGES >= 3, "one stage computing, one in flight in the tensor cores, one loading");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -91,13 +143,13 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
   const int chunk0 = blockIdx.z * chunks_per_split;
   const int nchunks = min(chunks_total - chunk0, chunks_per_split);
 
-  // this thread copies 16-byte piece tid % 8 (8 elements) of rows tid / 8 + j * THREADS / 8
-  const int piece = tid & 7;
+  // this thread copies 16-byte piece tid % PIECES (8 elements) of rows tid / PIECES + j * ROWS_PER_PASS
+  const int piece = tid % PIECES;
   long long pix_base[A_ROWS];
   int pix_h0[A_ROWS], pix_w0[A_ROWS];
 #pragma unroll
   for (int j = 0; j < A_ROWS; ++j) {
-    const long long m = m0 + (tid >> 3) + j * (THREADS / 8);
+    const long long m = m0 + tid / PIECES + j * ROWS_PER_PASS;
     pix_base[j] = 0;
     pix_h0[j] = -(1 << 29);
     pix_w0[j] = 0;
@@ -115,21 +167,22 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
     const int dh = (tap / S) * DH, dw = (tap % S) * DW;
 #pragma unroll
     for (int j = 0; j < A_ROWS; ++j) {
-      const int row = (tid >> 3) + j * (THREADS / 8);
+      const int row = tid / PIECES + j * ROWS_PER_PASS;
       const int h = pix_h0[j] + dh, w = pix_w0[j] + dw;
       const bool ok = static_cast<unsigned>(h) < static_cast<unsigned>(H) &&
                       static_cast<unsigned>(w) < static_cast<unsigned>(W);
       const T* src = ok ? xt + pix_base[j] + (static_cast<long long>(h) * W + w) * Cp + cb * CH : xt;
-      cp_async16_zfill(sA + swizzled_offset(row, piece * 4), src, ok);
+      cp_async16_zfill(sA + swizzled_piece<CHB>(row, piece), src, ok);
     }
     const int kbase = chunk * CH;
 #pragma unroll
     for (int j = 0; j < B_COPIES; ++j) {
       const int idx = tid + j * THREADS;
-      const int row = idx >> 3, c = idx & 7;
+      if ((BN * PIECES) % THREADS != 0 && idx >= BN * PIECES) break;
+      const int row = idx / PIECES, c = idx % PIECES;
       const bool ok = n0 + row < K;
       const T* src = filt + static_cast<long long>(ok ? n0 + row : 0) * KRp + kbase + c * 8;
-      cp_async16_zfill(sB + swizzled_offset(row, c * 4), src, ok);
+      cp_async16_zfill(sB + swizzled_piece<CHB>(row, c), src, ok);
     }
   };
 
@@ -150,20 +203,20 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
     cp_async_wait<STAGES - 3>();
     fence_proxy_async();  // the copies' words, read next by the tensor cores (async proxy)
     __syncthreads();      // all copies of chunk it landed; every warpgroup retired chunk it - 2 (stage reuse)
-    {
+    const unsigned sA = smem0 + (it % STAGES) * STAGE_BYTES + wg * (BM / WG) * CHB, sB = smem0 + (it % STAGES) *
+                        STAGE_BYTES + A_BYTES;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < CHB / 32; ++ks)   // k16 steps of 32 bytes across the row
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+        WgmmaSS<T, BN>::run(acc[mi], swizzled_desc_16<CHB>(sA + mi * 64 * CHB, ks), swizzled_desc_16<CHB>(sB, ks));
+    wgmma_commit();
+    {   // the stage of chunk it - 2, retired by every warpgroup before the barrier above
       const int next = it + STAGES - 2;
       if (next < nchunks) load_stage(next % STAGES, chunk0 + next);
       cp_async_commit();
     }
-    const unsigned sA = smem0 + (it % STAGES) * STAGE_BYTES + wg * (BM / WG) * 128, sB = smem0 + (it % STAGES) *
-                        STAGE_BYTES + A_BYTES;
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)    // four k16 steps of 32 bytes each across the 128-byte row
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-        WgmmaSS<T, BN>::run(acc[mi], swizzled_desc(sA + mi * 64 * 128, ks), swizzled_desc(sB, ks));
-    wgmma_commit();
     wgmma_wait<1>();
   }
   wgmma_wait<0>();

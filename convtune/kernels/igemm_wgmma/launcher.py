@@ -83,6 +83,11 @@ class IgemmWgmmaFwdConfig(KernelConfig):
         """fp32 accumulator registers per thread: MI · BN / 2."""
         return self.m_blocks * self.tile_n // 2
 
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one swizzled shared-memory row (one chunk of one tap): 128 (32 TF32 words)."""
+        return CHUNK_BYTES
+
 
 def supports(problem: ConvProblem) -> bool:
     """Float32 storage with TF32 arithmetic allowed (``math="tf32"``), groups = 1, not causal."""
@@ -90,20 +95,21 @@ def supports(problem: ConvProblem) -> bool:
     return p.dtype == "float32" and p.math == "tf32" and p.groups == 1 and not p.causal
 
 
-def chunk_elements(problem: ConvProblem) -> int:
-    """Channels per chunk: one 128-byte row of the storage type (32 float32 words, 64 bfloat16/float16 elements)."""
-    return CHUNK_BYTES // problem.itemsize_bytes
+def chunk_elements(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = None) -> int:
+    """Channels per chunk: one shared-memory row of the storage type (TF32: 128 bytes, 32 words; the 16-bit family:
+    ``config.chunk``, 64 by default)."""
+    return (config.row_bytes if config is not None else CHUNK_BYTES) // problem.itemsize_bytes
 
 
-def padded_channels(problem: ConvProblem) -> int:
+def padded_channels(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = None) -> int:
     """Cp = ⌈C/ch⌉·ch with ch = :func:`chunk_elements`: the channels of one tap in the workspace and the filters."""
-    ch = chunk_elements(problem)
+    ch = chunk_elements(problem, config)
     return -(-problem.C // ch) * ch
 
 
-def padded_reduction(problem: ConvProblem) -> int:
+def padded_reduction(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = None) -> int:
     """KRp = R·S·Cp (elements of the storage type)."""
-    return problem.R * problem.S * padded_channels(problem)
+    return problem.R * problem.S * padded_channels(problem, config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +172,8 @@ def _family_source() -> str:
 
 
 def smem_bytes(config: IgemmWgmmaFwdConfig) -> int:
-    """stages · (BM + BN) · 128 bytes + 1024 for aligning the tiles to the swizzle's 1024-byte period."""
-    return config.stages * (config.tile_m + config.tile_n) * 128 + 1024
+    """stages · (BM + BN) · row bytes + 1024 for aligning the tiles to the swizzle's period (≤ 1024 bytes)."""
+    return config.stages * (config.tile_m + config.tile_n) * config.row_bytes + 1024
 
 
 def regs_estimate(config: IgemmWgmmaFwdConfig) -> int:
@@ -175,7 +181,7 @@ def regs_estimate(config: IgemmWgmmaFwdConfig) -> int:
 
     From ptxas on sm_90a (CUDA 13) over the prototype's 16 configs: 80 (MI·BN/2 = 32) to 208 (128), within ~16 of
     this estimate (ptxas rounds up to multiples of 8)."""
-    a_rows = config.tile_m * 8 // config.threads
+    a_rows = config.tile_m * (config.row_bytes // 16) // config.threads
     return config.accumulators + 4 * a_rows + 40
 
 
@@ -192,8 +198,8 @@ def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig, machine: Mach
     if machine is not None and tuple(machine.compute_capability) != COMPUTE_CAPABILITY:
         raise InvalidConfig("problem", f"wgmma kernels are built for sm_90a; {machine.name} is "
                                        f"sm_{machine.compute_capability[0]}{machine.compute_capability[1]}")
-    cp, krp = padded_channels(p), padded_reduction(p)
-    chunks = krp // chunk_elements(p)
+    cp, krp = padded_channels(p, c), padded_reduction(p, c)
+    chunks = krp // chunk_elements(p, c)
     per_split = -(-chunks // c.splits)
     launched = -(-chunks // per_split)
     m_tiles, n_tiles = -(-p.N * p.P * p.Q // c.tile_m), -(-p.K // c.tile_n)

@@ -64,7 +64,7 @@ def predict(pl: IgemmWgmmaFwdPlan, machine: MachineModel) -> WgmmaPrediction:
         peak = machine.tf32_peak_flops_per_s or machine.datasheet_tf32_flops_per_s or FALLBACK_TF32_FLOPS
     sm_flops = TENSOR_FRACTION * peak / machine.sm_count
     item = p.itemsize_bytes
-    tensor_s = 2 * c.tile_m * c.tile_n * chunk_elements(p) / sm_flops   # one block-chunk alone on an SM
+    tensor_s = 2 * c.tile_m * c.tile_n * chunk_elements(p, c) / sm_flops   # one block-chunk alone on an SM
     overhead_s = CHUNK_OVERHEAD_CLK / SM_CLOCK_HZ
     waves = -(-pl.blocks // (bps * machine.sm_count))
     # resident blocks share the tensor cores and overlap each other's fixed cost

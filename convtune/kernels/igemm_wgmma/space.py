@@ -55,12 +55,19 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     """The space of ``problem`` in ``family``: the values, the kernel's rules (``plan`` enforces them) and the
     search's pruning rules (module docstring)."""
     p = problem
-    ch = chunk_elements(p)
-    chunks = padded_reduction(p) // ch
-    _, supports, runs, _ = FAMILIES[family]
+    config_class, supports, runs, _ = FAMILIES[family]
+    half = family == _half.HALF_FAMILY
+
+    def chunks(v: Values) -> int:
+        """Reduction chunks of the config's chunk size (the 16-bit family's ``chunk``; TF32: 32 words)."""
+        cfg = config_class(chunk=v["chunk"]) if half else None   # type: ignore[call-arg]
+        return padded_reduction(p, cfg) // chunk_elements(p, cfg)
 
     def splits_used(v: Values) -> int:
-        return -(-chunks // -(-chunks // v["splits"]))
+        n = chunks(v)
+        return -(-n // -(-n // v["splits"]))
+
+    split_keys = ("splits", "chunk") if half else ("splits",)
 
     rules = (
         Rule("problem", (), lambda v: supports(p), f"{family} runs {runs}, groups=1, not causal; got {p.key()}",
@@ -75,12 +82,15 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
                        f"{MAX_ACCUMULATORS}", field="tile_n"),
         Rule("stages", ("stages",), lambda v: 3 <= v["stages"] <= 8, "stages={stages}: allowed 3..8 (one computing, "
              "one in the tensor cores, the rest loading)"),
-        Rule("splits_chunks", ("splits",), lambda v: 1 <= v["splits"] <= chunks,
-             lambda v: f"splits={v['splits']} outside 1..{chunks} (the reduction's chunks of {ch} channels)"),
-        Rule("splits_nonempty", ("splits",), lambda v: splits_used(v) == v["splits"],
-             lambda v: f"splits={v['splits']} leaves a split without chunks ({chunks} chunks); use "
-                       f"splits={splits_used(v)}"),
+        Rule("splits_chunks", split_keys, lambda v: 1 <= v["splits"] <= chunks(v),
+             lambda v: f"splits={v['splits']} outside 1..{chunks(v)} (the reduction's chunks)", field="splits"),
+        Rule("splits_nonempty", split_keys, lambda v: splits_used(v) == v["splits"],
+             lambda v: f"splits={v['splits']} leaves a split without chunks ({chunks(v)} chunks); use "
+                       f"splits={splits_used(v)}", field="splits"),
     )
+    if half:
+        rules += (Rule("chunk", ("chunk",), lambda v: v["chunk"] in _half.CHUNKS,
+                       f"chunk={{chunk}}: allowed {_half.CHUNKS}"),)
     m = p.N * p.P * p.Q
     max_m, max_n = max(64, _pow2_at_least(m)), max(64, _pow2_at_least(p.K))
     prune = [
@@ -99,6 +109,18 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
                           lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
                           field="splits"))
     values = {"tile_n": TILE_N, "m_blocks": M_BLOCKS, "warpgroups": WARPGROUPS, "stages": STAGES, "splits": SPLITS}
+    if half:
+        values["chunk"] = _half.CHUNKS
+        values["stages"] = _half.STAGES
+
+        def padded(chunk: int) -> int:
+            return -(-p.C // chunk) * chunk
+
+        # a chunk below 64 only where it pads C less than the next larger chunk does (small C: stems)
+        prune.append(Rule("chunk_padding", ("chunk",), lambda v: v["chunk"] == max(_half.CHUNKS) or
+                          padded(v["chunk"]) < padded(2 * v["chunk"]),
+                          lambda v: f"chunk={v['chunk']} pads C={p.C} to {padded(v['chunk'])} channels, as "
+                                    f"chunk={2 * v['chunk']} does", field="chunk"))
     return SearchSpace(values, rules, tuple(prune))
 
 

@@ -39,6 +39,22 @@ def test_supports_16bit_dense_convolutions_of_any_channel_count(text: str, ok: b
     assert (get_spec("igemm_wgmma_half") in specs_for(P(text))) is ok
 
 
+def test_small_chunks_are_searched_only_where_they_pad_less() -> None:
+    """A stem (C = 3) searches chunks of 16, 32 and 64 channels; C = 20 pads to 32 with chunks of 16 or 32: 32 and 64
+    only; C = 256 pads to nothing: 64 only. Any chunk stays a valid config (the rule is the search's)."""
+    stem = P("N=2 C=3 H=32 W=32 K=64 R=7 S=7 stride=2 pad=3 dtype=bfloat16")
+    for text, chunks in ((stem.key(), {16, 32, 64}), ("N=2 C=20 H=12 W=12 K=50 R=5 S=5 dtype=bfloat16", {32, 64}),
+                         (LAYER, {64})):
+        assert {pl.config.chunk for pl in enumerate_plans(P(text), H200, family="igemm_wgmma_half")} == chunks
+    pl = plan(P(LAYER), IgemmWgmmaHalfFwdConfig(chunk=16), H200)
+    assert (pl.cp, pl.chunks, pl.smem_bytes) == (256, 9 * 16, 4 * (128 + 128) * 32 + 1024)
+    stem_plan = plan(stem, IgemmWgmmaHalfFwdConfig(chunk=16), H200)
+    assert (stem_plan.cp, stem_plan.krp) == (16, 49 * 16) and "wg_bf16, 128, 2, 1, 4, 32>" in stem_plan.source()
+    with pytest.raises(InvalidConfig) as err:
+        plan(stem, IgemmWgmmaHalfFwdConfig(chunk=8), H200)
+    assert err.value.field == "chunk"
+
+
 def test_geometry_counts_64_channel_chunks() -> None:
     pl = plan(P("N=2 C=70 H=9 W=9 K=40 R=3 S=3 pad=1 dtype=float16"), IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1), H200)
     assert (pl.cp, pl.krp, pl.chunks) == (128, 9 * 128, 18)
@@ -71,7 +87,7 @@ def _simulated_traffic(pl: half.IgemmWgmmaHalfPlan) -> dict[str, int]:
     split's zeroing, atomics and conversion): an A copy reads only when its pixel is inside M and its tap inside
     the map."""
     p, c = pl.problem, pl.config
-    ch = 64
+    ch = pl.config.chunk
     m_total = p.N * p.P * p.Q
     cblocks = pl.cp // ch
     elems = {"layout": p.N * p.C * p.H * p.W + p.N * p.H * p.W * pl.cp, "input": 0, "weight": 0, "output": 0}
@@ -98,6 +114,8 @@ def _simulated_traffic(pl: half.IgemmWgmmaHalfPlan) -> dict[str, int]:
     ("N=3 C=5 H=7 W=9 K=37 R=3 S=3 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1)),
     ("N=2 C=80 H=15 W=13 K=20 R=7 S=7 stride=2 pad=3 dtype=float16", IgemmWgmmaHalfFwdConfig(128, 2, 1, 4, 2)),
     ("N=2 C=2 H=6 W=6 K=130 R=3 S=3 pad=4 dilation=4 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(256, 1, 1, 4, 3)),
+    ("N=2 C=3 H=11 W=10 K=20 R=7 S=7 stride=2 pad=3 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 2, 4, 2, 16)),
+    ("N=1 C=40 H=9 W=9 K=70 R=3 S=1 pad_h=1 dtype=float16", IgemmWgmmaHalfFwdConfig(128, 1, 1, 4, 1, 32)),
 ])
 def test_traffic_formula_matches_the_copy_loops(text: str, config: IgemmWgmmaHalfFwdConfig) -> None:
     pl = plan(P(text), config, H200)
@@ -122,7 +140,7 @@ def test_prepared_launch_passes_the_kernel_arguments(monkeypatch: pytest.MonkeyP
     transpose, gemm = rec.calls
     assert (transpose.name, transpose.pointers, list(transpose.ints)) == (half.TO_NHWC_ENTRY, (0x1000, 0x4000),
                                                                           [70, 81, 128])
-    assert transpose.grid == (3, 4, 2)                     # ⌈81/32⌉ pixels, 128/32 channel tiles, 2 images
+    assert transpose.grid == (2, 4, 2)                     # ⌈81/64⌉ pixels, 128/32 channel tiles, 2 images
     assert gemm.pointers == (0x4000, 0x2000, 0x3000, 0x4000 + nhwc) and list(gemm.ints) == [*gemm_ints, 18]
     assert gemm.grid == one_plan.grid and gemm.smem_bytes == one_plan.smem_bytes
     rec.calls.clear()
@@ -162,6 +180,9 @@ REPRESENTATIVE = [
      IgemmWgmmaHalfFwdConfig(256, 1, 2, 4, 1)),
     ("bf16_256x128_wg2", LAYER, IgemmWgmmaHalfFwdConfig(128, 2, 2, 4, 2)),
     ("bf16_64x64_s6", "N=1 C=512 H=7 W=7 K=512 R=3 S=3 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 6, 8)),
+    ("bf16_stem_c16", "N=32 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 dtype=bfloat16",
+     IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 16)),
+    ("f16_c32_wg2", "N=64 C=20 H=12 W=12 K=50 R=5 S=5 dtype=float16", IgemmWgmmaHalfFwdConfig(128, 1, 2, 6, 1, 32)),
 ]
 
 

@@ -4,9 +4,9 @@ without one).
 
 Per dtype, random problems (:mod:`wgmma_cases`: odd sizes and channel counts, strides, dilation, padding-dominated
 maps, batch 1 mostly) × the space's corners (tile_n 64/128/256, m_blocks 1/2, warpgroups 1/2, stages 4/6, splits
-1..8), fresh normal inputs rounded to the dtype, outputs poisoned with NaN before the launch. The reference is the
-float64 convolution of the rounded inputs. Each case's error must meet the family's tolerance and be at most twice
-cuDNN's error in the same dtype on the same inputs (+1e-6).
+1..8, chunks of 64/32/16 channels), fresh normal inputs rounded to the dtype, outputs poisoned with NaN before the
+launch. The reference is the float64 convolution of the rounded inputs. Each case's error must meet the family's
+tolerance and be at most twice cuDNN's error in the same dtype on the same inputs (+1e-6).
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ from convtune.problem import ConvProblem
 
 gpu = pytest.mark.gpu
 
-CONFIGS = {
-    "n128_mi2_wg1_s4": IgemmWgmmaHalfFwdConfig(128, 2, 1, 4, 1),
-    "n256_mi1_wg2_s4": IgemmWgmmaHalfFwdConfig(256, 1, 2, 4, 1),
-    "n128_mi2_wg2_s4_x2": IgemmWgmmaHalfFwdConfig(128, 2, 2, 4, 2),
-    "n64_mi1_wg1_s6_x8": IgemmWgmmaHalfFwdConfig(64, 1, 1, 6, 8),
-    "n64_mi2_wg2_s4": IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1),
-    "n256_mi1_wg1_s4_x4": IgemmWgmmaHalfFwdConfig(256, 1, 1, 4, 4),
-    "n128_mi1_wg2_s6": IgemmWgmmaHalfFwdConfig(128, 1, 2, 6, 1),
-    "n64_mi1_wg2_s4_x3": IgemmWgmmaHalfFwdConfig(64, 1, 2, 4, 3),
+CONFIGS = {   # every chunk (64, 32, 16 channels: the 128 / 64 / 32-byte swizzles), B copies that do not fill a pass
+    "n128_mi2_wg1_s4_c64": IgemmWgmmaHalfFwdConfig(128, 2, 1, 4, 1, 64),
+    "n256_mi1_wg2_s4_c64": IgemmWgmmaHalfFwdConfig(256, 1, 2, 4, 1, 64),
+    "n128_mi2_wg2_s4_x2_c32": IgemmWgmmaHalfFwdConfig(128, 2, 2, 4, 2, 32),
+    "n64_mi1_wg1_s6_x8_c16": IgemmWgmmaHalfFwdConfig(64, 1, 1, 6, 8, 16),
+    "n64_mi2_wg2_s4_c32": IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 32),
+    "n256_mi1_wg1_s4_x4_c64": IgemmWgmmaHalfFwdConfig(256, 1, 1, 4, 4, 64),
+    "n128_mi1_wg2_s6_c16": IgemmWgmmaHalfFwdConfig(128, 1, 2, 6, 1, 16),
+    "n64_mi1_wg2_s4_x3_c16": IgemmWgmmaHalfFwdConfig(64, 1, 2, 4, 3, 16),   # 128 B copies for 256 threads
 }
 PROBLEMS_PER_CONFIG = 26
 H200 = MachineModel.preset("h200")
@@ -71,6 +71,7 @@ def test_case_count() -> None:
         assert {3, 13, 35, 50} <= {p.C for p in problems} and sum(p.N == 1 for p in problems) >= len(problems) // 3
         assert any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p in problems)   # padding-dominated maps
     assert {c.values[1].splits for c in CASES} >= {1, 2, 3, 4, 8}
+    assert {c.values[1].chunk for c in CASES} == {64, 32, 16}
 
 
 @pytest.fixture(scope="module")
