@@ -1,7 +1,8 @@
 """The implicit-GEMM forward families on Hopper's warpgroup MMA (wgmma with both operands from swizzled shared
 memory; sm_90a, compute capability 9.0 only): ``igemm_wgmma`` for ``math="tf32"`` problems (x moved to a TF32-rounded
 channels-last copy first, counted in the time) and ``igemm_wgmma_half`` for bfloat16 / float16 problems (the same
-kernel over 16-bit elements, :mod:`~convtune.kernels.igemm_wgmma.half`).
+kernel over 16-bit elements, :mod:`~convtune.kernels.igemm_wgmma.half`) with its 1×1 sibling
+``igemm_wgmma_half_1x1`` (x read as it is, NCHW: :mod:`~convtune.kernels.igemm_wgmma.half_1x1`).
 
 ``SPECS`` are the families' registry rows (see :mod:`convtune.kernels.registry`); their bound and floor are the
 direct convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's.
@@ -13,6 +14,7 @@ from functools import partial
 
 from convtune.kernels.direct import direct_bound_words, direct_floor_work
 from convtune.kernels.igemm_wgmma import half as _half
+from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
 from convtune.kernels.igemm_wgmma import launcher as _launcher
 from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.igemm_wgmma import space as _space
@@ -46,5 +48,19 @@ SPECS: tuple[KernelSpec, ...] = (
                     "from 128-byte-swizzled shared memory, fp32 accumulation, y rounded once) over a channels-last "
                     "copy of x (16-byte copies of 64-channel rows; any C), any stride/padding/dilation, split "
                     "reduction; sm_90 only",
+    ),
+    KernelSpec(
+        family=_half_1x1.FAMILY, direction="fwd", source=_half_1x1.SOURCE, entry=_half_1x1.ENTRY,
+        config_class=_half_1x1.IgemmWgmmaHalf1x1FwdConfig, supports=_half_1x1.supports,
+        enumerate_plans=partial(_space.enumerate_plans, family=_half_1x1.FAMILY), plan=_space.plan,
+        predict_s=lambda pl, machine: _model.predict(pl, machine, _half_1x1.traffic_elements).time_s,
+        traffic_words=_half_1x1.total_traffic_elements,
+        onchip_words=_half_1x1.onchip_elements,
+        bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
+        grid_size=partial(_space.grid_size, family=_half_1x1.FAMILY), floor_work=direct_floor_work,
+        launcher=_half_1x1, algorithm="igemm",
+        description="1×1 bfloat16 / float16 on Hopper's warpgroup MMA straight from NCHW x (no layout change): "
+                    "filters K-major, x N-major (wgmma imm-trans-b), 128-byte swizzles, 4-byte pixel-pair stores, "
+                    "split reduction; stride 1, no padding, H·W a multiple of 8; sm_90 only",
     ),
 )

@@ -136,7 +136,7 @@ def total_traffic_elements(pl: IgemmWgmmaHalfPlan) -> int:
     return sum(traffic_elements(pl).values())
 
 
-def onchip_elements(pl: IgemmWgmmaHalfPlan) -> int:
+def onchip_elements(pl: IgemmWgmmaFwdPlan) -> int:
     """Fast memory one block holds, in 2-byte elements: every shared-memory stage plus the fp32 accumulators."""
     return pl.smem_bytes // 2 + 2 * pl.config.accumulators * pl.config.threads
 
@@ -160,12 +160,13 @@ def workspace_bytes(pl: IgemmWgmmaHalfPlan) -> int:
     return nhwc_bytes(pl) + (4 * pl.problem.output_elements if pl.splits_launched > 1 else 0)
 
 
-def layout_key(pl: IgemmWgmmaHalfPlan) -> tuple[Any, ...]:
+def layout_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
+    """Plans with equal keys share packed filters: (K, KRp) in (r, s, c) order depends on the chunk through Cp."""
     p = pl.problem
-    return (HALF_FAMILY, p.dtype, p.K, p.C, p.R, p.S)
+    return (HALF_FAMILY, p.dtype, p.K, p.C, p.R, p.S, pl.krp)
 
 
-def filter_layout(pl: IgemmWgmmaHalfPlan, device: int) -> FilterLayout:
+def filter_layout(pl: IgemmWgmmaFwdPlan, device: int) -> FilterLayout:
     """The filters (K, KRp) in (r, s, c) order, 16-bit, and (built on first use) their packing launch."""
     p = pl.problem
     elements = p.K * pl.krp

@@ -16,7 +16,9 @@ predicted time = max(SM time, L2 time, DRAM compulsory time) + layout change + s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdPlan, chunk_elements, traffic_words
 from convtune.kernels.launch_geometry import resident_blocks
@@ -51,8 +53,10 @@ def tile_efficiency(pl: IgemmWgmmaFwdPlan) -> float:
     return p.N * p.P * p.Q * p.K * p.C * p.R * p.S / computed
 
 
-def predict(pl: IgemmWgmmaFwdPlan, machine: MachineModel) -> WgmmaPrediction:
-    """Model time of the plan's launches on ``machine`` (see the module docstring)."""
+def predict(pl: IgemmWgmmaFwdPlan, machine: MachineModel,
+            traffic: Callable[[Any], dict[str, int]] = traffic_words) -> WgmmaPrediction:
+    """Model time of the plan's launches on ``machine`` (see the module docstring); ``traffic`` is the family's
+    request count (the 1×1 kernel's has no layout change)."""
     c, p = pl.config, pl.problem
     eff = tile_efficiency(pl)
     bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
@@ -71,14 +75,15 @@ def predict(pl: IgemmWgmmaFwdPlan, machine: MachineModel) -> WgmmaPrediction:
     per_wave_s = pl.chunks_per_split * max(bps * tensor_s, overhead_s + tensor_s)
     sm_s = waves * per_wave_s
     l2_bw = L2_FRACTION * (machine.l2_bandwidth_bytes_per_s or 10 * machine.copy_bandwidth_bytes_per_s)
-    words = traffic_words(pl)
-    layout_words = words.pop("layout")
+    words = traffic(pl)
+    layout_words = words.pop("layout", 0)
     l2_s = item * sum(words.values()) / l2_bw
     dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
     atomics_s = 4 * p.output_elements * pl.splits_launched / machine.copy_bandwidth_bytes_per_s \
         if pl.splits_launched > 1 else 0.0
     if pl.splits_launched > 1 and item == 2:   # the fp32 workspace's conversion into y: one more launch and pass
         atomics_s += LAUNCH_OVERHEAD_S + 6 * p.output_elements / machine.copy_bandwidth_bytes_per_s
-    added_s = 2 * LAUNCH_OVERHEAD_S + item * layout_words / machine.copy_bandwidth_bytes_per_s + atomics_s
+    launches = 2 if layout_words else 1
+    added_s = launches * LAUNCH_OVERHEAD_S + item * layout_words / machine.copy_bandwidth_bytes_per_s + atomics_s
     time_s = max(sm_s, l2_s, dram_s) + added_s
     return WgmmaPrediction(time_s, sm_s, l2_s, dram_s, bps, eff, added_s)

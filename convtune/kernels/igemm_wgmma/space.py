@@ -1,19 +1,22 @@
-"""The configuration space of the wgmma forward kernels (TF32 ``igemm_wgmma``, 16-bit ``igemm_wgmma_half``: the same
-parameters and rules) for one problem and machine.
+"""The configuration space of the wgmma forward kernels (TF32 ``igemm_wgmma``, 16-bit ``igemm_wgmma_half`` and
+``igemm_wgmma_half_1x1``: the same parameters and rules; the 16-bit general kernel adds ``chunk`` and 3 stages) for one
+problem and machine.
 
 :func:`enumerate_plans` yields every valid configuration of a family (resource limits of the machine respected,
 sm_90 only), each with its plan. Pruned: row tiles (64 · warpgroups · m_blocks) and column tiles larger than the next
-power of two of the extent they cover (M = N·P·Q pixels, at least 64; K channels, at least 64), and splits of a grid
-that already has two blocks per SM.
+power of two of the extent they cover (M = N·P·Q pixels, at least 64; K channels, at least 64; the 1×1 family's GEMM
+is transposed: its rows are the K channels, its columns the pixels), and splits of a grid that already has two blocks
+per SM.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from functools import cache
+from collections.abc import Callable, Iterator
+from functools import cache, partial
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import half as _half
+from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma.launcher import (
     IgemmWgmmaFwdConfig,
@@ -33,12 +36,15 @@ STAGES = (4, 6)
 SPLITS = (1, 2, 4, 8, 16)
 MAX_ACCUMULATORS = 128   # fp32 accumulator registers per thread (MI · BN / 2): more leave too few for the rest
 TF32_FAMILY = IgemmWgmmaFwdConfig.family
-#: family -> (config class, supports, what it runs, its plan class)
-FAMILIES = {
+#: family -> (config class, supports, what it runs, its plan derivation)
+FAMILIES: dict[str, tuple[type[IgemmWgmmaFwdConfig], Callable[[ConvProblem], bool], str,
+                          Callable[..., IgemmWgmmaFwdPlan]]] = {
     TF32_FAMILY: (IgemmWgmmaFwdConfig, _tf32.supports, "dense float32 convolutions with TF32 arithmetic allowed "
-                  "(math='tf32')", IgemmWgmmaFwdPlan),
+                  "(math='tf32')", partial(derive_plan, plan_class=IgemmWgmmaFwdPlan)),
     _half.HALF_FAMILY: (_half.IgemmWgmmaHalfFwdConfig, _half.supports, "dense bfloat16 / float16 convolutions "
-                        "(math='ieee')", _half.IgemmWgmmaHalfPlan),
+                        "(math='ieee')", partial(derive_plan, plan_class=_half.IgemmWgmmaHalfPlan)),
+    _half_1x1.FAMILY: (_half_1x1.IgemmWgmmaHalf1x1FwdConfig, _half_1x1.supports, "bfloat16 / float16 1×1 "
+                       "convolutions (stride 1, no padding, H·W a multiple of 8)", _half_1x1.derive_plan),
 }
 
 
@@ -69,7 +75,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
 
     split_keys = ("splits", "chunk") if half else ("splits",)
 
-    rules = (
+    rules: tuple[Rule, ...] = (
         Rule("problem", (), lambda v: supports(p), f"{family} runs {runs}, groups=1, not causal; got {p.key()}",
              field="problem"),
         Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] in TILE_N, f"tile_n={{tile_n}}: allowed {TILE_N}"),
@@ -92,7 +98,8 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
         rules += (Rule("chunk", ("chunk",), lambda v: v["chunk"] in _half.CHUNKS,
                        f"chunk={{chunk}}: allowed {_half.CHUNKS}"),)
     m = p.N * p.P * p.Q
-    max_m, max_n = max(64, _pow2_at_least(m)), max(64, _pow2_at_least(p.K))
+    rows, cols = (p.K, m) if family == _half_1x1.FAMILY else (m, p.K)   # the 1×1 GEMM's rows are output channels
+    max_m, max_n = max(64, _pow2_at_least(rows)), max(64, _pow2_at_least(cols))
     prune = [
         Rule("tile_m_extent", ("warpgroups", "m_blocks"), lambda v: _tile_m(v) <= max_m,
              lambda v: f"64·warpgroups·m_blocks = {_tile_m(v)} exceeds {max_m}", field="m_blocks"),
@@ -102,7 +109,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
         sm_count = machine.sm_count
 
         def tiles(v: Values) -> int:
-            return -(-m // _tile_m(v)) * -(-p.K // v["tile_n"])
+            return -(-rows // _tile_m(v)) * -(-cols // v["tile_n"])
 
         prune.append(Rule("split_needed", ("warpgroups", "m_blocks", "tile_n", "splits"),
                           lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
@@ -132,10 +139,10 @@ def grid_size(problem: ConvProblem, family: str = TF32_FAMILY) -> int:
 def enumerate_plans(problem: ConvProblem, machine: MachineModel,
                     family: str = TF32_FAMILY) -> Iterator[IgemmWgmmaFwdPlan]:
     """Every valid (config, plan) of ``family`` for ``problem`` on ``machine`` (none off compute capability 9.0)."""
-    config_class, _, _, plan_class = FAMILIES[family]
+    config_class, _, _, derive = FAMILIES[family]
     for values in space(problem, machine, family).configs():
         try:
-            yield derive_plan(problem, config_class(**values), machine, plan_class)
+            yield derive(problem, config_class(**values), machine)
         except InvalidConfig:  # a limit of the derived geometry or the machine
             continue
 
@@ -152,4 +159,4 @@ def plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
     if family not in FAMILIES:
         raise InvalidConfig("family", f"{family!r} is not a wgmma family: allowed {', '.join(FAMILIES)}")
     space(problem, None, family).check(config)
-    return derive_plan(problem, config, machine, FAMILIES[family][3])
+    return FAMILIES[family][3](problem, config, machine)

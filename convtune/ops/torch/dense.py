@@ -15,7 +15,8 @@ implementation without the dispatcher (:mod:`convtune.ops.torch._dispatch`).
   fastest config measured for the tf32 problem or its strict twin; tensor-core families searched), otherwise
   ``ieee`` (strict fp32: never a tf32 config). Inside a compiled graph the flag is read when the op runs, as
   cuDNN does. 16-bit tensors are their own class (their dtype).
-* bfloat16 / float16 CUDA tensors with C a multiple of 8 run the 16-bit tensor-core family (``igemm_half``; y in
+* bfloat16 / float16 CUDA tensors with C a multiple of 8 (any C on compute capability 9.0, where the wgmma families
+  pad the channels) run the 16-bit tensor-core families (``igemm_half``, ``igemm_wgmma_half``; y in
   their dtype); inside ``torch.autocast("cuda")`` float32 inputs are cast to the autocast dtype first, as PyTorch
   casts ``F.conv2d``'s (a frozen weight's cast is kept per weight and version, so its prepared filters are too).
 * CPU tensors, float64 and 16-bit tensors the family does not take run ``F.conv2d``: that is what
@@ -35,6 +36,7 @@ Example:
 """
 
 # No ``from __future__ import annotations``: torch.library.custom_op reads the schema from the type hints.
+import functools
 import weakref
 from typing import Any
 
@@ -53,9 +55,20 @@ __all__ = ["conv2d", "conv2d_geometry", "cudnn_conv_tf32", "math_of"]
 _HALF = (torch.bfloat16, torch.float16)
 
 
+@functools.cache
+def _hopper(device: int) -> bool:
+    """Compute capability 9.0: the wgmma families (16-bit ones: any channel count) run there."""
+    return torch.cuda.get_device_capability(device) == (9, 0)
+
+
 def _kernels_run(x: torch.Tensor) -> bool:
-    """CUDA float32, or 16-bit with C a multiple of 8 (the 16-bit tensor-core family's 16-byte copies)."""
-    return x.is_cuda and (x.dtype == torch.float32 or (x.dtype in _HALF and x.shape[1] % 8 == 0))
+    """CUDA float32; 16-bit with C a multiple of 8 (the mma.sync family's 16-byte copies), or any C on compute
+    capability 9.0 (the wgmma family pads the channels)."""
+    if not x.is_cuda:
+        return False
+    if x.dtype == torch.float32:
+        return True
+    return x.dtype in _HALF and (x.shape[1] % 8 == 0 or _hopper(x.device.index or 0))
 
 
 #: autocast casts of weights that need no gradient, per weight tensor: (version, dtype) -> the cast, so the cast

@@ -18,10 +18,13 @@ import numpy as np
 import pytest
 from wgmma_cases import random_problem
 
+from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import half
 from convtune.kernels.igemm_wgmma.half import IgemmWgmmaHalfFwdConfig
+from convtune.kernels.igemm_wgmma.half_1x1 import IgemmWgmmaHalf1x1FwdConfig
 from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY
 from convtune.kernels.igemm_wgmma.space import plan
+from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -37,9 +40,34 @@ CONFIGS = {   # every chunk (64, 32, 16 channels: the 128 / 64 / 32-byte swizzle
     "n128_mi1_wg2_s6_c16": IgemmWgmmaHalfFwdConfig(128, 1, 2, 6, 1, 16),
     "n64_mi1_wg2_s4_x3_c16": IgemmWgmmaHalfFwdConfig(64, 1, 2, 4, 3, 16),   # 128 B copies for 256 threads
 }
+#: the 1×1 sibling (x read N-major from NCHW): problems 1×1, stride 1, no padding, H·W a multiple of 8
+CONFIGS_1X1 = {
+    "1x1_n64_mi1_wg1_s4": IgemmWgmmaHalf1x1FwdConfig(64, 1, 1, 4, 1),
+    "1x1_n256_mi1_wg1_s4": IgemmWgmmaHalf1x1FwdConfig(256, 1, 1, 4, 1),
+    "1x1_n128_mi2_wg2_s4_x2": IgemmWgmmaHalf1x1FwdConfig(128, 2, 2, 4, 2),
+    "1x1_n64_mi1_wg2_s6_x3": IgemmWgmmaHalf1x1FwdConfig(64, 1, 2, 6, 3),
+    "1x1_n128_mi1_wg1_s6": IgemmWgmmaHalf1x1FwdConfig(128, 1, 1, 6, 1),
+}
 PROBLEMS_PER_CONFIG = 26
+PROBLEMS_PER_1X1_CONFIG = 12
 H200 = MachineModel.preset("h200")
 CHUNK_CHANNELS = 64
+
+
+def _random_1x1(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig, dtype: str) -> ConvProblem | None:
+    n = int(rng.choice([1, 1, 1, 2, 3, 8, 32]))
+    c = int(rng.choice([1, 3, 13, 35, 64, 100, 200, 300]))
+    k = int(rng.choice([1, 3, 17, 64, 77, 130, 300]))
+    h = int(rng.integers(1, 30 if n < 8 else 12))
+    w = int(rng.integers(1, 30 if n < 8 else 12))
+    while (h * w) % 8:
+        w += 1
+    problem = ConvProblem(N=n, C=c, H=h, W=w, K=k, R=1, S=1, dtype=dtype)
+    try:
+        plan(problem, config, H200)
+    except InvalidConfig:
+        return None
+    return problem
 
 
 def _cases() -> list[Any]:
@@ -56,6 +84,16 @@ def _cases() -> list[Any]:
                     continue
                 cases.append(pytest.param(problem, config, id=f"{dtype}-{name}-{made}", marks=[gpu]))
                 made += 1
+        for name, config in CONFIGS_1X1.items():
+            made = tries = 0
+            while made < PROBLEMS_PER_1X1_CONFIG:
+                tries += 1
+                assert tries < 5000, f"{name}: no random problem takes {config.key()}"
+                problem = _random_1x1(rng, config, dtype)
+                if problem is None:
+                    continue
+                cases.append(pytest.param(problem, config, id=f"{dtype}-{name}-{made}", marks=[gpu]))
+                made += 1
     return cases
 
 
@@ -64,14 +102,18 @@ CASES = _cases()
 
 def test_case_count() -> None:
     for dtype in half.DTYPES:
-        problems = [c.values[0] for c in CASES if c.values[0].dtype == dtype]
+        problems = [c.values[0] for c in CASES
+                    if c.values[0].dtype == dtype and c.values[1].family == "igemm_wgmma_half"]
         assert len(problems) >= 200
         assert {p.stride_h for p in problems} >= {1, 2, 3} and {p.dil_h for p in problems} >= {1, 2, 3}
         assert {p.pad_h for p in problems} >= {0, 1, 2, 3} and any(p.R != p.S for p in problems)
         assert {3, 13, 35, 50} <= {p.C for p in problems} and sum(p.N == 1 for p in problems) >= len(problems) // 3
         assert any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p in problems)   # padding-dominated maps
     assert {c.values[1].splits for c in CASES} >= {1, 2, 3, 4, 8}
-    assert {c.values[1].chunk for c in CASES} == {64, 32, 16}
+    assert {c.values[1].chunk for c in CASES if c.values[1].family == "igemm_wgmma_half"} == {64, 32, 16}
+    ones = [c.values for c in CASES if c.values[1].family == "igemm_wgmma_half_1x1"]
+    assert len(ones) == 2 * 5 * PROBLEMS_PER_1X1_CONFIG and {p.C for p, _ in ones} >= {1, 3, 13, 200}
+    assert {cfg.splits for _, cfg in ones} >= {1, 2, 3} and len(CASES) >= 2 * 200
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +134,7 @@ def _bits(cp: Any, t: Any) -> Any:
 @pytest.mark.parametrize(("problem", "config"), CASES)
 def test_igemm_wgmma_half_matches_float64_and_cudnn(problem: ConvProblem, config: IgemmWgmmaHalfFwdConfig, machine,
                                                     precompiled) -> None:
+    """Both 16-bit wgmma families (the general kernel and its 1×1 sibling), each through its own launcher."""
     torch = pytest.importorskip("torch")
     import cupy as cp
 
@@ -99,12 +142,13 @@ def test_igemm_wgmma_half_matches_float64_and_cudnn(problem: ConvProblem, config
 
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[problem.dtype]
     pl = plan(problem, config, machine)
-    kernels = half.compile_plan(pl)
+    launcher = get_spec(config.family).launcher
+    kernels = launcher.compile_plan(pl)
     g = torch.Generator(device="cuda").manual_seed(zlib.crc32(problem.key().encode()))
     x = torch.randn(problem.N, problem.C, problem.H, problem.W, device="cuda", generator=g).to(dtype)
     w = torch.randn(problem.K, problem.C, problem.R, problem.S, device="cuda", generator=g).to(dtype)
     y = torch.full((problem.N, problem.K, problem.P, problem.Q), float("nan"), device="cuda", dtype=dtype)
-    half.launch(pl, kernels, _bits(cp, x), half.prepare_filters(pl, _bits(cp, w)), _bits(cp, y))
+    launcher.launch(pl, kernels, _bits(cp, x), launcher.prepare_filters(pl, _bits(cp, w)), _bits(cp, y))
     torch.cuda.synchronize()
     assert not bool(torch.isnan(y).any()), "some outputs were never written"
     geometry = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
