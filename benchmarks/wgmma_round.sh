@@ -4,11 +4,13 @@
 # under a timeout; everything under $WORK, packed into $OUT/wgmma_round.tar.gz (the device returns at most 8 files).
 #   WGMMA_STEPS  which steps (default: tests wide public): tests (both families' GPU tests), nvrtc (the operator
 #                tests with nvcc off the PATH: kernels built by NVRTC for sm_90a), wide / public (TF32),
-#                half_wide / half_public (bfloat16, $HALF_DTYPE to change)
+#                half_wide / half_public (bfloat16, $HALF_DTYPE to change; the families in $WGMMA_HALF_FAMILIES,
+#                default the two 16-bit wgmma ones)
 set -uo pipefail
 OUT=${OUT:-benchmarks/results/igemm_wgmma_round}
 WORK=${WORK:-/tmp/wgmma_round}
 mkdir -p "$WORK" "$OUT"
+half_families=${WGMMA_HALF_FAMILIES:-igemm_wgmma_half igemm_wgmma_half_1x1}
 for step in ${WGMMA_STEPS:-tests wide public}; do
     case $step in
     tests)
@@ -20,9 +22,9 @@ for step in ${WGMMA_STEPS:-tests wide public}; do
             -ra tests/kernels/igemm_wgmma -k operator_api 2>&1 | tee "$WORK/gpu_nvrtc_tests.txt" | tail -8 ;;
     half_wide)
         OUT=$WORK/half_wide TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--suite benchmarks/suites/wide.json --families \
-igemm_wgmma_half" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half ;;
+$half_families" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half ;;
     half_public)
-        OUT=$WORK/half_public TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--families igemm_wgmma_half" \
+        OUT=$WORK/half_public TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--families $half_families" \
             timeout "${WGMMA_PUBLIC_S:-150}" bash benchmarks/gpu_check.sh half ;;
     ncu)   # Nsight Compute on one shape and config per line of $WGMMA_NCU ("problem|config"), the GEMM kernel only
         while IFS='|' read -r problem config; do
