@@ -147,7 +147,8 @@ for step in "$@"; do
             --out "$OUT/models_${models// /_}" 2>&1 | tee "$OUT/models_${models// /_}.log" | tail -40 ;;
     eager_profile)
         for spec in ${EAGER_PROFILE_MODELS:-vgg16:1 resnet50:32 mobilenet_v2:32}; do
-            python3 benchmarks/eager_profile.py --model "${spec%%:*}" --batch "${spec##*:}" --calls 30 --top 25
+            python3 benchmarks/eager_profile.py --model "${spec%%:*}" --batch "${spec##*:}" --calls 30 --top 25 \
+                ${EAGER_PROFILE_ARGS:-}
         done 2>&1 | tee "$OUT/eager_profile.log" | grep -E "host .* ms / forward" ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
