@@ -14,8 +14,9 @@
 // 64 pixels in one 128-byte row, 16-byte piece j at j ^ kl), the BN/64 pixel blocks of one 8-channel group side by
 // side (leading offset LBO = 1024 B), the 8 channel groups of a chunk SBO = BN/64 * 1024 B apart; a k16 step
 // advances B's start by 2 * SBO. A 16-byte copy of B is 8 pixels of one channel (one image: H*W % 8 == 0), zero-
-// filled past C or past the last pixel. Epilogue: a thread's two adjacent columns are two adjacent pixels of one
-// output channel: one 4-byte store (or, split, two fp32 atomics into the workspace, converted afterwards).
+// filled past C or past the last pixel. Epilogue: the tile through shared memory ([BM channels][BN + 8 pixels]), then
+// consecutive threads store consecutive pixel pairs of one channel (4 bytes; or, split, fp32 atomics from the
+// registers into the workspace, converted afterwards).
 #include "igemm_wgmma_half_fwd.cu"
 #include "wgmma_half_ss_tb.cuh"
 
@@ -120,31 +121,53 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_body(const T* __restrict__ 
   }
   wgmma_wait<0>();
 
-  // accumulator (row r = output channel, columns 8j + 2t + e1 = pixels): pixel pairs never straddle an image
+  // accumulator (row = output channel, columns 8j + 2t + e1 = pixels): pixel pairs never straddle an image
   const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;
-  const bool split = gridDim.z > 1;
+  if (gridDim.z > 1) {   // split reduction: fp32 atomics into the workspace, converted by another kernel
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi) {
+    for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-    for (int e2 = 0; e2 < 2; ++e2) {
-      const int k = m0 + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2;
-      if (k >= K) continue;
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const int k = m0 + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2;
+        if (k >= K) continue;
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const long long p = p0 + 8 * j + 2 * t;
-        if (p >= NP) continue;
-        const long long img = p / HW;
-        const long long at = (img * K + k) * HW + (p - img * HW);
-        const float v0 = acc[mi][j * 4 + 2 * e2], v1 = acc[mi][j * 4 + 2 * e2 + 1];
-        if (split) {
-          atomicAdd(ysplit + at, v0);
-          atomicAdd(ysplit + at + 1, v1);
-        } else {
-          *reinterpret_cast<unsigned*>(y + at) = static_cast<unsigned>(round_to<T>(v0).bits) |
-                                                 (static_cast<unsigned>(round_to<T>(v1).bits) << 16);
+        for (int j = 0; j < BN / 8; ++j) {
+          const long long p = p0 + 8 * j + 2 * t;
+          if (p >= NP) continue;
+          const long long img = p / HW;
+          const long long at = (img * K + k) * HW + (p - img * HW);
+          atomicAdd(ysplit + at, acc[mi][j * 4 + 2 * e2]);
+          atomicAdd(ysplit + at + 1, acc[mi][j * 4 + 2 * e2 + 1]);
         }
       }
     }
+    return;
+  }
+  // The tile through shared memory, [BM channels][BN + 8 pixels] in T, then row by row: consecutive threads store
+  // consecutive pixel pairs of one output channel (4 bytes each; full 32-byte sectors).
+  constexpr int LD = BN + 8;
+  static_assert(BM * LD * 2 <= STAGES * STAGE_BYTES, "the staged tile fits in the pipeline's shared memory");
+  cp_async_wait<0>();
+  __syncthreads();              // every warpgroup's MMAs retired (wait_group 0 above), no copy in flight
+  unsigned* tile = reinterpret_cast<unsigned*>(smem_raw + (smem0 - smem_u32(smem_raw)));
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int e2 = 0; e2 < 2; ++e2)
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+        tile[((wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2) * LD + 8 * j + 2 * t) >> 1] =
+            static_cast<unsigned>(round_to<T>(acc[mi][j * 4 + 2 * e2]).bits) |
+            (static_cast<unsigned>(round_to<T>(acc[mi][j * 4 + 2 * e2 + 1]).bits) << 16);
+  __syncthreads();
+  unsigned short* yb = reinterpret_cast<unsigned short*>(y);
+  for (int idx = tid; idx < BM * (BN / 2); idx += THREADS) {
+    const int rl = idx / (BN / 2), pr = idx - rl * (BN / 2);
+    const int k = m0 + rl;
+    const long long p = p0 + 2 * pr;
+    if (k >= K || p >= NP) continue;
+    const long long img = p / HW;
+    *reinterpret_cast<unsigned*>(yb + (img * K + k) * HW + (p - img * HW)) = tile[(rl * LD + 2 * pr) >> 1];
   }
 }
 

@@ -18,8 +18,9 @@
 //   igemm_wgmma_to_nhwc_16   x (N, C, H, W) -> xt (N, H, W, Cp), zero for c >= C (a layout change, no rounding;
 //                            4-byte accesses of two pixels / two channels where H*W is even);
 //   igemm_wgmma_pack_16      w (K, C, R, S) -> filt (K, KRp), filt[k][(r*S + s)*Cp + c] = w[k][c][r][s];
-//   igemm_wgmma_half_fwd     the GEMM: y (N, K, P, Q) in T, or with gridDim.z > 1 (split reduction) atomics into an
-//                            fp32 workspace of y's shape (zeroed first), converted by igemm_wgmma_f32_to_16.
+//   igemm_wgmma_half_fwd     the GEMM: y (N, K, P, Q) in T through a shared-memory staging of the tile (coalesced
+//                            NCHW rows), or with gridDim.z > 1 (split reduction) atomics into an fp32 workspace of
+//                            y's shape (zeroed first), converted by igemm_wgmma_f32_to_16.
 #include "igemm_wgmma_fwd.cu"
 #include "wgmma_half_ss.cuh"
 
@@ -222,28 +223,82 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
   wgmma_wait<0>();
 
   const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;
-  const bool split = gridDim.z > 1;
+  if (gridDim.z > 1) {   // split reduction: fp32 atomics into the workspace, converted by another kernel
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi) {
+    for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-    for (int e2 = 0; e2 < 2; ++e2) {
-      const long long m = m0 + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2;
-      if (m >= M) continue;
-      const long long img = m / PQ;
-      const long long row = img * K * PQ + (m - img * PQ);
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const long long m = m0 + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2;
+        if (m >= M) continue;
+        const long long img = m / PQ;
+        const long long row = img * K * PQ + (m - img * PQ);
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
+        for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
-        for (int e1 = 0; e1 < 2; ++e1) {
-          const int col = n0 + 8 * j + 2 * t + e1;
-          if (col >= K) continue;
-          const float v = acc[mi][j * 4 + 2 * e2 + e1];
-          if (split) {
-            atomicAdd(ysplit + row + static_cast<long long>(col) * PQ, v);
-          } else {
-            y[row + static_cast<long long>(col) * PQ] = round_to<T>(v);
+          for (int e1 = 0; e1 < 2; ++e1) {
+            const int col = n0 + 8 * j + 2 * t + e1;
+            if (col < K) atomicAdd(ysplit + row + static_cast<long long>(col) * PQ, acc[mi][j * 4 + 2 * e2 + e1]);
           }
         }
+      }
+    }
+    return;
+  }
+  // The tile through shared memory, [BN channels][BM + 8 pixels] in T, then channel by channel: consecutive threads
+  // store consecutive pixel pairs of one channel (NCHW rows), 4 bytes where P*Q is even (a pair then never straddles
+  // an image), 2 bytes otherwise; full 32-byte sectors instead of the fragments' 16-byte runs of 8 pixels.
+  constexpr int LD = BM + 8;    // 8 elements of padding: the fragment writes of a warp's four columns hit 4 banks
+  if constexpr (BN * LD * 2 > STAGES * STAGE_BYTES) {   // small stages (16-channel chunks): the fragments' stores
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const long long m = m0 + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2;
+        if (m >= M) continue;
+        const long long img = m / PQ;
+        const long long row = img * K * PQ + (m - img * PQ);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int e1 = 0; e1 < 2; ++e1) {
+            const int col = n0 + 8 * j + 2 * t + e1;
+            if (col < K) y[row + static_cast<long long>(col) * PQ] = round_to<T>(acc[mi][j * 4 + 2 * e2 + e1]);
+          }
+      }
+    }
+    return;
+  }
+  cp_async_wait<0>();
+  __syncthreads();              // every warpgroup's MMAs retired (wait_group 0 above), no copy in flight
+  unsigned short* tile = reinterpret_cast<unsigned short*>(smem_raw + (smem0 - smem_u32(smem_raw)));
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int e2 = 0; e2 < 2; ++e2)
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int e1 = 0; e1 < 2; ++e1)
+          tile[(8 * j + 2 * t + e1) * LD + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2] =
+              round_to<T>(acc[mi][j * 4 + 2 * e2 + e1]).bits;
+  __syncthreads();
+  const bool even = (PQ & 1) == 0;
+  unsigned short* yb = reinterpret_cast<unsigned short*>(y);
+  for (int idx = tid; idx < BN * (BM / 2); idx += THREADS) {
+    const int cl = idx / (BM / 2), pr = idx - cl * (BM / 2);
+    const int col = n0 + cl;
+    const long long m = m0 + 2 * pr;
+    if (col >= K || m >= M) continue;
+    const unsigned short* src = tile + cl * LD + 2 * pr;
+    const long long img = m / PQ;
+    const long long at = (img * K + col) * PQ + (m - img * PQ);
+    if (even) {   // m even and P*Q even: m + 1 is a pixel of the same image (M is even), the pair 4-byte aligned
+      *reinterpret_cast<unsigned*>(yb + at) = static_cast<unsigned>(src[0]) | (static_cast<unsigned>(src[1]) << 16);
+    } else {
+      yb[at] = src[0];
+      if (m + 1 < M) {
+        const long long img1 = (m + 1) / PQ;
+        yb[(img1 * K + col) * PQ + (m + 1 - img1 * PQ)] = src[1];
       }
     }
   }
