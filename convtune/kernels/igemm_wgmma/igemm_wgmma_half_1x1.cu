@@ -146,10 +146,17 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_body(const T* __restrict__ 
   // The tile through shared memory, [BM channels][BN + 8 pixels] in T, then row by row: consecutive threads store
   // consecutive pixel pairs of one output channel (4 bytes each; full 32-byte sectors).
   constexpr int LD = BN + 8;
-  static_assert(BM * LD * 2 <= STAGES * STAGE_BYTES, "the staged tile fits in the pipeline's shared memory");
+  static_assert(BM * LD * 2 + BN * 8 <= STAGES * STAGE_BYTES, "the staged tile fits in the pipeline's smem");
   cp_async_wait<0>();
   __syncthreads();              // every warpgroup's MMAs retired (wait_group 0 above), no copy in flight
-  unsigned* tile = reinterpret_cast<unsigned*>(smem_raw + (smem0 - smem_u32(smem_raw)));
+  unsigned char* staged = smem_raw + (smem0 - smem_u32(smem_raw));
+  unsigned* tile = reinterpret_cast<unsigned*>(staged);
+  long long* pix = reinterpret_cast<long long*>(staged + BM * LD * 2);   // y offset of each pixel's channel 0
+  for (int i = tid; i < BN; i += THREADS) {   // one division per pixel of the tile, not one per store
+    const long long p = p0 + i;
+    const long long img = p / HW;
+    pix[i] = p < NP ? img * K * HW + (p - img * HW) : 0;
+  }
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -166,8 +173,7 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_body(const T* __restrict__ 
     const int k = m0 + rl;
     const long long p = p0 + 2 * pr;
     if (k >= K || p >= NP) continue;
-    const long long img = p / HW;
-    *reinterpret_cast<unsigned*>(yb + (img * K + k) * HW + (p - img * HW)) = tile[(rl * LD + 2 * pr) >> 1];
+    *reinterpret_cast<unsigned*>(yb + pix[2 * pr] + static_cast<long long>(k) * HW) = tile[(rl * LD + 2 * pr) >> 1];
   }
 }
 

@@ -248,7 +248,7 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
   // store consecutive pixel pairs of one channel (NCHW rows), 4 bytes where P*Q is even (a pair then never straddles
   // an image), 2 bytes otherwise; full 32-byte sectors instead of the fragments' 16-byte runs of 8 pixels.
   constexpr int LD = BM + 8;    // 8 elements of padding: the fragment writes of a warp's four columns hit 4 banks
-  if constexpr (BN * LD * 2 > STAGES * STAGE_BYTES) {   // small stages (16-channel chunks): the fragments' stores
+  if constexpr (BN * LD * 2 + BM * 8 > STAGES * STAGE_BYTES) {   // small stages (16-channel chunks): direct stores
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
@@ -270,7 +270,9 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
   }
   cp_async_wait<0>();
   __syncthreads();              // every warpgroup's MMAs retired (wait_group 0 above), no copy in flight
-  unsigned short* tile = reinterpret_cast<unsigned short*>(smem_raw + (smem0 - smem_u32(smem_raw)));
+  unsigned char* staged = smem_raw + (smem0 - smem_u32(smem_raw));
+  unsigned short* tile = reinterpret_cast<unsigned short*>(staged);
+  long long* pix = reinterpret_cast<long long*>(staged + BN * LD * 2);   // y offset of each pixel's channel 0
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -281,6 +283,11 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
         for (int e1 = 0; e1 < 2; ++e1)
           tile[(8 * j + 2 * t + e1) * LD + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2] =
               round_to<T>(acc[mi][j * 4 + 2 * e2 + e1]).bits;
+  for (int i = tid; i < BM; i += THREADS) {   // one division per pixel of the tile, not one per store
+    const long long m = m0 + i;
+    const long long img = m / PQ;
+    pix[i] = m < M ? img * K * PQ + (m - img * PQ) : 0;
+  }
   __syncthreads();
   const bool even = (PQ & 1) == 0;
   unsigned short* yb = reinterpret_cast<unsigned short*>(y);
@@ -290,16 +297,12 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
     const long long m = m0 + 2 * pr;
     if (col >= K || m >= M) continue;
     const unsigned short* src = tile + cl * LD + 2 * pr;
-    const long long img = m / PQ;
-    const long long at = (img * K + col) * PQ + (m - img * PQ);
+    const long long at = pix[2 * pr] + static_cast<long long>(col) * PQ;
     if (even) {   // m even and P*Q even: m + 1 is a pixel of the same image (M is even), the pair 4-byte aligned
       *reinterpret_cast<unsigned*>(yb + at) = static_cast<unsigned>(src[0]) | (static_cast<unsigned>(src[1]) << 16);
     } else {
       yb[at] = src[0];
-      if (m + 1 < M) {
-        const long long img1 = (m + 1) / PQ;
-        yb[(img1 * K + col) * PQ + (m + 1 - img1 * PQ)] = src[1];
-      }
+      if (m + 1 < M) yb[pix[2 * pr + 1] + static_cast<long long>(col) * PQ] = src[1];
     }
   }
 }
