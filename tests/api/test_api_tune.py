@@ -161,9 +161,10 @@ def test_invalid_input_is_422_naming_the_field(env: ApiEnv, body: dict, field: s
 
 
 def test_a_problem_no_family_can_run_is_422(env: ApiEnv) -> None:
-    # grouped (not depthwise); float16 with C not a multiple of 8 (the 16-bit tensor-core family needs that)
-    odd = TINY.replace(C=6).key()[:-len("dtype=float32")]
-    for body in (key_body(GROUPED), {"problem": {"key": odd}, "dtype": "float16"}):
+    # grouped (not depthwise), in float32 and in float16 (a 16-bit dense problem of any C has a family now: the wgmma
+    # one pads the channels)
+    grouped16 = GROUPED.key()[:-len("dtype=float32")]
+    for body in (key_body(GROUPED), {"problem": {"key": grouped16}, "dtype": "float16"}):
         r = env.client.post("/v1/tune", json=body, headers=env.headers)
         assert r.status_code == 422
         assert r.json()["field"] == "problem"
