@@ -73,7 +73,8 @@ def _is_torch(t: Any) -> bool:
     return type(t).__module__.startswith("torch")
 
 
-#: torch dtypes the dense kernels take (16-bit ones: the tensor-core family ``igemm_half``)
+#: torch dtypes the dense kernels take (16-bit ones: the tensor-core families ``igemm_half`` and, on compute capability
+#: 9.0, ``igemm_wgmma_half``)
 TORCH_DTYPES = {"torch.float32": "float32", "torch.bfloat16": "bfloat16", "torch.float16": "float16"}
 
 
@@ -160,8 +161,8 @@ def _specs(problem: ConvProblem, algorithm: str) -> list[KernelSpec]:
     specs = [s for s in specs_for(problem) if algorithm == "auto" or s.algorithm == algorithm]
     if not specs:
         raise InvalidInput("algorithm", f"{algorithm} cannot run {problem.key()} (Winograd needs 3×3 filters, "
-                                        "stride 1, dilation 1; igemm needs math='tf32', or 16-bit tensors with C a "
-                                        "multiple of 8)")
+                                        "stride 1, dilation 1; igemm needs math='tf32', or 16-bit tensors (C a "
+                                        "multiple of 8, or any C on compute capability 9.0))")
     return specs
 
 

@@ -223,11 +223,7 @@ def shared_workspace_bytes(pl: IgemmWgmmaHalfPlan) -> int:
 def prepare_filters(pl: IgemmWgmmaHalfPlan, w: Any) -> HalfFilters:
     """w (K, C, R, S) 16-bit CuPy (bfloat16 as uint16 bits) → the packed filters and a workspace."""
     cp = cupy_module()
-    p = pl.problem
-    filt = cp.empty(p.K * pl.krp, dtype=cp.uint16)
-    prep = filter_layout(pl, driver().get_device()).prep
-    assert prep is not None
-    prep((data_pointer(cp.ascontiguousarray(w)), data_pointer(filt)), stream_pointer(None))
+    filt = _tf32.pack_filters(filter_layout(pl, driver().get_device()), w, cp.uint16)
     return HalfFilters(filt, cp.empty(shared_workspace_bytes(pl) // 4, dtype=cp.float32))
 
 

@@ -201,12 +201,8 @@ def prepare_filters(pl: IgemmWgmmaHalf1x1Plan, w: Any) -> HalfFilters:
     """w (K, C, 1, 1) 16-bit CuPy (bfloat16 as uint16 bits) → the packed filters (K, Cp) and the fp32 workspace a
     split needs."""
     cp = cupy_module()
-    p = pl.problem
-    filt = cp.empty(p.K * pl.krp, dtype=cp.uint16)
-    prep = _half.filter_layout(pl, driver().get_device()).prep
-    assert prep is not None
-    prep((data_pointer(cp.ascontiguousarray(w)), data_pointer(filt)), stream_pointer(None))
-    return HalfFilters(filt, cp.empty(p.output_elements, dtype=cp.float32))
+    filt = _tf32.pack_filters(_half.filter_layout(pl, driver().get_device()), w, cp.uint16)
+    return HalfFilters(filt, cp.empty(pl.problem.output_elements, dtype=cp.float32))
 
 
 def filters_key(pl: IgemmWgmmaHalf1x1Plan) -> tuple[Any, ...]:

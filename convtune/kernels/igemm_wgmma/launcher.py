@@ -299,14 +299,21 @@ def prepare_plan(pl: IgemmWgmmaFwdPlan, device: int = 0, kernels: NhwcKernels | 
                           output_shape=(p.N, p.K, p.P, p.Q))
 
 
+def pack_filters(layout: FilterLayout, w: Any, dtype: Any) -> Any:
+    """``layout``'s packing launch run on w (CuPy) into a new array of ``layout.words`` float32 words, viewed as
+    ``dtype`` (the wgmma families' filter operands: TF32 words, or 16-bit elements two to a word)."""
+    cp = cupy_module()
+    filt = cp.empty(layout.words, dtype=cp.float32).view(dtype)
+    prep = layout.prep
+    assert prep is not None
+    prep((data_pointer(cp.ascontiguousarray(w)), data_pointer(filt)), stream_pointer(None))
+    return filt
+
+
 def prepare_filters(pl: IgemmWgmmaFwdPlan, w: Any) -> NhwcFilters:
     """w (K, C, R, S) float32 CuPy → the packed filters and a workspace for x in channels-last."""
     cp = cupy_module()
-    p = pl.problem
-    filt = cp.empty(p.K * pl.krp, dtype=cp.float32)
-    prep = filter_layout(pl, driver().get_device()).prep
-    assert prep is not None
-    prep((data_pointer(cp.ascontiguousarray(w)), data_pointer(filt)), stream_pointer(None))
+    filt = pack_filters(filter_layout(pl, driver().get_device()), w, cp.float32)
     return NhwcFilters(filt, cp.empty(workspace_bytes(pl) // 4, dtype=cp.float32))
 
 

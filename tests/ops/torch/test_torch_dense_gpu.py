@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import warnings
 
 import pytest
@@ -369,10 +370,16 @@ def _kernel_names(fn) -> set[str]:
     return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
 
 
+def _runs_16bit_family(names: set[str]) -> bool:
+    """A 16-bit tensor-core kernel among ``names``: igemm_half, igemm_half_1x1, igemm_wgmma_half(_1x1)."""
+    return any(re.fullmatch(r"igemm_(wgmma_)?half(_1x1)?_fwd", n) for n in names)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_16bit_tensors_run_the_tensor_core_family(dtype) -> None:
-    """bf16 / fp16 tensors with C a multiple of 8 run igemm_half (y in their dtype) within 2× cuDNN's error in the
-    same dtype (plus the bias add's one rounding); C = 3 runs PyTorch's convolution."""
+    """bf16 / fp16 tensors with C a multiple of 8 run a 16-bit tensor-core family (y in their dtype) within 2×
+    cuDNN's error in the same dtype (plus the bias add's one rounding); C = 3 runs the wgmma family on compute
+    capability 9.0 (it pads the channels), PyTorch's convolution elsewhere."""
     g = torch.Generator(device="cuda").manual_seed(5)
     x = torch.randn(4, 32, 17, 19, device="cuda", generator=g).to(dtype)
     w = torch.randn(48, 32, 3, 3, device="cuda", generator=g).to(dtype)
@@ -381,15 +388,19 @@ def test_16bit_tensors_run_the_tensor_core_family(dtype) -> None:
     y = ct.conv2d(x, w, b, 2, 1)
     cudnn = F.conv2d(x, w, b, 2, 1)
     assert y.dtype == dtype and _rel(y, ref) <= 3 * _rel(cudnn, ref) + 1e-6
-    assert "igemm_half_fwd" in _kernel_names(lambda: ct.conv2d(x, w, b, 2, 1))
+    assert _runs_16bit_family(_kernel_names(lambda: ct.conv2d(x, w, b, 2, 1)))
     x3, w3 = x[:, :3].contiguous(), w[:, :3].contiguous()
-    assert "igemm_half_fwd" not in _kernel_names(lambda: ct.conv2d(x3, w3, None, 1, 1))   # PyTorch's convolution
-    assert _rel(ct.conv2d(x3, w3, None, 1, 1), F.conv2d(x3.double(), w3.double(), None, 1, 1)) <= 1e-2
+    names = _kernel_names(lambda: ct.conv2d(x3, w3, None, 1, 1))
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    assert ("igemm_wgmma_half_fwd" in names) is hopper and _runs_16bit_family(names) is hopper
+    ref3 = F.conv2d(x3.double(), w3.double(), None, 1, 1)
+    assert _rel(ct.conv2d(x3, w3, None, 1, 1), ref3) <= 3 * _rel(F.conv2d(x3, w3, None, 1, 1), ref3) + 1e-6
 
 
 def test_autocast_runs_converted_models_in_bfloat16() -> None:
-    """Inside torch.autocast a converted model's float32 convolutions run igemm_half in bfloat16, as PyTorch's run in
-    cuDNN bf16: same output dtype, errors against float64 within 3× cuDNN bf16's; a frozen weight is cast once."""
+    """Inside torch.autocast a converted model's float32 convolutions run a 16-bit family in bfloat16, as PyTorch's
+    run in cuDNN bf16: same output dtype, errors against float64 within 3× cuDNN bf16's; a frozen weight is cast
+    once."""
     torch.manual_seed(3)
     model = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 24, 1)).cuda().eval()
     model.requires_grad_(False)
@@ -406,4 +417,4 @@ def test_autocast_runs_converted_models_in_bfloat16() -> None:
         ct.revert(model)
     assert ours.dtype == theirs.dtype == torch.bfloat16
     assert _rel(ours, ref) <= 3 * _rel(theirs, ref) + 1e-6
-    assert "igemm_half_fwd" in names and not any("pack" in n for n in names)   # filters prepared once
+    assert _runs_16bit_family(names) and not any("pack" in n for n in names)   # filters prepared once
