@@ -43,6 +43,8 @@ DEFAULT_TABLES = ("tests/data/replay_h200_space_sample.json.gz", "tests/data/rep
 SUITE = ROOT / "benchmarks" / "suites" / "public.json"
 GRID = tuple(2.0 ** e for e in range(-3, 4))   # weights 1/8 .. 8; 1 (the shipped model) is on the grid
 MIN_ROWS = 20
+#: the warpgroup-MMA families: one model (convtune.kernels.igemm_wgmma.model), the 1×1 kernel with its own traffic
+WGMMA_FAMILIES = ("igemm_wgmma", "igemm_wgmma_half", "igemm_wgmma_half_1x1")
 
 # The separate time terms of each family's model; the first is the reference (weight fixed at 1: ρ is scale-free).
 # model time = combine(terms, weights=1) reproduces spec.predict_s (checked on every row in collect()).
@@ -53,12 +55,14 @@ TERM_NAMES: dict[str, tuple[str, ...]] = {
     "winograd_unfused": ("issue", "l2", "gemm_dram", "transforms", "launch"),
     **{fam: ("tensor", "l1", "issue", "l2", "dram", "atomic", "launch") for fam in
        ("igemm", "igemm_nhwc", "igemm_1x1", "igemm_half")},
+    **{fam: ("sm", "l2", "dram", "added") for fam in WGMMA_FAMILIES},
 }
 # Which terms share one max() in each family's model; the rest add.
 MAX_TERMS: dict[str, tuple[str, ...]] = {
     "direct": ("issue", "l2", "dram"), "pointwise": ("issue", "l2", "dram"), "winograd": ("issue", "l2", "dram"),
     "winograd_unfused": ("issue", "l2", "gemm_dram"),
     **{fam: ("tensor", "l1", "issue", "l2", "dram") for fam in ("igemm", "igemm_nhwc", "igemm_1x1", "igemm_half")},
+    **{fam: ("sm", "l2", "dram") for fam in WGMMA_FAMILIES},
 }
 
 
@@ -88,6 +92,13 @@ def terms(family: str, pl: Any, machine: MachineModel) -> tuple[float, ...]:
         from convtune.kernels.igemm import model as igemm_model
         g = igemm_model.predict(pl.view if family == "igemm_half" else pl, machine)   # 16-bit: the word view
         return g.tensor_s, g.l1_s, g.issue_s, g.l2_s, g.dram_s, g.atomics_s, g.added_s
+    if family in WGMMA_FAMILIES:
+        from convtune.kernels.igemm_wgmma import half_1x1
+        from convtune.kernels.igemm_wgmma import model as wgmma_model
+        from convtune.kernels.igemm_wgmma.launcher import traffic_words
+        traffic = half_1x1.traffic_elements if family == "igemm_wgmma_half_1x1" else traffic_words
+        g = wgmma_model.predict(pl, machine, traffic)
+        return g.sm_s, g.l2_s, g.dram_s, g.added_s
     raise ValueError(f"no term split for family {family!r}")
 
 
@@ -174,8 +185,9 @@ def table_label(path: str) -> str:
     return Path(path).name.removeprefix("replay_h200_").removesuffix(".json.gz").removesuffix(".json")
 
 
-def collect(tables: Sequence[str], machine: MachineModel, max_rows: int | None = None) -> list[Unit]:
-    """Every (family, table, problem) with at least MIN_ROWS ok rows (the first ``max_rows`` in key order)."""
+def collect(tables: Sequence[str], machine: MachineModel, max_rows: int | None = None,
+            min_rows: int = MIN_ROWS) -> list[Unit]:
+    """Every (family, table, problem) with at least ``min_rows`` ok rows (the first ``max_rows`` in key order)."""
     names = suite_names()
     units: list[Unit] = []
     for path in tables:
@@ -206,7 +218,7 @@ def collect(tables: Sequence[str], machine: MachineModel, max_rows: int | None =
                     kept.append(key)
                     ts.append(t)
                     ms.append(rows[key]["median_ms"] * 1e-3)
-                if len(kept) >= MIN_ROWS:
+                if len(kept) >= min_rows:
                     units.append(Unit(family, table_label(path), problem_key, names.get(problem_key, problem_key),
                                       kept, np.asarray(ts), np.asarray(ms), dropped))
     return units
@@ -407,10 +419,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tables", nargs="*", default=list(DEFAULT_TABLES))
     ap.add_argument("--out", default="benchmarks/results/model_calibration")
     ap.add_argument("--max-rows", type=int, default=None, help="first N ok rows (key order) per problem; tests")
+    ap.add_argument("--min-rows", type=int, default=MIN_ROWS, help="problems with fewer ok rows of a family are left "
+                    "out (the vs_cudnn tables hold each family's model top 16)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     machine = MachineModel.preset("h200")
-    units = collect(args.tables, machine, args.max_rows)
+    units = collect(args.tables, machine, args.max_rows, args.min_rows)
+    shapes: dict[str, set[str]] = {}
+    for u in units:
+        shapes.setdefault(u.family, set()).add(u.problem)
+    units = [u for u in units if len(shapes[u.family]) >= 2]   # a held-out fit needs another shape to train on
     families = analyse(units)
     classes: dict[str, Any] = {}
     for f in families.values():
