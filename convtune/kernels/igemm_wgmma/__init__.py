@@ -30,6 +30,9 @@ SPECS: tuple[KernelSpec, ...] = (
         onchip_words=_launcher.onchip_words,
         bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
         grid_size=_space.grid_size, floor_work=direct_floor_work, launcher=_launcher, algorithm="igemm",
+        # the untuned choice across the TF32 families: this model's time × 2^-0.25, fitted leave-one-shape-out on the
+        # H200 wide suite (benchmarks/results/igemm_wgmma_h200/family_choice_model_v2: regret 1.133 → 1.123 held out)
+        choice_scale=2 ** -0.25,
         description="implicit GEMM on Hopper's warpgroup MMA (wgmma TF32, both operands from 128-byte-swizzled "
                     "shared memory, fp32 accumulation) over a TF32-rounded channels-last copy of x (16-byte copies "
                     "of 32-channel rows), any stride/padding/dilation, split reduction; sm_90 only",
@@ -44,6 +47,9 @@ SPECS: tuple[KernelSpec, ...] = (
         bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
         grid_size=partial(_space.grid_size, family=_half.HALF_FAMILY), floor_work=direct_floor_work,
         launcher=_half, algorithm="igemm",
+        # the untuned choice across the 16-bit families: × 2^-0.75, fitted leave-one-shape-out on half_v5 (public and
+        # wide; benchmarks/results/igemm_wgmma_h200/family_choice_model_v2: regret 1.087 → 1.055 held out)
+        choice_scale=2 ** -0.75,
         description="implicit GEMM on Hopper's warpgroup MMA for bfloat16 / float16 (wgmma m64nNk16, both operands "
                     "from 128-byte-swizzled shared memory, fp32 accumulation, y rounded once) over a channels-last "
                     "copy of x (16-byte copies of 64-channel rows; any C), any stride/padding/dilation, split "
