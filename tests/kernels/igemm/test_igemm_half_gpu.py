@@ -13,12 +13,12 @@ inputs (+1e-6), the issue's acceptance; every case's errors go to ``$CONVTUNE_ER
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from typing import Any
 
 import numpy as np
 import pytest
 from error_tables import write_error_table
+from half_gpu_case import errors_16bit
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm import half
@@ -144,38 +144,11 @@ def error_table():
     _write_error_table()
 
 
-def _bits(cp: Any, t: Any) -> Any:
-    """A 16-bit torch tensor as the CuPy array the launcher takes (float16, or the bits of bfloat16)."""
-    import torch
-
-    return cp.from_dlpack(t.view(torch.int16) if t.dtype == torch.bfloat16 else t)
-
-
 @pytest.mark.parametrize(("problem", "config"), CASES)
 def test_igemm_half_matches_float64_and_cudnn(problem: ConvProblem, config: IgemmHalfFwdConfig, machine,
                                               precompiled, error_table, request) -> None:
-    torch = pytest.importorskip("torch")
-    import cupy as cp
-
-    from convtune.kernels.reference import conv2d_reference_gpu, relative_error
-
-    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[problem.dtype]
-    pl = half.plan(problem, config, machine)
-    kernels = half.compile_plan(pl)
-    g = torch.Generator(device="cuda").manual_seed(zlib.crc32(problem.key().encode()))
-    x = torch.randn(problem.N, problem.C, problem.H, problem.W, device="cuda", generator=g).to(dtype)
-    w = torch.randn(problem.K, problem.C, problem.R, problem.S, device="cuda", generator=g).to(dtype)
-    y = torch.full((problem.N, problem.K, problem.P, problem.Q), float("nan"), device="cuda", dtype=dtype)
-    half.launch(pl, kernels, _bits(cp, x), half.prepare_filters(pl, _bits(cp, w)), _bits(cp, y))
-    torch.cuda.synchronize()
-    assert not bool(torch.isnan(y).any()), "some outputs were never written"
-    geometry = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
-                "dilation": (problem.dil_h, problem.dil_w)}
-    ref = conv2d_reference_gpu(cp.from_dlpack(x.float()), cp.from_dlpack(w.float()), **geometry)
-    ours = relative_error(cp.from_dlpack(y.float()), ref)
-    yt = torch.nn.functional.conv2d(x, w, None, **geometry)
-    torch.cuda.synchronize()
-    cudnn = relative_error(cp.from_dlpack(yt.float().contiguous()), ref)
+    pytest.importorskip("torch")
+    ours, cudnn = errors_16bit(problem, half.plan(problem, config, machine), half)
     error_table.append({"id": request.node.callspec.id, "problem": problem.key(), "config": config.key(),
                         "ours": ours, "cudnn": cudnn})
     assert ours <= half.TOLERANCES[problem.dtype], f"relative error {ours:.3e} for {problem.key()} / {config.key()}"

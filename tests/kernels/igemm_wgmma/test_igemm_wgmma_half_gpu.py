@@ -11,11 +11,11 @@ tolerance and be at most twice cuDNN's error in the same dtype on the same input
 
 from __future__ import annotations
 
-import zlib
 from typing import Any
 
 import numpy as np
 import pytest
+from half_gpu_case import errors_16bit
 from wgmma_cases import random_problem
 
 from convtune.errors import InvalidConfig
@@ -124,40 +124,12 @@ def precompiled(machine, cubin_cache) -> None:
     cubin_cache(plan(p.values[0], p.values[1], machine).source() for p in CASES)
 
 
-def _bits(cp: Any, t: Any) -> Any:
-    """A 16-bit torch tensor as the CuPy array the launcher takes (float16, or the bits of bfloat16)."""
-    import torch
-
-    return cp.from_dlpack(t.view(torch.int16) if t.dtype == torch.bfloat16 else t)
-
-
 @pytest.mark.parametrize(("problem", "config"), CASES)
 def test_igemm_wgmma_half_matches_float64_and_cudnn(problem: ConvProblem, config: IgemmWgmmaHalfFwdConfig, machine,
                                                     precompiled) -> None:
     """Both 16-bit wgmma families (the general kernel and its 1×1 sibling), each through its own launcher."""
-    torch = pytest.importorskip("torch")
-    import cupy as cp
-
-    from convtune.kernels.reference import conv2d_reference_gpu, relative_error
-
-    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[problem.dtype]
-    pl = plan(problem, config, machine)
-    launcher = get_spec(config.family).launcher
-    kernels = launcher.compile_plan(pl)
-    g = torch.Generator(device="cuda").manual_seed(zlib.crc32(problem.key().encode()))
-    x = torch.randn(problem.N, problem.C, problem.H, problem.W, device="cuda", generator=g).to(dtype)
-    w = torch.randn(problem.K, problem.C, problem.R, problem.S, device="cuda", generator=g).to(dtype)
-    y = torch.full((problem.N, problem.K, problem.P, problem.Q), float("nan"), device="cuda", dtype=dtype)
-    launcher.launch(pl, kernels, _bits(cp, x), launcher.prepare_filters(pl, _bits(cp, w)), _bits(cp, y))
-    torch.cuda.synchronize()
-    assert not bool(torch.isnan(y).any()), "some outputs were never written"
-    geometry = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
-                "dilation": (problem.dil_h, problem.dil_w)}
-    ref = conv2d_reference_gpu(cp.from_dlpack(x.float()), cp.from_dlpack(w.float()), **geometry)
-    ours = relative_error(cp.from_dlpack(y.float()), ref)
-    yt = torch.nn.functional.conv2d(x, w, None, **geometry)
-    torch.cuda.synchronize()
-    cudnn = relative_error(cp.from_dlpack(yt.float().contiguous()), ref)
+    pytest.importorskip("torch")
+    ours, cudnn = errors_16bit(problem, plan(problem, config, machine), get_spec(config.family).launcher)
     assert ours <= half.TOLERANCES[problem.dtype], f"relative error {ours:.3e} for {problem.key()} / {config.key()}"
     assert ours <= 2 * cudnn + 1e-6, f"ours {ours:.3e} vs cuDNN {cudnn:.3e} for {problem.key()} / {config.key()}"
 
