@@ -97,8 +97,8 @@ def terms(family: str, pl: Any, machine: MachineModel) -> tuple[float, ...]:
         from convtune.kernels.igemm_wgmma import model as wgmma_model
         from convtune.kernels.igemm_wgmma.launcher import traffic_words
         traffic = half_1x1.traffic_elements if family == "igemm_wgmma_half_1x1" else traffic_words
-        g = wgmma_model.predict(pl, machine, traffic)
-        return g.sm_s, g.l2_s, g.dram_s, g.added_s
+        wg = wgmma_model.predict(pl, machine, traffic)
+        return wg.sm_s, wg.l2_s, wg.dram_s, wg.added_s
     raise ValueError(f"no term split for family {family!r}")
 
 
