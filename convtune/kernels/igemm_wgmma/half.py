@@ -26,6 +26,7 @@ from functools import cache
 from typing import Any
 
 from convtune.kernels.compile import cupy_module, kernel_text, load_kernel
+from convtune.kernels.igemm import half as _mma_half
 from convtune.kernels.igemm.half import HalfFilters, HalfKernels
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, IgemmWgmmaFwdPlan
@@ -53,9 +54,8 @@ CUDA_TYPES = {"bfloat16": "convtune::wg_bf16", "float16": "convtune::wg_f16"}
 DTYPES = tuple(CUDA_TYPES)
 CONVERT_THREADS = 256
 #: relative error against the float64 convolution of the rounded inputs a config must meet: the 16-bit mma.sync
-#: family's gates (convtune.kernels.igemm.half.TOLERANCES), whose derivation holds here (products exact, fp32
-#: sums, y rounded once)
-TOLERANCES = {"bfloat16": 1e-2, "float16": 1.5e-3}
+#: family's gates, whose derivation holds here (products exact, fp32 sums, y rounded once)
+TOLERANCES = _mma_half.TOLERANCES
 
 
 CHUNKS = (64, 32, 16)   # channels per chunk: shared-memory rows of 128, 64, 32 bytes
@@ -169,18 +169,8 @@ def layout_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
 def filter_layout(pl: IgemmWgmmaFwdPlan, device: int) -> FilterLayout:
     """The filters (K, KRp) in (r, s, c) order, 16-bit, and (built on first use) their packing launch."""
     p = pl.problem
-    elements = p.K * pl.krp
-
-    def make_prep() -> PreparedLaunch:
-        with driver().use_device(device):
-            pack = load_kernel(pl.source(), PACK_ENTRY)
-        step = Launch(pack, grid3(-(-elements // _tf32.PACK_THREADS)), (_tf32.PACK_THREADS, 1, 1), 0,
-                      pointers(0, 1), (p.K, p.C, p.R, p.S, pl.cp))
-        return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
-                              output_shape=(p.K, pl.krp), kind="igemm_wgmma_pack_16")
-
-    # FilterLayout counts float32 words: two elements each (KRp is a multiple of 64)
-    return FilterLayout(f"{p.dtype} (K, R·S·Cp={pl.krp}), (r, s, c) order", layout_key(pl), elements // 2, make_prep)
+    return _tf32.pack_layout(pl, device, PACK_ENTRY, f"{p.dtype} (K, R·S·Cp={pl.krp}), (r, s, c) order",
+                             layout_key(pl), p.K * pl.krp)
 
 
 def to_nhwc_grid(pl: IgemmWgmmaHalfPlan) -> tuple[int, int, int]:

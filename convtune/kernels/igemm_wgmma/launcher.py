@@ -260,20 +260,29 @@ def gemm_arguments(pl: IgemmWgmmaFwdPlan) -> tuple[int, ...]:
             pl.krp, pl.chunks_per_split)
 
 
-def filter_layout(pl: IgemmWgmmaFwdPlan, device: int) -> FilterLayout:
-    """The filters (K, KRp) in (r, s, c) order, TF32-rounded, and (built on first use) their packing launch."""
+def pack_layout(pl: IgemmWgmmaFwdPlan, device: int, entry: str, name: str, key: tuple[Any, ...],
+                elements: int) -> FilterLayout:
+    """The filters (K, KRp) in (r, s, c) order made by the plan source's packing ``entry`` (one thread per element,
+    arguments K, C, R, S, Cp), built on first use; ``elements`` of the storage type, ``FilterLayout.words`` counting
+    them in float32 words (TF32: one each; 16-bit: two each, KRp is even)."""
     p = pl.problem
-    words = p.K * pl.krp
+    words = elements * p.itemsize_bytes // 4
 
     def make_prep() -> PreparedLaunch:
         with driver().use_device(device):
-            pack = load_kernel(pl.source(), PACK_ENTRY)
-        step = Launch(pack, grid3(-(-words // PACK_THREADS)), (PACK_THREADS, 1, 1), 0, pointers(0, 1),
+            pack = load_kernel(pl.source(), entry)
+        step = Launch(pack, grid3(-(-elements // PACK_THREADS)), (PACK_THREADS, 1, 1), 0, pointers(0, 1),
                       (p.K, p.C, p.R, p.S, pl.cp))
         return PreparedLaunch(plan=pl, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
-                              output_shape=(p.K, pl.krp), kind="igemm_wgmma_pack")
+                              output_shape=(p.K, pl.krp), kind=entry)
 
-    return FilterLayout(f"TF32 (K, R·S·Cp={pl.krp}), (r, s, c) order", layout_key(pl), words, make_prep)
+    return FilterLayout(name, key, words, make_prep)
+
+
+def filter_layout(pl: IgemmWgmmaFwdPlan, device: int) -> FilterLayout:
+    """The filters (K, KRp) in (r, s, c) order, TF32-rounded, and (built on first use) their packing launch."""
+    return pack_layout(pl, device, PACK_ENTRY, f"TF32 (K, R·S·Cp={pl.krp}), (r, s, c) order", layout_key(pl),
+                       pl.problem.K * pl.krp)
 
 
 def layout_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
