@@ -27,7 +27,6 @@ from convtune.kernels.igemm.half import HalfFilters, HalfKernels
 from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, IgemmWgmmaFwdPlan
-from convtune.kernels.launch_geometry import checked_min_blocks
 from convtune.kernels.prepared import (
     Launch,
     Memset,
@@ -109,28 +108,16 @@ def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
     Raises:
         InvalidConfig: naming the field whose derived geometry breaks a limit.
     """
-    p, c = problem, config
+    p = problem
     if not supports(p):
         raise InvalidConfig("problem", f"{FAMILY} runs bfloat16 / float16 1×1 convolutions (stride 1, no padding, "
                                        f"H·W a multiple of 8); got {p.key()}")
-    if machine is not None and tuple(machine.compute_capability) != _tf32.COMPUTE_CAPABILITY:
-        raise InvalidConfig("problem", f"wgmma kernels are built for sm_90a; {machine.name} is "
-                                       f"sm_{machine.compute_capability[0]}{machine.compute_capability[1]}")
-    cp = _tf32.padded_channels(p, c)
-    chunks = cp // _tf32.chunk_elements(p, c)
-    per_split = -(-chunks // c.splits)
-    launched = -(-chunks // per_split)
+    pl = _tf32.derive_plan(p, config, machine, IgemmWgmmaHalf1x1Plan, transposed=True)
     pixels = p.N * p.H * p.W
     if pixels > 2**31 - 1:
         raise InvalidConfig("problem", f"N·H·W = {pixels} pixels exceed the kernel's int32 index")
-    m_tiles, n_tiles = -(-p.K // c.tile_m), -(-pixels // c.tile_n)
-    if m_tiles > 65535:
-        raise InvalidConfig("m_blocks", f"{m_tiles} output-channel tiles exceed the CUDA grid's y limit")
-    smem, regs = _tf32.smem_bytes(c), _tf32.regs_estimate(c)
-    min_blocks = 1
-    if machine is not None:
-        min_blocks = checked_min_blocks(c.threads, smem, regs, machine, "stages", "m_blocks")
-    return IgemmWgmmaHalf1x1Plan(p, c, cp, cp, m_tiles, n_tiles, chunks, per_split, launched, smem, regs, min_blocks)
+    assert isinstance(pl, IgemmWgmmaHalf1x1Plan)
+    return pl
 
 
 # ---- traffic ------------------------------------------------------------------------------------------------

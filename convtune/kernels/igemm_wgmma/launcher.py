@@ -186,10 +186,11 @@ def regs_estimate(config: IgemmWgmmaFwdConfig) -> int:
 
 
 def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig, machine: MachineModel | None = None,
-                plan_class: type[IgemmWgmmaFwdPlan] | None = None) -> IgemmWgmmaFwdPlan:
+                plan_class: type[IgemmWgmmaFwdPlan] | None = None, transposed: bool = False) -> IgemmWgmmaFwdPlan:
     """The launch plan of a config that keeps the space's rules; refuses what breaks ``machine``'s limits (shared
     memory, registers, a machine other than compute capability 9.0) or the grid's. ``plan_class`` is the family's
-    plan (its source text); the 16-bit family passes its own.
+    plan (its source text); the 16-bit families pass their own. ``transposed``: the GEMM's rows are the K output
+    channels and its columns the N·P·Q pixels (the 1×1 kernel; its grid puts the pixel tiles first).
 
     Raises:
         InvalidConfig: naming the field whose derived geometry breaks a limit.
@@ -202,9 +203,12 @@ def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig, machine: Mach
     chunks = krp // chunk_elements(p, c)
     per_split = -(-chunks // c.splits)
     launched = -(-chunks // per_split)
-    m_tiles, n_tiles = -(-p.N * p.P * p.Q // c.tile_m), -(-p.K // c.tile_n)
-    if m_tiles > 2**31 - 1 or n_tiles > 65535:
-        raise InvalidConfig("tile_n", f"grid ({m_tiles}, {n_tiles}, {launched}) exceeds the CUDA grid limits")
+    pixels = p.N * p.P * p.Q
+    rows, cols = (p.K, pixels) if transposed else (pixels, p.K)
+    m_tiles, n_tiles = -(-rows // c.tile_m), -(-cols // c.tile_n)
+    (x_tiles, y_tiles), y_field = ((n_tiles, m_tiles), "m_blocks") if transposed else ((m_tiles, n_tiles), "tile_n")
+    if x_tiles > 2**31 - 1 or y_tiles > 65535:
+        raise InvalidConfig(y_field, f"grid ({x_tiles}, {y_tiles}, {launched}) exceeds the CUDA grid limits")
     smem, regs = smem_bytes(c), regs_estimate(c)
     min_blocks = 1
     if machine is not None:

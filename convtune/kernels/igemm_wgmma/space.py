@@ -23,7 +23,6 @@ from convtune.kernels.igemm_wgmma.launcher import (
     IgemmWgmmaFwdPlan,
     chunk_elements,
     derive_plan,
-    padded_reduction,
 )
 from convtune.kernels.search_space import Rule, SearchSpace, Values
 from convtune.machine import MachineModel
@@ -61,13 +60,12 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     """The space of ``problem`` in ``family``: the values, the kernel's rules (``plan`` enforces them) and the
     search's pruning rules (module docstring)."""
     p = problem
-    config_class, supports, runs, _ = FAMILIES[family]
+    _, supports, runs, _ = FAMILIES[family]
     half = family == _half.HALF_FAMILY
 
     def chunks(v: Values) -> int:
-        """Reduction chunks of the config's chunk size (the 16-bit family's ``chunk``; TF32: 32 words)."""
-        cfg = config_class(chunk=v["chunk"]) if half else None   # type: ignore[call-arg]
-        return padded_reduction(p, cfg) // chunk_elements(p, cfg)
+        """Reduction chunks R·S·⌈C/ch⌉: ch the 16-bit family's ``chunk``, else one 128-byte row of the dtype."""
+        return p.R * p.S * -(-p.C // (v["chunk"] if half else chunk_elements(p)))
 
     def splits_used(v: Values) -> int:
         n = chunks(v)
