@@ -10,7 +10,9 @@ direct convolution's (the same MAC CDAG, any dataflow), the compute ceiling the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from convtune.kernels.direct import direct_bound_words, direct_floor_work
 from convtune.kernels.igemm_wgmma import half as _half
@@ -19,54 +21,48 @@ from convtune.kernels.igemm_wgmma import launcher as _launcher
 from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.igemm_wgmma import space as _space
 from convtune.kernels.spec import KernelSpec
+from convtune.problem import ConvProblem
+
+
+def _bound_words(pl: Any, s_words: int) -> float:
+    return direct_bound_words(pl.problem, s_words)
+
+
+def _row(family: str, source: str, entry: str, config_class: type, supports: Callable[[ConvProblem], bool],
+         launcher: Any, traffic_words: Callable[[Any], int], onchip_words: Callable[[Any], int],
+         traffic: Callable[[Any], dict[str, int]], description: str, choice_scale: float = 1.0) -> KernelSpec:
+    """A wgmma family's row: the shared space (by family name), plan and model (with the family's request count
+    ``traffic``), the direct convolution's bound and floor."""
+    return KernelSpec(
+        family=family, direction="fwd", source=source, entry=entry, config_class=config_class, supports=supports,
+        enumerate_plans=partial(_space.enumerate_plans, family=family), plan=_space.plan,
+        predict_s=lambda pl, machine: _model.predict(pl, machine, traffic).time_s,
+        traffic_words=traffic_words, onchip_words=onchip_words, bound_words=_bound_words,
+        grid_size=partial(_space.grid_size, family=family), floor_work=direct_floor_work, launcher=launcher,
+        algorithm="igemm", choice_scale=choice_scale, description=description)
+
 
 SPECS: tuple[KernelSpec, ...] = (
-    KernelSpec(
-        family="igemm_wgmma", direction="fwd", source=_launcher.SOURCE, entry=_launcher.ENTRY,
-        config_class=_launcher.IgemmWgmmaFwdConfig, supports=_launcher.supports,
-        enumerate_plans=_space.enumerate_plans, plan=_space.plan,
-        predict_s=lambda pl, machine: _model.predict(pl, machine).time_s,
-        traffic_words=_launcher.total_traffic_words,
-        onchip_words=_launcher.onchip_words,
-        bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
-        grid_size=_space.grid_size, floor_work=direct_floor_work, launcher=_launcher, algorithm="igemm",
-        # the untuned choice across the TF32 families: this model's time × 2^-0.25, fitted leave-one-shape-out on the
-        # H200 wide suite (benchmarks/results/igemm_wgmma_h200/family_choice_model_v2: regret 1.133 → 1.123 held out)
-        choice_scale=2 ** -0.25,
-        description="implicit GEMM on Hopper's warpgroup MMA (wgmma TF32, both operands from 128-byte-swizzled "
-                    "shared memory, fp32 accumulation) over a TF32-rounded channels-last copy of x (16-byte copies "
-                    "of 32-channel rows), any stride/padding/dilation, split reduction; sm_90 only",
-    ),
-    KernelSpec(
-        family=_half.HALF_FAMILY, direction="fwd", source=_half.SOURCE, entry=_half.ENTRY,
-        config_class=_half.IgemmWgmmaHalfFwdConfig, supports=_half.supports,
-        enumerate_plans=partial(_space.enumerate_plans, family=_half.HALF_FAMILY), plan=_space.plan,
-        predict_s=lambda pl, machine: _model.predict(pl, machine).time_s,
-        traffic_words=_half.total_traffic_elements,
-        onchip_words=_half.onchip_elements,
-        bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
-        grid_size=partial(_space.grid_size, family=_half.HALF_FAMILY), floor_work=direct_floor_work,
-        launcher=_half, algorithm="igemm",
-        # the untuned choice across the 16-bit families: × 2^-0.75, fitted leave-one-shape-out on half_v5 (public and
-        # wide; benchmarks/results/igemm_wgmma_h200/family_choice_model_v2: regret 1.087 → 1.055 held out)
-        choice_scale=2 ** -0.75,
-        description="implicit GEMM on Hopper's warpgroup MMA for bfloat16 / float16 (wgmma m64nNk16, both operands "
-                    "from 128-byte-swizzled shared memory, fp32 accumulation, y rounded once) over a channels-last "
-                    "copy of x (16-byte copies of 64-channel rows; any C), any stride/padding/dilation, split "
-                    "reduction; sm_90 only",
-    ),
-    KernelSpec(
-        family=_half_1x1.FAMILY, direction="fwd", source=_half_1x1.SOURCE, entry=_half_1x1.ENTRY,
-        config_class=_half_1x1.IgemmWgmmaHalf1x1FwdConfig, supports=_half_1x1.supports,
-        enumerate_plans=partial(_space.enumerate_plans, family=_half_1x1.FAMILY), plan=_space.plan,
-        predict_s=lambda pl, machine: _model.predict(pl, machine, _half_1x1.traffic_elements).time_s,
-        traffic_words=_half_1x1.total_traffic_elements,
-        onchip_words=_half_1x1.onchip_elements,
-        bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
-        grid_size=partial(_space.grid_size, family=_half_1x1.FAMILY), floor_work=direct_floor_work,
-        launcher=_half_1x1, algorithm="igemm",
-        description="1×1 bfloat16 / float16 on Hopper's warpgroup MMA straight from NCHW x (no layout change): "
-                    "filters K-major, x N-major (wgmma imm-trans-b), 128-byte swizzles, 4-byte pixel-pair stores, "
-                    "split reduction; stride 1, no padding, H·W a multiple of 8; sm_90 only",
-    ),
+    _row("igemm_wgmma", _launcher.SOURCE, _launcher.ENTRY, _launcher.IgemmWgmmaFwdConfig, _launcher.supports,
+         _launcher, _launcher.total_traffic_words, _launcher.onchip_words, _launcher.traffic_words,
+         "implicit GEMM on Hopper's warpgroup MMA (wgmma TF32, both operands from 128-byte-swizzled shared memory, "
+         "fp32 accumulation) over a TF32-rounded channels-last copy of x (16-byte copies of 32-channel rows), any "
+         "stride/padding/dilation, split reduction; sm_90 only",
+         # the untuned choice across the TF32 families: this model's time × 2^-0.25, fitted leave-one-shape-out on
+         # the H200 wide suite (benchmarks/results/igemm_wgmma_h200/family_choice_model_v2: 1.133 → 1.123 held out)
+         choice_scale=2 ** -0.25),
+    _row(_half.HALF_FAMILY, _half.SOURCE, _half.ENTRY, _half.IgemmWgmmaHalfFwdConfig, _half.supports, _half,
+         _half.total_traffic_elements, _half.onchip_elements, _launcher.traffic_words,
+         "implicit GEMM on Hopper's warpgroup MMA for bfloat16 / float16 (wgmma m64nNk16, both operands from "
+         "swizzled shared memory, fp32 accumulation, y rounded once) over a channels-last copy of x (16-byte copies "
+         "of 64/32/16-channel rows; any C), any stride/padding/dilation, split reduction; sm_90 only",
+         # the untuned choice across the 16-bit families: × 2^-0.75, fitted leave-one-shape-out on half_v5 (public
+         # and wide; benchmarks/results/igemm_wgmma_h200/family_choice_model_v2: 1.087 → 1.055 held out)
+         choice_scale=2 ** -0.75),
+    _row(_half_1x1.FAMILY, _half_1x1.SOURCE, _half_1x1.ENTRY, _half_1x1.IgemmWgmmaHalf1x1FwdConfig,
+         _half_1x1.supports, _half_1x1, _half_1x1.total_traffic_elements, _half_1x1.onchip_elements,
+         _half_1x1.traffic_elements,
+         "1×1 bfloat16 / float16 on Hopper's warpgroup MMA straight from NCHW x (no layout change): filters "
+         "K-major, x N-major (wgmma imm-trans-b), 128-byte swizzles, 4-byte pixel-pair stores, split reduction; "
+         "stride 1, no padding, H·W a multiple of 8; sm_90 only"),
 )
