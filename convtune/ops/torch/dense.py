@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from convtune.errors import InvalidInput
+from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY as WGMMA_COMPUTE_CAPABILITY
 from convtune.ops.conv2d import conv2d as kernel_conv2d
 from convtune.ops.conv2d import on_clear
 from convtune.ops.conv2d import runner as kernel_runner
@@ -58,7 +59,7 @@ _HALF = (torch.bfloat16, torch.float16)
 @functools.cache
 def _hopper(device: int) -> bool:
     """Compute capability 9.0: the wgmma families (16-bit ones: any channel count) run there."""
-    return torch.cuda.get_device_capability(device) == (9, 0)
+    return torch.cuda.get_device_capability(device) == WGMMA_COMPUTE_CAPABILITY
 
 
 def _kernels_run(x: torch.Tensor) -> bool:
