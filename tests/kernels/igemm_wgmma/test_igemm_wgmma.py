@@ -9,6 +9,7 @@ import dataclasses
 import re
 
 import pytest
+from wgmma_cases import simulated_copies
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import nvcc_available, nvcc_compile, required_arch
@@ -72,28 +73,11 @@ def test_a_split_without_chunks_is_refused() -> None:
 
 
 def _simulated_traffic(pl: launcher.IgemmWgmmaFwdPlan) -> dict[str, int]:
-    """Words the kernels' copy loops request, block by block (the .cu's load_stage, the layout change, the
-    epilogue): an A copy reads only when its pixel is inside M and its tap inside the map."""
-    p, c = pl.problem, pl.config
-    m_total = p.N * p.P * p.Q
-    cblocks = pl.cp // launcher.CHUNK
-    words = {"layout": p.N * p.C * p.H * p.W + p.N * p.H * p.W * pl.cp, "input": 0, "weight": 0, "output": 0}
-    for bz in range(pl.splits_launched):
-        first = bz * pl.chunks_per_split
-        for chunk in range(first, min(pl.chunks, first + pl.chunks_per_split)):
-            tap = chunk // cblocks
-            r, s = tap // p.S, tap % p.S
-            reads = 0
-            for m in range(m_total):
-                pq = m % (p.P * p.Q)
-                ih = (pq // p.Q) * p.stride_h - p.pad_h + r * p.dil_h
-                iw = (pq % p.Q) * p.stride_w - p.pad_w + s * p.dil_w
-                reads += 0 <= ih < p.H and 0 <= iw < p.W
-            words["input"] += pl.n_tiles * launcher.CHUNK * reads
-            words["weight"] += pl.m_tiles * pl.n_tiles * c.tile_n * launcher.CHUNK
+    """Words the kernels request (:func:`wgmma_cases.simulated_copies`, chunks of 32 words) and the epilogue's."""
+    p = pl.problem
     out = p.N * p.K * p.P * p.Q
-    words["output"] = out * pl.splits_launched + (out if pl.splits_launched > 1 else 0)
-    return words
+    return {**simulated_copies(pl, launcher.CHUNK),
+            "output": out * pl.splits_launched + (out if pl.splits_launched > 1 else 0)}
 
 
 @pytest.mark.parametrize(("text", "config"), [

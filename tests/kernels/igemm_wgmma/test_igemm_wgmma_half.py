@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from wgmma_cases import simulated_copies
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import nvcc_available, nvcc_compile, required_arch
@@ -83,31 +84,12 @@ def test_a_tf32_problem_is_refused_naming_the_problem() -> None:
 
 
 def _simulated_traffic(pl: half.IgemmWgmmaHalfPlan) -> dict[str, int]:
-    """Elements the kernels request, block by block (the .cu's load_stage, the layout change, the epilogue and a
-    split's zeroing, atomics and conversion): an A copy reads only when its pixel is inside M and its tap inside
-    the map."""
-    p, c = pl.problem, pl.config
-    ch = pl.config.chunk
-    m_total = p.N * p.P * p.Q
-    cblocks = pl.cp // ch
-    elems = {"layout": p.N * p.C * p.H * p.W + p.N * p.H * p.W * pl.cp, "input": 0, "weight": 0, "output": 0}
-    for bz in range(pl.splits_launched):
-        first = bz * pl.chunks_per_split
-        for chunk in range(first, min(pl.chunks, first + pl.chunks_per_split)):
-            tap = chunk // cblocks
-            r, s = tap // p.S, tap % p.S
-            reads = 0
-            for m in range(m_total):
-                pq = m % (p.P * p.Q)
-                ih = (pq // p.Q) * p.stride_h - p.pad_h + r * p.dil_h
-                iw = (pq % p.Q) * p.stride_w - p.pad_w + s * p.dil_w
-                reads += 0 <= ih < p.H and 0 <= iw < p.W
-            elems["input"] += pl.n_tiles * ch * reads
-            elems["weight"] += pl.m_tiles * pl.n_tiles * c.tile_n * ch
-    out = p.N * p.K * p.P * p.Q
-    # split: fp32 zeroing (2 elements a value), atomics (2 each per split), the conversion's read (2) and write (1)
-    elems["output"] = out if pl.splits_launched == 1 else 2 * out + 2 * out * pl.splits_launched + 2 * out + out
-    return elems
+    """Elements the kernels request (:func:`wgmma_cases.simulated_copies`, chunks of ``config.chunk`` channels) and
+    the epilogue's: y once in 16 bits, or split: fp32 zeroing (2 elements a value), atomics (2 each per split), the
+    conversion's read (2) and write (1)."""
+    out = pl.problem.output_elements
+    output = out if pl.splits_launched == 1 else 2 * out + 2 * out * pl.splits_launched + 2 * out + out
+    return {**simulated_copies(pl, pl.config.chunk), "output": output}
 
 
 @pytest.mark.parametrize(("text", "config"), [
