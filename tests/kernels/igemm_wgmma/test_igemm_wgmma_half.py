@@ -189,3 +189,35 @@ def test_kernels_compile_for_sm90a_without_spills() -> None:
         assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{name}: {res.num_regs}"
     for helper in (half.TO_NHWC_ENTRY, half.PACK_ENTRY, half.CONVERT_ENTRY):
         assert not result.resources[helper].spills
+
+
+@pytest.mark.parametrize(("text", "config", "entry", "words"), [
+    # TF32: one word per element of (K, R·S·Cp) = (20, 9·64)
+    ("N=2 C=40 H=9 W=9 K=20 R=3 S=3 pad=1 math=tf32", None, "igemm_wgmma_pack", 20 * 9 * 64),
+    # bf16, chunks of 16 channels: (K, R·S·Cp) = (20, 9·48) elements, two to a word
+    ("N=2 C=40 H=9 W=9 K=20 R=3 S=3 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 16),
+     "igemm_wgmma_pack_16", 20 * 9 * 48 // 2),
+])
+def test_filter_packing_launch_passes_its_arguments(text: str, config: IgemmWgmmaHalfFwdConfig | None, entry: str,
+                                                   words: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The filter operand's packing launch (one thread per element, arguments K, C, R, S, Cp) and its size in
+    float32 words, for the TF32 and 16-bit wgmma families, through the driver seam."""
+    from launch_recorder import install
+
+    from convtune.kernels.igemm_wgmma import launcher
+    from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig
+
+    rec = install(monkeypatch)
+    p = P(text)
+    pl = plan(p, config or IgemmWgmmaFwdConfig(64, 1, 1, 4, 1), H200)
+    module = launcher if config is None else half
+    pack = rec.kernel(entry, 2, 5)
+    monkeypatch.setattr(launcher, "load_kernel", lambda *a, **k: pack)
+    layout = module.filter_layout(pl, 0)
+    assert layout.words == words and layout.key == module.layout_key(pl)
+    assert layout.prep is not None
+    layout.prep((0x1000, 0x2000), 0x77)
+    (call,) = rec.launches()
+    assert call.name == entry and call.pointers == (0x1000, 0x2000) and list(call.ints) == [20, 40, 3, 3, pl.cp]
+    elements = p.K * pl.krp
+    assert call.grid[0] * call.block[0] >= elements > (call.grid[0] - 1) * call.block[0]
