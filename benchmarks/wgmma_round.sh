@@ -5,7 +5,8 @@
 #   WGMMA_STEPS  which steps (default: tests wide public): tests (both families' GPU tests), nvrtc (the operator
 #                tests with nvcc off the PATH: kernels built by NVRTC for sm_90a), wide / public (TF32),
 #                half_wide / half_public (bfloat16, $HALF_DTYPE to change; the families in $WGMMA_HALF_FAMILIES,
-#                default the two 16-bit wgmma ones)
+#                default the two 16-bit wgmma ones), torch_ops (the dense torch op's 16-bit / autocast GPU tests),
+#                r50 (ResNet-50 b32 under bf16 autocast, converted and tuned, against cuDNN bf16; $R50_TRIALS a conv)
 set -uo pipefail
 OUT=${OUT:-benchmarks/results/igemm_wgmma_round}
 WORK=${WORK:-/tmp/wgmma_round}
@@ -41,6 +42,13 @@ $half_families" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half
     public)
         OUT=$WORK/public TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--families igemm_wgmma --buckets ${WGMMA_BUCKETS:-6}" \
             timeout "${WGMMA_PUBLIC_S:-150}" bash benchmarks/gpu_check.sh tf32 ;;
+    torch_ops)
+        timeout "${WGMMA_TORCH_S:-120}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
+            tests/ops/torch/test_torch_dense_gpu.py -k "16bit or autocast" 2>&1 | tee "$WORK/gpu_torch_ops_tests.txt" \
+            | tail -8 ;;
+    r50)
+        OUT=$WORK/r50 MODELS=resnet50 MODEL_MATH=bf16 MODEL_BUDGET_S=${R50_BUDGET_S:-200} \
+            MODEL_BUDGET_TRIALS=${R50_TRIALS:-20} timeout "${WGMMA_R50_S:-200}" bash benchmarks/gpu_check.sh models ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
 done

@@ -6,6 +6,11 @@ Cp = ⌈C/chunk⌉·chunk, KRp = R·S·Cp, a k-step is ``wgmma m64nNk16`` (fp32 
 once to the storage type. Any C: the channels past C are zero in the workspace and the filters (small chunks keep
 that padding small: a stem's C = 3 pads to 16).
 
+Folded taps (``row_taps = S``, stems: C ≤ 8): a chunk is one filter row, its shared-memory row holding the S taps
+side by side, Cq = 2, 4 or 8 channels each (:func:`~convtune.kernels.igemm_wgmma.launcher.fold_channels`, the smallest ≥ C), ``chunk`` ≥ S·Cq columns;
+Cp = Cq (the workspace's channels), KRp = R·chunk, R chunks, one copy of 2·Cq bytes per pixel and tap. A 7×7 stem
+with C = 3 computes 7 chunks of 32 columns (21 used) instead of 49 chunks of 16 (3 used).
+
 Shapes: x (N, C, H, W), w (K, C, R, S) and y (N, K, P, Q) in the problem's dtype, as CuPy ``float16`` arrays or,
 bfloat16 (which CuPy lacks), ``uint16`` arrays of the bits. The prepared launch: ``igemm_wgmma_to_nhwc_16`` (x → the
 workspace: channels-last, Cp channels), the GEMM (into y; with a split reduction into an fp32 workspace zeroed
@@ -72,10 +77,16 @@ class IgemmWgmmaHalfFwdConfig(IgemmWgmmaFwdConfig):
     direction = "fwd"
 
     chunk: int = 64        # channels of one tap per reduction chunk (64, 32 or 16): Cp = ⌈C/chunk⌉·chunk
+    row_taps: int = 1      # taps of a filter row per chunk: 1, or S (folded: C ≤ 8, S·Cq ≤ chunk; stems)
 
     @property
     def row_bytes(self) -> int:
         return 2 * self.chunk
+
+
+def folded(config: Any) -> bool:
+    """Whether a 16-bit general config folds a filter row's taps into one chunk (``row_taps`` > 1)."""
+    return getattr(config, "row_taps", 1) > 1
 
 
 def supports(problem: ConvProblem) -> bool:
@@ -88,12 +99,18 @@ def supports(problem: ConvProblem) -> bool:
 class IgemmWgmmaHalfPlan(IgemmWgmmaFwdPlan):
     """The TF32 plan's geometry (``cp``, ``krp`` in elements, chunks of 64 channels) with the 16-bit source."""
 
+    @property
+    def fold_channels(self) -> int:
+        """FQ of the kernel: Cq when the config folds taps, else 0."""
+        return self.cp if folded(self.config) else 0
+
     def source(self) -> str:
         """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan's dtype."""
         c = self.config
-        targs = ", ".join(str(a) for a in (*self.template_args(), c.row_bytes))
+        targs = ", ".join(str(a) for a in (*self.template_args(), c.row_bytes, self.fold_channels))
         return _family_source() + _WRAPPER.format(threads=c.threads, min_blocks=self.min_blocks, targs=targs,
-                                                  t=CUDA_TYPES[self.problem.dtype])
+                                                  t=CUDA_TYPES[self.problem.dtype], fq=self.fold_channels,
+                                                  ch=c.chunk)
 
 
 _WRAPPER = """
@@ -110,7 +127,7 @@ igemm_wgmma_to_nhwc_16(const {t}* __restrict__ x, {t}* __restrict__ xt, int C, i
 }}
 extern "C" __global__ void igemm_wgmma_pack_16(const {t}* __restrict__ w, {t}* __restrict__ filt, int K, int C,
                                                int R, int S, int Cp) {{
-  convtune::igemm_wgmma_pack_16_body(w, filt, K, C, R, S, Cp);
+  convtune::igemm_wgmma_pack_16_body<{t}, {fq}, {ch}>(w, filt, K, C, R, S, Cp);
 }}
 extern "C" __global__ void igemm_wgmma_f32_to_16(const float* __restrict__ ws, {t}* __restrict__ y, int n) {{
   convtune::igemm_wgmma_f32_to_16_body(ws, y, n);
@@ -161,16 +178,18 @@ def workspace_bytes(pl: IgemmWgmmaHalfPlan) -> int:
 
 
 def layout_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
-    """Plans with equal keys share packed filters: (K, KRp) in (r, s, c) order depends on the chunk through Cp."""
+    """Plans with equal keys share packed filters: (K, KRp) in (r, s, c) order depends on the chunk through Cp;
+    folded (rows of ``chunk`` columns s·Cq + c) on the chunk and Cq."""
     p = pl.problem
-    return (HALF_FAMILY, p.dtype, p.K, p.C, p.R, p.S, pl.krp)
+    return (HALF_FAMILY, p.dtype, p.K, p.C, p.R, p.S, pl.krp, getattr(pl, "fold_channels", 0))
 
 
 def filter_layout(pl: IgemmWgmmaFwdPlan, device: int) -> FilterLayout:
     """The filters (K, KRp) in (r, s, c) order, 16-bit, and (built on first use) their packing launch."""
     p = pl.problem
-    return _tf32.pack_layout(pl, device, PACK_ENTRY, f"{p.dtype} (K, R·S·Cp={pl.krp}), (r, s, c) order",
-                             layout_key(pl), p.K * pl.krp)
+    name = (f"{p.dtype} (K, R·chunk={pl.krp}), columns s·{pl.cp} + c of filter row r" if folded(pl.config)
+            else f"{p.dtype} (K, R·S·Cp={pl.krp}), (r, s, c) order")
+    return _tf32.pack_layout(pl, device, PACK_ENTRY, name, layout_key(pl), p.K * pl.krp)
 
 
 def to_nhwc_grid(pl: IgemmWgmmaHalfPlan) -> tuple[int, int, int]:

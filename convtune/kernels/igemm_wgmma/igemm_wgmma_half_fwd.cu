@@ -10,6 +10,12 @@
 // channels of one tap (one swizzled row of CHB = 2*CH bytes: CH = 64, 32 or 16), Cp = roundup(C, CH) channels per tap,
 // KRp = R*S*Cp. Small chunks serve small C (a stem's C = 3 pads to 16 channels, not 64).
 //
+// Folded taps (FQ > 0, for stems: C <= FQ = 2, 4 or 8 channels per pixel in the workspace, S*FQ <= CH): a chunk is
+// one filter row r, its row holding the S taps side by side, column s*FQ + c (columns >= S*FQ zero in the filters
+// and in the shared-memory tiles, zeroed once). Cp = FQ, KRp = R*CH, R chunks; a pixel's tap is one copy of 2*FQ
+// bytes (4, 8 or 16), zero-filled outside x. A 7x7 stem with C = 3 computes 7 chunks of 32 columns (21 used)
+// instead of 49 chunks of 16 (3 used).
+//
 // The TF32 kernel's structure (igemm_wgmma_fwd.cu, whose helpers this file includes unchanged) with 16-bit
 // elements: a k-step is m64nNk16 (16 elements = 32 bytes of a row, the descriptor's start advanced by 32 B), a
 // 16-byte copy is 8 elements, rows of 128 / 64 / 32 bytes with the 128 / 64 / 32-byte swizzle (descriptor layout
@@ -17,7 +23,8 @@
 // it + STAGES - 2 are issued (the copies' address arithmetic stays off the MMA's critical path). Kernels:
 //   igemm_wgmma_to_nhwc_16   x (N, C, H, W) -> xt (N, H, W, Cp), zero for c >= C (a layout change, no rounding;
 //                            4-byte accesses of two pixels / two channels where H*W is even);
-//   igemm_wgmma_pack_16      w (K, C, R, S) -> filt (K, KRp), filt[k][(r*S + s)*Cp + c] = w[k][c][r][s];
+//   igemm_wgmma_pack_16      w (K, C, R, S) -> filt (K, KRp), filt[k][(r*S + s)*Cp + c] = w[k][c][r][s]
+//                            (folded: filt[k][r*CH + s*FQ + c] = w[k][c][r][s]);
 //   igemm_wgmma_half_fwd     the GEMM: y (N, K, P, Q) in T through a shared-memory staging of the tile (coalesced
 //                            NCHW rows), or with gridDim.z > 1 (split reduction) atomics into an fp32 workspace of
 //                            y's shape (zeroed first), converted by igemm_wgmma_f32_to_16.
@@ -68,18 +75,28 @@ __device__ __forceinline__ void igemm_wgmma_to_nhwc_16_body(const T* __restrict_
   }
 }
 
-// One thread per element: filt[n][(r*S + s)*Cp + c] = w[n][c][r][s], zero for c >= C.
-template <class T>
+// One thread per element: filt[n][(r*S + s)*Cp + c] = w[n][c][r][s], zero for c >= C; folded (FQ > 0, rows of CH):
+// filt[n][r*CH + s*FQ + c] = w[n][c][r][s], zero for c >= C and s*FQ + c >= S*FQ.
+template <class T, int FQ = 0, int CH = 0>
 __device__ __forceinline__ void igemm_wgmma_pack_16_body(const T* __restrict__ w, T* __restrict__ filt, int K, int C,
                                                          int R, int S, int Cp) {
   const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const long long KRp = static_cast<long long>(R) * S * Cp;
+  const long long KRp = FQ > 0 ? static_cast<long long>(R) * CH : static_cast<long long>(R) * S * Cp;
   if (idx >= K * KRp) return;
   const int n = static_cast<int>(idx / KRp), rest = static_cast<int>(idx % KRp);
-  const int tap = rest / Cp, c = rest % Cp;
+  int r, s, c;
+  if constexpr (FQ > 0) {
+    r = rest / CH;
+    s = (rest % CH) / FQ;
+    c = (rest % CH) % FQ;
+  } else {
+    r = (rest / Cp) / S;
+    s = (rest / Cp) % S;
+    c = rest % Cp;
+  }
   T v;
-  v.bits = c < C ? w[((static_cast<long long>(n) * C + c) * R + tap / S) * S + tap % S].bits
-                 : static_cast<unsigned short>(0);
+  v.bits = c < C && s < S ? w[((static_cast<long long>(n) * C + c) * R + r) * S + s].bits
+                          : static_cast<unsigned short>(0);
   filt[idx] = v;
 }
 
@@ -105,6 +122,23 @@ __device__ __forceinline__ unsigned swizzled_piece(int r, int j) {
   }
 }
 
+// Byte offset of byte b (a multiple of the copy size, within one 16-byte piece) of row r: swizzled_piece's rule.
+template <int CHB>
+__device__ __forceinline__ unsigned swizzled_byte(int r, int b) {
+  return swizzled_piece<CHB>(r, b >> 4) + static_cast<unsigned>(b & 15);
+}
+
+// cp.async of BYTES = 4, 8 or 16 bytes, zero-filled when !ok (16: the L2-only .cg path; 4, 8: .ca, the only one).
+template <int BYTES>
+__device__ __forceinline__ void cp_async_zfill(unsigned dst, const void* src, bool ok) {
+  if constexpr (BYTES == 16) {
+    cp_async16_zfill(dst, src, ok);
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(BYTES),
+                 "r"(ok ? BYTES : 0));
+  }
+}
+
 // Matrix descriptor of a K-major tile of CHB-byte swizzled rows at `addr` (aligned to the 8-row group), advanced by
 // k-step `ks` (16 elements = 32 bytes): start >> 4, leading offset 16 B (unused by swizzled K-major layouts), stride
 // offset 8*CHB bytes between 8-row groups, layout type 1 / 2 / 3 = 128 / 64 / 32-byte swizzle.
@@ -116,20 +150,23 @@ __device__ __forceinline__ unsigned long long swizzled_desc_16(unsigned addr, in
          (static_cast<unsigned long long>(CHB / 2) << 32) | (layout << 62);
 }
 
-template <class T, int BN, int MI, int WG, int STAGES, int CHB>
+template <class T, int BN, int MI, int WG, int STAGES, int CHB, int FQ = 0>
 __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ xt, const T* __restrict__ filt,
                                                            T* __restrict__ y, float* __restrict__ ysplit, int N,
                                                            int Cp, int H, int W, int K, int P, int Q, int S, int SH,
                                                            int SW, int PH, int PW, int DH, int DW, int KRp,
                                                            int chunks_per_split) {
   static_assert(CHB == 128 || CHB == 64 || CHB == 32, "rows of 128, 64 or 32 bytes");
-  constexpr int CH = CHB / 2;                  // elements per row: one chunk of one tap
-  constexpr int PIECES = CHB / 16;             // 16-byte copies per row
+  static_assert(FQ == 0 || FQ == 2 || FQ == 4 || FQ == 8, "folded taps: 2, 4 or 8 channels a pixel");
+  constexpr int CH = CHB / 2;                  // elements per row: one chunk of one tap (folded: of one filter row)
+  // threads per row: 16-byte pieces of the row, or (folded) tap slots, slot j copying taps j, j + 8, ... < S
+  constexpr int ROW_PIECES = CHB / 16;         // 16-byte pieces of a row (the filters' copies)
+  constexpr int PIECES = FQ > 0 ? 8 : ROW_PIECES;
   constexpr int THREADS = 128 * WG, BM = 64 * WG * MI;
   constexpr int ROWS_PER_PASS = THREADS / PIECES;
   constexpr int A_BYTES = BM * CHB, B_BYTES = BN * CHB, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int A_ROWS = BM / ROWS_PER_PASS;                                  // per thread (BM is a multiple)
-  constexpr int B_COPIES = (BN * PIECES + THREADS - 1) / THREADS;              // per thread, the last maybe partial
+  constexpr int B_COPIES = (BN * ROW_PIECES + THREADS - 1) / THREADS;   // per thread, the last maybe partial
   static_assert(STAGES >= 3, "one stage computing, one in flight in the tensor cores, one loading");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -139,12 +176,13 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
   const long long M = static_cast<long long>(N) * PQ;
   const long long m0 = static_cast<long long>(blockIdx.x) * BM;
   const int n0 = blockIdx.y * BN;
-  const int cblocks = Cp / CH;
+  const int cblocks = FQ > 0 ? 1 : Cp / CH;
   const int chunks_total = KRp / CH;
   const int chunk0 = blockIdx.z * chunks_per_split;
   const int nchunks = min(chunks_total - chunk0, chunks_per_split);
 
-  // this thread copies 16-byte piece tid % PIECES (8 elements) of rows tid / PIECES + j * ROWS_PER_PASS
+  // this thread copies 16-byte piece tid % PIECES (8 elements; folded: the taps of slot tid % PIECES) of rows
+  // tid / PIECES + j * ROWS_PER_PASS
   const int piece = tid % PIECES;
   long long pix_base[A_ROWS];
   int pix_h0[A_ROWS], pix_w0[A_ROWS];
@@ -158,29 +196,45 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
       const int img = static_cast<int>(m / PQ), pq = static_cast<int>(m % PQ);
       pix_h0[j] = (pq / Q) * SH - PH;
       pix_w0[j] = (pq % Q) * SW - PW;
-      pix_base[j] = static_cast<long long>(img) * H * W * Cp + piece * 8;
+      pix_base[j] = static_cast<long long>(img) * H * W * Cp + (FQ > 0 ? 0 : piece * 8);
     }
   }
 
   auto load_stage = [&](int stage, int chunk) {
     const unsigned sA = smem0 + stage * STAGE_BYTES, sB = sA + A_BYTES;
-    const int tap = chunk / cblocks, cb = chunk - tap * cblocks;
-    const int dh = (tap / S) * DH, dw = (tap % S) * DW;
+    if constexpr (FQ > 0) {   // chunk = filter row r: each pixel's S taps, one copy of FQ channels each
+      const int dh = chunk * DH;
 #pragma unroll
-    for (int j = 0; j < A_ROWS; ++j) {
-      const int row = tid / PIECES + j * ROWS_PER_PASS;
-      const int h = pix_h0[j] + dh, w = pix_w0[j] + dw;
-      const bool ok = static_cast<unsigned>(h) < static_cast<unsigned>(H) &&
-                      static_cast<unsigned>(w) < static_cast<unsigned>(W);
-      const T* src = ok ? xt + pix_base[j] + (static_cast<long long>(h) * W + w) * Cp + cb * CH : xt;
-      cp_async16_zfill(sA + swizzled_piece<CHB>(row, piece), src, ok);
+      for (int j = 0; j < A_ROWS; ++j) {
+        const int row = tid / PIECES + j * ROWS_PER_PASS;
+        const int h = pix_h0[j] + dh;
+        const bool h_ok = static_cast<unsigned>(h) < static_cast<unsigned>(H);
+        for (int s = piece; s < S; s += PIECES) {
+          const int w = pix_w0[j] + s * DW;
+          const bool ok = h_ok && static_cast<unsigned>(w) < static_cast<unsigned>(W);
+          const T* src = ok ? xt + pix_base[j] + (static_cast<long long>(h) * W + w) * FQ : xt;
+          cp_async_zfill<2 * FQ>(sA + swizzled_byte<CHB>(row, s * 2 * FQ), src, ok);
+        }
+      }
+    } else {
+      const int tap = chunk / cblocks, cb = chunk - tap * cblocks;
+      const int dh = (tap / S) * DH, dw = (tap % S) * DW;
+#pragma unroll
+      for (int j = 0; j < A_ROWS; ++j) {
+        const int row = tid / PIECES + j * ROWS_PER_PASS;
+        const int h = pix_h0[j] + dh, w = pix_w0[j] + dw;
+        const bool ok = static_cast<unsigned>(h) < static_cast<unsigned>(H) &&
+                        static_cast<unsigned>(w) < static_cast<unsigned>(W);
+        const T* src = ok ? xt + pix_base[j] + (static_cast<long long>(h) * W + w) * Cp + cb * CH : xt;
+        cp_async16_zfill(sA + swizzled_piece<CHB>(row, piece), src, ok);
+      }
     }
     const int kbase = chunk * CH;
 #pragma unroll
     for (int j = 0; j < B_COPIES; ++j) {
       const int idx = tid + j * THREADS;
-      if ((BN * PIECES) % THREADS != 0 && idx >= BN * PIECES) break;
-      const int row = idx / PIECES, c = idx % PIECES;
+      if ((BN * ROW_PIECES) % THREADS != 0 && idx >= BN * ROW_PIECES) break;
+      const int row = idx / ROW_PIECES, c = idx % ROW_PIECES;
       const bool ok = n0 + row < K;
       const T* src = filt + static_cast<long long>(ok ? n0 + row : 0) * KRp + kbase + c * 8;
       cp_async16_zfill(sB + swizzled_piece<CHB>(row, c), src, ok);
@@ -193,6 +247,14 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) acc[mi][j] = 0.0f;
 
+  if constexpr (FQ > 0) {   // the columns past S*FQ are never copied: zero in every stage, once
+    for (int i = tid; i < STAGES * BM * CHB / 16; i += THREADS) {
+      const int stage = i / (BM * CHB / 16), rest = i - stage * (BM * CHB / 16);
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(smem0 + stage * STAGE_BYTES + rest * 16),
+                   "r"(0) : "memory");
+    }
+    __syncthreads();   // every zero stored before any thread's copies land on the same rows
+  }
 #pragma unroll
   for (int s = 0; s < STAGES - 2; ++s) {
     if (s < nchunks) load_stage(s, chunk0 + s);

@@ -53,6 +53,8 @@ CHUNK = 32                 # TF32 words per chunk (the 16-bit family's: 64 eleme
 TRANSPOSE_TILE = 32
 TRANSPOSE_THREADS = 256
 PACK_THREADS = 256
+#: a folded pixel's channels in the 16-bit family's workspace (copies of 4, 8 or 16 bytes; igemm_wgmma_half)
+FOLD_CHANNELS = (2, 4, 8)
 #: the compute capability whose arch-specific target (sm_90a) the kernel is built for
 COMPUTE_CAPABILITY = (9, 0)
 
@@ -101,14 +103,33 @@ def chunk_elements(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = No
     return (config.row_bytes if config is not None else CHUNK_BYTES) // problem.itemsize_bytes
 
 
+def fold_channels(problem: ConvProblem) -> int:
+    """Cq: a folded pixel's channels in the 16-bit workspace, the smallest of :data:`FOLD_CHANNELS` ≥ C (0: C > 8,
+    no fold)."""
+    return next((q for q in FOLD_CHANNELS if q >= problem.C), 0)
+
+
+def _fold_channels(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None) -> int:
+    """Cq of a 16-bit config that folds a filter row's taps into one chunk (``row_taps`` > 1), else 0."""
+    if config is None or getattr(config, "row_taps", 1) == 1:
+        return 0
+    return fold_channels(problem)
+
+
 def padded_channels(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = None) -> int:
-    """Cp = ⌈C/ch⌉·ch with ch = :func:`chunk_elements`: the channels of one tap in the workspace and the filters."""
+    """Cp = ⌈C/ch⌉·ch with ch = :func:`chunk_elements`: the channels of one tap in the workspace and the filters
+    (folded taps: Cq, the workspace's channels)."""
+    cq = _fold_channels(problem, config)
+    if cq:
+        return cq
     ch = chunk_elements(problem, config)
     return -(-problem.C // ch) * ch
 
 
 def padded_reduction(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = None) -> int:
-    """KRp = R·S·Cp (elements of the storage type)."""
+    """KRp = R·S·Cp (elements of the storage type; folded taps: R·ch, one chunk per filter row)."""
+    if _fold_channels(problem, config):
+        return problem.R * chunk_elements(problem, config)
     return problem.R * problem.S * padded_channels(problem, config)
 
 
@@ -180,9 +201,11 @@ def regs_estimate(config: IgemmWgmmaFwdConfig) -> int:
     """Registers per thread ≈ accumulators + 4 per A row a thread copies (base, corner, flag) + 40.
 
     From ptxas on sm_90a (CUDA 13) over the prototype's 16 configs: 80 (MI·BN/2 = 32) to 208 (128), within ~16 of
-    this estimate (ptxas rounds up to multiples of 8)."""
-    a_rows = config.tile_m * (config.row_bytes // 16) // config.threads
-    return config.accumulators + 4 * a_rows + 40
+    this estimate (ptxas rounds up to multiples of 8). Folded taps (16-bit ``row_taps`` > 1): 8 threads per row (tap
+    slots) and the loop over a slot's taps, + 24: over 8 folded configs ptxas used 95–223, the estimate −22..+17."""
+    fold = getattr(config, "row_taps", 1) > 1
+    a_rows = config.tile_m * (8 if fold else config.row_bytes // 16) // config.threads
+    return config.accumulators + 4 * a_rows + 40 + (24 if fold else 0)
 
 
 def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig, machine: MachineModel | None = None,

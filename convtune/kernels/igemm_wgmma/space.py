@@ -23,6 +23,7 @@ from convtune.kernels.igemm_wgmma.launcher import (
     IgemmWgmmaFwdPlan,
     chunk_elements,
     derive_plan,
+    fold_channels,
 )
 from convtune.kernels.search_space import Rule, SearchSpace, Values
 from convtune.machine import MachineModel
@@ -63,15 +64,23 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     _, supports, runs, _ = FAMILIES[family]
     half = family == _half.HALF_FAMILY
 
+    cq = fold_channels(p) if half and p.S > 1 else 0     # folded taps: a pixel's channels, 0 where C > 8
+
+    def folded(v: Values) -> bool:
+        return half and v["row_taps"] > 1
+
     def chunks(v: Values) -> int:
-        """Reduction chunks R·S·⌈C/ch⌉: ch the 16-bit family's ``chunk``, else one 128-byte row of the dtype."""
+        """Reduction chunks R·S·⌈C/ch⌉: ch the 16-bit family's ``chunk``, else one 128-byte row of the dtype;
+        folded taps: R (one per filter row)."""
+        if folded(v):
+            return p.R
         return p.R * p.S * -(-p.C // (v["chunk"] if half else chunk_elements(p)))
 
     def splits_used(v: Values) -> int:
         n = chunks(v)
         return -(-n // -(-n // v["splits"]))
 
-    split_keys = ("splits", "chunk") if half else ("splits",)
+    split_keys = ("splits", "chunk", "row_taps") if half else ("splits",)
 
     rules: tuple[Rule, ...] = (
         Rule("problem", (), lambda v: supports(p), f"{family} runs {runs}, groups=1, not causal; got {p.key()}",
@@ -93,8 +102,14 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
                        f"splits={splits_used(v)}", field="splits"),
     )
     if half:
-        rules += (Rule("chunk", ("chunk",), lambda v: v["chunk"] in _half.CHUNKS,
-                       f"chunk={{chunk}}: allowed {_half.CHUNKS}"),)
+        rules += (
+            Rule("chunk", ("chunk",), lambda v: v["chunk"] in _half.CHUNKS, f"chunk={{chunk}}: allowed {_half.CHUNKS}"),
+            Rule("row_taps", ("row_taps",), lambda v: v["row_taps"] == 1 or (v["row_taps"] == p.S and cq > 0),
+                 f"row_taps={{row_taps}}: allowed 1, or S={p.S} where C ≤ 8 (C={p.C})"),
+            Rule("row_taps_chunk", ("row_taps", "chunk"), lambda v: not folded(v) or p.S * cq <= v["chunk"],
+                 lambda v: f"chunk={v['chunk']} holds fewer than S·Cq = {p.S}·{cq} columns of folded taps",
+                 field="chunk"),
+        )
     m = p.N * p.P * p.Q
     rows, cols = (p.K, m) if family == _half_1x1.FAMILY else (m, p.K)   # the 1×1 GEMM's rows are output channels
     max_m, max_n = max(64, _pow2_at_least(rows)), max(64, _pow2_at_least(cols))
@@ -117,15 +132,21 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     if half:
         values["chunk"] = _half.CHUNKS
         values["stages"] = _half.STAGES
+        values["row_taps"] = (1, p.S) if cq and p.S * cq <= max(_half.CHUNKS) else (1,)
 
         def padded(chunk: int) -> int:
             return -(-p.C // chunk) * chunk
 
-        # a chunk below 64 only where it pads C less than the next larger chunk does (small C: stems)
-        prune.append(Rule("chunk_padding", ("chunk",), lambda v: v["chunk"] == max(_half.CHUNKS) or
-                          padded(v["chunk"]) < padded(2 * v["chunk"]),
-                          lambda v: f"chunk={v['chunk']} pads C={p.C} to {padded(v['chunk'])} channels, as "
-                                    f"chunk={2 * v['chunk']} does", field="chunk"))
+        def chunk_pads_less(v: Values) -> bool:
+            """A chunk below 64 only where it pads C less than the next larger chunk does (small C: stems);
+            folded: the smallest chunk that holds the S·Cq columns."""
+            if folded(v):
+                return v["chunk"] == min(ch for ch in _half.CHUNKS if ch >= p.S * cq)
+            return v["chunk"] == max(_half.CHUNKS) or padded(v["chunk"]) < padded(2 * v["chunk"])
+
+        prune.append(Rule("chunk_padding", ("chunk", "row_taps"), chunk_pads_less,
+                          lambda v: f"chunk={v['chunk']} pads more than a smaller chunk for C={p.C}"
+                                    f"{' (folded)' if folded(v) else ''}", field="chunk"))
     return SearchSpace(values, rules, tuple(prune))
 
 

@@ -50,10 +50,39 @@ def test_small_chunks_are_searched_only_where_they_pad_less() -> None:
     pl = plan(P(LAYER), IgemmWgmmaHalfFwdConfig(chunk=16), H200)
     assert (pl.cp, pl.chunks, pl.smem_bytes) == (256, 9 * 16, 4 * (128 + 128) * 32 + 1024)
     stem_plan = plan(stem, IgemmWgmmaHalfFwdConfig(chunk=16), H200)
-    assert (stem_plan.cp, stem_plan.krp) == (16, 49 * 16) and "wg_bf16, 128, 2, 1, 4, 32>" in stem_plan.source()
+    assert (stem_plan.cp, stem_plan.krp) == (16, 49 * 16) and "wg_bf16, 128, 2, 1, 4, 32, 0>" in stem_plan.source()
     with pytest.raises(InvalidConfig) as err:
         plan(stem, IgemmWgmmaHalfFwdConfig(chunk=8), H200)
     assert err.value.field == "chunk"
+
+
+def test_stems_fold_a_filter_rows_taps_into_one_chunk() -> None:
+    """C ≤ 8 and S > 1: the search adds row_taps = S with the smallest chunk holding S·Cq columns (Cq = 2, 4, 8 ≥ C);
+    the plan's workspace has Cq channels, the reduction R chunks; the kernel and the packing get FQ = Cq."""
+    stem = P("N=2 C=3 H=32 W=32 K=64 R=7 S=7 stride=2 pad=3 dtype=bfloat16")
+    folded = {(pl.config.row_taps, pl.config.chunk) for pl in enumerate_plans(stem, H200, family="igemm_wgmma_half")}
+    assert folded == {(1, 16), (1, 32), (1, 64), (7, 32)}
+    for text, taps in (("N=2 C=1 H=28 W=28 K=20 R=5 S=5 dtype=float16", {(1, 16), (1, 32), (1, 64), (5, 16)}),
+                       ("N=2 C=8 H=9 W=9 K=20 R=3 S=3 pad=1 dtype=bfloat16", {(1, 16), (1, 32), (1, 64), (3, 32)}),
+                       ("N=2 C=9 H=9 W=9 K=20 R=3 S=3 pad=1 dtype=bfloat16", {(1, 16), (1, 32), (1, 64)}),  # C > 8
+                       ("N=2 C=3 H=9 W=9 K=20 R=3 S=1 pad_h=1 dtype=bfloat16", {(1, 16), (1, 32), (1, 64)})):
+        assert {(pl.config.row_taps, pl.config.chunk)
+                for pl in enumerate_plans(P(text), H200, family="igemm_wgmma_half")} == taps, text
+    pl = plan(stem, IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 32, 7), H200)
+    assert (pl.cp, pl.krp, pl.chunks, pl.fold_channels) == (4, 7 * 32, 7, 4)
+    assert "wg_bf16, 64, 2, 2, 4, 64, 4>" in pl.source() and "pack_16_body<convtune::wg_bf16, 4, 32>" in pl.source()
+    assert half.nhwc_bytes(pl) == 2 * 2 * 32 * 32 * 4
+    unfolded = plan(stem, IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 32), H200)
+    assert half.layout_key(pl) != half.layout_key(unfolded) and unfolded.fold_channels == 0
+    for config, field in ((IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 32, 3), "row_taps"),
+                          (IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 16, 7), "chunk"),       # 7·4 columns > 16
+                          (IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 8, 32, 7), "splits")):     # 7 chunks
+        with pytest.raises(InvalidConfig) as err:
+            plan(stem, config, H200)
+        assert err.value.field == field, config
+    with pytest.raises(InvalidConfig) as err:
+        plan(P(LAYER), IgemmWgmmaHalfFwdConfig(row_taps=3), H200)     # C = 256: no fold
+    assert err.value.field == "row_taps" and "C ≤ 8" in str(err.value)
 
 
 def test_geometry_counts_64_channel_chunks() -> None:
@@ -98,6 +127,10 @@ def _simulated_traffic(pl: half.IgemmWgmmaHalfPlan) -> dict[str, int]:
     ("N=2 C=2 H=6 W=6 K=130 R=3 S=3 pad=4 dilation=4 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(256, 1, 1, 4, 3)),
     ("N=2 C=3 H=11 W=10 K=20 R=7 S=7 stride=2 pad=3 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 2, 4, 2, 16)),
     ("N=1 C=40 H=9 W=9 K=70 R=3 S=1 pad_h=1 dtype=float16", IgemmWgmmaHalfFwdConfig(128, 1, 1, 4, 1, 32)),
+    # folded taps: a 7×7 stem (Cq = 4, split over 7 filter rows), C = 1 dilated (Cq = 2), C = 6 (Cq = 8)
+    ("N=2 C=3 H=11 W=10 K=20 R=7 S=7 stride=2 pad=3 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 2, 4, 3, 32, 7)),
+    ("N=3 C=1 H=9 W=12 K=70 R=3 S=5 pad=2 dilation=2 dtype=float16", IgemmWgmmaHalfFwdConfig(128, 1, 1, 4, 1, 16, 5)),
+    ("N=1 C=6 H=6 W=5 K=8 R=2 S=3 stride=3 pad=3 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 2, 1, 6, 2, 32, 3)),
 ])
 def test_traffic_formula_matches_the_copy_loops(text: str, config: IgemmWgmmaHalfFwdConfig) -> None:
     pl = plan(P(text), config, H200)
@@ -165,6 +198,12 @@ REPRESENTATIVE = [
     ("bf16_stem_c16", "N=32 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 dtype=bfloat16",
      IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 16)),
     ("f16_c32_wg2", "N=64 C=20 H=12 W=12 K=50 R=5 S=5 dtype=float16", IgemmWgmmaHalfFwdConfig(128, 1, 2, 6, 1, 32)),
+    # folded taps: 8-, 4- and 16-byte copies
+    ("bf16_fold7_q4", "N=32 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 dtype=bfloat16",
+     IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 32, 7)),
+    ("f16_fold5_q2", "N=64 C=1 H=28 W=28 K=20 R=5 S=5 dtype=float16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 6, 1, 16, 5)),
+    ("bf16_fold3_q8_wg2", "N=8 C=8 H=56 W=56 K=128 R=3 S=3 pad=1 dtype=bfloat16",
+     IgemmWgmmaHalfFwdConfig(128, 1, 2, 3, 1, 32, 3)),
 ]
 
 
@@ -197,6 +236,9 @@ def test_kernels_compile_for_sm90a_without_spills() -> None:
     # bf16, chunks of 16 channels: (K, R·S·Cp) = (20, 9·48) elements, two to a word
     ("N=2 C=40 H=9 W=9 K=20 R=3 S=3 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 16),
      "igemm_wgmma_pack_16", 20 * 9 * 48 // 2),
+    # bf16, folded taps: (K, R·chunk) = (20, 3·32) elements, Cp = Cq = 4
+    ("N=2 C=3 H=9 W=9 K=20 R=3 S=5 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 32, 5),
+     "igemm_wgmma_pack_16", 20 * 3 * 32 // 2),
 ])
 def test_filter_packing_launch_passes_its_arguments(text: str, config: IgemmWgmmaHalfFwdConfig | None, entry: str,
                                                    words: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -218,6 +260,6 @@ def test_filter_packing_launch_passes_its_arguments(text: str, config: IgemmWgmm
     assert layout.prep is not None
     layout.prep((0x1000, 0x2000), 0x77)
     (call,) = rec.launches()
-    assert call.name == entry and call.pointers == (0x1000, 0x2000) and list(call.ints) == [20, 40, 3, 3, pl.cp]
+    assert call.name == entry and call.pointers == (0x1000, 0x2000) and list(call.ints) == [20, p.C, p.R, p.S, pl.cp]
     elements = p.K * pl.krp
     assert call.grid[0] * call.block[0] >= elements > (call.grid[0] - 1) * call.block[0]

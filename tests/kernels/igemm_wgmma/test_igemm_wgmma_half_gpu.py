@@ -4,13 +4,14 @@ without one).
 
 Per dtype, random problems (:mod:`wgmma_cases`: odd sizes and channel counts, strides, dilation, padding-dominated
 maps, batch 1 mostly) × the space's corners (tile_n 64/128/256, m_blocks 1/2, warpgroups 1/2, stages 4/6, splits
-1..8, chunks of 64/32/16 channels), fresh normal inputs rounded to the dtype, outputs poisoned with NaN before the
+1..8, chunks of 64/32/16 channels; folded taps on stems with C ≤ 8: 4-, 8- and 16-byte copies), fresh normal inputs rounded to the dtype, outputs poisoned with NaN before the
 launch. The reference is the float64 convolution of the rounded inputs. Each case's error must meet the family's
 tolerance and be at most twice cuDNN's error in the same dtype on the same inputs (+1e-6).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import half
 from convtune.kernels.igemm_wgmma.half import IgemmWgmmaHalfFwdConfig
 from convtune.kernels.igemm_wgmma.half_1x1 import IgemmWgmmaHalf1x1FwdConfig
-from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY
+from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY, fold_channels
 from convtune.kernels.igemm_wgmma.space import plan
 from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
@@ -48,7 +49,16 @@ CONFIGS_1X1 = {
     "1x1_n64_mi1_wg2_s6_x3": IgemmWgmmaHalf1x1FwdConfig(64, 1, 2, 6, 3),
     "1x1_n128_mi1_wg1_s6": IgemmWgmmaHalf1x1FwdConfig(128, 1, 1, 6, 1),
 }
+#: folded taps (row_taps = the problem's S, set per problem): C ≤ 8, chunks holding S·Cq columns
+CONFIGS_FOLD = {
+    "fold_n64_mi1_wg1_s4_c16": IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 16),
+    "fold_n128_mi2_wg2_s6_c32": IgemmWgmmaHalfFwdConfig(128, 2, 2, 6, 1, 32),
+    "fold_n64_mi2_wg2_s4_x2_c64": IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 2, 64),
+    "fold_n256_mi1_wg1_s3_c32": IgemmWgmmaHalfFwdConfig(256, 1, 1, 3, 1, 32),
+    "fold_n64_mi1_wg2_s4_x3_c64": IgemmWgmmaHalfFwdConfig(64, 1, 2, 4, 3, 64),
+}
 PROBLEMS_PER_CONFIG = 26
+PROBLEMS_PER_FOLD_CONFIG = 12
 PROBLEMS_PER_1X1_CONFIG = 12
 H200 = MachineModel.preset("h200")
 CHUNK_CHANNELS = 64
@@ -70,6 +80,29 @@ def _random_1x1(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig, dt
     return problem
 
 
+def _random_fold(rng: np.random.Generator, base: IgemmWgmmaHalfFwdConfig,
+                 dtype: str) -> tuple[ConvProblem, IgemmWgmmaHalfFwdConfig] | None:
+    """A stem-like problem (C ≤ 8, S ≥ 2; strides, dilation, padding-dominated maps) and ``base`` folding its S
+    taps; None when the chunk cannot hold S·Cq columns or the split has too few filter rows."""
+    r, s = int(rng.choice([1, 2, 3, 5, 7])), int(rng.choice([2, 3, 5, 7]))
+    sh, sw = int(rng.choice([1, 2, 2, 3])), int(rng.choice([1, 2, 2, 3]))
+    dh, dw = int(rng.choice([1, 1, 2, 3])), int(rng.choice([1, 1, 2]))
+    ph, pw = int(rng.integers(0, 4)), int(rng.integers(0, 4))
+    n = int(rng.choice([1, 1, 2, 3, 8]))
+    span_h, span_w = dh * (r - 1) + 1, dw * (s - 1) + 1
+    h = max(1, span_h - 2 * ph) + int(rng.integers(0, 3 if rng.random() < 0.2 else 40))
+    w = max(1, span_w - 2 * pw) + int(rng.integers(0, 3 if rng.random() < 0.2 else 40))
+    problem = ConvProblem(N=n, C=int(rng.choice([1, 2, 3, 4, 5, 7, 8])), H=h, W=w,
+                          K=int(rng.choice([1, 3, 16, 32, 64, 77, 130])), R=r, S=s, stride_h=sh, stride_w=sw,
+                          pad_h=ph, pad_w=pw, dil_h=dh, dil_w=dw, dtype=dtype)
+    config = dataclasses.replace(base, row_taps=s)
+    try:
+        plan(problem, config, H200)
+    except InvalidConfig:
+        return None
+    return problem, config
+
+
 def _cases() -> list[Any]:
     rng = np.random.default_rng(20261204)
     cases = []
@@ -83,6 +116,16 @@ def _cases() -> list[Any]:
                 if problem is None:
                     continue
                 cases.append(pytest.param(problem, config, id=f"{dtype}-{name}-{made}", marks=[gpu]))
+                made += 1
+        for name, base in CONFIGS_FOLD.items():
+            made = tries = 0
+            while made < PROBLEMS_PER_FOLD_CONFIG:
+                tries += 1
+                assert tries < 5000, f"{name}: no random problem takes {base.key()}"
+                drawn = _random_fold(rng, base, dtype)
+                if drawn is None:
+                    continue
+                cases.append(pytest.param(*drawn, id=f"{dtype}-{name}-{made}", marks=[gpu]))
                 made += 1
         for name, config in CONFIGS_1X1.items():
             made = tries = 0
@@ -111,6 +154,10 @@ def test_case_count() -> None:
         assert any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p in problems)   # padding-dominated maps
     assert {c.values[1].splits for c in CASES} >= {1, 2, 3, 4, 8}
     assert {c.values[1].chunk for c in CASES if c.values[1].family == "igemm_wgmma_half"} == {64, 32, 16}
+    folds = [c.values for c in CASES if getattr(c.values[1], "row_taps", 1) > 1]
+    assert len(folds) == 2 * 5 * PROBLEMS_PER_FOLD_CONFIG
+    assert {fold_channels(p) for p, _ in folds} == {2, 4, 8} and {p.S for p, _ in folds} >= {2, 3, 5, 7}
+    assert {cfg.splits for _, cfg in folds} >= {1, 2, 3} and any(p.stride_w > 1 for p, _ in folds)
     ones = [c.values for c in CASES if c.values[1].family == "igemm_wgmma_half_1x1"]
     assert len(ones) == 2 * 5 * PROBLEMS_PER_1X1_CONFIG and {p.C for p, _ in ones} >= {1, 3, 13, 200}
     assert {cfg.splits for _, cfg in ones} >= {1, 2, 3} and len(CASES) >= 2 * 200
@@ -153,3 +200,12 @@ def test_operator_api_runs_a_wgmma_half_config_on_torch_tensors() -> None:
                 assert out.dtype == dtype
                 err = float((out.double() - expected).norm() / expected.norm())
                 assert err <= half.TOLERANCES[str(dtype).removeprefix("torch.")], (key, err)
+        # a stem with folded taps (C = 3: 4 channels a pixel, 7 taps in a 32-column chunk), and the model's choice
+        xs = torch.randn(2, 3, 57, 61, device="cuda").to(dtype)
+        ws = torch.randn(64, 3, 7, 7, device="cuda").to(dtype)
+        expected = torch.nn.functional.conv2d(xs.double(), ws.double(), stride=2, padding=3)
+        for key in ("igemm_wgmma_half.fwd tile_n=64 m_blocks=2 warpgroups=2 stages=4 splits=1 chunk=32 row_taps=7",
+                    None):
+            out = convtune.conv2d(xs, ws, stride=2, padding=3, config=key)
+            err = float((out.double() - expected).norm() / expected.norm())
+            assert out.dtype == dtype and err <= half.TOLERANCES[str(dtype).removeprefix("torch.")], (key, err)

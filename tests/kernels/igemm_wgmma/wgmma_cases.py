@@ -61,22 +61,25 @@ def random_problem(rng: np.random.Generator, config: Any, plan: Callable[[ConvPr
 def simulated_copies(pl: Any, chunk_channels: int) -> dict[str, int]:
     """What the general wgmma kernels' copy loops request, block by block (the .cu's load_stage and the layout
     change), in elements of the storage type: an A copy reads only when its pixel is inside M and its tap inside the
-    map; every B copy of a tile counts. The output (family-specific) is left to the caller."""
+    map; every B copy of a tile counts. Folded taps (``row_taps`` > 1): a chunk is filter row r, each pixel's S
+    taps one copy of Cp (= Cq) elements each. The output (family-specific) is left to the caller."""
     p, c = pl.problem, pl.config
     m_total = p.N * p.P * p.Q
-    cblocks = pl.cp // chunk_channels
+    fold = getattr(c, "row_taps", 1) > 1
+    cblocks = 1 if fold else pl.cp // chunk_channels
     elements = {"layout": p.N * p.C * p.H * p.W + p.N * p.H * p.W * pl.cp, "input": 0, "weight": 0}
     for bz in range(pl.splits_launched):
         first = bz * pl.chunks_per_split
         for chunk in range(first, min(pl.chunks, first + pl.chunks_per_split)):
             tap = chunk // cblocks
-            r, s = tap // p.S, tap % p.S
+            taps = [(chunk, s) for s in range(p.S)] if fold else [(tap // p.S, tap % p.S)]
             reads = 0
-            for m in range(m_total):
-                pq = m % (p.P * p.Q)
-                ih = (pq // p.Q) * p.stride_h - p.pad_h + r * p.dil_h
-                iw = (pq % p.Q) * p.stride_w - p.pad_w + s * p.dil_w
-                reads += 0 <= ih < p.H and 0 <= iw < p.W
-            elements["input"] += pl.n_tiles * chunk_channels * reads
+            for r, s in taps:
+                for m in range(m_total):
+                    pq = m % (p.P * p.Q)
+                    ih = (pq // p.Q) * p.stride_h - p.pad_h + r * p.dil_h
+                    iw = (pq % p.Q) * p.stride_w - p.pad_w + s * p.dil_w
+                    reads += 0 <= ih < p.H and 0 <= iw < p.W
+            elements["input"] += pl.n_tiles * (pl.cp if fold else chunk_channels) * reads
             elements["weight"] += pl.m_tiles * pl.n_tiles * c.tile_n * chunk_channels
     return elements
