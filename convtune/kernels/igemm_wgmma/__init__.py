@@ -64,5 +64,5 @@ SPECS: tuple[KernelSpec, ...] = (
          _half_1x1.traffic_elements,
          "1×1 bfloat16 / float16 on Hopper's warpgroup MMA straight from NCHW x (no layout change): filters "
          "K-major, x N-major (wgmma imm-trans-b), 128-byte swizzles, 4-byte pixel-pair stores, split reduction; "
-         "stride 1, no padding, H·W a multiple of 8; sm_90 only"),
+         "stride 1, no padding, H·W a multiple of 4; sm_90 only"),
 )

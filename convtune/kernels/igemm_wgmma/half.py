@@ -13,7 +13,7 @@ with C = 3 computes 7 chunks of 32 columns (21 used) instead of 49 chunks of 16 
 
 Shapes: x (N, C, H, W), w (K, C, R, S) and y (N, K, P, Q) in the problem's dtype, as CuPy ``float16`` arrays or,
 bfloat16 (which CuPy lacks), ``uint16`` arrays of the bits. The prepared launch: ``igemm_wgmma_to_nhwc_16`` (x → the
-workspace: channels-last, Cp channels), the GEMM (into y; with a split reduction into an fp32 workspace zeroed
+workspace: channels-last, Cp channels; folded taps: ``igemm_wgmma_to_nhwc_fold_16``, a thread per pixel), the GEMM (into y; with a split reduction into an fp32 workspace zeroed
 first, by atomics), then for a split ``igemm_wgmma_f32_to_16`` (workspace → y). The filter operand (K, KRp) in
 (r, s, c) order is made once per weight tensor by ``igemm_wgmma_pack_16``.
 
@@ -53,6 +53,7 @@ HALF_FAMILY = "igemm_wgmma_half"
 SOURCE = "igemm_wgmma_half_fwd.cu"
 ENTRY = "igemm_wgmma_half_fwd"
 TO_NHWC_ENTRY = "igemm_wgmma_to_nhwc_16"
+TO_NHWC_FOLD_ENTRY = "igemm_wgmma_to_nhwc_fold_16"   # folded taps' workspace: a thread per pixel
 PACK_ENTRY = "igemm_wgmma_pack_16"
 CONVERT_ENTRY = "igemm_wgmma_f32_to_16"
 CUDA_TYPES = {"bfloat16": "convtune::wg_bf16", "float16": "convtune::wg_f16"}
@@ -67,6 +68,7 @@ CHUNKS = (64, 32, 16)   # channels per chunk: shared-memory rows of 128, 64, 32 
 STAGES = (3, 4, 6)      # the TF32 family's and 3: two blocks of 128 × 128 tiles per SM
 TRANSPOSE_PIXELS = 64   # the layout change's block: 64 pixels × 32 channels
 TRANSPOSE_CHANNELS = 32
+FOLD_TRANSPOSE_THREADS = 256   # the folded layout change: pixels per block
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,7 @@ class IgemmWgmmaHalfPlan(IgemmWgmmaFwdPlan):
         targs = ", ".join(str(a) for a in (*self.template_args(), c.row_bytes, self.fold_channels))
         return _family_source() + _WRAPPER.format(threads=c.threads, min_blocks=self.min_blocks, targs=targs,
                                                   t=CUDA_TYPES[self.problem.dtype], fq=self.fold_channels,
-                                                  ch=c.chunk)
+                                                  fq_or_2=self.fold_channels or 2, ch=c.chunk)
 
 
 _WRAPPER = """
@@ -124,6 +126,10 @@ igemm_wgmma_half_fwd(const {t}* __restrict__ xt, const {t}* __restrict__ filt, {
 extern "C" __global__ void __launch_bounds__(256)
 igemm_wgmma_to_nhwc_16(const {t}* __restrict__ x, {t}* __restrict__ xt, int C, int HW, int Cp) {{
   convtune::igemm_wgmma_to_nhwc_16_body(x, xt, C, HW, Cp);
+}}
+extern "C" __global__ void __launch_bounds__(256)
+igemm_wgmma_to_nhwc_fold_16(const {t}* __restrict__ x, {t}* __restrict__ xt, int C, int HW) {{
+  convtune::igemm_wgmma_to_nhwc_fold_16_body<{t}, {fq_or_2}>(x, xt, C, HW);
 }}
 extern "C" __global__ void igemm_wgmma_pack_16(const {t}* __restrict__ w, {t}* __restrict__ filt, int K, int C,
                                                int R, int S, int Cp) {{
@@ -162,8 +168,14 @@ def onchip_elements(pl: IgemmWgmmaFwdPlan) -> int:
 def compile_plan(pl: IgemmWgmmaHalfPlan) -> HalfKernels:
     """The layout change, the GEMM and the split's conversion (the 16-bit mma.sync family's kernel triple)."""
     text = pl.source()
-    return HalfKernels(load_kernel(text, TO_NHWC_ENTRY), load_kernel(text, ENTRY, dynamic_smem_bytes=pl.smem_bytes),
-                       load_kernel(text, CONVERT_ENTRY))
+    return HalfKernels(load_kernel(text, to_nhwc_entry(pl)),
+                       load_kernel(text, ENTRY, dynamic_smem_bytes=pl.smem_bytes), load_kernel(text, CONVERT_ENTRY))
+
+
+def to_nhwc_entry(pl: IgemmWgmmaHalfPlan) -> str:
+    """The layout change: a thread per pixel into FQ channels (folded taps), else blocks of 64 pixels × 32
+    channels."""
+    return TO_NHWC_FOLD_ENTRY if folded(pl.config) else TO_NHWC_ENTRY
 
 
 def nhwc_bytes(pl: IgemmWgmmaHalfPlan) -> int:
@@ -193,9 +205,18 @@ def filter_layout(pl: IgemmWgmmaFwdPlan, device: int) -> FilterLayout:
 
 
 def to_nhwc_grid(pl: IgemmWgmmaHalfPlan) -> tuple[int, int, int]:
-    """The layout change's grid: blocks of 64 pixels × 32 channels of every image."""
+    """The layout change's grid: blocks of 64 pixels × 32 channels of every image (folded: 256 pixels of an image,
+    images along y)."""
     p = pl.problem
+    if folded(pl.config):
+        return (-(-p.H * p.W // FOLD_TRANSPOSE_THREADS), p.N, 1)
     return (-(-p.H * p.W // TRANSPOSE_PIXELS), -(-pl.cp // TRANSPOSE_CHANNELS), p.N)
+
+
+def to_nhwc_arguments(pl: IgemmWgmmaHalfPlan) -> tuple[int, ...]:
+    """(C, H·W, Cp), folded (C, H·W)."""
+    p = pl.problem
+    return (p.C, p.H * p.W) if folded(pl.config) else (p.C, p.H * p.W, pl.cp)
 
 
 def prepare_plan(pl: IgemmWgmmaHalfPlan, device: int = 0, kernels: HalfKernels | None = None) -> PreparedLaunch:
@@ -207,8 +228,9 @@ def prepare_plan(pl: IgemmWgmmaHalfPlan, device: int = 0, kernels: HalfKernels |
             kernels = compile_plan(pl)
     assert kernels.transpose is not None
     x_bytes = nhwc_bytes(pl)
-    steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (_tf32.TRANSPOSE_THREADS, 1, 1), 0,
-                               pointers(0, 3), (p.C, p.H * p.W, pl.cp))]
+    threads = FOLD_TRANSPOSE_THREADS if folded(c) else _tf32.TRANSPOSE_THREADS
+    steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (threads, 1, 1), 0, pointers(0, 3),
+                               to_nhwc_arguments(pl))]
     gemm_args = _tf32.gemm_arguments(pl)
     n = p.output_elements
     if pl.splits_launched > 1:

@@ -1,6 +1,7 @@
 """1×1 bfloat16 / float16 forward on Hopper's warpgroup MMA straight from NCHW x (family ``igemm_wgmma_half_1x1``).
 
-Problems: 1×1 filters, stride 1, no padding, H·W a multiple of 8 (a 16-byte copy is 8 pixels of one image). The GEMM
+Problems: 1×1 filters, stride 1, no padding, H·W a multiple of 4 (a copy is 8 pixels of one image, 16 bytes, or
+where H·W is not a multiple of 8 — a 14×14 map — 4 pixels, 8 bytes). The GEMM
 per image is Y_n (K × H·W) = W (K × C) · X_n (C × H·W): rows M = K output channels (A = the filters, K-major, packed
 (K, Cp) by the 16-bit family's ``igemm_wgmma_pack_16``, Cp = ⌈C/64⌉·64), columns = the N·H·W pixels (B = x itself,
 N-major: no layout change, no workspace unless split), the reduction over C in chunks of 64. ``tile_n`` counts pixels,
@@ -44,7 +45,7 @@ from convtune.problem import ConvProblem
 FAMILY = "igemm_wgmma_half_1x1"
 SOURCE = "igemm_wgmma_half_1x1.cu"
 ENTRY = "igemm_wgmma_half_1x1_fwd"
-PIXELS_PER_COPY = 8
+PIXELS_PER_COPY = (8, 4)   # pixels of one B copy: 16 bytes, or 8 where H·W is 4 mod 8
 TOLERANCES = _half.TOLERANCES
 
 
@@ -58,10 +59,15 @@ class IgemmWgmmaHalf1x1FwdConfig(IgemmWgmmaFwdConfig):
 
 
 def supports(problem: ConvProblem) -> bool:
-    """bfloat16 / float16, groups = 1, 1×1 filters, stride 1, no padding, H·W a multiple of 8."""
+    """bfloat16 / float16, groups = 1, 1×1 filters, stride 1, no padding, H·W a multiple of 4."""
     p = problem
     return (_half.supports(p) and p.R == p.S == p.stride_h == p.stride_w == 1 and p.pad_h == p.pad_w == 0
-            and (p.H * p.W) % PIXELS_PER_COPY == 0)
+            and (p.H * p.W) % min(PIXELS_PER_COPY) == 0)
+
+
+def pixels_per_copy(problem: ConvProblem) -> int:
+    """PIX: the most pixels of one channel a B copy can take without straddling images (8, else 4)."""
+    return next(n for n in PIXELS_PER_COPY if (problem.H * problem.W) % n == 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +81,7 @@ class IgemmWgmmaHalf1x1Plan(IgemmWgmmaFwdPlan):
 
     def source(self) -> str:
         c = self.config
-        targs = ", ".join(str(a) for a in self.template_args())
+        targs = ", ".join(str(a) for a in (*self.template_args(), pixels_per_copy(self.problem)))
         return _family_source() + _WRAPPER.format(threads=c.threads, min_blocks=self.min_blocks, targs=targs,
                                                   t=_half.CUDA_TYPES[self.problem.dtype])
 
@@ -111,7 +117,7 @@ def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
     p = problem
     if not supports(p):
         raise InvalidConfig("problem", f"{FAMILY} runs bfloat16 / float16 1×1 convolutions (stride 1, no padding, "
-                                       f"H·W a multiple of 8); got {p.key()}")
+                                       f"H·W a multiple of 4); got {p.key()}")
     pl = _tf32.derive_plan(p, config, machine, IgemmWgmmaHalf1x1Plan, transposed=True)
     pixels = p.N * p.H * p.W
     if pixels > 2**31 - 1:

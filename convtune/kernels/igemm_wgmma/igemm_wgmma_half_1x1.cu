@@ -3,7 +3,7 @@
 // 1x1 convolution forward (stride 1, no padding) on Hopper's warpgroup MMA for 16-bit storage, straight from NCHW
 // x: no layout change. Per image n, Y_n (K x HW) = W (K x C) . X_n (C x HW):
 //
-//   y[n,k,p] = sum_c w[k,c] * x[n,c,p]      (p = h*W + w; H*W a multiple of 8)
+//   y[n,k,p] = sum_c w[k,c] * x[n,c,p]      (p = h*W + w; H*W a multiple of PIX = 8, or of 4 with PIX = 4)
 //
 // GEMM: M = K output channels (rows; the filters are A, K-major: (K, Cp) rows of the reduction, Cp = roundup(C, 64),
 // packed by igemm_wgmma_pack_16 with R = S = 1), N = N*HW pixels (columns; x is B, N-major: a channel's pixels are
@@ -29,7 +29,7 @@ __device__ __forceinline__ unsigned long long nmajor_desc(unsigned addr, unsigne
          (static_cast<unsigned long long>(sbo >> 4) << 32) | (1ull << 62);
 }
 
-template <class T, int BN, int MI, int WG, int STAGES>
+template <class T, int BN, int MI, int WG, int STAGES, int PIX = 8>
 __device__ __forceinline__ void igemm_wgmma_half_1x1_body(const T* __restrict__ x, const T* __restrict__ filt,
                                                            T* __restrict__ y, float* __restrict__ ysplit, int C,
                                                            int HW, int K, int NP, int Cp,
@@ -38,7 +38,8 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_body(const T* __restrict__ 
   constexpr int THREADS = 128 * WG, BM = 64 * WG * MI;
   constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int A_ROWS = BM * 8 / THREADS;         // A copies per thread (16 bytes each)
-  constexpr int B_PIECES = BN / 8;                 // 16-byte copies per channel of a chunk
+  static_assert(PIX == 8 || PIX == 4, "copies of 8 or 4 pixels");
+  constexpr int B_PIECES = BN / PIX;               // copies per channel of a chunk (16 or 8 bytes)
   constexpr int B_COPIES = CH * B_PIECES / THREADS;
   constexpr unsigned SBO = (BN / 64) * 1024;       // bytes between 8-channel groups of B
   static_assert(STAGES >= 3, "one stage computing, one in flight in the tensor cores, one loading");
@@ -56,7 +57,7 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_body(const T* __restrict__ 
   // B: this thread's pixel groups (fixed over chunks): global offset of pixel p's channel 0 and whether p exists
   const int piece = tid % B_PIECES;
   long long b_base = 0;
-  const long long pb = p0 + piece * 8;
+  const long long pb = p0 + piece * PIX;
   const bool b_ok = pb < NP;
   if (b_ok) {
     const long long img = pb / HW;
@@ -80,8 +81,10 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_body(const T* __restrict__ 
       const int c = kbase + cl;
       const bool ok = b_ok && c < C;
       const T* src = ok ? x + b_base + static_cast<long long>(c) * HW : x;
-      const int kl = cl & 7, nb = piece >> 3, pl = piece & 7;
-      cp_async16_zfill(sB + (cl >> 3) * SBO + nb * 1024 + kl * 128 + ((pl ^ kl) << 4), src, ok);
+      const int p16 = piece * PIX / 8;                              // the 16-byte piece of 8 pixels
+      const int kl = cl & 7, nb = p16 >> 3, pl = p16 & 7;
+      cp_async_zfill<2 * PIX>(sB + (cl >> 3) * SBO + nb * 1024 + kl * 128 + ((pl ^ kl) << 4) +
+                              (piece * PIX % 8) * 2, src, ok);
     }
   };
 

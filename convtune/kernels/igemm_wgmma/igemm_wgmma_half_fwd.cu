@@ -23,6 +23,8 @@
 // it + STAGES - 2 are issued (the copies' address arithmetic stays off the MMA's critical path). Kernels:
 //   igemm_wgmma_to_nhwc_16   x (N, C, H, W) -> xt (N, H, W, Cp), zero for c >= C (a layout change, no rounding;
 //                            4-byte accesses of two pixels / two channels where H*W is even);
+//   igemm_wgmma_to_nhwc_fold_16  folded: x -> xt (N, H, W, FQ), one thread per pixel (C 2-byte loads, one 2*FQ-byte
+//                            store), no block of 32 channel slots for FQ <= 8 channels;
 //   igemm_wgmma_pack_16      w (K, C, R, S) -> filt (K, KRp), filt[k][(r*S + s)*Cp + c] = w[k][c][r][s]
 //                            (folded: filt[k][r*CH + s*FQ + c] = w[k][c][r][s]);
 //   igemm_wgmma_half_fwd     the GEMM: y (N, K, P, Q) in T through a shared-memory staging of the tile (coalesced
@@ -72,6 +74,33 @@ __device__ __forceinline__ void igemm_wgmma_to_nhwc_16_body(const T* __restrict_
     if (p < HW && c < Cp)
       xd[(static_cast<long long>(p) * Cp + c) >> 1] = static_cast<unsigned>(tile[2 * j][i]) |
                                                       (static_cast<unsigned>(tile[2 * j + 1][i]) << 16);
+  }
+}
+
+// Folded workspaces: x (N, C, HW) -> xt (N, HW, FQ), zero channels >= C; block (256 pixels of image blockIdx.y), a
+// thread per pixel: consecutive threads read consecutive 2-byte pixels of a channel row, then store the pixel's FQ
+// channels at once (4, 8 or 16 bytes; xt rows of 2*FQ bytes keep the store aligned).
+template <class T, int FQ>
+__device__ __forceinline__ void igemm_wgmma_to_nhwc_fold_16_body(const T* __restrict__ x, T* __restrict__ xt, int C,
+                                                                 int HW) {
+  static_assert(FQ == 2 || FQ == 4 || FQ == 8, "2, 4 or 8 channels a pixel");
+  const int p = blockIdx.x * blockDim.x + threadIdx.x, img = blockIdx.y;
+  if (p >= HW) return;
+  const unsigned short* xs = reinterpret_cast<const unsigned short*>(x) + static_cast<long long>(img) * C * HW + p;
+  unsigned v[FQ / 2];
+#pragma unroll
+  for (int i = 0; i < FQ / 2; ++i) {
+    const unsigned lo = 2 * i < C ? __ldg(xs + static_cast<long long>(2 * i) * HW) : 0u;
+    const unsigned hi = 2 * i + 1 < C ? __ldg(xs + static_cast<long long>(2 * i + 1) * HW) : 0u;
+    v[i] = lo | (hi << 16);
+  }
+  T* dst = xt + (static_cast<long long>(img) * HW + p) * FQ;
+  if constexpr (FQ == 2) {
+    *reinterpret_cast<unsigned*>(dst) = v[0];
+  } else if constexpr (FQ == 4) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(v[0], v[1]);
+  } else {
+    *reinterpret_cast<uint4*>(dst) = make_uint4(v[0], v[1], v[2], v[3]);
   }
 }
 

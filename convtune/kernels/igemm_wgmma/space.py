@@ -44,7 +44,7 @@ FAMILIES: dict[str, tuple[type[IgemmWgmmaFwdConfig], Callable[[ConvProblem], boo
     _half.HALF_FAMILY: (_half.IgemmWgmmaHalfFwdConfig, _half.supports, "dense bfloat16 / float16 convolutions "
                         "(math='ieee')", partial(derive_plan, plan_class=_half.IgemmWgmmaHalfPlan)),
     _half_1x1.FAMILY: (_half_1x1.IgemmWgmmaHalf1x1FwdConfig, _half_1x1.supports, "bfloat16 / float16 1×1 "
-                       "convolutions (stride 1, no padding, H·W a multiple of 8)", _half_1x1.derive_plan),
+                       "convolutions (stride 1, no padding, H·W a multiple of 4)", _half_1x1.derive_plan),
 }
 
 

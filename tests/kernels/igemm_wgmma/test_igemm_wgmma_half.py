@@ -171,6 +171,26 @@ def test_prepared_launch_passes_the_kernel_arguments(monkeypatch: pytest.MonkeyP
     assert {c.stream for c in rec.calls} == {0x77}
 
 
+def test_prepared_launch_of_folded_taps_changes_the_layout_a_pixel_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Folded taps: the workspace holds Cq = 4 channels a pixel, made by the per-pixel layout change (blocks of 256
+    pixels, images along y; arguments C, H·W); the GEMM gets Cp = 4 and KRp = R·chunk."""
+    from launch_recorder import install
+
+    rec = install(monkeypatch)
+    p = P("N=3 C=3 H=30 W=20 K=64 R=7 S=7 stride=2 pad=3 dtype=bfloat16")
+    pl = plan(p, IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 32, 7), H200)
+    kernels = half.HalfKernels(rec.kernel(half.TO_NHWC_FOLD_ENTRY, 2, 2), rec.kernel(half.ENTRY, 4, 16),
+                               rec.kernel(half.CONVERT_ENTRY, 2, 1))
+    assert half.to_nhwc_entry(pl) == half.TO_NHWC_FOLD_ENTRY
+    prepared = half.prepare_plan(pl, 0, kernels)
+    assert prepared.workspace_bytes == 2 * 3 * 30 * 20 * 4
+    prepared((0x1000, 0x2000, 0x3000, 0x4000), 0x77)
+    transpose, gemm = rec.calls
+    assert (transpose.name, transpose.grid, transpose.block, list(transpose.ints)) == (
+        half.TO_NHWC_FOLD_ENTRY, (3, 3, 1), (256, 1, 1), [3, 600])
+    assert list(gemm.ints) == [3, 4, 30, 20, 64, p.P, p.Q, 7, 2, 2, 3, 3, 1, 1, 7 * 32, 7]
+
+
 def test_registry_row_and_model() -> None:
     spec = get_spec("igemm_wgmma_half")
     p = P(LAYER)
@@ -226,7 +246,7 @@ def test_kernels_compile_for_sm90a_without_spills() -> None:
         res = result.resources[entry]
         assert not res.spills, f"{name}: {res}"
         assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{name}: {res.num_regs}"
-    for helper in (half.TO_NHWC_ENTRY, half.PACK_ENTRY, half.CONVERT_ENTRY):
+    for helper in (half.TO_NHWC_ENTRY, half.TO_NHWC_FOLD_ENTRY, half.PACK_ENTRY, half.CONVERT_ENTRY):
         assert not result.resources[helper].spills
 
 

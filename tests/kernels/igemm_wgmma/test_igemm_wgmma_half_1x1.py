@@ -30,6 +30,8 @@ def P(text: str) -> ConvProblem:
     (LAYER, True),
     ("N=3 C=13 H=4 W=6 K=70 R=1 S=1 dtype=float16", True),            # any C, H·W = 24
     ("N=3 C=13 H=5 W=5 K=70 R=1 S=1 dtype=float16", False),           # H·W = 25: a copy would straddle pixels
+    ("N=3 C=13 H=14 W=14 K=70 R=1 S=1 dtype=float16", True),          # H·W = 196: copies of 4 pixels (8 bytes)
+    ("N=3 C=13 H=7 W=7 K=70 R=1 S=1 dtype=float16", False),           # H·W = 49
     ("N=2 C=64 H=8 W=8 K=64 R=1 S=1 stride=2 dtype=bfloat16", False),
     ("N=2 C=64 H=8 W=8 K=64 R=1 S=1 pad=1 dtype=bfloat16", False),
     ("N=2 C=64 H=8 W=8 K=64 R=3 S=3 pad=1 dtype=bfloat16", False),
@@ -47,16 +49,21 @@ def test_geometry_is_transposed() -> None:
     with pytest.raises(InvalidConfig) as err:
         plan(P(LAYER).replace(H=7, W=7), IgemmWgmmaHalf1x1FwdConfig(), H200)   # H·W = 49
     assert err.value.field == "problem"
+    assert "128, 1, 1, 4, 8>(" in pl.source()                                    # 16-byte copies of 8 pixels
+    fourteen = plan(P(LAYER).replace(H=14, W=14), IgemmWgmmaHalf1x1FwdConfig(128, 1, 1, 4, 1), H200)
+    assert "128, 1, 1, 4, 4>(" in fourteen.source()                              # H·W = 196: 8-byte copies
     # rows are output channels: K = 64 searches 64-row tiles only, the pixels take tile_n up to 256
     plans = list(enumerate_plans(P(LAYER), H200, family="igemm_wgmma_half_1x1"))
     assert {pl.config.tile_m for pl in plans} == {64} and {pl.config.tile_n for pl in plans} == {64, 128, 256}
 
 
 def _simulated_traffic(pl: half_1x1.IgemmWgmmaHalf1x1Plan) -> dict[str, int]:
-    """Elements the copy loops request, block by block: a B copy (8 pixels of one channel) reads when the channel is
-    below C and the pixels exist; every A copy of a tile row counts (rows ≥ K too: the formula's upper bound)."""
+    """Elements the copy loops request, block by block: a B copy (PIX = 8 or 4 pixels of one channel) reads when the
+    channel is below C and the pixels exist; every A copy of a tile row counts (rows ≥ K too: the formula's upper
+    bound)."""
     p, c = pl.problem, pl.config
     pixels = p.N * p.H * p.W
+    pix = half_1x1.pixels_per_copy(p)
     elems = {"input": 0, "weight": 0, "output": 0}
     for bz in range(pl.splits_launched):
         first = bz * pl.chunks_per_split
@@ -66,7 +73,8 @@ def _simulated_traffic(pl: half_1x1.IgemmWgmmaHalf1x1Plan) -> dict[str, int]:
                     elems["weight"] += c.tile_m * 64
                     for cl in range(64):
                         if chunk * 64 + cl < p.C:
-                            elems["input"] += 8 * sum(bx * c.tile_n + 8 * j < pixels for j in range(c.tile_n // 8))
+                            elems["input"] += pix * sum(bx * c.tile_n + pix * j < pixels
+                                                        for j in range(c.tile_n // pix))
     out = p.output_elements
     elems["output"] = out if pl.splits_launched == 1 else 2 * out + 2 * out * pl.splits_launched + 2 * out + out
     return elems
@@ -75,6 +83,7 @@ def _simulated_traffic(pl: half_1x1.IgemmWgmmaHalf1x1Plan) -> dict[str, int]:
 @pytest.mark.parametrize(("text", "config"), [
     ("N=3 C=13 H=4 W=6 K=70 R=1 S=1 dtype=float16", IgemmWgmmaHalf1x1FwdConfig(64, 1, 2, 4, 1)),
     ("N=2 C=130 H=8 W=12 K=20 R=1 S=1 dtype=bfloat16", IgemmWgmmaHalf1x1FwdConfig(128, 1, 1, 4, 3)),
+    ("N=3 C=70 H=2 W=6 K=20 R=1 S=1 dtype=bfloat16", IgemmWgmmaHalf1x1FwdConfig(64, 1, 1, 4, 2)),     # H·W = 12
 ])
 def test_traffic_formula_matches_the_copy_loops(text: str, config: IgemmWgmmaHalf1x1FwdConfig) -> None:
     pl = plan(P(text), config, H200)
@@ -121,6 +130,10 @@ REPRESENTATIVE = [
     ("f16_256x128_wg2", "N=8 C=512 H=28 W=28 K=1024 R=1 S=1 dtype=float16",
      IgemmWgmmaHalf1x1FwdConfig(128, 2, 2, 4, 1)),
     ("bf16_128x64_s6", "N=8 C=512 H=28 W=28 K=256 R=1 S=1 dtype=bfloat16", IgemmWgmmaHalf1x1FwdConfig(64, 1, 2, 6, 2)),
+    ("bf16_pix4_128x128", "N=32 C=1024 H=14 W=14 K=256 R=1 S=1 dtype=bfloat16",
+     IgemmWgmmaHalf1x1FwdConfig(128, 2, 1, 4, 1)),
+    ("f16_pix4_64x256_wg2", "N=32 C=256 H=14 W=14 K=1024 R=1 S=1 dtype=float16",
+     IgemmWgmmaHalf1x1FwdConfig(256, 1, 2, 4, 2)),
 ]
 
 

@@ -41,7 +41,8 @@ CONFIGS = {   # every chunk (64, 32, 16 channels: the 128 / 64 / 32-byte swizzle
     "n128_mi1_wg2_s6_c16": IgemmWgmmaHalfFwdConfig(128, 1, 2, 6, 1, 16),
     "n64_mi1_wg2_s4_x3_c16": IgemmWgmmaHalfFwdConfig(64, 1, 2, 4, 3, 16),   # 128 B copies for 256 threads
 }
-#: the 1×1 sibling (x read N-major from NCHW): problems 1×1, stride 1, no padding, H·W a multiple of 8
+#: the 1×1 sibling (x read N-major from NCHW): problems 1×1, stride 1, no padding, H·W a multiple of 4 (8: 16-byte
+#: copies, else 8-byte ones)
 CONFIGS_1X1 = {
     "1x1_n64_mi1_wg1_s4": IgemmWgmmaHalf1x1FwdConfig(64, 1, 1, 4, 1),
     "1x1_n256_mi1_wg1_s4": IgemmWgmmaHalf1x1FwdConfig(256, 1, 1, 4, 1),
@@ -70,8 +71,11 @@ def _random_1x1(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig, dt
     k = int(rng.choice([1, 3, 17, 64, 77, 130, 300]))
     h = int(rng.integers(1, 30 if n < 8 else 12))
     w = int(rng.integers(1, 30 if n < 8 else 12))
-    while (h * w) % 8:
-        w += 1
+    if rng.random() < 0.5:   # H·W a multiple of 8 (16-byte copies)
+        while (h * w) % 8:
+            w += 1
+    else:                    # H·W = 4 mod 8 (8-byte copies): both sides twice an odd number
+        h, w = 2 * (h // 2 | 1), 2 * (w // 2 | 1)
     problem = ConvProblem(N=n, C=c, H=h, W=w, K=k, R=1, S=1, dtype=dtype)
     try:
         plan(problem, config, H200)
@@ -161,6 +165,7 @@ def test_case_count() -> None:
     ones = [c.values for c in CASES if c.values[1].family == "igemm_wgmma_half_1x1"]
     assert len(ones) == 2 * 5 * PROBLEMS_PER_1X1_CONFIG and {p.C for p, _ in ones} >= {1, 3, 13, 200}
     assert {cfg.splits for _, cfg in ones} >= {1, 2, 3} and len(CASES) >= 2 * 200
+    assert sum((p.H * p.W) % 8 == 4 for p, _ in ones) >= len(ones) // 4          # the 8-byte copies
 
 
 @pytest.fixture(scope="module")
