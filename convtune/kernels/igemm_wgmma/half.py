@@ -7,15 +7,17 @@ once to the storage type. Any C: the channels past C are zero in the workspace a
 that padding small: a stem's C = 3 pads to 16).
 
 Folded taps (``row_taps = S``, stems: C ≤ 8): a chunk is one filter row, its shared-memory row holding the S taps
-side by side, Cq = 2, 4 or 8 channels each (:func:`~convtune.kernels.igemm_wgmma.launcher.fold_channels`, the smallest ≥ C), ``chunk`` ≥ S·Cq columns;
-Cp = Cq (the workspace's channels), KRp = R·chunk, R chunks, one copy of 2·Cq bytes per pixel and tap. A 7×7 stem
-with C = 3 computes 7 chunks of 32 columns (21 used) instead of 49 chunks of 16 (3 used).
+side by side, Cq = 2, 4 or 8 channels each (the smallest ≥ C:
+:func:`~convtune.kernels.igemm_wgmma.launcher.fold_channels`), ``chunk`` ≥ S·Cq columns; Cp = Cq (the workspace's
+channels), KRp = R·chunk, R chunks, one copy of 2·Cq bytes per pixel and tap. A 7×7 stem with C = 3 computes 7 chunks
+of 32 columns (21 used) instead of 49 chunks of 16 (3 used).
 
 Shapes: x (N, C, H, W), w (K, C, R, S) and y (N, K, P, Q) in the problem's dtype, as CuPy ``float16`` arrays or,
 bfloat16 (which CuPy lacks), ``uint16`` arrays of the bits. The prepared launch: ``igemm_wgmma_to_nhwc_16`` (x → the
-workspace: channels-last, Cp channels; folded taps: ``igemm_wgmma_to_nhwc_fold_16``, a thread per pixel), the GEMM (into y; with a split reduction into an fp32 workspace zeroed
-first, by atomics), then for a split ``igemm_wgmma_f32_to_16`` (workspace → y). The filter operand (K, KRp) in
-(r, s, c) order is made once per weight tensor by ``igemm_wgmma_pack_16``.
+workspace: channels-last, Cp channels; folded taps: ``igemm_wgmma_to_nhwc_fold_16``, a thread per pixel), the GEMM
+(into y; with a split reduction into an fp32 workspace zeroed first, by atomics), then for a split
+``igemm_wgmma_f32_to_16`` (workspace → y). The filter operand (K, KRp) in (r, s, c) order is made once per weight
+tensor by ``igemm_wgmma_pack_16``.
 
 Traffic, in 2-byte elements: layout, input and weight as the TF32 kernel's formula counts them in elements; y is
 written once in 16 bits, or, split, added in fp32 (2 elements per value), zeroed, read and converted::

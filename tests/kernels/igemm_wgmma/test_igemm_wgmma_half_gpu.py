@@ -4,7 +4,8 @@ without one).
 
 Per dtype, random problems (:mod:`wgmma_cases`: odd sizes and channel counts, strides, dilation, padding-dominated
 maps, batch 1 mostly) × the space's corners (tile_n 64/128/256, m_blocks 1/2, warpgroups 1/2, stages 4/6, splits
-1..8, chunks of 64/32/16 channels; folded taps on stems with C ≤ 8: 4-, 8- and 16-byte copies), fresh normal inputs rounded to the dtype, outputs poisoned with NaN before the
+1..8, chunks of 64/32/16 channels; folded taps on stems with C ≤ 8: 4-, 8- and 16-byte copies), fresh normal
+inputs rounded to the dtype, outputs poisoned with NaN before the
 launch. The reference is the float64 convolution of the rounded inputs. Each case's error must meet the family's
 tolerance and be at most twice cuDNN's error in the same dtype on the same inputs (+1e-6).
 """
@@ -12,6 +13,8 @@ tolerance and be at most twice cuDNN's error in the same dtype on the same input
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -107,40 +110,40 @@ def _random_fold(rng: np.random.Generator, base: IgemmWgmmaHalfFwdConfig,
     return problem, config
 
 
+def _drawn(name: str, count: int, draw: Callable[[], tuple[ConvProblem, Any] | None]) -> list[Any]:
+    """``count`` cases of ``draw`` (None: a draw no config takes, drawn again), named ``name``-i."""
+    cases: list[Any] = []
+    tries = 0
+    while len(cases) < count:
+        tries += 1
+        assert tries < 5000, f"{name}: no random problem fits"
+        drawn = draw()
+        if drawn is not None:
+            cases.append(pytest.param(*drawn, id=f"{name}-{len(cases)}", marks=[gpu]))
+    return cases
+
+
+def _general(rng: np.random.Generator, config: IgemmWgmmaHalfFwdConfig,
+             dtype: str) -> tuple[ConvProblem, IgemmWgmmaHalfFwdConfig] | None:
+    problem = random_problem(rng, config, lambda p, c: plan(p, c, H200), CHUNK_CHANNELS, dtype=dtype)
+    return None if problem is None else (problem, config)
+
+
+def _one(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig,
+         dtype: str) -> tuple[ConvProblem, IgemmWgmmaHalf1x1FwdConfig] | None:
+    problem = _random_1x1(rng, config, dtype)
+    return None if problem is None else (problem, config)
+
+
 def _cases() -> list[Any]:
     rng = np.random.default_rng(20261204)
     cases = []
     for dtype in half.DTYPES:
-        for name, config in CONFIGS.items():
-            made = tries = 0
-            while made < PROBLEMS_PER_CONFIG:
-                tries += 1
-                assert tries < 5000, f"{name}: no random problem takes {config.key()}"
-                problem = random_problem(rng, config, lambda p, c: plan(p, c, H200), CHUNK_CHANNELS, dtype=dtype)
-                if problem is None:
-                    continue
-                cases.append(pytest.param(problem, config, id=f"{dtype}-{name}-{made}", marks=[gpu]))
-                made += 1
-        for name, base in CONFIGS_FOLD.items():
-            made = tries = 0
-            while made < PROBLEMS_PER_FOLD_CONFIG:
-                tries += 1
-                assert tries < 5000, f"{name}: no random problem takes {base.key()}"
-                drawn = _random_fold(rng, base, dtype)
-                if drawn is None:
-                    continue
-                cases.append(pytest.param(*drawn, id=f"{dtype}-{name}-{made}", marks=[gpu]))
-                made += 1
-        for name, config in CONFIGS_1X1.items():
-            made = tries = 0
-            while made < PROBLEMS_PER_1X1_CONFIG:
-                tries += 1
-                assert tries < 5000, f"{name}: no random problem takes {config.key()}"
-                problem = _random_1x1(rng, config, dtype)
-                if problem is None:
-                    continue
-                cases.append(pytest.param(problem, config, id=f"{dtype}-{name}-{made}", marks=[gpu]))
-                made += 1
+        for draw, configs, count in ((_general, CONFIGS, PROBLEMS_PER_CONFIG),
+                                     (_random_fold, CONFIGS_FOLD, PROBLEMS_PER_FOLD_CONFIG),
+                                     (_one, CONFIGS_1X1, PROBLEMS_PER_1X1_CONFIG)):
+            for name, config in configs.items():
+                cases += _drawn(f"{dtype}-{name}", count, partial(draw, rng, config, dtype))
     return cases
 
 
