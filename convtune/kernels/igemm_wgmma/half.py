@@ -114,7 +114,7 @@ class IgemmWgmmaHalfPlan(IgemmWgmmaFwdPlan):
         targs = ", ".join(str(a) for a in (*self.template_args(), c.row_bytes, self.fold_channels))
         return _family_source() + _WRAPPER.format(threads=c.threads, min_blocks=self.min_blocks, targs=targs,
                                                   t=CUDA_TYPES[self.problem.dtype], fq=self.fold_channels,
-                                                  fq_or_2=self.fold_channels or 2, ch=c.chunk)
+                                                  fq_or_2=self.fold_channels or 2, ch=c.row_bytes // 2)
 
 
 _WRAPPER = """
