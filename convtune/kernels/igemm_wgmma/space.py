@@ -1,6 +1,7 @@
 """The configuration space of the wgmma forward kernels (TF32 ``igemm_wgmma``, 16-bit ``igemm_wgmma_half`` and
-``igemm_wgmma_half_1x1``: the same parameters and rules; the 16-bit general kernel adds ``chunk`` and 3 stages) for one
-problem and machine.
+``igemm_wgmma_half_1x1``: the same parameters and rules; the 16-bit general kernel adds ``chunk``, 3 stages and
+``row_taps`` — S where C ≤ 8, a filter row's taps folded into one chunk, with the smallest chunk holding S·Cq columns)
+for one problem and machine.
 
 :func:`enumerate_plans` yields every valid configuration of a family (resource limits of the machine respected,
 sm_90 only), each with its plan. Pruned: row tiles (64 · warpgroups · m_blocks) and column tiles larger than the next
