@@ -42,7 +42,6 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_body(const T* __restrict__ 
   constexpr int B_PIECES = BN / PIX;               // copies per channel of a chunk (16 or 8 bytes)
   constexpr int B_COPIES = CH * B_PIECES / THREADS;
   constexpr unsigned SBO = (BN / 64) * 1024;       // bytes between 8-channel groups of B
-  static_assert(STAGES >= 3, "one stage computing, one in flight in the tensor cores, one loading");
   static_assert(CH * B_PIECES % THREADS == 0, "B copies fill whole passes");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -94,35 +93,16 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_body(const T* __restrict__ 
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) acc[mi][j] = 0.0f;
 
-#pragma unroll
-  for (int s = 0; s < STAGES - 2; ++s) {
-    if (s < nchunks) load_stage(s, chunk0 + s);
-    cp_async_commit();
-  }
-
   const int wg = warp >> 2;
-  for (int it = 0; it < nchunks; ++it) {
-    cp_async_wait<STAGES - 3>();
-    fence_proxy_async();  // the copies' words, read next by the tensor cores (async proxy)
-    __syncthreads();      // all copies of chunk it landed; every warpgroup retired chunk it - 2 (stage reuse)
-    const unsigned sA = smem0 + (it % STAGES) * STAGE_BYTES + wg * (BM / WG) * 128, sB = smem0 + (it % STAGES) *
-                        STAGE_BYTES + A_BYTES;
-    wgmma_fence();
+  wgmma_half_pipeline<STAGES>(nchunks, chunk0, load_stage, [&](int stage) {
+    const unsigned sA = smem0 + stage * STAGE_BYTES + wg * (BM / WG) * 128, sB = smem0 + stage * STAGE_BYTES + A_BYTES;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)    // k16 steps: 32 bytes across A's rows, two 8-channel groups of B
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
         WgmmaSSTransB<T, BN>::run(acc[mi], swizzled_desc_16<128>(sA + mi * 64 * 128, ks),
                                   nmajor_desc(sB + ks * 2 * SBO, SBO));
-    wgmma_commit();
-    {   // the stage of chunk it - 2, retired by every warpgroup before the barrier above
-      const int next = it + STAGES - 2;
-      if (next < nchunks) load_stage(next % STAGES, chunk0 + next);
-      cp_async_commit();
-    }
-    wgmma_wait<1>();
-  }
-  wgmma_wait<0>();
+  });
 
   // accumulator (row = output channel, columns 8j + 2t + e1 = pixels): pixel pairs never straddle an image
   const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;

@@ -179,6 +179,35 @@ __device__ __forceinline__ unsigned long long swizzled_desc_16(unsigned addr, in
          (static_cast<unsigned long long>(CHB / 2) << 32) | (layout << 62);
 }
 
+// The multistage main loop of the 16-bit wgmma kernels (this one and its 1x1 sibling): the copies run STAGES - 2
+// chunks ahead, the tensor cores are given chunk it before the copies of chunk it + STAGES - 2 are issued (the
+// copies' address arithmetic stays off the MMA's critical path), one wgmma group stays in flight across chunks.
+// load(stage, chunk) issues one chunk's copies into a stage; mma(stage) issues its wgmmas (between fence and commit).
+template <int STAGES, class Load, class Mma>
+__device__ __forceinline__ void wgmma_half_pipeline(int nchunks, int chunk0, Load&& load, Mma&& mma) {
+  static_assert(STAGES >= 3, "one stage computing, one in flight in the tensor cores, one loading");
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < nchunks) load(s, chunk0 + s);
+    cp_async_commit();
+  }
+  for (int it = 0; it < nchunks; ++it) {
+    cp_async_wait<STAGES - 3>();
+    fence_proxy_async();  // the copies' words, read next by the tensor cores (async proxy)
+    __syncthreads();      // all copies of chunk it landed; every warpgroup retired chunk it - 2 (stage reuse)
+    wgmma_fence();
+    mma(it % STAGES);
+    wgmma_commit();
+    {   // the stage of chunk it - 2, retired by every warpgroup before the barrier above
+      const int next = it + STAGES - 2;
+      if (next < nchunks) load(next % STAGES, chunk0 + next);
+      cp_async_commit();
+    }
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+}
+
 template <class T, int BN, int MI, int WG, int STAGES, int CHB, int FQ = 0>
 __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ xt, const T* __restrict__ filt,
                                                            T* __restrict__ y, float* __restrict__ ysplit, int N,
@@ -196,7 +225,6 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
   constexpr int A_BYTES = BM * CHB, B_BYTES = BN * CHB, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int A_ROWS = BM / ROWS_PER_PASS;                                  // per thread (BM is a multiple)
   constexpr int B_COPIES = (BN * ROW_PIECES + THREADS - 1) / THREADS;   // per thread, the last maybe partial
-  static_assert(STAGES >= 3, "one stage computing, one in flight in the tensor cores, one loading");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
 
@@ -284,62 +312,19 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
     }
     __syncthreads();   // every zero stored before any thread's copies land on the same rows
   }
-#pragma unroll
-  for (int s = 0; s < STAGES - 2; ++s) {
-    if (s < nchunks) load_stage(s, chunk0 + s);
-    cp_async_commit();
-  }
-
   const int wg = warp >> 2;
-  for (int it = 0; it < nchunks; ++it) {
-    cp_async_wait<STAGES - 3>();
-    fence_proxy_async();  // the copies' words, read next by the tensor cores (async proxy)
-    __syncthreads();      // all copies of chunk it landed; every warpgroup retired chunk it - 2 (stage reuse)
-    const unsigned sA = smem0 + (it % STAGES) * STAGE_BYTES + wg * (BM / WG) * CHB, sB = smem0 + (it % STAGES) *
-                        STAGE_BYTES + A_BYTES;
-    wgmma_fence();
+  wgmma_half_pipeline<STAGES>(nchunks, chunk0, load_stage, [&](int stage) {
+    const unsigned sA = smem0 + stage * STAGE_BYTES + wg * (BM / WG) * CHB, sB = smem0 + stage * STAGE_BYTES + A_BYTES;
 #pragma unroll
     for (int ks = 0; ks < CHB / 32; ++ks)   // k16 steps of 32 bytes across the row
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
         WgmmaSS<T, BN>::run(acc[mi], swizzled_desc_16<CHB>(sA + mi * 64 * CHB, ks), swizzled_desc_16<CHB>(sB, ks));
-    wgmma_commit();
-    {   // the stage of chunk it - 2, retired by every warpgroup before the barrier above
-      const int next = it + STAGES - 2;
-      if (next < nchunks) load_stage(next % STAGES, chunk0 + next);
-      cp_async_commit();
-    }
-    wgmma_wait<1>();
-  }
-  wgmma_wait<0>();
+  });
 
   const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;
-  if (gridDim.z > 1) {   // split reduction: fp32 atomics into the workspace, converted by another kernel
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-      for (int e2 = 0; e2 < 2; ++e2) {
-        const long long m = m0 + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2;
-        if (m >= M) continue;
-        const long long img = m / PQ;
-        const long long row = img * K * PQ + (m - img * PQ);
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-          for (int e1 = 0; e1 < 2; ++e1) {
-            const int col = n0 + 8 * j + 2 * t + e1;
-            if (col < K) atomicAdd(ysplit + row + static_cast<long long>(col) * PQ, acc[mi][j * 4 + 2 * e2 + e1]);
-          }
-        }
-      }
-    }
-    return;
-  }
-  // The tile through shared memory, [BN channels][BM + 8 pixels] in T, then channel by channel: consecutive threads
-  // store consecutive pixel pairs of one channel (NCHW rows), 4 bytes where P*Q is even (a pair then never straddles
-  // an image), 2 bytes otherwise; full 32-byte sectors instead of the fragments' 16-byte runs of 8 pixels.
-  constexpr int LD = BM + 8;    // 8 elements of padding: the fragment writes of a warp's four columns hit 4 banks
-  if constexpr (BN * LD * 2 + BM * 8 > STAGES * STAGE_BYTES) {   // small stages (16-channel chunks): direct stores
+  // f(y offset of (pixel m, channel col), its accumulator) for this thread's fragments with m < M and col < K
+  auto for_each_output = [&](auto&& f) {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
@@ -353,10 +338,21 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
 #pragma unroll
           for (int e1 = 0; e1 < 2; ++e1) {
             const int col = n0 + 8 * j + 2 * t + e1;
-            if (col < K) y[row + static_cast<long long>(col) * PQ] = round_to<T>(acc[mi][j * 4 + 2 * e2 + e1]);
+            if (col < K) f(row + static_cast<long long>(col) * PQ, acc[mi][j * 4 + 2 * e2 + e1]);
           }
       }
     }
+  };
+  if (gridDim.z > 1) {   // split reduction: fp32 atomics into the workspace, converted by another kernel
+    for_each_output([&](long long at, float v) { atomicAdd(ysplit + at, v); });
+    return;
+  }
+  // The tile through shared memory, [BN channels][BM + 8 pixels] in T, then channel by channel: consecutive threads
+  // store consecutive pixel pairs of one channel (NCHW rows), 4 bytes where P*Q is even (a pair then never straddles
+  // an image), 2 bytes otherwise; full 32-byte sectors instead of the fragments' 16-byte runs of 8 pixels.
+  constexpr int LD = BM + 8;    // 8 elements of padding: the fragment writes of a warp's four columns hit 4 banks
+  if constexpr (BN * LD * 2 + BM * 8 > STAGES * STAGE_BYTES) {   // small stages (16-channel chunks): direct stores
+    for_each_output([&](long long at, float v) { y[at] = round_to<T>(v); });
     return;
   }
   cp_async_wait<0>();
