@@ -323,8 +323,9 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
   });
 
   const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;
-  // f(y offset of (pixel m, channel col), its accumulator) for this thread's fragments with m < M and col < K
-  auto for_each_output = [&](auto&& f) {
+  // This thread's fragments with m < M and col < K straight to global memory: fp32 atomics into the split's
+  // workspace, or y rounded to T (a plain lambda: NVRTC takes no generic one in device code)
+  auto store_fragments = [&](bool atomics) {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
@@ -338,13 +339,19 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
 #pragma unroll
           for (int e1 = 0; e1 < 2; ++e1) {
             const int col = n0 + 8 * j + 2 * t + e1;
-            if (col < K) f(row + static_cast<long long>(col) * PQ, acc[mi][j * 4 + 2 * e2 + e1]);
+            if (col >= K) continue;
+            const long long at = row + static_cast<long long>(col) * PQ;
+            if (atomics) {
+              atomicAdd(ysplit + at, acc[mi][j * 4 + 2 * e2 + e1]);
+            } else {
+              y[at] = round_to<T>(acc[mi][j * 4 + 2 * e2 + e1]);
+            }
           }
       }
     }
   };
   if (gridDim.z > 1) {   // split reduction: fp32 atomics into the workspace, converted by another kernel
-    for_each_output([&](long long at, float v) { atomicAdd(ysplit + at, v); });
+    store_fragments(true);
     return;
   }
   // The tile through shared memory, [BN channels][BM + 8 pixels] in T, then channel by channel: consecutive threads
@@ -352,7 +359,7 @@ __device__ __forceinline__ void igemm_wgmma_half_fwd_body(const T* __restrict__ 
   // an image), 2 bytes otherwise; full 32-byte sectors instead of the fragments' 16-byte runs of 8 pixels.
   constexpr int LD = BM + 8;    // 8 elements of padding: the fragment writes of a warp's four columns hit 4 banks
   if constexpr (BN * LD * 2 + BM * 8 > STAGES * STAGE_BYTES) {   // small stages (16-channel chunks): direct stores
-    for_each_output([&](long long at, float v) { y[at] = round_to<T>(v); });
+    store_fragments(false);
     return;
   }
   cp_async_wait<0>();
