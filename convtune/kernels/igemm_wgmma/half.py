@@ -36,7 +36,7 @@ from convtune.kernels.compile import cupy_module, kernel_text, load_kernel
 from convtune.kernels.igemm import half as _mma_half
 from convtune.kernels.igemm.half import HalfFilters, HalfKernels
 from convtune.kernels.igemm_wgmma import launcher as _tf32
-from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, IgemmWgmmaFwdPlan
+from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, IgemmWgmmaFwdPlan, folded
 from convtune.kernels.prepared import (
     FilterLayout,
     Launch,
@@ -86,11 +86,6 @@ class IgemmWgmmaHalfFwdConfig(IgemmWgmmaFwdConfig):
     @property
     def row_bytes(self) -> int:
         return 2 * self.chunk
-
-
-def folded(config: Any) -> bool:
-    """Whether a 16-bit general config folds a filter row's taps into one chunk (``row_taps`` > 1)."""
-    return getattr(config, "row_taps", 1) > 1
 
 
 def supports(problem: ConvProblem) -> bool:

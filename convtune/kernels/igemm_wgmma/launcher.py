@@ -109,11 +109,15 @@ def fold_channels(problem: ConvProblem) -> int:
     return next((q for q in FOLD_CHANNELS if q >= problem.C), 0)
 
 
+def folded(config: IgemmWgmmaFwdConfig | None) -> bool:
+    """Whether a 16-bit general config folds a filter row's taps into one chunk (``row_taps`` > 1; the other wgmma
+    configs have no such field)."""
+    return getattr(config, "row_taps", 1) > 1
+
+
 def _fold_channels(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None) -> int:
-    """Cq of a 16-bit config that folds a filter row's taps into one chunk (``row_taps`` > 1), else 0."""
-    if config is None or getattr(config, "row_taps", 1) == 1:
-        return 0
-    return fold_channels(problem)
+    """Cq of a config that folds a filter row's taps into one chunk, else 0."""
+    return fold_channels(problem) if folded(config) else 0
 
 
 def padded_channels(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = None) -> int:
@@ -203,7 +207,7 @@ def regs_estimate(config: IgemmWgmmaFwdConfig) -> int:
     From ptxas on sm_90a (CUDA 13) over the prototype's 16 configs: 80 (MI·BN/2 = 32) to 208 (128), within ~16 of
     this estimate (ptxas rounds up to multiples of 8). Folded taps (16-bit ``row_taps`` > 1): 8 threads per row (tap
     slots) and the loop over a slot's taps, + 24: over 8 folded configs ptxas used 95–223, the estimate −22..+17."""
-    fold = getattr(config, "row_taps", 1) > 1
+    fold = folded(config)
     a_rows = config.tile_m * (8 if fold else config.row_bytes // 16) // config.threads
     return config.accumulators + 4 * a_rows + 40 + (24 if fold else 0)
 
