@@ -3,15 +3,18 @@
 # then their configs (the model's top $WGMMA_TOP) against cuDNN in the class on the wide and public suites, each step
 # under a timeout; everything under $WORK, packed into $OUT/wgmma_round.tar.gz (the device returns at most 8 files).
 #   WGMMA_STEPS  which steps (default: tests wide public): tests (both families' GPU tests), nvrtc (the operator
-#                tests with nvcc off the PATH: kernels built by NVRTC for sm_90a), wide / public (TF32),
+#                tests with nvcc off the PATH: kernels built by NVRTC for sm_90a), wide / public (TF32; the families
+#                in $WGMMA_TF32_FAMILIES, default igemm_wgmma),
 #                half_wide / half_public (bfloat16, $HALF_DTYPE to change; the families in $WGMMA_HALF_FAMILIES,
-#                default the two 16-bit wgmma ones), torch_ops (the dense torch op's 16-bit / autocast GPU tests),
-#                r50 (ResNet-50 b32 under bf16 autocast, converted and tuned, against cuDNN bf16; $R50_TRIALS a conv)
+#                default the two 16-bit wgmma ones), torch_ops (the dense torch op's GPU tests: every family, graphs,
+#                compile, 16-bit and autocast), r50 (ResNet-50 b32 converted and tuned against cuDNN in the class:
+#                $R50_MATH bf16 (autocast, default) or tf32; $R50_TRIALS a conv)
 set -uo pipefail
 OUT=${OUT:-benchmarks/results/igemm_wgmma_round}
 WORK=${WORK:-/tmp/wgmma_round}
 mkdir -p "$WORK" "$OUT"
 half_families=${WGMMA_HALF_FAMILIES:-igemm_wgmma_half igemm_wgmma_half_1x1}
+tf32_families=${WGMMA_TF32_FAMILIES:-igemm_wgmma}
 for step in ${WGMMA_STEPS:-tests wide public}; do
     case $step in
     tests)
@@ -37,17 +40,17 @@ $half_families" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half
                 python3 benchmarks/igemm_profile.py --problem "$problem" --config "$config"
         done <<< "${WGMMA_NCU:-}" 2>&1 | tee "$WORK/ncu.txt" | grep -E "^==|Duration|Throughput|Stall|Issue|Eligible|Occupancy|Active Warps|Registers" | head -120 ;;
     wide)
-        OUT=$WORK/wide TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--suite benchmarks/suites/wide.json --families igemm_wgmma \
+        OUT=$WORK/wide TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--suite benchmarks/suites/wide.json --families $tf32_families \
 --buckets ${WGMMA_BUCKETS:-6}" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh tf32 ;;
     public)
-        OUT=$WORK/public TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--families igemm_wgmma --buckets ${WGMMA_BUCKETS:-6}" \
+        OUT=$WORK/public TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--families $tf32_families --buckets ${WGMMA_BUCKETS:-6}" \
             timeout "${WGMMA_PUBLIC_S:-150}" bash benchmarks/gpu_check.sh tf32 ;;
     torch_ops)
         timeout "${WGMMA_TORCH_S:-120}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
-            tests/ops/torch/test_torch_dense_gpu.py -k "16bit or autocast" 2>&1 | tee "$WORK/gpu_torch_ops_tests.txt" \
+            tests/ops/torch/test_torch_dense_gpu.py 2>&1 | tee "$WORK/gpu_torch_ops_tests.txt" \
             | tail -8 ;;
     r50)
-        OUT=$WORK/r50 MODELS=resnet50 MODEL_MATH=bf16 MODEL_BUDGET_S=${R50_BUDGET_S:-200} \
+        OUT=$WORK/r50_${R50_MATH:-bf16} MODELS=resnet50 MODEL_MATH=${R50_MATH:-bf16} MODEL_BUDGET_S=${R50_BUDGET_S:-200} \
             MODEL_BUDGET_TRIALS=${R50_TRIALS:-20} timeout "${WGMMA_R50_S:-200}" bash benchmarks/gpu_check.sh models ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac

@@ -21,7 +21,7 @@ ADDED_FAMILIES = {"igemm.fwd", "igemm_nhwc.fwd", "igemm_1x1.fwd", "igemm_half.fw
                   "igemm_simt.fwd", "igemm_wgmma.fwd", "igemm_wgmma_half.fwd",
                   "igemm_wgmma_half_1x1.fwd"}
 ADDED_SOURCES = {"igemm_fwd.cu", "igemm_half_1x1.cu", "igemm_simt_fwd.cu", "igemm_wgmma_fwd.cu",
-                 "igemm_wgmma_half_fwd.cu", "igemm_wgmma_half_1x1.cu"}
+                 "igemm_wgmma_half_1x1.cu"}
 
 
 def test_every_registered_family_keeps_its_version() -> None:

@@ -14,10 +14,11 @@ of 32 columns (21 used) instead of 49 chunks of 16 (3 used).
 
 Shapes: x (N, C, H, W), w (K, C, R, S) and y (N, K, P, Q) in the problem's dtype, as CuPy ``float16`` arrays or,
 bfloat16 (which CuPy lacks), ``uint16`` arrays of the bits. The prepared launch: ``igemm_wgmma_to_nhwc_16`` (x → the
-workspace: channels-last, Cp channels; folded taps: ``igemm_wgmma_to_nhwc_fold_16``, a thread per pixel), the GEMM
+workspace: channels-last, Cp channels; folded taps: ``igemm_wgmma_to_nhwc_fold``, a thread per pixel), the GEMM
 (into y; with a split reduction into an fp32 workspace zeroed first, by atomics), then for a split
 ``igemm_wgmma_f32_to_16`` (workspace → y). The filter operand (K, KRp) in (r, s, c) order is made once per weight
-tensor by ``igemm_wgmma_pack_16``.
+tensor by ``igemm_wgmma_pack``. The kernels are the TF32 family's templates (``igemm_wgmma_fwd.cu``) over 16-bit
+storage.
 
 Traffic, in 2-byte elements: layout, input and weight as the TF32 kernel's formula counts them in elements; y is
 written once in 16 bits, or, split, added in fp32 (2 elements per value), zeroed, read and converted::
@@ -29,10 +30,9 @@ written once in 16 bits, or, split, added in fp32 (2 elements per value), zeroed
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-from convtune.kernels.compile import cupy_module, kernel_text, load_kernel
+from convtune.kernels.compile import cupy_module, load_kernel
 from convtune.kernels.igemm import half as _mma_half
 from convtune.kernels.igemm.half import HalfFilters, HalfKernels
 from convtune.kernels.igemm_wgmma import launcher as _tf32
@@ -52,11 +52,9 @@ from convtune.kernels.prepared import (
 from convtune.problem import ConvProblem
 
 HALF_FAMILY = "igemm_wgmma_half"
-SOURCE = "igemm_wgmma_half_fwd.cu"
+SOURCE = _tf32.SOURCE
 ENTRY = "igemm_wgmma_half_fwd"
 TO_NHWC_ENTRY = "igemm_wgmma_to_nhwc_16"
-TO_NHWC_FOLD_ENTRY = "igemm_wgmma_to_nhwc_fold_16"   # folded taps' workspace: a thread per pixel
-PACK_ENTRY = "igemm_wgmma_pack_16"
 CONVERT_ENTRY = "igemm_wgmma_f32_to_16"
 CUDA_TYPES = {"bfloat16": "convtune::wg_bf16", "float16": "convtune::wg_f16"}
 DTYPES = tuple(CUDA_TYPES)
@@ -70,18 +68,17 @@ CHUNKS = (64, 32, 16)   # channels per chunk: shared-memory rows of 128, 64, 32 
 STAGES = (3, 4, 6)      # the TF32 family's and 3: two blocks of 128 × 128 tiles per SM
 TRANSPOSE_PIXELS = 64   # the layout change's block: 64 pixels × 32 channels
 TRANSPOSE_CHANNELS = 32
-FOLD_TRANSPOSE_THREADS = 256   # the folded layout change: pixels per block
 
 
 @dataclass(frozen=True, slots=True)
 class IgemmWgmmaHalfFwdConfig(IgemmWgmmaFwdConfig):
-    """The TF32 wgmma kernel's parameters (:class:`IgemmWgmmaFwdConfig`) and the chunk, for 16-bit problems."""
+    """The TF32 wgmma kernel's parameters (:class:`IgemmWgmmaFwdConfig`) with 16-bit chunks, for 16-bit problems."""
 
     family = HALF_FAMILY
     direction = "fwd"
 
     chunk: int = 64        # channels of one tap per reduction chunk (64, 32 or 16): Cp = ⌈C/chunk⌉·chunk
-    row_taps: int = 1      # taps of a filter row per chunk: 1, or S (folded: C ≤ 8, S·Cq ≤ chunk; stems)
+    # row_taps (the TF32 config's): 1, or S (folded: C ≤ 8, S·Cq ≤ chunk; stems)
 
     @property
     def row_bytes(self) -> int:
@@ -98,18 +95,14 @@ def supports(problem: ConvProblem) -> bool:
 class IgemmWgmmaHalfPlan(IgemmWgmmaFwdPlan):
     """The TF32 plan's geometry (``cp``, ``krp`` in elements, chunks of 64 channels) with the 16-bit source."""
 
-    @property
-    def fold_channels(self) -> int:
-        """FQ of the kernel: Cq when the config folds taps, else 0."""
-        return self.cp if folded(self.config) else 0
-
     def source(self) -> str:
         """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan's dtype."""
         c = self.config
         targs = ", ".join(str(a) for a in (*self.template_args(), c.row_bytes, self.fold_channels))
         return _family_source() + _WRAPPER.format(threads=c.threads, min_blocks=self.min_blocks, targs=targs,
                                                   t=CUDA_TYPES[self.problem.dtype], fq=self.fold_channels,
-                                                  fq_or_2=self.fold_channels or 2, ch=c.row_bytes // 2)
+                                                  fq_or_2=self.fold_channels or 2,
+                                                  ch=_tf32.chunk_elements(self.problem, c))
 
 
 _WRAPPER = """
@@ -117,20 +110,20 @@ extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
 igemm_wgmma_half_fwd(const {t}* __restrict__ xt, const {t}* __restrict__ filt, {t}* __restrict__ y,
                      float* __restrict__ ysplit, int N, int Cp, int H, int W, int K, int P, int Q, int S, int SH,
                      int SW, int PH, int PW, int DH, int DW, int KRp, int chunks_per_split) {{
-  convtune::igemm_wgmma_half_fwd_body<{t}, {targs}>(xt, filt, y, ysplit, N, Cp, H, W, K, P, Q, S, SH, SW, PH, PW,
-                                                    DH, DW, KRp, chunks_per_split);
+  convtune::igemm_wgmma_fwd_body<{t}, {targs}>(xt, filt, y, ysplit, N, Cp, H, W, K, P, Q, S, SH, SW, PH, PW, DH, DW,
+                                               KRp, chunks_per_split);
 }}
 extern "C" __global__ void __launch_bounds__(256)
 igemm_wgmma_to_nhwc_16(const {t}* __restrict__ x, {t}* __restrict__ xt, int C, int HW, int Cp) {{
   convtune::igemm_wgmma_to_nhwc_16_body(x, xt, C, HW, Cp);
 }}
 extern "C" __global__ void __launch_bounds__(256)
-igemm_wgmma_to_nhwc_fold_16(const {t}* __restrict__ x, {t}* __restrict__ xt, int C, int HW) {{
-  convtune::igemm_wgmma_to_nhwc_fold_16_body<{t}, {fq_or_2}>(x, xt, C, HW);
+igemm_wgmma_to_nhwc_fold(const {t}* __restrict__ x, {t}* __restrict__ xt, int C, int HW) {{
+  convtune::igemm_wgmma_to_nhwc_fold_body<{t}, {fq_or_2}>(x, xt, C, HW);
 }}
-extern "C" __global__ void igemm_wgmma_pack_16(const {t}* __restrict__ w, {t}* __restrict__ filt, int K, int C,
-                                               int R, int S, int Cp) {{
-  convtune::igemm_wgmma_pack_16_body<{t}, {fq}, {ch}>(w, filt, K, C, R, S, Cp);
+extern "C" __global__ void igemm_wgmma_pack(const {t}* __restrict__ w, {t}* __restrict__ filt, int K, int C, int R,
+                                            int S, int Cp) {{
+  convtune::igemm_wgmma_pack_body<{t}, {fq}, {ch}>(w, filt, K, C, R, S, Cp);
 }}
 extern "C" __global__ void igemm_wgmma_f32_to_16(const float* __restrict__ ws, {t}* __restrict__ y, int n) {{
   convtune::igemm_wgmma_f32_to_16_body(ws, y, n);
@@ -138,9 +131,7 @@ extern "C" __global__ void igemm_wgmma_f32_to_16(const float* __restrict__ ws, {
 """
 
 
-@cache
-def _family_source() -> str:
-    return kernel_text(SOURCE)
+_family_source = _tf32._family_source
 
 
 # ---- traffic ------------------------------------------------------------------------------------------------
@@ -172,7 +163,7 @@ def compile_plan(pl: IgemmWgmmaHalfPlan) -> HalfKernels:
 def to_nhwc_entry(pl: IgemmWgmmaHalfPlan) -> str:
     """The layout change: a thread per pixel into FQ channels (folded taps), else blocks of 64 pixels × 32
     channels."""
-    return TO_NHWC_FOLD_ENTRY if folded(pl.config) else TO_NHWC_ENTRY
+    return _tf32.TO_NHWC_FOLD_ENTRY if folded(pl.config) else TO_NHWC_ENTRY
 
 
 def nhwc_bytes(pl: IgemmWgmmaHalfPlan) -> int:
@@ -196,9 +187,8 @@ def layout_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
 def filter_layout(pl: IgemmWgmmaFwdPlan, device: int) -> FilterLayout:
     """The filters (K, KRp) in (r, s, c) order, 16-bit, and (built on first use) their packing launch."""
     p = pl.problem
-    name = (f"{p.dtype} (K, R·chunk={pl.krp}), columns s·{pl.cp} + c of filter row r" if folded(pl.config)
-            else f"{p.dtype} (K, R·S·Cp={pl.krp}), (r, s, c) order")
-    return _tf32.pack_layout(pl, device, PACK_ENTRY, name, layout_key(pl), p.K * pl.krp)
+    return _tf32.pack_layout(pl, device, _tf32.PACK_ENTRY, _tf32.layout_name(pl, p.dtype), layout_key(pl),
+                             p.K * pl.krp)
 
 
 def to_nhwc_grid(pl: IgemmWgmmaHalfPlan) -> tuple[int, int, int]:
@@ -206,14 +196,8 @@ def to_nhwc_grid(pl: IgemmWgmmaHalfPlan) -> tuple[int, int, int]:
     images along y)."""
     p = pl.problem
     if folded(pl.config):
-        return (-(-p.H * p.W // FOLD_TRANSPOSE_THREADS), p.N, 1)
+        return _tf32.fold_grid(pl)
     return (-(-p.H * p.W // TRANSPOSE_PIXELS), -(-pl.cp // TRANSPOSE_CHANNELS), p.N)
-
-
-def to_nhwc_arguments(pl: IgemmWgmmaHalfPlan) -> tuple[int, ...]:
-    """(C, H·W, Cp), folded (C, H·W)."""
-    p = pl.problem
-    return (p.C, p.H * p.W) if folded(pl.config) else (p.C, p.H * p.W, pl.cp)
 
 
 def prepare_plan(pl: IgemmWgmmaHalfPlan, device: int = 0, kernels: HalfKernels | None = None) -> PreparedLaunch:
@@ -225,9 +209,9 @@ def prepare_plan(pl: IgemmWgmmaHalfPlan, device: int = 0, kernels: HalfKernels |
             kernels = compile_plan(pl)
     assert kernels.transpose is not None
     x_bytes = nhwc_bytes(pl)
-    threads = FOLD_TRANSPOSE_THREADS if folded(c) else _tf32.TRANSPOSE_THREADS
+    threads = _tf32.FOLD_TRANSPOSE_THREADS if folded(c) else _tf32.TRANSPOSE_THREADS
     steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (threads, 1, 1), 0, pointers(0, 3),
-                               to_nhwc_arguments(pl))]
+                               _tf32.to_nhwc_arguments(pl))]
     gemm_args = _tf32.gemm_arguments(pl)
     n = p.output_elements
     if pl.splits_launched > 1:

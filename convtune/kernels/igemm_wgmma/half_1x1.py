@@ -3,7 +3,7 @@
 Problems: 1×1 filters, stride 1, no padding, H·W a multiple of 4 (a copy is 8 pixels of one image, 16 bytes, or
 where H·W is not a multiple of 8 — a 14×14 map — 4 pixels, 8 bytes). The GEMM
 per image is Y_n (K × H·W) = W (K × C) · X_n (C × H·W): rows M = K output channels (A = the filters, K-major, packed
-(K, Cp) by the 16-bit family's ``igemm_wgmma_pack_16``, Cp = ⌈C/64⌉·64), columns = the N·H·W pixels (B = x itself,
+(K, Cp) by the 16-bit family's ``igemm_wgmma_pack``, Cp = ⌈C/64⌉·64), columns = the N·H·W pixels (B = x itself,
 N-major: no layout change, no workspace unless split), the reduction over C in chunks of 64. ``tile_n`` counts pixels,
 ``64 · warpgroups · m_blocks`` output channels. ``igemm_wgmma_half_1x1.cu`` states the layouts.
 
@@ -27,7 +27,7 @@ from convtune.kernels.compile import cupy_module, kernel_text, load_kernel
 from convtune.kernels.igemm.half import HalfFilters, HalfKernels
 from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import launcher as _tf32
-from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, IgemmWgmmaFwdPlan
+from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdPlan, WgmmaConfig
 from convtune.kernels.prepared import (
     Launch,
     Memset,
@@ -50,8 +50,8 @@ TOLERANCES = _half.TOLERANCES
 
 
 @dataclass(frozen=True, slots=True)
-class IgemmWgmmaHalf1x1FwdConfig(IgemmWgmmaFwdConfig):
-    """The wgmma kernel's parameters (:class:`IgemmWgmmaFwdConfig`) with ``tile_n`` counting pixels and the rows
+class IgemmWgmmaHalf1x1FwdConfig(WgmmaConfig):
+    """The wgmma kernels' tile parameters (:class:`WgmmaConfig`) with ``tile_n`` counting pixels and the rows
     (``64 · warpgroups · m_blocks``) output channels."""
 
     family = FAMILY
@@ -92,9 +92,9 @@ igemm_wgmma_half_1x1_fwd(const {t}* __restrict__ x, const {t}* __restrict__ filt
                          float* __restrict__ ysplit, int C, int HW, int K, int NP, int Cp, int chunks_per_split) {{
   convtune::igemm_wgmma_half_1x1_body<{t}, {targs}>(x, filt, y, ysplit, C, HW, K, NP, Cp, chunks_per_split);
 }}
-extern "C" __global__ void igemm_wgmma_pack_16(const {t}* __restrict__ w, {t}* __restrict__ filt, int K, int C,
-                                               int R, int S, int Cp) {{
-  convtune::igemm_wgmma_pack_16_body(w, filt, K, C, R, S, Cp);
+extern "C" __global__ void igemm_wgmma_pack(const {t}* __restrict__ w, {t}* __restrict__ filt, int K, int C, int R,
+                                            int S, int Cp) {{
+  convtune::igemm_wgmma_pack_body(w, filt, K, C, R, S, Cp);
 }}
 extern "C" __global__ void igemm_wgmma_f32_to_16(const float* __restrict__ ws, {t}* __restrict__ y, int n) {{
   convtune::igemm_wgmma_f32_to_16_body(ws, y, n);
@@ -107,7 +107,7 @@ def _family_source() -> str:
     return kernel_text(SOURCE)
 
 
-def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
+def derive_plan(problem: ConvProblem, config: WgmmaConfig,
                 machine: MachineModel | None = None) -> IgemmWgmmaHalf1x1Plan:
     """The launch plan (grid limits, ``machine``'s shared memory and registers, compute capability 9.0 only).
 

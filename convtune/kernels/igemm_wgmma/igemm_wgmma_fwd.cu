@@ -1,82 +1,46 @@
 // convtune-arch: sm_90a   (wgmma assembles only for the arch-specific Hopper target)
 //
-// Implicit-GEMM convolution forward on Hopper's warpgroup MMA (wgmma): TF32 products, fp32 accumulation, fp32 NCHW
-// in and out.
+// Implicit-GEMM convolution forward on Hopper's warpgroup MMA (wgmma), one kernel template for every class: T =
+// convtune::wg_tf32 (float32 in and out, TF32 products, wgmma m64nNk8), wg_bf16 / wg_f16 (16-bit in and out, products
+// exact, y rounded once, m64nNk16); fp32 accumulation throughout (wgmma_storage.cuh).
 //
 //   y[n,k,p,q] = sum_{c,r,s} x[n, c, p*SH - PH + r*DH, q*SW - PW + s*DW] * w[k, c, r, s]   (zero outside x)
 //
-// GEMM: M = N*P*Q output pixels (rows) x K output channels (columns), the reduction over (r, s, c) in chunks of 32
-// channels of one tap, Cp = roundup(C, 32) channels per tap, KRp = R*S*Cp.
+// GEMM: M = N*P*Q output pixels (rows) x K output channels (columns), the reduction over (r, s, c) in chunks of CH
+// channels of one tap: one swizzled shared-memory row of CHB = 128, 64 or 32 bytes, CH = CHB / sizeof(T) (TF32: 32,
+// 16, 8; 16-bit: 64, 32, 16), Cp = roundup(C, CH) channels per tap, KRp = R*S*Cp. Small chunks serve small C.
 //
-// Three kernels:
-//   igemm_wgmma_to_nhwc  x (N, C, H, W) -> xt (N, H, W, Cp), rounded to TF32 (cvt.rna, as cuDNN and cuBLAS round),
-//                        zero for c >= C: each pixel's 32 channels of a chunk are 128 contiguous bytes;
-//   igemm_wgmma_pack     w (K, C, R, S) -> filt (K, KRp), filt[k][(r*S + s)*Cp + c] = tf32(w[k][c][r][s]), once per
-//                        weight tensor;
-//   igemm_wgmma_fwd      the GEMM.
+// Folded taps (FQ > 0, for stems: C <= FQ channels per pixel in the workspace, S*FQ <= CH; a pixel's tap is one
+// copy of FQ*sizeof(T) = 4, 8 or 16 bytes): a chunk is one filter row r, its row holding the S taps side by side,
+// column s*FQ + c (columns >= S*FQ zero in the filters and in the shared-memory tiles, zeroed once). Cp = FQ,
+// KRp = R*CH, R chunks. A 7x7 stem with C = 3 computes 7 chunks of 32 columns (21 used) instead of 49 chunks.
 //
-// Shared memory: STAGES stages of [A: BM rows x 128 B][B: BN rows x 128 B], 1024-byte aligned, K-major with the
-// 128-byte swizzle (16-byte piece j of row r at piece j ^ (r % 8)), which is the layout the matrix descriptors name
-// (layout type 1, SBO = 1024 B between 8-row groups; a k-step of 8 words advances the start address by 32 B).
-// Copies: 16-byte zero-filling cp.async (a tap in the padding reads nothing), 8 threads per 128-byte row (conflict-
-// free). Compute: WG warpgroups split the BM rows, each issues MI m64nBNk8 wgmma per k-step with A and B from
-// shared memory; one commit group per chunk stays in flight while the next chunk's copies are issued
-// (wgmma.wait_group 1), loads run STAGES - 2 chunks ahead. gridDim.z > 1 splits the reduction; each split adds its
-// tile into y (zeroed first) with atomics.
+// Shared memory: STAGES stages of [A: BM rows x CHB][B: BN rows x CHB], 1024-byte aligned, K-major with the CHB-byte
+// swizzle, which is the layout the matrix descriptors name (wgmma_common.cuh); a k-step is 32 bytes of a row (the
+// descriptor's start advanced by 32 B). Copies: 16-byte zero-filling cp.async (a tap in the padding reads nothing).
+// Compute: WG warpgroups split the BM rows, each issues MI m64nBN wgmma per k-step with A and B from shared memory;
+// the tensor cores are given chunk it before the copies of chunk it + STAGES - 2 are issued (wgmma_pipeline). Kernels:
+//   igemm_wgmma_to_nhwc      TF32: x (N, C, H, W) -> xt (N, H, W, Cp), TF32-rounded, zero for c >= C;
+//   igemm_wgmma_to_nhwc_16   16-bit: the same layout change, no rounding (4-byte accesses of two pixels / two
+//                            channels where H*W is even);
+//   igemm_wgmma_to_nhwc_fold  folded: x -> xt (N, H, W, FQ), one thread per pixel (C loads, one 4/8/16-byte store);
+//   igemm_wgmma_pack         w (K, C, R, S) -> filt (K, KRp), filt[k][(r*S + s)*Cp + c] = operand(w[k][c][r][s])
+//                            (folded: filt[k][r*CH + s*FQ + c]), zero elsewhere; once per weight tensor;
+//   igemm_wgmma_fwd          the GEMM: y (N, K, P, Q) in T through a shared-memory staging of the tile (coalesced
+//                            NCHW rows), or with gridDim.z > 1 (split reduction) fp32 atomics into ysplit, zeroed
+//                            first (TF32: y itself; 16-bit: a workspace of y's shape, converted by
+//                            igemm_wgmma_f32_to_16).
+#include "wgmma_common.cuh"
+#include "wgmma_storage.cuh"
 #include "wgmma_tf32_ss.cuh"
+#include "wgmma_half_ss.cuh"
 
 namespace convtune {
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ unsigned tf32_bits(float v) {
-  unsigned out;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(v));
-  return out;
-}
-
-
-__device__ __forceinline__ void cp_async16_zfill(unsigned dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-
-
-// Byte offset of word k (0..31) of row r in a K-major tile with the 128-byte swizzle.
-__device__ __forceinline__ unsigned swizzled_offset(int r, int k) {
-  return static_cast<unsigned>(r * 128 + (((k >> 2) ^ (r & 7)) << 4) + ((k & 3) << 2));
-}
-
-// Matrix descriptor of a 128-byte-swizzled K-major tile at shared address `addr` (1024-byte aligned), advanced by
-// k-step `ks` (8 TF32 words = 32 bytes): start >> 4 (bits 0-13), leading offset 16 B (unused by swizzled K-major
-// layouts; bits 16-29), stride offset 1024 B between 8-row groups (bits 32-45), layout type 1 = 128B swizzle (62-63).
-__device__ __forceinline__ unsigned long long swizzled_desc(unsigned addr, int ks) {
-  const unsigned start = addr + ks * 32;
-  return static_cast<unsigned long long>((start & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
-
-// One block per (image, 32 channels, 32 pixels): x (N, C, HW) -> xt (N, HW, Cp), TF32-rounded, zero channels >= C.
-__device__ __forceinline__ void igemm_wgmma_to_nhwc_body(const float* __restrict__ x, float* __restrict__ xt,
-                                                                int C, int HW, int Cp) {
+// TF32: one block per (image, 32 channels, 32 pixels), 256 threads: x (N, C, HW) -> xt (N, HW, Cp), TF32-rounded,
+// zero channels >= C (Cp a multiple of 8; the grid covers ceil(Cp / 32) channel blocks).
+__device__ __forceinline__ void igemm_wgmma_to_nhwc_body(const float* __restrict__ x, float* __restrict__ xt, int C,
+                                                         int HW, int Cp) {
   __shared__ float tile[32][33];
   const int img = blockIdx.z, c0 = blockIdx.y * 32, p0 = blockIdx.x * 32;
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;  // 256 threads: 8 rows per pass
@@ -87,35 +51,144 @@ __device__ __forceinline__ void igemm_wgmma_to_nhwc_body(const float* __restrict
     tile[i][tx] = (c < C && p < HW) ? __ldg(xs + static_cast<long long>(c) * HW + p) : 0.0f;
   }
   __syncthreads();
-  float* xd = xt + static_cast<long long>(img) * HW * Cp;
+  unsigned* xd = reinterpret_cast<unsigned*>(xt) + static_cast<long long>(img) * HW * Cp;
 #pragma unroll
   for (int i = ty; i < 32; i += 8) {
     const int p = p0 + i, c = c0 + tx;
-    if (p < HW && c < Cp) xd[static_cast<long long>(p) * Cp + c] = __uint_as_float(tf32_bits(tile[tx][i]));
+    if (p < HW && c < Cp) xd[static_cast<long long>(p) * Cp + c] = operand_bits<wg_tf32>(__float_as_uint(tile[tx][i]));
   }
 }
 
-// One thread per word: filt[n][(r*S + s)*Cp + c] = tf32(w[n][c][r][s]), zero for c >= C.
-__device__ __forceinline__ void igemm_wgmma_pack_body(const float* __restrict__ w, float* __restrict__ filt,
-                                                           int K, int C, int R, int S, int Cp) {
-  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const long long KRp = static_cast<long long>(R) * S * Cp;
-  if (idx >= K * KRp) return;
-  const int n = static_cast<int>(idx / KRp), rest = static_cast<int>(idx % KRp);
-  const int tap = rest / Cp, c = rest % Cp;
-  const float v = c < C ? w[((static_cast<long long>(n) * C + c) * R + tap / S) * S + tap % S] : 0.0f;
-  filt[idx] = __uint_as_float(tf32_bits(v));
+// 16-bit: one block per (image, 32 channels, 64 pixels), 256 threads: x (N, C, HW) -> xt (N, HW, Cp), zero channels
+// >= C.
+// Reads: a warp per channel row, a lane per pixel pair (one 4-byte load where HW is even: rows start at even
+// elements); writes: a half-warp per pixel, a lane per channel pair (one 4-byte store; Cp is even).
+template <class T>
+__device__ __forceinline__ void igemm_wgmma_to_nhwc_16_body(const T* __restrict__ x, T* __restrict__ xt, int C,
+                                                            int HW, int Cp) {
+  __shared__ unsigned short tile[32][66];   // [channel][pixel]; 66: the write phase's column reads hit 16 banks
+  const int img = blockIdx.z, c0 = blockIdx.y * 32, p0 = blockIdx.x * 64;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const unsigned short* xs = reinterpret_cast<const unsigned short*>(x) + static_cast<long long>(img) * C * HW;
+  const bool even = (HW & 1) == 0;
+#pragma unroll
+  for (int i = warp; i < 32; i += 8) {
+    const int c = c0 + i, p = p0 + 2 * lane;
+    unsigned short a = 0, b = 0;
+    if (c < C) {
+      const unsigned short* row = xs + static_cast<long long>(c) * HW;
+      if (even && p + 1 < HW) {
+        const unsigned v = __ldg(reinterpret_cast<const unsigned*>(row + p));
+        a = static_cast<unsigned short>(v & 0xFFFFu);
+        b = static_cast<unsigned short>(v >> 16);
+      } else {
+        if (p < HW) a = row[p];
+        if (p + 1 < HW) b = row[p + 1];
+      }
+    }
+    tile[i][2 * lane] = a;
+    tile[i][2 * lane + 1] = b;
+  }
+  __syncthreads();
+  unsigned* xd = reinterpret_cast<unsigned*>(reinterpret_cast<unsigned short*>(xt) +
+                                             static_cast<long long>(img) * HW * Cp);
+  const int j = lane & 15;                    // channel pair c0 + 2j, c0 + 2j + 1
+#pragma unroll
+  for (int i = warp * 2 + (lane >> 4); i < 64; i += 16) {
+    const int p = p0 + i, c = c0 + 2 * j;
+    if (p < HW && c < Cp)
+      xd[(static_cast<long long>(p) * Cp + c) >> 1] = static_cast<unsigned>(tile[2 * j][i]) |
+                                                      (static_cast<unsigned>(tile[2 * j + 1][i]) << 16);
+  }
 }
 
-template <int BN, int MI, int WG, int STAGES>
-__device__ __forceinline__ void igemm_wgmma_fwd_body(const float* __restrict__ xt, const float* __restrict__ filt,
-                                                      float* __restrict__ y, int N, int Cp, int H, int W, int K,
-                                                      int P, int Q, int S, int SH, int SW, int PH, int PW, int DH,
-                                                      int DW, int KRp, int chunks_per_split) {
+// Folded workspaces: x (N, C, HW) -> xt (N, HW, FQ), operands (TF32-rounded / as stored), zero channels >= C; block
+// (256 pixels of image blockIdx.y), a thread per pixel: consecutive threads read consecutive pixels of a channel row,
+// then store the pixel's FQ channels at once (4, 8 or 16 bytes; xt rows of FQ*sizeof(T) bytes keep it aligned).
+template <class T, int FQ>
+__device__ __forceinline__ void igemm_wgmma_to_nhwc_fold_body(const T* __restrict__ x, T* __restrict__ xt, int C,
+                                                              int HW) {
+  using Bits = decltype(T::bits);
+  constexpr int WORDS = FQ * static_cast<int>(sizeof(T)) / 4;   // 4-byte words of a pixel's channels
+  static_assert(WORDS == 1 || WORDS == 2 || WORDS == 4, "4, 8 or 16 bytes a pixel");
+  const int p = blockIdx.x * blockDim.x + threadIdx.x, img = blockIdx.y;
+  if (p >= HW) return;
+  const Bits* xs = reinterpret_cast<const Bits*>(x) + static_cast<long long>(img) * C * HW + p;
+  auto channel = [&](int c) -> unsigned {
+    return c < C ? static_cast<unsigned>(operand_bits<T>(__ldg(xs + static_cast<long long>(c) * HW))) : 0u;
+  };
+  unsigned v[WORDS];
+#pragma unroll
+  for (int i = 0; i < WORDS; ++i) {
+    if constexpr (sizeof(T) == 4) {
+      v[i] = channel(i);
+    } else {
+      v[i] = channel(2 * i) | (channel(2 * i + 1) << 16);
+    }
+  }
+  T* dst = xt + (static_cast<long long>(img) * HW + p) * FQ;
+  if constexpr (WORDS == 1) {
+    *reinterpret_cast<unsigned*>(dst) = v[0];
+  } else if constexpr (WORDS == 2) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(v[0], v[1]);
+  } else {
+    *reinterpret_cast<uint4*>(dst) = make_uint4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+// One thread per element: filt[n][(r*S + s)*Cp + c] = operand(w[n][c][r][s]), zero for c >= C; folded (FQ > 0, rows
+// of CH): filt[n][r*CH + s*FQ + c] = operand(w[n][c][r][s]), zero for c >= C and s*FQ + c >= S*FQ.
+template <class T, int FQ = 0, int CH = 0>
+__device__ __forceinline__ void igemm_wgmma_pack_body(const T* __restrict__ w, T* __restrict__ filt, int K, int C,
+                                                         int R, int S, int Cp) {
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long KRp = FQ > 0 ? static_cast<long long>(R) * CH : static_cast<long long>(R) * S * Cp;
+  if (idx >= K * KRp) return;
+  const int n = static_cast<int>(idx / KRp), rest = static_cast<int>(idx % KRp);
+  int r, s, c;
+  if constexpr (FQ > 0) {
+    r = rest / CH;
+    s = (rest % CH) / FQ;
+    c = (rest % CH) % FQ;
+  } else {
+    r = (rest / Cp) / S;
+    s = (rest / Cp) % S;
+    c = rest % Cp;
+  }
+  T v;
+  v.bits = c < C && s < S ? operand_bits<T>(w[((static_cast<long long>(n) * C + c) * R + r) * S + s].bits)
+                          : static_cast<decltype(T::bits)>(0);
+  filt[idx] = v;
+}
+
+// A split problem's fp32 workspace -> y in T (one rounding); n elements, grid-stride.
+template <class T>
+__device__ __forceinline__ void igemm_wgmma_f32_to_16_body(const float* __restrict__ ws, T* __restrict__ y,
+                                                           int n) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    y[i] = round_to<T>(ws[i]);
+}
+
+template <class T, int BN, int MI, int WG, int STAGES, int CHB, int FQ = 0>
+__device__ __forceinline__ void igemm_wgmma_fwd_body(const T* __restrict__ xt, const T* __restrict__ filt,
+                                                      T* __restrict__ y, float* __restrict__ ysplit, int N, int Cp,
+                                                      int H, int W, int K, int P, int Q, int S, int SH, int SW,
+                                                      int PH, int PW, int DH, int DW, int KRp, int chunks_per_split) {
+  using Bits = decltype(T::bits);
+  constexpr int E = static_cast<int>(sizeof(T));   // bytes per element: 4 (TF32) or 2
+  static_assert(CHB == 128 || CHB == 64 || CHB == 32, "rows of 128, 64 or 32 bytes");
+  static_assert(FQ == 0 || FQ * E == 4 || FQ * E == 8 || FQ * E == 16, "folded taps: 4, 8 or 16 bytes a pixel");
+  constexpr int CH = CHB / E;                  // elements per row: one chunk of one tap (folded: of one filter row)
+  constexpr int VEC = 16 / E;                  // elements per 16-byte copy
+  // threads per row: 16-byte pieces of the row, or (folded) tap slots, slot j copying taps j, j + 8, ... < S
+  constexpr int ROW_PIECES = CHB / 16;         // 16-byte pieces of a row (the filters' copies)
+  constexpr int PIECES = FQ > 0 ? 8 : ROW_PIECES;
   constexpr int THREADS = 128 * WG, BM = 64 * WG * MI;
-  constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
-  constexpr int A_ROWS = BM * 8 / THREADS, B_COPIES = BN * 8 / THREADS;  // per thread
-  static_assert(STAGES >= 3, "one stage computing, one in flight in the tensor cores, one loading");
+  constexpr int ROWS_PER_PASS = THREADS / PIECES;
+  constexpr int A_BYTES = BM * CHB, B_BYTES = BN * CHB, STAGE_BYTES = A_BYTES + B_BYTES;
+  constexpr int A_ROWS = BM / ROWS_PER_PASS;                                  // per thread (BM is a multiple)
+  constexpr int B_COPIES = (BN * ROW_PIECES + THREADS - 1) / THREADS;   // per thread, the last maybe partial
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
 
@@ -124,18 +197,19 @@ __device__ __forceinline__ void igemm_wgmma_fwd_body(const float* __restrict__ x
   const long long M = static_cast<long long>(N) * PQ;
   const long long m0 = static_cast<long long>(blockIdx.x) * BM;
   const int n0 = blockIdx.y * BN;
-  const int cblocks = Cp / 32;
-  const int chunks_total = KRp / 32;
+  const int cblocks = FQ > 0 ? 1 : Cp / CH;
+  const int chunks_total = KRp / CH;
   const int chunk0 = blockIdx.z * chunks_per_split;
   const int nchunks = min(chunks_total - chunk0, chunks_per_split);
 
-  // this thread copies 16-byte piece tid % 8 of rows tid / 8 + j * THREADS / 8
-  const int piece = tid & 7;
+  // this thread copies 16-byte piece tid % PIECES (VEC elements; folded: the taps of slot tid % PIECES) of rows
+  // tid / PIECES + j * ROWS_PER_PASS
+  const int piece = tid % PIECES;
   long long pix_base[A_ROWS];
   int pix_h0[A_ROWS], pix_w0[A_ROWS];
 #pragma unroll
   for (int j = 0; j < A_ROWS; ++j) {
-    const long long m = m0 + (tid >> 3) + j * (THREADS / 8);
+    const long long m = m0 + tid / PIECES + j * ROWS_PER_PASS;
     pix_base[j] = 0;
     pix_h0[j] = -(1 << 29);
     pix_w0[j] = 0;
@@ -143,31 +217,48 @@ __device__ __forceinline__ void igemm_wgmma_fwd_body(const float* __restrict__ x
       const int img = static_cast<int>(m / PQ), pq = static_cast<int>(m % PQ);
       pix_h0[j] = (pq / Q) * SH - PH;
       pix_w0[j] = (pq % Q) * SW - PW;
-      pix_base[j] = static_cast<long long>(img) * H * W * Cp + piece * 4;
+      pix_base[j] = static_cast<long long>(img) * H * W * Cp + (FQ > 0 ? 0 : piece * VEC);
     }
   }
 
   auto load_stage = [&](int stage, int chunk) {
     const unsigned sA = smem0 + stage * STAGE_BYTES, sB = sA + A_BYTES;
-    const int tap = chunk / cblocks, cb = chunk - tap * cblocks;
-    const int dh = (tap / S) * DH, dw = (tap % S) * DW;
+    if constexpr (FQ > 0) {   // chunk = filter row r: each pixel's S taps, one copy of FQ channels each
+      const int dh = chunk * DH;
 #pragma unroll
-    for (int j = 0; j < A_ROWS; ++j) {
-      const int row = (tid >> 3) + j * (THREADS / 8);
-      const int h = pix_h0[j] + dh, w = pix_w0[j] + dw;
-      const bool ok = static_cast<unsigned>(h) < static_cast<unsigned>(H) &&
-                      static_cast<unsigned>(w) < static_cast<unsigned>(W);
-      const float* src = ok ? xt + pix_base[j] + (static_cast<long long>(h) * W + w) * Cp + cb * 32 : xt;
-      cp_async16_zfill(sA + swizzled_offset(row, piece * 4), src, ok);
+      for (int j = 0; j < A_ROWS; ++j) {
+        const int row = tid / PIECES + j * ROWS_PER_PASS;
+        const int h = pix_h0[j] + dh;
+        const bool h_ok = static_cast<unsigned>(h) < static_cast<unsigned>(H);
+        for (int s = piece; s < S; s += PIECES) {
+          const int w = pix_w0[j] + s * DW;
+          const bool ok = h_ok && static_cast<unsigned>(w) < static_cast<unsigned>(W);
+          const T* src = ok ? xt + pix_base[j] + (static_cast<long long>(h) * W + w) * FQ : xt;
+          cp_async_zfill<E * FQ>(sA + swizzled_byte<CHB>(row, s * E * FQ), src, ok);
+        }
+      }
+    } else {
+      const int tap = chunk / cblocks, cb = chunk - tap * cblocks;
+      const int dh = (tap / S) * DH, dw = (tap % S) * DW;
+#pragma unroll
+      for (int j = 0; j < A_ROWS; ++j) {
+        const int row = tid / PIECES + j * ROWS_PER_PASS;
+        const int h = pix_h0[j] + dh, w = pix_w0[j] + dw;
+        const bool ok = static_cast<unsigned>(h) < static_cast<unsigned>(H) &&
+                        static_cast<unsigned>(w) < static_cast<unsigned>(W);
+        const T* src = ok ? xt + pix_base[j] + (static_cast<long long>(h) * W + w) * Cp + cb * CH : xt;
+        cp_async16_zfill(sA + swizzled_piece<CHB>(row, piece), src, ok);
+      }
     }
-    const int kbase = chunk * 32;
+    const int kbase = chunk * CH;
 #pragma unroll
     for (int j = 0; j < B_COPIES; ++j) {
       const int idx = tid + j * THREADS;
-      const int row = idx >> 3, c = idx & 7;
+      if ((BN * ROW_PIECES) % THREADS != 0 && idx >= BN * ROW_PIECES) break;
+      const int row = idx / ROW_PIECES, c = idx % ROW_PIECES;
       const bool ok = n0 + row < K;
-      const float* src = filt + static_cast<long long>(ok ? n0 + row : 0) * KRp + kbase + c * 4;
-      cp_async16_zfill(sB + swizzled_offset(row, c * 4), src, ok);
+      const T* src = filt + static_cast<long long>(ok ? n0 + row : 0) * KRp + kbase + c * VEC;
+      cp_async16_zfill(sB + swizzled_piece<CHB>(row, c), src, ok);
     }
   };
 
@@ -177,68 +268,104 @@ __device__ __forceinline__ void igemm_wgmma_fwd_body(const float* __restrict__ x
 #pragma unroll
     for (int j = 0; j < BN / 2; ++j) acc[mi][j] = 0.0f;
 
-#pragma unroll
-  for (int s = 0; s < STAGES - 2; ++s) {
-    if (s < nchunks) load_stage(s, chunk0 + s);
-    cp_async_commit();
-  }
-
-  const int wg = warp >> 2;
-  for (int it = 0; it < nchunks; ++it) {
-    cp_async_wait<STAGES - 3>();
-    fence_proxy_async();  // the copies' words, read next by the tensor cores (async proxy)
-    __syncthreads();      // all copies of chunk it landed; every warpgroup retired chunk it - 2 (stage reuse)
-    {
-      const int next = it + STAGES - 2;
-      if (next < nchunks) load_stage(next % STAGES, chunk0 + next);
-      cp_async_commit();
+  if constexpr (FQ > 0) {   // the columns past S*FQ are never copied: zero in every stage, once
+    for (int i = tid; i < STAGES * BM * CHB / 16; i += THREADS) {
+      const int stage = i / (BM * CHB / 16), rest = i - stage * (BM * CHB / 16);
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(smem0 + stage * STAGE_BYTES + rest * 16),
+                   "r"(0) : "memory");
     }
-    const unsigned sA = smem0 + (it % STAGES) * STAGE_BYTES + wg * (BM / WG) * 128, sB = smem0 + (it % STAGES) *
-                        STAGE_BYTES + A_BYTES;
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
-        const unsigned long long ad = swizzled_desc(sA + mi * 64 * 128, ks);
-        const unsigned long long bd = swizzled_desc(sB, ks);
-        if constexpr (BN == 64) {
-          wgmma_tf32_ss_m64n64(acc[mi], ad, bd);
-        } else if constexpr (BN == 128) {
-          wgmma_tf32_ss_m64n128(acc[mi], ad, bd);
-        } else {
-          wgmma_tf32_ss_m64n256(acc[mi], ad, bd);
-        }
-      }
-    wgmma_commit();
-    wgmma_wait<1>();
+    __syncthreads();   // every zero stored before any thread's copies land on the same rows
   }
-  wgmma_wait<0>();
+  const int wg = warp >> 2;
+  wgmma_pipeline<STAGES>(nchunks, chunk0, load_stage, [&](int stage) {
+    const unsigned sA = smem0 + stage * STAGE_BYTES + wg * (BM / WG) * CHB, sB = smem0 + stage * STAGE_BYTES + A_BYTES;
+#pragma unroll
+    for (int ks = 0; ks < CHB / 32; ++ks)   // k-steps of 32 bytes across the row (k16 16-bit, k8 TF32)
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+        WgmmaSS<T, BN>::run(acc[mi], swizzled_desc<CHB>(sA + mi * 64 * CHB, ks), swizzled_desc<CHB>(sB, ks));
+  });
 
   const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;
-  const bool split = gridDim.z > 1;
+  // This thread's fragments with m < M and col < K straight to global memory: fp32 atomics into the split's
+  // workspace (TF32: y), or y as T (a plain lambda: NVRTC takes no generic one in device code)
+  auto store_fragments = [&](bool atomics) {
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi) {
+    for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-    for (int e2 = 0; e2 < 2; ++e2) {
-      const long long m = m0 + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2;
-      if (m >= M) continue;
-      const long long img = m / PQ;
-      float* yrow = y + img * K * PQ + (m - img * PQ);
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const long long m = m0 + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2;
+        if (m >= M) continue;
+        const long long img = m / PQ;
+        const long long row = img * K * PQ + (m - img * PQ);
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
+        for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-        for (int e1 = 0; e1 < 2; ++e1) {
-          const int col = n0 + 8 * j + 2 * t + e1;
-          if (col >= K) continue;
-          const float v = acc[mi][j * 4 + 2 * e2 + e1];
-          if (split) {
-            atomicAdd(yrow + static_cast<long long>(col) * PQ, v);
-          } else {
-            yrow[static_cast<long long>(col) * PQ] = v;
+          for (int e1 = 0; e1 < 2; ++e1) {
+            const int col = n0 + 8 * j + 2 * t + e1;
+            if (col >= K) continue;
+            const long long at = row + static_cast<long long>(col) * PQ;
+            if (atomics) {
+              atomicAdd(ysplit + at, acc[mi][j * 4 + 2 * e2 + e1]);
+            } else {
+              y[at] = round_to<T>(acc[mi][j * 4 + 2 * e2 + e1]);
+            }
           }
-        }
       }
+    }
+  };
+  if (gridDim.z > 1) {   // split reduction: fp32 atomics into ysplit (16-bit: a workspace, converted afterwards)
+    store_fragments(true);
+    return;
+  }
+  // The tile through shared memory, [BN channels][BM + 16 bytes of pixels] in T, then channel by channel: consecutive
+  // threads store consecutive pixel pairs of one channel (NCHW rows), one 2*E-byte store where P*Q is even (a pair
+  // then never straddles an image), two E-byte ones otherwise; full 32-byte sectors instead of the fragments' runs of
+  // 8 pixels.
+  constexpr int LD = BM + 16 / E;   // 16 bytes of padding: a warp's fragment writes spread over the banks
+  if constexpr (BN * LD * E + BM * 8 > STAGES * STAGE_BYTES) {   // small stages (32-byte rows): direct stores
+    store_fragments(false);
+    return;
+  }
+  cp_async_wait<0>();
+  __syncthreads();              // every warpgroup's MMAs retired (wait_group 0 above), no copy in flight
+  unsigned char* staged = smem_raw + (smem0 - smem_u32(smem_raw));
+  Bits* tile = reinterpret_cast<Bits*>(staged);
+  long long* pix = reinterpret_cast<long long*>(staged + BN * LD * E);   // y offset of each pixel's channel 0
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int e2 = 0; e2 < 2; ++e2)
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int e1 = 0; e1 < 2; ++e1)
+          tile[(8 * j + 2 * t + e1) * LD + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2] =
+              round_to<T>(acc[mi][j * 4 + 2 * e2 + e1]).bits;
+  for (int i = tid; i < BM; i += THREADS) {   // one division per pixel of the tile, not one per store
+    const long long m = m0 + i;
+    const long long img = m / PQ;
+    pix[i] = m < M ? img * K * PQ + (m - img * PQ) : 0;
+  }
+  __syncthreads();
+  const bool even = (PQ & 1) == 0;
+  Bits* yb = reinterpret_cast<Bits*>(y);
+  for (int idx = tid; idx < BN * (BM / 2); idx += THREADS) {
+    const int cl = idx / (BM / 2), pr = idx - cl * (BM / 2);
+    const int col = n0 + cl;
+    const long long m = m0 + 2 * pr;
+    if (col >= K || m >= M) continue;
+    const Bits* src = tile + cl * LD + 2 * pr;
+    const long long at = pix[2 * pr] + static_cast<long long>(col) * PQ;
+    if (even) {   // m even and P*Q even: m + 1 is a pixel of the same image (M is even), the pair 2E-byte aligned
+      if constexpr (E == 4) {
+        *reinterpret_cast<uint2*>(yb + at) = make_uint2(src[0], src[1]);
+      } else {
+        *reinterpret_cast<unsigned*>(yb + at) = static_cast<unsigned>(src[0]) | (static_cast<unsigned>(src[1]) << 16);
+      }
+    } else {
+      yb[at] = src[0];
+      if (m + 1 < M) yb[pix[2 * pr + 1] + static_cast<long long>(col) * PQ] = src[1];
     }
   }
 }

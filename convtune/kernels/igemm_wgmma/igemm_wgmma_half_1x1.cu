@@ -9,7 +9,7 @@
 // packed by igemm_wgmma_pack_16 with R = S = 1), N = N*HW pixels (columns; x is B, N-major: a channel's pixels are
 // contiguous in NCHW, read by wgmma with imm-trans-b = 1), the reduction over C in chunks of 64 channels.
 //
-// Shared memory per stage: A as the 16-bit kernel's (igemm_wgmma_half_fwd.cu, included unchanged: BM rows of 128
+// Shared memory per stage: A as the general kernel's (igemm_wgmma_fwd.cu, included unchanged: BM rows of 128
 // bytes, 128-byte swizzle); B as 128-byte-swizzled N-major atoms of 8 channels x 64 pixels (1024 bytes: channel kl's
 // 64 pixels in one 128-byte row, 16-byte piece j at j ^ kl), the BN/64 pixel blocks of one 8-channel group side by
 // side (leading offset LBO = 1024 B), the 8 channel groups of a chunk SBO = BN/64 * 1024 B apart; a k16 step
@@ -17,7 +17,7 @@
 // filled past C or past the last pixel. Epilogue: the tile through shared memory ([BM channels][BN + 8 pixels]), then
 // consecutive threads store consecutive pixel pairs of one channel (4 bytes; or, split, fp32 atomics from the
 // registers into the workspace, converted afterwards).
-#include "igemm_wgmma_half_fwd.cu"
+#include "igemm_wgmma_fwd.cu"
 #include "wgmma_half_ss_tb.cuh"
 
 namespace convtune {
@@ -94,13 +94,13 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_body(const T* __restrict__ 
     for (int j = 0; j < BN / 2; ++j) acc[mi][j] = 0.0f;
 
   const int wg = warp >> 2;
-  wgmma_half_pipeline<STAGES>(nchunks, chunk0, load_stage, [&](int stage) {
+  wgmma_pipeline<STAGES>(nchunks, chunk0, load_stage, [&](int stage) {
     const unsigned sA = smem0 + stage * STAGE_BYTES + wg * (BM / WG) * 128, sB = smem0 + stage * STAGE_BYTES + A_BYTES;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)    // k16 steps: 32 bytes across A's rows, two 8-channel groups of B
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
-        WgmmaSSTransB<T, BN>::run(acc[mi], swizzled_desc_16<128>(sA + mi * 64 * 128, ks),
+        WgmmaSSTransB<T, BN>::run(acc[mi], swizzled_desc<128>(sA + mi * 64 * 128, ks),
                                   nmajor_desc(sB + ks * 2 * SBO, SBO));
   });
 

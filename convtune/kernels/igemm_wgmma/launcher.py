@@ -1,11 +1,18 @@
-"""Implicit-GEMM TF32 forward on Hopper's warpgroup MMA (wgmma, sm_90a): config, resources, traffic, launches.
+"""Implicit-GEMM TF32 forward on Hopper's warpgroup MMA (wgmma, sm_90a): config, resources, traffic, launches; the
+plan, resources and traffic the 16-bit families (:mod:`~convtune.kernels.igemm_wgmma.half`, ``half_1x1``) share.
 
-Shapes (fp32, contiguous): x (N, C, H, W); y (N, K, P, Q). Cp = ⌈C/32⌉·32 channels per tap, KRp = R·S·Cp.
-The prepared launch is two kernels (three with a split's zeroing) and a workspace of N·H·W·Cp floats:
-``igemm_wgmma_to_nhwc`` (x → workspace: channels-last, TF32-rounded, zero-padded channels), then
-``igemm_wgmma_fwd`` (workspace, filters → y); its time includes the layout change, as a caller with NCHW tensors
-pays it. The filter operand (K, KRp), (r, s, c) order, TF32-rounded, is made once per weight tensor by
-``igemm_wgmma_pack``. ``igemm_wgmma_fwd.cu`` states the layouts.
+One kernel template serves TF32 and 16-bit storage (``igemm_wgmma_fwd.cu``, which states the layouts): a chunk of the
+reduction is ``chunk`` channels of one tap, one swizzled shared-memory row of 128, 64 or 32 bytes (TF32: 32, 16 or 8
+channels), Cp = ⌈C/chunk⌉·chunk, KRp = R·S·Cp. Folded taps (``row_taps = S``, stems: C ≤ 4 for TF32): a chunk is one
+filter row, its S taps side by side, Cq = 1, 2 or 4 channels a pixel (copies of 4, 8 or 16 bytes); Cp = Cq,
+KRp = R·chunk.
+
+Shapes (fp32, contiguous): x (N, C, H, W); y (N, K, P, Q).
+The prepared launch is two kernels (three with a split's zeroing of y) and a workspace of N·H·W·Cp floats:
+``igemm_wgmma_to_nhwc`` (x → workspace: channels-last, TF32-rounded, zero-padded channels; folded taps:
+``igemm_wgmma_to_nhwc_fold``, a thread per pixel), then ``igemm_wgmma_fwd`` (workspace, filters → y; a split adds
+into y with fp32 atomics); its time includes the layout change, as a caller with NCHW tensors pays it. The filter
+operand (K, KRp), (r, s, c) order, TF32-rounded, is made once per weight tensor by ``igemm_wgmma_pack``.
 
 Grid: (⌈M/BM⌉, ⌈K/BN⌉, splits) with M = N·P·Q, BM = 64 · warpgroups · m_blocks, 128 · warpgroups threads.
 
@@ -47,24 +54,25 @@ from convtune.problem import ConvProblem
 SOURCE = "igemm_wgmma_fwd.cu"
 ENTRY = "igemm_wgmma_fwd"
 TO_NHWC_ENTRY = "igemm_wgmma_to_nhwc"
-PACK_ENTRY = "igemm_wgmma_pack"
-CHUNK_BYTES = 128          # one chunk of the reduction: one 128-byte swizzled row of one tap
-CHUNK = 32                 # TF32 words per chunk (the 16-bit family's: 64 elements; see chunk_elements)
+TO_NHWC_FOLD_ENTRY = "igemm_wgmma_to_nhwc_fold"   # folded taps' workspace: a thread per pixel (every class)
+PACK_ENTRY = "igemm_wgmma_pack"                    # the filter operand (every class)
+CHUNK_BYTES = 128          # the largest chunk of the reduction: one 128-byte swizzled row of one tap
+CHUNK = 32                 # TF32 words per 128-byte chunk (the 16-bit family's: 64 elements; see chunk_elements)
+CHUNKS = (32, 16, 8)       # TF32 channels per chunk: shared-memory rows of 128, 64, 32 bytes
 TRANSPOSE_TILE = 32
 TRANSPOSE_THREADS = 256
+FOLD_TRANSPOSE_THREADS = 256   # the folded layout change: pixels per block
 PACK_THREADS = 256
-#: a folded pixel's channels in the 16-bit family's workspace (copies of 4, 8 or 16 bytes; igemm_wgmma_half)
-FOLD_CHANNELS = (2, 4, 8)
+#: bytes of a folded pixel's channels in the workspace: one cp.async of 4, 8 or 16 bytes (Cq = bytes / element size:
+#: 1, 2, 4 TF32 channels; 2, 4, 8 16-bit ones)
+FOLD_BYTES = (4, 8, 16)
 #: the compute capability whose arch-specific target (sm_90a) the kernel is built for
 COMPUTE_CAPABILITY = (9, 0)
 
 
 @dataclass(frozen=True, slots=True)
-class IgemmWgmmaFwdConfig(KernelConfig):
-    """Tunable parameters of the wgmma TF32 forward kernel (see the module docstring)."""
-
-    family = "igemm_wgmma"
-    direction = "fwd"
+class WgmmaConfig(KernelConfig):
+    """The tile parameters every wgmma family shares (no family of its own: the families subclass it)."""
 
     tile_n: int = 128      # BN: output channels per block, the wgmma's N (64, 128 or 256)
     m_blocks: int = 2      # MI: m64 row blocks per warpgroup
@@ -87,8 +95,23 @@ class IgemmWgmmaFwdConfig(KernelConfig):
 
     @property
     def row_bytes(self) -> int:
-        """Bytes of one swizzled shared-memory row (one chunk of one tap): 128 (32 TF32 words)."""
+        """Bytes of one swizzled shared-memory row (one chunk of the reduction): 128 unless a family says otherwise."""
         return CHUNK_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class IgemmWgmmaFwdConfig(WgmmaConfig):
+    """Tunable parameters of the wgmma TF32 forward kernel (see the module docstring): the tiles and the chunk."""
+
+    family = "igemm_wgmma"
+    direction = "fwd"
+
+    chunk: int = 32        # channels of one tap per reduction chunk (TF32: 32, 16 or 8): Cp = ⌈C/chunk⌉·chunk
+    row_taps: int = 1      # taps of a filter row per chunk: 1, or S (folded: C ≤ 4, S·Cq ≤ chunk; stems)
+
+    @property
+    def row_bytes(self) -> int:
+        return 4 * self.chunk
 
 
 def supports(problem: ConvProblem) -> bool:
@@ -97,30 +120,30 @@ def supports(problem: ConvProblem) -> bool:
     return p.dtype == "float32" and p.math == "tf32" and p.groups == 1 and not p.causal
 
 
-def chunk_elements(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = None) -> int:
-    """Channels per chunk: one shared-memory row of the storage type (TF32: 128 bytes, 32 words; the 16-bit family:
-    ``config.chunk``, 64 by default)."""
+def chunk_elements(problem: ConvProblem, config: WgmmaConfig | None = None) -> int:
+    """Channels per chunk: one shared-memory row of the storage type (``config.chunk``; without a config 128 bytes:
+    32 TF32 words, 64 16-bit elements)."""
     return (config.row_bytes if config is not None else CHUNK_BYTES) // problem.itemsize_bytes
 
 
 def fold_channels(problem: ConvProblem) -> int:
-    """Cq: a folded pixel's channels in the 16-bit workspace, the smallest of :data:`FOLD_CHANNELS` ≥ C (0: C > 8,
-    no fold)."""
-    return next((q for q in FOLD_CHANNELS if q >= problem.C), 0)
+    """Cq: a folded pixel's channels in the workspace, the fewest of 4, 8 or 16 bytes (:data:`FOLD_BYTES`) that hold
+    C (TF32: 1, 2, 4; 16-bit: 2, 4, 8); 0 where C is more (no fold)."""
+    return next((q for q in (b // problem.itemsize_bytes for b in FOLD_BYTES) if q >= problem.C), 0)
 
 
-def folded(config: IgemmWgmmaFwdConfig | None) -> bool:
-    """Whether a 16-bit general config folds a filter row's taps into one chunk (``row_taps`` > 1; the other wgmma
+def folded(config: WgmmaConfig | None) -> bool:
+    """Whether a general config folds a filter row's taps into one chunk (``row_taps`` > 1; the 1×1 family's
     configs have no such field)."""
     return getattr(config, "row_taps", 1) > 1
 
 
-def _fold_channels(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None) -> int:
+def _fold_channels(problem: ConvProblem, config: WgmmaConfig | None) -> int:
     """Cq of a config that folds a filter row's taps into one chunk, else 0."""
     return fold_channels(problem) if folded(config) else 0
 
 
-def padded_channels(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = None) -> int:
+def padded_channels(problem: ConvProblem, config: WgmmaConfig | None = None) -> int:
     """Cp = ⌈C/ch⌉·ch with ch = :func:`chunk_elements`: the channels of one tap in the workspace and the filters
     (folded taps: Cq, the workspace's channels)."""
     cq = _fold_channels(problem, config)
@@ -130,7 +153,7 @@ def padded_channels(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = N
     return -(-problem.C // ch) * ch
 
 
-def padded_reduction(problem: ConvProblem, config: IgemmWgmmaFwdConfig | None = None) -> int:
+def padded_reduction(problem: ConvProblem, config: WgmmaConfig | None = None) -> int:
     """KRp = R·S·Cp (elements of the storage type; folded taps: R·ch, one chunk per filter row)."""
     if _fold_channels(problem, config):
         return problem.R * chunk_elements(problem, config)
@@ -142,7 +165,7 @@ class IgemmWgmmaFwdPlan:
     """Everything derived from (problem, config): template arguments, launch geometry, resources."""
 
     problem: ConvProblem
-    config: IgemmWgmmaFwdConfig
+    config: WgmmaConfig
     cp: int
     krp: int
     m_tiles: int
@@ -166,27 +189,44 @@ class IgemmWgmmaFwdPlan:
         c = self.config
         return (c.tile_n, c.m_blocks, c.warpgroups, c.stages)
 
+    @property
+    def fold_channels(self) -> int:
+        """FQ of the kernel: Cq when the config folds taps, else 0."""
+        return self.cp if folded(self.config) else 0
+
     def source(self) -> str:
-        """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan."""
-        return _family_source() + _WRAPPER.format(threads=self.config.threads, min_blocks=self.min_blocks,
-                                                  targs=", ".join(str(a) for a in self.template_args()))
+        """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan (TF32)."""
+        c = self.config
+        targs = ", ".join(str(a) for a in (*self.template_args(), c.row_bytes, self.fold_channels))
+        return _family_source() + _WRAPPER.format(threads=c.threads, min_blocks=self.min_blocks, targs=targs,
+                                                  fq=self.fold_channels, fq_or_1=self.fold_channels or 1,
+                                                  ch=chunk_elements(self.problem, c))
 
 
+# TF32: float32 arrays, the kernels' storage type convtune::wg_tf32 (the same bits); a split adds into y itself
 _WRAPPER = """
+using convtune_tf32 = convtune::wg_tf32;
 extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
 igemm_wgmma_fwd(const float* __restrict__ xt, const float* __restrict__ filt, float* __restrict__ y, int N, int Cp,
                 int H, int W, int K, int P, int Q, int S, int SH, int SW, int PH, int PW, int DH, int DW, int KRp,
                 int chunks_per_split) {{
-  convtune::igemm_wgmma_fwd_body<{targs}>(xt, filt, y, N, Cp, H, W, K, P, Q, S, SH, SW, PH, PW, DH, DW, KRp,
-                                         chunks_per_split);
+  convtune::igemm_wgmma_fwd_body<convtune_tf32, {targs}>(
+      reinterpret_cast<const convtune_tf32*>(xt), reinterpret_cast<const convtune_tf32*>(filt),
+      reinterpret_cast<convtune_tf32*>(y), y, N, Cp, H, W, K, P, Q, S, SH, SW, PH, PW, DH, DW, KRp, chunks_per_split);
 }}
 extern "C" __global__ void __launch_bounds__(256)
 igemm_wgmma_to_nhwc(const float* __restrict__ x, float* __restrict__ xt, int C, int HW, int Cp) {{
   convtune::igemm_wgmma_to_nhwc_body(x, xt, C, HW, Cp);
 }}
+extern "C" __global__ void __launch_bounds__(256)
+igemm_wgmma_to_nhwc_fold(const float* __restrict__ x, float* __restrict__ xt, int C, int HW) {{
+  convtune::igemm_wgmma_to_nhwc_fold_body<convtune_tf32, {fq_or_1}>(reinterpret_cast<const convtune_tf32*>(x),
+                                                                   reinterpret_cast<convtune_tf32*>(xt), C, HW);
+}}
 extern "C" __global__ void igemm_wgmma_pack(const float* __restrict__ w, float* __restrict__ filt, int K, int C,
                                             int R, int S, int Cp) {{
-  convtune::igemm_wgmma_pack_body(w, filt, K, C, R, S, Cp);
+  convtune::igemm_wgmma_pack_body<convtune_tf32, {fq}, {ch}>(reinterpret_cast<const convtune_tf32*>(w),
+                                                            reinterpret_cast<convtune_tf32*>(filt), K, C, R, S, Cp);
 }}
 """
 
@@ -196,12 +236,12 @@ def _family_source() -> str:
     return kernel_text(SOURCE)
 
 
-def smem_bytes(config: IgemmWgmmaFwdConfig) -> int:
+def smem_bytes(config: WgmmaConfig) -> int:
     """stages · (BM + BN) · row bytes + 1024 for aligning the tiles to the swizzle's period (≤ 1024 bytes)."""
     return config.stages * (config.tile_m + config.tile_n) * config.row_bytes + 1024
 
 
-def regs_estimate(config: IgemmWgmmaFwdConfig) -> int:
+def regs_estimate(config: WgmmaConfig) -> int:
     """Registers per thread ≈ accumulators + 4 per A row a thread copies (base, corner, flag) + 40.
 
     From ptxas on sm_90a (CUDA 13) over the prototype's 16 configs: 80 (MI·BN/2 = 32) to 208 (128), within ~16 of
@@ -212,7 +252,7 @@ def regs_estimate(config: IgemmWgmmaFwdConfig) -> int:
     return config.accumulators + 4 * a_rows + 40 + (24 if fold else 0)
 
 
-def derive_plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig, machine: MachineModel | None = None,
+def derive_plan(problem: ConvProblem, config: WgmmaConfig, machine: MachineModel | None = None,
                 plan_class: type[IgemmWgmmaFwdPlan] | None = None, transposed: bool = False) -> IgemmWgmmaFwdPlan:
     """The launch plan of a config that keeps the space's rules; refuses what breaks ``machine``'s limits (shared
     memory, registers, a machine other than compute capability 9.0) or the grid's. ``plan_class`` is the family's
@@ -277,12 +317,29 @@ def workspace_bytes(pl: IgemmWgmmaFwdPlan) -> int:
 def compile_plan(pl: IgemmWgmmaFwdPlan) -> NhwcKernels:
     """The layout change and the GEMM (the pair the mma.sync NHWC variant launches too)."""
     text = pl.source()
-    return NhwcKernels(load_kernel(text, TO_NHWC_ENTRY), load_kernel(text, ENTRY, dynamic_smem_bytes=pl.smem_bytes))
+    to_nhwc = TO_NHWC_FOLD_ENTRY if folded(pl.config) else TO_NHWC_ENTRY
+    return NhwcKernels(load_kernel(text, to_nhwc), load_kernel(text, ENTRY, dynamic_smem_bytes=pl.smem_bytes))
 
 
 def to_nhwc_grid(pl: IgemmWgmmaFwdPlan) -> tuple[int, int, int]:
+    """Blocks of 32 pixels × 32 channels of every image; folded taps: 256 pixels of an image, images along y."""
     p = pl.problem
-    return (-(-p.H * p.W // TRANSPOSE_TILE), pl.cp // TRANSPOSE_TILE, p.N)
+    if folded(pl.config):
+        return fold_grid(pl)
+    return (-(-p.H * p.W // TRANSPOSE_TILE), -(-pl.cp // TRANSPOSE_TILE), p.N)
+
+
+def fold_grid(pl: IgemmWgmmaFwdPlan) -> tuple[int, int, int]:
+    """The folded layout change's grid (every class): a thread per pixel, :data:`FOLD_TRANSPOSE_THREADS` pixels of
+    one image per block, images along y."""
+    p = pl.problem
+    return (-(-p.H * p.W // FOLD_TRANSPOSE_THREADS), p.N, 1)
+
+
+def to_nhwc_arguments(pl: IgemmWgmmaFwdPlan) -> tuple[int, ...]:
+    """(C, H·W, Cp), folded (C, H·W) (every class)."""
+    p = pl.problem
+    return (p.C, p.H * p.W) if folded(pl.config) else (p.C, p.H * p.W, pl.cp)
 
 
 def gemm_arguments(pl: IgemmWgmmaFwdPlan) -> tuple[int, ...]:
@@ -310,15 +367,23 @@ def pack_layout(pl: IgemmWgmmaFwdPlan, device: int, entry: str, name: str, key: 
     return FilterLayout(name, key, words, make_prep)
 
 
+def layout_name(pl: IgemmWgmmaFwdPlan, kind: str) -> str:
+    """The packed filters' description: ``kind`` (K, KRp) in (r, s, c) order, or folded rows of one filter row."""
+    if folded(pl.config):
+        return f"{kind} (K, R·chunk={pl.krp}), columns s·{pl.cp} + c of filter row r"
+    return f"{kind} (K, R·S·Cp={pl.krp}), (r, s, c) order"
+
+
 def filter_layout(pl: IgemmWgmmaFwdPlan, device: int) -> FilterLayout:
-    """The filters (K, KRp) in (r, s, c) order, TF32-rounded, and (built on first use) their packing launch."""
-    return pack_layout(pl, device, PACK_ENTRY, f"TF32 (K, R·S·Cp={pl.krp}), (r, s, c) order", layout_key(pl),
-                       pl.problem.K * pl.krp)
+    """The filters (K, KRp), TF32-rounded, and (built on first use) their packing launch."""
+    return pack_layout(pl, device, PACK_ENTRY, layout_name(pl, "TF32"), layout_key(pl), pl.problem.K * pl.krp)
 
 
 def layout_key(pl: IgemmWgmmaFwdPlan) -> tuple[Any, ...]:
+    """Plans with equal keys share packed filters: (K, KRp) in (r, s, c) order depends on the chunk through Cp;
+    folded (rows of ``chunk`` columns s·Cq + c) on the chunk and Cq."""
     p = pl.problem
-    return ("igemm_wgmma", p.K, p.C, p.R, p.S)
+    return (IgemmWgmmaFwdConfig.family, p.K, p.C, p.R, p.S, pl.krp, pl.fold_channels)
 
 
 def prepare_plan(pl: IgemmWgmmaFwdPlan, device: int = 0, kernels: NhwcKernels | None = None) -> PreparedLaunch:
@@ -328,8 +393,9 @@ def prepare_plan(pl: IgemmWgmmaFwdPlan, device: int = 0, kernels: NhwcKernels | 
     if kernels is None:
         with driver().use_device(device):
             kernels = compile_plan(pl)
-    steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (TRANSPOSE_THREADS, 1, 1), 0, pointers(0, 3),
-                               (p.C, p.H * p.W, pl.cp))]
+    threads = FOLD_TRANSPOSE_THREADS if folded(c) else TRANSPOSE_THREADS
+    steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (threads, 1, 1), 0, pointers(0, 3),
+                               to_nhwc_arguments(pl))]
     if pl.splits_launched > 1:
         steps.append(Memset(2, 4 * p.output_elements))
     steps.append(Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(3, 1, 2),

@@ -1,7 +1,8 @@
 """The configuration space of the wgmma forward kernels (TF32 ``igemm_wgmma``, 16-bit ``igemm_wgmma_half`` and
-``igemm_wgmma_half_1x1``: the same parameters and rules; the 16-bit general kernel adds ``chunk``, 3 stages and
-``row_taps`` — S where C ≤ 8, a filter row's taps folded into one chunk, with the smallest chunk holding S·Cq columns)
-for one problem and machine.
+``igemm_wgmma_half_1x1``: the same parameters and rules; the general kernel's two families add ``chunk`` (TF32 32, 16,
+8 channels; 16-bit 64, 32, 16: rows of 128, 64, 32 bytes), 3 stages and ``row_taps`` — S where Cq ≤ 16 bytes of
+channels hold C, a filter row's taps folded into one chunk, with the smallest chunk holding S·Cq columns) for one
+problem and machine.
 
 :func:`enumerate_plans` yields every valid configuration of a family (resource limits of the machine respected,
 sm_90 only), each with its plan. Pruned: row tiles (64 · warpgroups · m_blocks) and column tiles larger than the next
@@ -22,6 +23,7 @@ from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma.launcher import (
     IgemmWgmmaFwdConfig,
     IgemmWgmmaFwdPlan,
+    WgmmaConfig,
     chunk_elements,
     derive_plan,
     fold_channels,
@@ -38,7 +40,7 @@ SPLITS = (1, 2, 4, 8, 16)
 MAX_ACCUMULATORS = 128   # fp32 accumulator registers per thread (MI · BN / 2): more leave too few for the rest
 TF32_FAMILY = IgemmWgmmaFwdConfig.family
 #: family -> (config class, supports, what it runs, its plan derivation)
-FAMILIES: dict[str, tuple[type[IgemmWgmmaFwdConfig], Callable[[ConvProblem], bool], str,
+FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
                           Callable[..., IgemmWgmmaFwdPlan]]] = {
     TF32_FAMILY: (IgemmWgmmaFwdConfig, _tf32.supports, "dense float32 convolutions with TF32 arithmetic allowed "
                   "(math='tf32')", partial(derive_plan, plan_class=IgemmWgmmaFwdPlan)),
@@ -47,6 +49,8 @@ FAMILIES: dict[str, tuple[type[IgemmWgmmaFwdConfig], Callable[[ConvProblem], boo
     _half_1x1.FAMILY: (_half_1x1.IgemmWgmmaHalf1x1FwdConfig, _half_1x1.supports, "bfloat16 / float16 1×1 "
                        "convolutions (stride 1, no padding, H·W a multiple of 4)", _half_1x1.derive_plan),
 }
+#: the general kernel's families: channels per chunk (rows of 128, 64, 32 bytes) and stages
+CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _half.STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _half.STAGES)}
 
 
 def _pow2_at_least(n: int) -> int:
@@ -63,25 +67,26 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     search's pruning rules (module docstring)."""
     p = problem
     _, supports, runs, _ = FAMILIES[family]
-    half = family == _half.HALF_FAMILY
+    general = family in CHUNKED     # the general kernel: chunk, row_taps and 3 stages
+    chunk_values, stage_values = CHUNKED.get(family, ((), STAGES))
 
-    cq = fold_channels(p) if half and p.S > 1 else 0     # folded taps: a pixel's channels, 0 where C > 8
+    cq = fold_channels(p) if general and p.S > 1 else 0     # folded taps: a pixel's channels, 0 where C is more
 
     def folded(v: Values) -> bool:
-        return half and v["row_taps"] > 1
+        return general and v["row_taps"] > 1
 
     def chunks(v: Values) -> int:
-        """Reduction chunks R·S·⌈C/ch⌉: ch the 16-bit family's ``chunk``, else one 128-byte row of the dtype;
+        """Reduction chunks R·S·⌈C/ch⌉: ch the general kernel's ``chunk``, else one 128-byte row of the dtype;
         folded taps: R (one per filter row)."""
         if folded(v):
             return p.R
-        return p.R * p.S * -(-p.C // (v["chunk"] if half else chunk_elements(p)))
+        return p.R * p.S * -(-p.C // (v["chunk"] if general else chunk_elements(p)))
 
     def splits_used(v: Values) -> int:
         n = chunks(v)
         return -(-n // -(-n // v["splits"]))
 
-    split_keys = ("splits", "chunk", "row_taps") if half else ("splits",)
+    split_keys = ("splits", "chunk", "row_taps") if general else ("splits",)
 
     rules: tuple[Rule, ...] = (
         Rule("problem", (), lambda v: supports(p), f"{family} runs {runs}, groups=1, not causal; got {p.key()}",
@@ -102,11 +107,12 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
              lambda v: f"splits={v['splits']} leaves a split without chunks ({chunks(v)} chunks); use "
                        f"splits={splits_used(v)}", field="splits"),
     )
-    if half:
+    if general:
+        fold_most = 16 // p.itemsize_bytes    # the most channels a folded pixel holds: 16 bytes
         rules += (
-            Rule("chunk", ("chunk",), lambda v: v["chunk"] in _half.CHUNKS, f"chunk={{chunk}}: allowed {_half.CHUNKS}"),
+            Rule("chunk", ("chunk",), lambda v: v["chunk"] in chunk_values, f"chunk={{chunk}}: allowed {chunk_values}"),
             Rule("row_taps", ("row_taps",), lambda v: v["row_taps"] == 1 or (v["row_taps"] == p.S and cq > 0),
-                 f"row_taps={{row_taps}}: allowed 1, or S={p.S} where C ≤ 8 (C={p.C})"),
+                 f"row_taps={{row_taps}}: allowed 1, or S={p.S} where C ≤ {fold_most} (C={p.C})"),
             Rule("row_taps_chunk", ("row_taps", "chunk"), lambda v: not folded(v) or p.S * cq <= v["chunk"],
                  lambda v: f"chunk={v['chunk']} holds fewer than S·Cq = {p.S}·{cq} columns of folded taps",
                  field="chunk"),
@@ -130,10 +136,10 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
                           lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
                           field="splits"))
     values = {"tile_n": TILE_N, "m_blocks": M_BLOCKS, "warpgroups": WARPGROUPS, "stages": STAGES, "splits": SPLITS}
-    if half:
-        values["chunk"] = _half.CHUNKS
-        values["stages"] = _half.STAGES
-        values["row_taps"] = (1, p.S) if cq and p.S * cq <= max(_half.CHUNKS) else (1,)
+    if general:
+        values["chunk"] = chunk_values
+        values["stages"] = stage_values
+        values["row_taps"] = (1, p.S) if cq and p.S * cq <= max(chunk_values) else (1,)
 
         def padded(chunk: int) -> int:
             return -(-p.C // chunk) * chunk
@@ -142,8 +148,8 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
             """A chunk below 64 only where it pads C less than the next larger chunk does (small C: stems);
             folded: the smallest chunk that holds the S·Cq columns."""
             if folded(v):
-                return v["chunk"] == min(ch for ch in _half.CHUNKS if ch >= p.S * cq)
-            return v["chunk"] == max(_half.CHUNKS) or padded(v["chunk"]) < padded(2 * v["chunk"])
+                return v["chunk"] == min(ch for ch in chunk_values if ch >= p.S * cq)
+            return v["chunk"] == max(chunk_values) or padded(v["chunk"]) < padded(2 * v["chunk"])
 
         prune.append(Rule("chunk_padding", ("chunk", "row_taps"), chunk_pads_less,
                           lambda v: f"chunk={v['chunk']} pads more than a smaller chunk for C={p.C}"
@@ -167,7 +173,7 @@ def enumerate_plans(problem: ConvProblem, machine: MachineModel,
             continue
 
 
-def plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig,
+def plan(problem: ConvProblem, config: WgmmaConfig,
          machine: MachineModel | None = None) -> IgemmWgmmaFwdPlan:
     """Validate ``config`` for ``problem`` (the rules of :func:`space`, then ``machine``'s limits) and derive the
     launch plan.

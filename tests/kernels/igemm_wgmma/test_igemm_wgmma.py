@@ -73,10 +73,11 @@ def test_a_split_without_chunks_is_refused() -> None:
 
 
 def _simulated_traffic(pl: launcher.IgemmWgmmaFwdPlan) -> dict[str, int]:
-    """Words the kernels request (:func:`wgmma_cases.simulated_copies`, chunks of 32 words) and the epilogue's."""
+    """Words the kernels request (:func:`wgmma_cases.simulated_copies`, chunks of the config's words) and the
+    epilogue's."""
     p = pl.problem
     out = p.N * p.K * p.P * p.Q
-    return {**simulated_copies(pl, launcher.CHUNK),
+    return {**simulated_copies(pl, launcher.chunk_elements(p, pl.config)),
             "output": out * pl.splits_launched + (out if pl.splits_launched > 1 else 0)}
 
 
@@ -85,6 +86,11 @@ def _simulated_traffic(pl: launcher.IgemmWgmmaFwdPlan) -> dict[str, int]:
     ("N=2 C=40 H=15 W=13 K=20 R=7 S=7 stride=2 pad=3 math=tf32", IgemmWgmmaFwdConfig(128, 2, 1, 4, 2)),
     ("N=1 C=64 H=9 W=11 K=16 R=1 S=5 pad_h=0 pad_w=2 math=tf32", IgemmWgmmaFwdConfig(64, 1, 2, 6, 1)),
     ("N=2 C=2 H=6 W=6 K=130 R=3 S=3 pad=4 dilation=4 math=tf32", IgemmWgmmaFwdConfig(256, 1, 1, 4, 3)),
+    ("N=2 C=13 H=9 W=7 K=50 R=3 S=3 pad=1 stride=2 math=tf32", IgemmWgmmaFwdConfig(64, 1, 1, 3, 2, 16)),
+    ("N=1 C=21 H=8 W=8 K=20 R=2 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(128, 1, 1, 4, 1, 8)),
+    # folded taps: Cq = 4 (C = 3) and Cq = 1, each pixel's S taps one copy per filter row
+    ("N=2 C=3 H=15 W=13 K=20 R=7 S=7 stride=2 pad=3 math=tf32", IgemmWgmmaFwdConfig(64, 1, 1, 4, 2, 32, 7)),
+    ("N=2 C=1 H=9 W=9 K=20 R=5 S=5 pad=4 dilation=2 math=tf32", IgemmWgmmaFwdConfig(64, 1, 1, 4, 1, 8, 5)),
 ])
 def test_traffic_formula_matches_the_copy_loops(text: str, config: IgemmWgmmaFwdConfig) -> None:
     pl = plan(P(text), config, H200)
@@ -100,6 +106,60 @@ def test_space_covers_the_layers_it_is_for_within_the_machine() -> None:
             assert pl.smem_bytes <= H200.smem_per_block_bytes and pl.config.accumulators <= 128
     assert any(pl.config.splits > 1 for pl in enumerate_plans(P("N=1 C=512 H=7 W=7 K=512 R=3 S=3 pad=1 math=tf32"),
                                                                 H200))
+
+
+def test_chunks_and_folded_taps() -> None:
+    """Chunks of 32, 16, 8 channels (rows of 128, 64, 32 bytes; a smaller one only where it pads C less); stems
+    with C ≤ 4 fold a filter row's taps into one chunk (Cq = 1, 2, 4 words a pixel: copies of 4, 8, 16 bytes), the
+    smallest chunk holding S·Cq columns; the workspace has Cq channels, the reduction R chunks."""
+    def chunks(text: str) -> set[tuple[int, int]]:
+        return {(pl.config.row_taps, pl.config.chunk) for pl in enumerate_plans(P(text), H200)}
+
+    unfolded = {(1, 32), (1, 16), (1, 8)}
+    assert chunks(LAYER) == {(1, 32)} and chunks("N=2 C=48 H=9 W=9 K=20 R=3 S=3 pad=1 math=tf32") == {(1, 32), (1, 16)}
+    assert chunks("N=2 C=40 H=9 W=9 K=20 R=3 S=3 pad=1 math=tf32") == unfolded     # 64, 48, 40 channels a tap
+    assert chunks("N=2 C=3 H=32 W=32 K=64 R=7 S=7 stride=2 pad=3 math=tf32") == unfolded | {(7, 32)}
+    assert chunks("N=2 C=1 H=28 W=28 K=20 R=5 S=5 math=tf32") == unfolded | {(5, 8)}
+    assert chunks("N=2 C=2 H=9 W=9 K=20 R=3 S=3 pad=1 math=tf32") == unfolded | {(3, 8)}
+    assert chunks("N=2 C=5 H=9 W=9 K=20 R=3 S=3 pad=1 math=tf32") == unfolded                  # C > 4: no fold
+    stem = P("N=2 C=3 H=32 W=32 K=64 R=7 S=7 stride=2 pad=3 math=tf32")
+    pl = plan(stem, IgemmWgmmaFwdConfig(64, 2, 2, 4, 1, 32, 7), H200)
+    assert (pl.cp, pl.krp, pl.chunks, pl.fold_channels, launcher.fold_channels(stem)) == (4, 7 * 32, 7, 4, 4)
+    assert "<convtune_tf32, 64, 2, 2, 4, 128, 4>" in pl.source() and "pack_body<convtune_tf32, 4, 32>" in pl.source()
+    assert launcher.workspace_bytes(pl) == 4 * 2 * 32 * 32 * 4
+    flat = plan(stem, IgemmWgmmaFwdConfig(64, 2, 2, 4, 1, 8), H200)
+    assert launcher.layout_key(pl) != launcher.layout_key(flat) and flat.fold_channels == 0
+    assert IgemmWgmmaFwdConfig(128, 2, 1, 4, 1) == IgemmWgmmaFwdConfig(128, 2, 1, 4, 1, 32, 1)   # earlier keys
+    for config, field in ((IgemmWgmmaFwdConfig(64, 2, 2, 4, 1, 32, 3), "row_taps"),
+                          (IgemmWgmmaFwdConfig(64, 2, 2, 4, 1, 16, 7), "chunk"),       # 7·4 columns > 16
+                          (IgemmWgmmaFwdConfig(64, 2, 2, 4, 1, 64), "chunk"),          # TF32 chunks: 32, 16, 8
+                          (IgemmWgmmaFwdConfig(64, 2, 2, 4, 8, 32, 7), "splits")):     # 7 chunks
+        with pytest.raises(InvalidConfig) as err:
+            plan(stem, config, H200)
+        assert err.value.field == field, config
+
+
+def test_prepared_launch_of_folded_taps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Folded TF32 taps: the per-pixel layout change (blocks of 256 pixels, images along y; arguments C, H·W) into a
+    workspace of Cq = 4 words a pixel; a split zeroes y and the GEMM adds into y itself (no conversion)."""
+    from launch_recorder import install
+
+    from convtune.kernels.igemm.nhwc import NhwcKernels
+
+    rec = install(monkeypatch)
+    p = P("N=3 C=3 H=30 W=20 K=64 R=7 S=7 stride=2 pad=3 math=tf32")
+    pl = plan(p, IgemmWgmmaFwdConfig(64, 1, 1, 4, 2, 32, 7), H200)
+    kernels = NhwcKernels(rec.kernel(launcher.TO_NHWC_FOLD_ENTRY, 2, 2), rec.kernel(launcher.ENTRY, 3, 16))
+    prepared = launcher.prepare_plan(pl, 0, kernels)
+    assert prepared.workspace_bytes == 4 * 3 * 30 * 20 * 4
+    prepared((0x1000, 0x2000, 0x3000, 0x4000), 0x77)
+    transpose, gemm = rec.launches()
+    assert (transpose.name, transpose.grid, transpose.block, list(transpose.ints)) == (
+        launcher.TO_NHWC_FOLD_ENTRY, (3, 3, 1), (256, 1, 1), [3, 600])
+    assert transpose.pointers == (0x1000, 0x4000) and gemm.pointers == (0x4000, 0x2000, 0x3000)
+    assert list(gemm.ints) == [3, 4, 30, 20, 64, p.P, p.Q, 7, 2, 2, 3, 3, 1, 1, 7 * 32, 4]
+    (zero,) = [c for c in rec.calls if c.kind == "memset"]
+    assert zero.pointers == (0x3000,) and zero.nbytes == 4 * p.output_elements
 
 
 def test_registry_row() -> None:
@@ -121,6 +181,12 @@ REPRESENTATIVE = [
     ("256x128_wg2", LAYER, IgemmWgmmaFwdConfig(128, 2, 2, 4, 2)),
     ("64x64_s6", "N=1 C=512 H=7 W=7 K=512 R=3 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(64, 1, 1, 6, 8)),
     ("128x64_wg2_s6", "N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2 math=tf32", IgemmWgmmaFwdConfig(64, 1, 2, 6, 1)),
+    ("128x128_c16_s3", "N=8 C=16 H=56 W=56 K=128 R=3 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(128, 2, 1, 3, 1, 16)),
+    ("128x256_c8", "N=8 C=8 H=56 W=56 K=256 R=3 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(256, 1, 2, 4, 1, 8)),
+    ("fold4_7x7", "N=8 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 math=tf32",
+     IgemmWgmmaFwdConfig(64, 1, 2, 4, 1, 32, 7)),
+    ("fold1_5x5", "N=8 C=1 H=28 W=28 K=20 R=5 S=5 math=tf32", IgemmWgmmaFwdConfig(64, 2, 1, 4, 1, 8, 5)),
+    ("fold2_3x3", "N=8 C=2 H=28 W=28 K=32 R=3 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(128, 1, 2, 6, 1, 8, 3)),
 ]
 
 

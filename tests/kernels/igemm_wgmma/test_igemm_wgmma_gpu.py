@@ -3,60 +3,70 @@ case list itself is checked without one).
 
 Random problems (batch 1 mostly, up to 32 on small maps; odd map sizes; channels 1..100, rarely a multiple of 8;
 filters 1..7, non-square; strides and dilations 1..3, padding 0..3, padding-dominated maps) × the space's corners
-(tile_n 64/128/256, m_blocks 1/2, warpgroups 1/2, stages 4/6, splits 1..8), outputs poisoned with NaN before each
-launch, fresh normal inputs. Each case's error against float64 must meet ``launcher.TOLERANCE`` and be at most twice
-cuDNN's TF32 error on the same inputs (+1e-6), or twice the TF32 floor (exact TF32 operands, exact sums) where cuDNN
-ran the shape on an fp32 algorithm.
+(tile_n 64/128/256, m_blocks 1/2, warpgroups 1/2, stages 3/4/6, splits 1..8, chunks of 32/16/8 channels: the
+128/64/32-byte swizzles), and stems with folded taps (C ≤ 4: 4-, 8- and 16-byte copies of 1, 2, 4 channels), outputs
+poisoned with NaN before each launch, fresh normal inputs. Each case's error against float64 must meet
+``launcher.TOLERANCE`` and be at most twice cuDNN's TF32 error on the same inputs (+1e-6), or twice the TF32 floor
+(exact TF32 operands, exact sums) where cuDNN ran the shape on an fp32 algorithm.
 """
 
 from __future__ import annotations
 
 import zlib
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pytest
-from wgmma_cases import random_problem
+from wgmma_cases import drawn, random_fold, random_problem
 
 from convtune.kernels.igemm_wgmma import launcher
-from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig
+from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, fold_channels
 from convtune.kernels.igemm_wgmma.space import plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 gpu = pytest.mark.gpu
 
-CONFIGS = {
-    "n128_mi2_wg1_s4": IgemmWgmmaFwdConfig(128, 2, 1, 4, 1),
-    "n256_mi1_wg2_s4": IgemmWgmmaFwdConfig(256, 1, 2, 4, 1),
-    "n128_mi2_wg2_s4_x2": IgemmWgmmaFwdConfig(128, 2, 2, 4, 2),
-    "n64_mi1_wg1_s6_x8": IgemmWgmmaFwdConfig(64, 1, 1, 6, 8),
-    "n64_mi2_wg2_s4": IgemmWgmmaFwdConfig(64, 2, 2, 4, 1),
-    "n256_mi1_wg1_s4_x4": IgemmWgmmaFwdConfig(256, 1, 1, 4, 4),
-    "n128_mi1_wg2_s6": IgemmWgmmaFwdConfig(128, 1, 2, 6, 1),
-    "n64_mi1_wg2_s4_x3": IgemmWgmmaFwdConfig(64, 1, 2, 4, 3),
+CONFIGS = {   # every chunk (32, 16, 8 channels: the 128 / 64 / 32-byte swizzles), 3 stages
+    "n128_mi2_wg1_s4_c32": IgemmWgmmaFwdConfig(128, 2, 1, 4, 1, 32),
+    "n256_mi1_wg2_s4_c32": IgemmWgmmaFwdConfig(256, 1, 2, 4, 1, 32),
+    "n128_mi2_wg2_s4_x2_c16": IgemmWgmmaFwdConfig(128, 2, 2, 4, 2, 16),
+    "n64_mi1_wg1_s6_x8_c8": IgemmWgmmaFwdConfig(64, 1, 1, 6, 8, 8),
+    "n64_mi2_wg2_s3_c16": IgemmWgmmaFwdConfig(64, 2, 2, 3, 1, 16),
+    "n256_mi1_wg1_s4_x4_c32": IgemmWgmmaFwdConfig(256, 1, 1, 4, 4, 32),
+    "n128_mi1_wg2_s6_c8": IgemmWgmmaFwdConfig(128, 1, 2, 6, 1, 8),
+    "n64_mi1_wg2_s4_x3_c32": IgemmWgmmaFwdConfig(64, 1, 2, 4, 3, 32),
+}
+#: folded taps (row_taps = the problem's S, set per problem): C ≤ 4, chunks holding S·Cq columns
+CONFIGS_FOLD = {
+    "fold_n64_mi1_wg1_s4_c8": IgemmWgmmaFwdConfig(64, 1, 1, 4, 1, 8),
+    "fold_n128_mi2_wg2_s6_c16": IgemmWgmmaFwdConfig(128, 2, 2, 6, 1, 16),
+    "fold_n64_mi2_wg2_s4_x2_c32": IgemmWgmmaFwdConfig(64, 2, 2, 4, 2, 32),
+    "fold_n256_mi1_wg1_s3_c16": IgemmWgmmaFwdConfig(256, 1, 1, 3, 1, 16),
+    "fold_n64_mi1_wg2_s4_x3_c32": IgemmWgmmaFwdConfig(64, 1, 2, 4, 3, 32),
 }
 PROBLEMS_PER_CONFIG = 26
+PROBLEMS_PER_FOLD_CONFIG = 12
 H200 = MachineModel.preset("h200")
 
 
-def _random_problem(rng: np.random.Generator, config: IgemmWgmmaFwdConfig) -> ConvProblem | None:
-    return random_problem(rng, config, lambda p, c: plan(p, c, H200), launcher.CHUNK, math="tf32")
+def _plan(problem: ConvProblem, config: IgemmWgmmaFwdConfig) -> Any:
+    return plan(problem, config, H200)
+
+
+def _general(rng: np.random.Generator, config: IgemmWgmmaFwdConfig) -> tuple[ConvProblem, IgemmWgmmaFwdConfig] | None:
+    problem = random_problem(rng, config, _plan, config.chunk, math="tf32")
+    return None if problem is None else (problem, config)
 
 
 def _cases() -> list[Any]:
     rng = np.random.default_rng(20261203)
     cases = []
     for name, config in CONFIGS.items():
-        made = tries = 0
-        while made < PROBLEMS_PER_CONFIG:
-            tries += 1
-            assert tries < 5000, f"{name}: no random problem takes {config.key()}"
-            problem = _random_problem(rng, config)
-            if problem is None:
-                continue
-            cases.append(pytest.param(problem, config, id=f"{name}-{made}", marks=[gpu]))
-            made += 1
+        cases += drawn(name, PROBLEMS_PER_CONFIG, partial(_general, rng, config), gpu)
+    for name, config in CONFIGS_FOLD.items():
+        cases += drawn(name, PROBLEMS_PER_FOLD_CONFIG, partial(random_fold, rng, config, _plan, math="tf32"), gpu)
     return cases
 
 
@@ -65,7 +75,12 @@ CASES = _cases()
 
 def test_case_count() -> None:
     problems = [c.values[0] for c in CASES]
-    assert len(CASES) >= 200
+    assert len(CASES) >= 200 + 5 * PROBLEMS_PER_FOLD_CONFIG
+    assert {c.values[1].chunk for c in CASES} == {32, 16, 8} and {c.values[1].stages for c in CASES} == {3, 4, 6}
+    folds = [c.values for c in CASES if c.values[1].row_taps > 1]
+    assert len(folds) == 5 * PROBLEMS_PER_FOLD_CONFIG
+    assert {fold_channels(p) for p, _ in folds} == {1, 2, 4} and {p.S for p, _ in folds} >= {2, 3, 5, 7}
+    assert {cfg.splits for _, cfg in folds} >= {1, 2, 3} and any(p.stride_w > 1 for p, _ in folds)
     assert {p.stride_h for p in problems} >= {1, 2, 3} and {p.dil_h for p in problems} >= {1, 2, 3}
     assert {p.pad_h for p in problems} >= {0, 1, 2, 3} and any(p.R != p.S for p in problems)
     assert {3, 13, 35, 50} <= {p.C for p in problems} and sum(p.N == 1 for p in problems) >= len(problems) // 3
@@ -133,9 +148,18 @@ def test_operator_api_runs_a_wgmma_config_on_torch_tensors() -> None:
     for key, kwargs in (("igemm_wgmma.fwd tile_n=128 m_blocks=2 warpgroups=1 stages=4 splits=1",
                          {"stride": 2, "padding": (3, 1)}),
                         ("igemm_wgmma.fwd tile_n=64 m_blocks=1 warpgroups=2 stages=6 splits=4",
-                         {"stride": 1, "padding": 2, "dilation": 2})):
+                         {"stride": 1, "padding": 2, "dilation": 2}),
+                        ("igemm_wgmma.fwd tile_n=128 m_blocks=1 warpgroups=2 stages=3 splits=1 chunk=16 row_taps=1",
+                         {"stride": 1, "padding": 1})):
         y = convtune.conv2d(x, w, config=key, math="tf32", **kwargs)
         y2 = convtune.conv2d(x, w, config=key, math="tf32", **kwargs)   # the cache hit: prepared launch and filters
         expected = torch.nn.functional.conv2d(x.double(), w.double(), **kwargs)
         for out in (y, y2):
             assert float((out.double() - expected).norm() / expected.norm()) <= launcher.TOLERANCE, key
+    # a stem with folded taps (C = 3: 4 channels a pixel, 7 taps in a 32-column chunk), and the model's choice
+    xs = torch.randn(2, 3, 57, 61, device="cuda")
+    ws = torch.randn(64, 3, 7, 7, device="cuda")
+    expected = torch.nn.functional.conv2d(xs.double(), ws.double(), stride=2, padding=3)
+    for key in ("igemm_wgmma.fwd tile_n=64 m_blocks=2 warpgroups=2 stages=4 splits=1 chunk=32 row_taps=7", None):
+        out = convtune.conv2d(xs, ws, stride=2, padding=3, config=key, math="tf32")
+        assert float((out.double() - expected).norm() / expected.norm()) <= launcher.TOLERANCE, key

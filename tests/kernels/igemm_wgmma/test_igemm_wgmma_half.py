@@ -12,7 +12,7 @@ from wgmma_cases import simulated_copies
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import nvcc_available, nvcc_compile, required_arch
-from convtune.kernels.igemm_wgmma import half
+from convtune.kernels.igemm_wgmma import half, launcher
 from convtune.kernels.igemm_wgmma.half import IgemmWgmmaHalfFwdConfig, supports, traffic_elements
 from convtune.kernels.igemm_wgmma.space import enumerate_plans, plan
 from convtune.kernels.registry import get_spec, specs_for
@@ -70,7 +70,7 @@ def test_stems_fold_a_filter_rows_taps_into_one_chunk() -> None:
                 for pl in enumerate_plans(P(text), H200, family="igemm_wgmma_half")} == taps, text
     pl = plan(stem, IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 32, 7), H200)
     assert (pl.cp, pl.krp, pl.chunks, pl.fold_channels) == (4, 7 * 32, 7, 4)
-    assert "wg_bf16, 64, 2, 2, 4, 64, 4>" in pl.source() and "pack_16_body<convtune::wg_bf16, 4, 32>" in pl.source()
+    assert "wg_bf16, 64, 2, 2, 4, 64, 4>" in pl.source() and "pack_body<convtune::wg_bf16, 4, 32>" in pl.source()
     assert half.nhwc_bytes(pl) == 2 * 2 * 32 * 32 * 4
     unfolded = plan(stem, IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 32), H200)
     assert half.layout_key(pl) != half.layout_key(unfolded) and unfolded.fold_channels == 0
@@ -179,15 +179,15 @@ def test_prepared_launch_of_folded_taps_changes_the_layout_a_pixel_a_thread(monk
     rec = install(monkeypatch)
     p = P("N=3 C=3 H=30 W=20 K=64 R=7 S=7 stride=2 pad=3 dtype=bfloat16")
     pl = plan(p, IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 32, 7), H200)
-    kernels = half.HalfKernels(rec.kernel(half.TO_NHWC_FOLD_ENTRY, 2, 2), rec.kernel(half.ENTRY, 4, 16),
+    kernels = half.HalfKernels(rec.kernel(launcher.TO_NHWC_FOLD_ENTRY, 2, 2), rec.kernel(half.ENTRY, 4, 16),
                                rec.kernel(half.CONVERT_ENTRY, 2, 1))
-    assert half.to_nhwc_entry(pl) == half.TO_NHWC_FOLD_ENTRY
+    assert half.to_nhwc_entry(pl) == launcher.TO_NHWC_FOLD_ENTRY
     prepared = half.prepare_plan(pl, 0, kernels)
     assert prepared.workspace_bytes == 2 * 3 * 30 * 20 * 4
     prepared((0x1000, 0x2000, 0x3000, 0x4000), 0x77)
     transpose, gemm = rec.calls
     assert (transpose.name, transpose.grid, transpose.block, list(transpose.ints)) == (
-        half.TO_NHWC_FOLD_ENTRY, (3, 3, 1), (256, 1, 1), [3, 600])
+        launcher.TO_NHWC_FOLD_ENTRY, (3, 3, 1), (256, 1, 1), [3, 600])
     assert list(gemm.ints) == [3, 4, 30, 20, 64, p.P, p.Q, 7, 2, 2, 3, 3, 1, 1, 7 * 32, 7]
 
 
@@ -196,7 +196,8 @@ def test_registry_row_and_model() -> None:
     p = P(LAYER)
     pl = plan(p, IgemmWgmmaHalfFwdConfig(), H200)
     assert spec.floor_work(p, 12288) == get_spec("direct").floor_work(p, 12288)
-    assert len(spec.source_sha256()) == 64 and spec.source_sha256() != get_spec("igemm_wgmma").source_sha256()
+    # one kernel template for TF32 and 16-bit storage: one source, one version
+    assert spec.source == get_spec("igemm_wgmma").source and len(spec.source_sha256()) == 64
     assert spec.traffic_words(pl) > 0 and spec.onchip_words(pl) > 0
     assert IgemmWgmmaHalfFwdConfig().key().startswith("igemm_wgmma_half.fwd tile_n=128")
     # the 16-bit class's compute ceiling is about twice TF32's: the model predicts the 16-bit kernel faster
@@ -246,7 +247,7 @@ def test_kernels_compile_for_sm90a_without_spills() -> None:
         res = result.resources[entry]
         assert not res.spills, f"{name}: {res}"
         assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{name}: {res.num_regs}"
-    for helper in (half.TO_NHWC_ENTRY, half.TO_NHWC_FOLD_ENTRY, half.PACK_ENTRY, half.CONVERT_ENTRY):
+    for helper in (half.TO_NHWC_ENTRY, launcher.TO_NHWC_FOLD_ENTRY, launcher.PACK_ENTRY, half.CONVERT_ENTRY):
         assert not result.resources[helper].spills
 
 
@@ -255,10 +256,10 @@ def test_kernels_compile_for_sm90a_without_spills() -> None:
     ("N=2 C=40 H=9 W=9 K=20 R=3 S=3 pad=1 math=tf32", None, "igemm_wgmma_pack", 20 * 9 * 64),
     # bf16, chunks of 16 channels: (K, R·S·Cp) = (20, 9·48) elements, two to a word
     ("N=2 C=40 H=9 W=9 K=20 R=3 S=3 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 16),
-     "igemm_wgmma_pack_16", 20 * 9 * 48 // 2),
+     "igemm_wgmma_pack", 20 * 9 * 48 // 2),
     # bf16, folded taps: (K, R·chunk) = (20, 3·32) elements, Cp = Cq = 4
     ("N=2 C=3 H=9 W=9 K=20 R=3 S=5 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 32, 5),
-     "igemm_wgmma_pack_16", 20 * 3 * 32 // 2),
+     "igemm_wgmma_pack", 20 * 3 * 32 // 2),
 ])
 def test_filter_packing_launch_passes_its_arguments(text: str, config: IgemmWgmmaHalfFwdConfig | None, entry: str,
                                                    words: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,7 +267,6 @@ def test_filter_packing_launch_passes_its_arguments(text: str, config: IgemmWgmm
     float32 words, for the TF32 and 16-bit wgmma families, through the driver seam."""
     from launch_recorder import install
 
-    from convtune.kernels.igemm_wgmma import launcher
     from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig
 
     rec = install(monkeypatch)

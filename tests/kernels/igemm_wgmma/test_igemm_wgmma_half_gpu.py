@@ -12,15 +12,13 @@ tolerance and be at most twice cuDNN's error in the same dtype on the same input
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import numpy as np
 import pytest
 from half_gpu_case import errors_16bit
-from wgmma_cases import random_problem
+from wgmma_cases import drawn, random_fold, random_problem
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import half
@@ -89,38 +87,7 @@ def _random_1x1(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig, dt
 
 def _random_fold(rng: np.random.Generator, base: IgemmWgmmaHalfFwdConfig,
                  dtype: str) -> tuple[ConvProblem, IgemmWgmmaHalfFwdConfig] | None:
-    """A stem-like problem (C ≤ 8, S ≥ 2; strides, dilation, padding-dominated maps) and ``base`` folding its S
-    taps; None when the chunk cannot hold S·Cq columns or the split has too few filter rows."""
-    r, s = int(rng.choice([1, 2, 3, 5, 7])), int(rng.choice([2, 3, 5, 7]))
-    sh, sw = int(rng.choice([1, 2, 2, 3])), int(rng.choice([1, 2, 2, 3]))
-    dh, dw = int(rng.choice([1, 1, 2, 3])), int(rng.choice([1, 1, 2]))
-    ph, pw = int(rng.integers(0, 4)), int(rng.integers(0, 4))
-    n = int(rng.choice([1, 1, 2, 3, 8]))
-    span_h, span_w = dh * (r - 1) + 1, dw * (s - 1) + 1
-    h = max(1, span_h - 2 * ph) + int(rng.integers(0, 3 if rng.random() < 0.2 else 40))
-    w = max(1, span_w - 2 * pw) + int(rng.integers(0, 3 if rng.random() < 0.2 else 40))
-    problem = ConvProblem(N=n, C=int(rng.choice([1, 2, 3, 4, 5, 7, 8])), H=h, W=w,
-                          K=int(rng.choice([1, 3, 16, 32, 64, 77, 130])), R=r, S=s, stride_h=sh, stride_w=sw,
-                          pad_h=ph, pad_w=pw, dil_h=dh, dil_w=dw, dtype=dtype)
-    config = dataclasses.replace(base, row_taps=s)
-    try:
-        plan(problem, config, H200)
-    except InvalidConfig:
-        return None
-    return problem, config
-
-
-def _drawn(name: str, count: int, draw: Callable[[], tuple[ConvProblem, Any] | None]) -> list[Any]:
-    """``count`` cases of ``draw`` (None: a draw no config takes, drawn again), named ``name``-i."""
-    cases: list[Any] = []
-    tries = 0
-    while len(cases) < count:
-        tries += 1
-        assert tries < 5000, f"{name}: no random problem fits"
-        drawn = draw()
-        if drawn is not None:
-            cases.append(pytest.param(*drawn, id=f"{name}-{len(cases)}", marks=[gpu]))
-    return cases
+    return random_fold(rng, base, lambda p, c: plan(p, c, H200), dtype=dtype)
 
 
 def _general(rng: np.random.Generator, config: IgemmWgmmaHalfFwdConfig,
@@ -143,7 +110,7 @@ def _cases() -> list[Any]:
                                      (_random_fold, CONFIGS_FOLD, PROBLEMS_PER_FOLD_CONFIG),
                                      (_one, CONFIGS_1X1, PROBLEMS_PER_1X1_CONFIG)):
             for name, config in configs.items():
-                cases += _drawn(f"{dtype}-{name}", count, partial(draw, rng, config, dtype))
+                cases += drawn(f"{dtype}-{name}", count, partial(draw, rng, config, dtype), gpu)
     return cases
 
 

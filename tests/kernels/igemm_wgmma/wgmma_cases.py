@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 
 from convtune.errors import InvalidConfig
 from convtune.problem import ConvProblem
@@ -56,6 +57,43 @@ def random_problem(rng: np.random.Generator, config: Any, plan: Callable[[ConvPr
     if m * kr > MAX_COLUMNS or m * kr * problem.K > MAX_MACS:
         return None
     return problem
+
+
+def random_fold(rng: np.random.Generator, base: Any, plan: Callable[[ConvProblem, Any], Any],
+                **kind: str) -> tuple[ConvProblem, Any] | None:
+    """A stem-like problem of the ``kind`` (C ≤ 8, S ≥ 2; strides, dilation, padding-dominated maps) and ``base``
+    folding its S taps; None when the fold does not take C (more than 16 bytes of channels), the chunk cannot hold
+    S·Cq columns or the split has too few filter rows."""
+    r, s = int(rng.choice([1, 2, 3, 5, 7])), int(rng.choice([2, 3, 5, 7]))
+    sh, sw = int(rng.choice([1, 2, 2, 3])), int(rng.choice([1, 2, 2, 3]))
+    dh, dw = int(rng.choice([1, 1, 2, 3])), int(rng.choice([1, 1, 2]))
+    ph, pw = int(rng.integers(0, 4)), int(rng.integers(0, 4))
+    n = int(rng.choice([1, 1, 2, 3, 8]))
+    span_h, span_w = dh * (r - 1) + 1, dw * (s - 1) + 1
+    h = max(1, span_h - 2 * ph) + int(rng.integers(0, 3 if rng.random() < 0.2 else 40))
+    w = max(1, span_w - 2 * pw) + int(rng.integers(0, 3 if rng.random() < 0.2 else 40))
+    problem = ConvProblem(N=n, C=int(rng.choice([1, 2, 3, 4, 5, 7, 8])), H=h, W=w,
+                          K=int(rng.choice([1, 3, 16, 32, 64, 77, 130])), R=r, S=s, stride_h=sh, stride_w=sw,
+                          pad_h=ph, pad_w=pw, dil_h=dh, dil_w=dw, **kind)
+    config = dataclasses.replace(base, row_taps=s)
+    try:
+        plan(problem, config)
+    except InvalidConfig:
+        return None
+    return problem, config
+
+
+def drawn(name: str, count: int, draw: Callable[[], tuple[ConvProblem, Any] | None], mark: Any) -> list[Any]:
+    """``count`` test cases of ``draw`` (None: a draw no config takes, drawn again), named ``name``-i, marked."""
+    cases: list[Any] = []
+    tries = 0
+    while len(cases) < count:
+        tries += 1
+        assert tries < 5000, f"{name}: no random problem fits"
+        case = draw()
+        if case is not None:
+            cases.append(pytest.param(*case, id=f"{name}-{len(cases)}", marks=[mark]))
+    return cases
 
 
 def simulated_copies(pl: Any, chunk_channels: int) -> dict[str, int]:
