@@ -1,8 +1,8 @@
 """The tuner on the TF32 class by replay of H200 measurements of the tensor-core families (igemm, igemm_nhwc,
 igemm_1x1, igemm_wgmma): ``tests/data/replay_h200_tf32.json.gz``, made by ``benchmarks/make_replay.py`` from the
-committed ``benchmarks/results/igemm_h200/v6_half/{public,wide}/tf32/vs_cudnn_tf32.json`` and
-``benchmarks/results/igemm_wgmma_h200/run{2/public,1/wide}/tf32/vs_cudnn_tf32.json`` (the kernel source measured
-there is the one in this checkout: the table's kernel versions are its hashes). What a CI machine can check without a
+committed ``benchmarks/results/igemm_wgmma_h200/unified_v1/{public,wide}/tf32/vs_cudnn_tf32.json`` (the four families
+in one run; the kernel sources measured there are the ones in this checkout: the table's kernel versions are their
+hashes). What a CI machine can check without a
 GPU: the tensor-core families are searched and their measured rows stored under the tf32 problem, the best is the
 fastest measured row the search reached (or a tie with it), the floor uses the table's measured TF32 ceiling,
 every efficiency is at most 1, and nothing is stored for (or served to) the strict problem."""

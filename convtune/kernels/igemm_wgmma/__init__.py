@@ -2,7 +2,8 @@
 memory; sm_90a, compute capability 9.0 only): ``igemm_wgmma`` for ``math="tf32"`` problems (x moved to a TF32-rounded
 channels-last copy first, counted in the time) and ``igemm_wgmma_half`` for bfloat16 / float16 problems (the same
 kernel over 16-bit elements, :mod:`~convtune.kernels.igemm_wgmma.half`) with its 1×1 sibling
-``igemm_wgmma_half_1x1`` (x read as it is, NCHW: :mod:`~convtune.kernels.igemm_wgmma.half_1x1`).
+``igemm_wgmma_half_1x1`` (x read as it is, NCHW: :mod:`~convtune.kernels.igemm_wgmma.half_1x1`), and the TF32 1×1
+family ``igemm_wgmma_1x1`` (x read from NCHW into registers: :mod:`~convtune.kernels.igemm_wgmma.tf32_1x1`).
 
 ``SPECS`` are the families' registry rows (see :mod:`convtune.kernels.registry`); their bound and floor are the
 direct convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's.
@@ -20,6 +21,7 @@ from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
 from convtune.kernels.igemm_wgmma import launcher as _launcher
 from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.igemm_wgmma import space as _space
+from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
 from convtune.kernels.spec import KernelSpec
 from convtune.problem import ConvProblem
 
@@ -65,4 +67,10 @@ SPECS: tuple[KernelSpec, ...] = (
          "1×1 bfloat16 / float16 on Hopper's warpgroup MMA straight from NCHW x (no layout change): filters "
          "K-major, x N-major (wgmma imm-trans-b), 128-byte swizzles, 4-byte pixel-pair stores, split reduction; "
          "stride 1, no padding, H·W a multiple of 4; sm_90 only"),
+    _row(_tf32_1x1.FAMILY, _launcher.SOURCE, _tf32_1x1.ENTRY, _tf32_1x1.IgemmWgmma1x1FwdConfig, _tf32_1x1.supports,
+         _tf32_1x1, _tf32_1x1.total_traffic_words, _tf32_1x1.onchip_words, _tf32_1x1.traffic_words,
+         "1×1 TF32 on Hopper's warpgroup MMA straight from NCHW x (no layout change): x's channel rows of pixels "
+         "copied 16 bytes at a time, read into registers and rounded to TF32 (wgmma with A in registers), filters "
+         "K-major by descriptor, the general kernel's NCHW epilogue, split reduction; stride 1, no padding, H·W a "
+         "multiple of 4; sm_90 only"),
 )

@@ -170,7 +170,13 @@ __device__ __forceinline__ void igemm_wgmma_f32_to_16_body(const float* __restri
     y[i] = round_to<T>(ws[i]);
 }
 
-template <class T, int BN, int MI, int WG, int STAGES, int CHB, int FQ = 0>
+// A_NCHW (TF32, 1x1 filters, stride 1, no padding, H*W a multiple of 4): A is x itself, read from NCHW (no layout
+// change; Cp then carries x's channel count C): a stage holds [CH channels][BM + 8 pixels] words copied 16 bytes (4
+// pixels of one channel) at a time, zero past C and past the last pixel; each k-step's A fragments are read from it
+// into registers and rounded to TF32 (wgmma with A in registers: TF32 wgmma reads shared-memory operands K-major only,
+// and x's pixels are contiguous per channel). Rows of BM + 8 words: a warp's fragment reads (pixels g, channels t)
+// hit 32 distinct banks.
+template <class T, int BN, int MI, int WG, int STAGES, int CHB, int FQ = 0, bool A_NCHW = false>
 __device__ __forceinline__ void igemm_wgmma_fwd_body(const T* __restrict__ xt, const T* __restrict__ filt,
                                                       T* __restrict__ y, float* __restrict__ ysplit, int N, int Cp,
                                                       int H, int W, int K, int P, int Q, int S, int SH, int SW,
@@ -186,7 +192,10 @@ __device__ __forceinline__ void igemm_wgmma_fwd_body(const T* __restrict__ xt, c
   constexpr int PIECES = FQ > 0 ? 8 : ROW_PIECES;
   constexpr int THREADS = 128 * WG, BM = 64 * WG * MI;
   constexpr int ROWS_PER_PASS = THREADS / PIECES;
-  constexpr int A_BYTES = BM * CHB, B_BYTES = BN * CHB, STAGE_BYTES = A_BYTES + B_BYTES;
+  static_assert(!A_NCHW || (E == 4 && CHB == 128 && FQ == 0), "x read from NCHW: TF32, chunks of 32 channels");
+  constexpr int LDA = BM + 8;                  // A_NCHW: words per channel row of the A tile
+  constexpr int A_BYTES = A_NCHW ? CH * LDA * 4 : BM * CHB, B_BYTES = BN * CHB, STAGE_BYTES = A_BYTES + B_BYTES;
+  static_assert(A_BYTES % 1024 == 0, "B tiles stay aligned to the swizzle's period");
   constexpr int A_ROWS = BM / ROWS_PER_PASS;                                  // per thread (BM is a multiple)
   constexpr int B_COPIES = (BN * ROW_PIECES + THREADS - 1) / THREADS;   // per thread, the last maybe partial
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -207,8 +216,22 @@ __device__ __forceinline__ void igemm_wgmma_fwd_body(const T* __restrict__ xt, c
   const int piece = tid % PIECES;
   long long pix_base[A_ROWS];
   int pix_h0[A_ROWS], pix_w0[A_ROWS];
+  // A_NCHW: this thread copies pixels 4*pg .. 4*pg + 3 of the tile (one image: H*W is a multiple of 4) of channel rows
+  // tid / (BM/4) + j * A_ROW_STEP of each chunk
+  constexpr int A_GROUPS = BM / 4, A_ROW_STEP = THREADS / A_GROUPS, A_COPIES = CH / A_ROW_STEP;
+  const int pg = tid % A_GROUPS;
+  long long a_base = 0;
+  bool a_ok = false;
+  if constexpr (A_NCHW) {
+    const long long p = m0 + 4 * pg;
+    a_ok = p < M;
+    if (a_ok) {
+      const long long img = p / PQ;
+      a_base = img * Cp * PQ + (p - img * PQ);
+    }
+  }
 #pragma unroll
-  for (int j = 0; j < A_ROWS; ++j) {
+  for (int j = 0; j < (A_NCHW ? 0 : A_ROWS); ++j) {
     const long long m = m0 + tid / PIECES + j * ROWS_PER_PASS;
     pix_base[j] = 0;
     pix_h0[j] = -(1 << 29);
@@ -223,7 +246,15 @@ __device__ __forceinline__ void igemm_wgmma_fwd_body(const T* __restrict__ xt, c
 
   auto load_stage = [&](int stage, int chunk) {
     const unsigned sA = smem0 + stage * STAGE_BYTES, sB = sA + A_BYTES;
-    if constexpr (FQ > 0) {   // chunk = filter row r: each pixel's S taps, one copy of FQ channels each
+    if constexpr (A_NCHW) {   // channels chunk*CH ..: 4 pixels of one channel a copy (Cp is x's C here)
+#pragma unroll
+      for (int j = 0; j < A_COPIES; ++j) {
+        const int row = tid / A_GROUPS + j * A_ROW_STEP, c = chunk * CH + row;
+        const bool ok = a_ok && c < Cp;
+        const T* src = ok ? xt + a_base + static_cast<long long>(c) * PQ : xt;
+        cp_async16_zfill(sA + (row * LDA + 4 * pg) * 4, src, ok);
+      }
+    } else if constexpr (FQ > 0) {   // chunk = filter row r: each pixel's S taps, one copy of FQ channels each
       const int dh = chunk * DH;
 #pragma unroll
       for (int j = 0; j < A_ROWS; ++j) {
@@ -277,16 +308,42 @@ __device__ __forceinline__ void igemm_wgmma_fwd_body(const T* __restrict__ xt, c
     __syncthreads();   // every zero stored before any thread's copies land on the same rows
   }
   const int wg = warp >> 2;
+  const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;
   wgmma_pipeline<STAGES>(nchunks, chunk0, load_stage, [&](int stage) {
-    const unsigned sA = smem0 + stage * STAGE_BYTES + wg * (BM / WG) * CHB, sB = smem0 + stage * STAGE_BYTES + A_BYTES;
+    const unsigned sB = smem0 + stage * STAGE_BYTES + A_BYTES;
+    if constexpr (A_NCHW) {
+      // the chunk before still reads its A registers: retire it, then fragments (pixel rows r0 + g (+8), channels
+      // 8ks + t (+4)) rounded to TF32
+      wgmma_wait<0>();
+      const unsigned sA = smem0 + stage * STAGE_BYTES;
+      unsigned a[MI][4][4];
 #pragma unroll
-    for (int ks = 0; ks < CHB / 32; ++ks)   // k-steps of 32 bytes across the row (k16 16-bit, k8 TF32)
+      for (int mi = 0; mi < MI; ++mi) {
+        const int r0 = wg * (BM / WG) + mi * 64 + wq * 16 + g;
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-        WgmmaSS<T, BN>::run(acc[mi], swizzled_desc<CHB>(sA + mi * 64 * CHB, ks), swizzled_desc<CHB>(sB, ks));
+        for (int ks = 0; ks < 4; ++ks) {
+          const unsigned at = sA + ((ks * 8 + t) * LDA + r0) * 4;
+          a[mi][ks][0] = operand_bits<wg_tf32>(lds_u32(at));
+          a[mi][ks][1] = operand_bits<wg_tf32>(lds_u32(at + 8 * 4));
+          a[mi][ks][2] = operand_bits<wg_tf32>(lds_u32(at + 4 * LDA * 4));
+          a[mi][ks][3] = operand_bits<wg_tf32>(lds_u32(at + (4 * LDA + 8) * 4));
+        }
+      }
+      wgmma_fence();   // the A registers written, read next by the tensor cores
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) WgmmaRSTf32<BN>::run(acc[mi], a[mi][ks], swizzled_desc<CHB>(sB, ks));
+    } else {
+      const unsigned sA = smem0 + stage * STAGE_BYTES + wg * (BM / WG) * CHB;
+#pragma unroll
+      for (int ks = 0; ks < CHB / 32; ++ks)   // k-steps of 32 bytes across the row (k16 16-bit, k8 TF32)
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+          WgmmaSS<T, BN>::run(acc[mi], swizzled_desc<CHB>(sA + mi * 64 * CHB, ks), swizzled_desc<CHB>(sB, ks));
+    }
   });
 
-  const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;
   // This thread's fragments with m < M and col < K straight to global memory: fp32 atomics into the split's
   // workspace (TF32: y), or y as T (a plain lambda: NVRTC takes no generic one in device code)
   auto store_fragments = [&](bool atomics) {

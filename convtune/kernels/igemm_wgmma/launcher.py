@@ -253,11 +253,13 @@ def regs_estimate(config: WgmmaConfig) -> int:
 
 
 def derive_plan(problem: ConvProblem, config: WgmmaConfig, machine: MachineModel | None = None,
-                plan_class: type[IgemmWgmmaFwdPlan] | None = None, transposed: bool = False) -> IgemmWgmmaFwdPlan:
+                plan_class: type[IgemmWgmmaFwdPlan] | None = None, transposed: bool = False,
+                smem: int | None = None) -> IgemmWgmmaFwdPlan:
     """The launch plan of a config that keeps the space's rules; refuses what breaks ``machine``'s limits (shared
     memory, registers, a machine other than compute capability 9.0) or the grid's. ``plan_class`` is the family's
     plan (its source text); the 16-bit families pass their own. ``transposed``: the GEMM's rows are the K output
-    channels and its columns the N·P·Q pixels (the 1×1 kernel; its grid puts the pixel tiles first).
+    channels and its columns the N·P·Q pixels (the 16-bit 1×1 kernel; its grid puts the pixel tiles first).
+    ``smem``: the family's shared memory per block where its stages differ from :func:`smem_bytes`'s.
 
     Raises:
         InvalidConfig: naming the field whose derived geometry breaks a limit.
@@ -276,7 +278,7 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig, machine: MachineModel
     (x_tiles, y_tiles), y_field = ((n_tiles, m_tiles), "m_blocks") if transposed else ((m_tiles, n_tiles), "tile_n")
     if x_tiles > 2**31 - 1 or y_tiles > 65535:
         raise InvalidConfig(y_field, f"grid ({x_tiles}, {y_tiles}, {launched}) exceeds the CUDA grid limits")
-    smem, regs = smem_bytes(c), regs_estimate(c)
+    smem, regs = smem if smem is not None else smem_bytes(c), regs_estimate(c)
     min_blocks = 1
     if machine is not None:
         min_blocks = checked_min_blocks(c.threads, smem, regs, machine, "stages", "m_blocks")

@@ -20,6 +20,7 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
 from convtune.kernels.igemm_wgmma import launcher as _tf32
+from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
 from convtune.kernels.igemm_wgmma.launcher import (
     IgemmWgmmaFwdConfig,
     IgemmWgmmaFwdPlan,
@@ -48,6 +49,8 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
                         "(math='ieee')", partial(derive_plan, plan_class=_half.IgemmWgmmaHalfPlan)),
     _half_1x1.FAMILY: (_half_1x1.IgemmWgmmaHalf1x1FwdConfig, _half_1x1.supports, "bfloat16 / float16 1×1 "
                        "convolutions (stride 1, no padding, H·W a multiple of 4)", _half_1x1.derive_plan),
+    _tf32_1x1.FAMILY: (_tf32_1x1.IgemmWgmma1x1FwdConfig, _tf32_1x1.supports, "TF32 1×1 convolutions (math='tf32', "
+                       "stride 1, no padding, H·W a multiple of 4)", _tf32_1x1.derive_plan),
 }
 #: the general kernel's families: channels per chunk (rows of 128, 64, 32 bytes) and stages
 CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _half.STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _half.STAGES)}

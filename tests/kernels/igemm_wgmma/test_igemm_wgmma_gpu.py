@@ -1,13 +1,14 @@
-"""GPU correctness of the wgmma TF32 forward against float64 and against cuDNN's TF32 (needs an sm_90 device; the
-case list itself is checked without one).
+"""GPU correctness of the wgmma TF32 forward against float64 and against cuDNN's TF32 (needs an sm_90 device; the case
+list itself is checked without one).
 
 Random problems (batch 1 mostly, up to 32 on small maps; odd map sizes; channels 1..100, rarely a multiple of 8;
 filters 1..7, non-square; strides and dilations 1..3, padding 0..3, padding-dominated maps) × the space's corners
 (tile_n 64/128/256, m_blocks 1/2, warpgroups 1/2, stages 3/4/6, splits 1..8, chunks of 32/16/8 channels: the
-128/64/32-byte swizzles), and stems with folded taps (C ≤ 4: 4-, 8- and 16-byte copies of 1, 2, 4 channels), outputs
-poisoned with NaN before each launch, fresh normal inputs. Each case's error against float64 must meet
-``launcher.TOLERANCE`` and be at most twice cuDNN's TF32 error on the same inputs (+1e-6), or twice the TF32 floor
-(exact TF32 operands, exact sums) where cuDNN ran the shape on an fp32 algorithm.
+128/64/32-byte swizzles), and stems with folded taps (C ≤ 4: 4-, 8- and 16-byte copies of 1, 2, 4 channels); the 1×1
+family (``igemm_wgmma_1x1``: x from NCHW into registers) on random 1×1 problems (H·W a multiple of 4, channel counts
+past and short of a chunk, splits); outputs poisoned with NaN before each launch, fresh normal inputs. Each case's
+error against float64 must meet ``launcher.TOLERANCE`` and be at most twice cuDNN's TF32 error on the same inputs
+(+1e-6), or twice the TF32 floor (exact TF32 operands, exact sums) where cuDNN ran the shape on an fp32 algorithm.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ import numpy as np
 import pytest
 from wgmma_cases import drawn, random_fold, random_problem
 
+from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import launcher
 from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, fold_channels
 from convtune.kernels.igemm_wgmma.space import plan
+from convtune.kernels.igemm_wgmma.tf32_1x1 import IgemmWgmma1x1FwdConfig
+from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -46,8 +50,17 @@ CONFIGS_FOLD = {
     "fold_n256_mi1_wg1_s3_c16": IgemmWgmmaFwdConfig(256, 1, 1, 3, 1, 16),
     "fold_n64_mi1_wg2_s4_x3_c32": IgemmWgmmaFwdConfig(64, 1, 2, 4, 3, 32),
 }
+#: the 1×1 family (x read from NCHW into registers): 1×1, stride 1, no padding, H·W a multiple of 4
+CONFIGS_1X1 = {
+    "1x1_n64_mi1_wg1_s4": IgemmWgmma1x1FwdConfig(64, 1, 1, 4, 1),
+    "1x1_n256_mi1_wg2_s4": IgemmWgmma1x1FwdConfig(256, 1, 2, 4, 1),
+    "1x1_n128_mi2_wg2_s4_x2": IgemmWgmma1x1FwdConfig(128, 2, 2, 4, 2),
+    "1x1_n64_mi2_wg1_s6_x3": IgemmWgmma1x1FwdConfig(64, 2, 1, 6, 3),
+    "1x1_n128_mi1_wg1_s6": IgemmWgmma1x1FwdConfig(128, 1, 1, 6, 1),
+}
 PROBLEMS_PER_CONFIG = 26
 PROBLEMS_PER_FOLD_CONFIG = 12
+PROBLEMS_PER_1X1_CONFIG = 12
 H200 = MachineModel.preset("h200")
 
 
@@ -60,6 +73,21 @@ def _general(rng: np.random.Generator, config: IgemmWgmmaFwdConfig) -> tuple[Con
     return None if problem is None else (problem, config)
 
 
+def _one(rng: np.random.Generator, config: IgemmWgmma1x1FwdConfig) -> tuple[ConvProblem, Any] | None:
+    """A random 1×1 problem (H·W a multiple of 4; C past and short of a 32-channel chunk) ``config`` takes."""
+    n = int(rng.choice([1, 1, 1, 2, 3, 8, 32]))
+    h, w = int(rng.integers(1, 30 if n < 8 else 12)), int(rng.integers(1, 30 if n < 8 else 12))
+    while (h * w) % 4:
+        w += 1
+    problem = ConvProblem(N=n, C=int(rng.choice([1, 3, 13, 35, 64, 100, 200, 300])), H=h, W=w,
+                          K=int(rng.choice([1, 3, 17, 64, 77, 130, 300])), R=1, S=1, math="tf32")
+    try:
+        plan(problem, config, H200)
+    except InvalidConfig:
+        return None
+    return problem, config
+
+
 def _cases() -> list[Any]:
     rng = np.random.default_rng(20261203)
     cases = []
@@ -67,17 +95,23 @@ def _cases() -> list[Any]:
         cases += drawn(name, PROBLEMS_PER_CONFIG, partial(_general, rng, config), gpu)
     for name, config in CONFIGS_FOLD.items():
         cases += drawn(name, PROBLEMS_PER_FOLD_CONFIG, partial(random_fold, rng, config, _plan, math="tf32"), gpu)
+    for name, config in CONFIGS_1X1.items():
+        cases += drawn(name, PROBLEMS_PER_1X1_CONFIG, partial(_one, rng, config), gpu)
     return cases
 
 
 CASES = _cases()
+GENERAL = [c for c in CASES if c.values[1].family == IgemmWgmmaFwdConfig.family]
 
 
 def test_case_count() -> None:
-    problems = [c.values[0] for c in CASES]
-    assert len(CASES) >= 200 + 5 * PROBLEMS_PER_FOLD_CONFIG
-    assert {c.values[1].chunk for c in CASES} == {32, 16, 8} and {c.values[1].stages for c in CASES} == {3, 4, 6}
-    folds = [c.values for c in CASES if c.values[1].row_taps > 1]
+    ones = [c.values for c in CASES if c.values[1].family == IgemmWgmma1x1FwdConfig.family]
+    assert len(ones) == 5 * PROBLEMS_PER_1X1_CONFIG and {p.C for p, _ in ones} >= {1, 3, 35, 200}
+    assert {cfg.splits for _, cfg in ones} >= {1, 2, 3} and any(p.N * p.H * p.W % 64 for p, _ in ones)
+    problems = [c.values[0] for c in GENERAL]
+    assert len(GENERAL) >= 200 + 5 * PROBLEMS_PER_FOLD_CONFIG
+    assert {c.values[1].chunk for c in GENERAL} == {32, 16, 8} and {c.values[1].stages for c in GENERAL} == {3, 4, 6}
+    folds = [c.values for c in GENERAL if c.values[1].row_taps > 1]
     assert len(folds) == 5 * PROBLEMS_PER_FOLD_CONFIG
     assert {fold_channels(p) for p, _ in folds} == {1, 2, 4} and {p.S for p, _ in folds} >= {2, 3, 5, 7}
     assert {cfg.splits for _, cfg in folds} >= {1, 2, 3} and any(p.stride_w > 1 for p, _ in folds)
@@ -85,7 +119,7 @@ def test_case_count() -> None:
     assert {p.pad_h for p in problems} >= {0, 1, 2, 3} and any(p.R != p.S for p in problems)
     assert {3, 13, 35, 50} <= {p.C for p in problems} and sum(p.N == 1 for p in problems) >= len(problems) // 3
     assert any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p in problems)   # padding-dominated maps
-    assert {c.values[1].splits for c in CASES} >= {1, 2, 3, 4, 8}
+    assert {c.values[1].splits for c in GENERAL} >= {1, 2, 3, 4, 8}
 
 
 @pytest.fixture(scope="module")
@@ -109,13 +143,14 @@ def test_igemm_wgmma_matches_float64_and_cudnn_tf32(problem: ConvProblem, config
 
     from convtune.kernels.reference import conv2d_reference_gpu, relative_error
 
+    family = get_spec(config.family).launcher     # the general kernel's or the 1×1 family's launcher
     pl = plan(problem, config, machine)
-    kernels = launcher.compile_plan(pl)
+    kernels = family.compile_plan(pl)
     rng = cp.random.default_rng(zlib.crc32(problem.key().encode()))
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
     w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
     y = cp.full((problem.N, problem.K, problem.P, problem.Q), cp.nan, dtype=cp.float32)
-    launcher.launch(pl, kernels, x, launcher.prepare_filters(pl, w), y)
+    family.launch(pl, kernels, x, family.prepare_filters(pl, w), y)
     cp.cuda.get_current_stream().synchronize()
     assert not bool(cp.isnan(y).any()), "some outputs were never written"
     geometry = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
@@ -155,6 +190,13 @@ def test_operator_api_runs_a_wgmma_config_on_torch_tensors() -> None:
         y2 = convtune.conv2d(x, w, config=key, math="tf32", **kwargs)   # the cache hit: prepared launch and filters
         expected = torch.nn.functional.conv2d(x.double(), w.double(), **kwargs)
         for out in (y, y2):
+            assert float((out.double() - expected).norm() / expected.norm()) <= launcher.TOLERANCE, key
+    # the 1×1 family: x read from NCHW (H·W = 28·28), a split among them
+    x1, w1 = torch.randn(3, 35, 28, 28, device="cuda"), torch.randn(70, 35, 1, 1, device="cuda")
+    expected = torch.nn.functional.conv2d(x1.double(), w1.double())
+    for key in ("igemm_wgmma_1x1.fwd tile_n=128 m_blocks=1 warpgroups=2 stages=4 splits=1",
+                "igemm_wgmma_1x1.fwd tile_n=64 m_blocks=2 warpgroups=1 stages=4 splits=2"):
+        for out in (convtune.conv2d(x1, w1, config=key, math="tf32"), convtune.conv2d(x1, w1, config=key, math="tf32")):
             assert float((out.double() - expected).norm() / expected.norm()) <= launcher.TOLERANCE, key
     # a stem with folded taps (C = 3: 4 channels a pixel, 7 taps in a 32-column chunk), and the model's choice
     xs = torch.randn(2, 3, 57, 61, device="cuda")
