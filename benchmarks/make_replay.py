@@ -9,10 +9,10 @@ since the run: check ``git log`` of the .cu files).
 
     python benchmarks/make_replay.py benchmarks/results/vs_cudnn.json -o tests/data/replay_h200_vs_cudnn.json.gz
     python benchmarks/make_replay.py \
-        benchmarks/results/igemm_h200/v6_half/{public,wide}/tf32/vs_cudnn_tf32.json \
-        -o tests/data/replay_h200_tf32.json.gz        # the TF32 class (the igemm families), its TF32 peak kept
+        benchmarks/results/igemm_wgmma_h200/unified_v2/{public,wide}/tf32/vs_cudnn_tf32.json \
+        -o tests/data/replay_h200_tf32.json.gz        # the TF32 class (the four TF32 families), its TF32 peak kept
     python benchmarks/make_replay.py \
-        benchmarks/results/igemm_wgmma_h200/half_v9/{half_public,half_wide}/half/vs_cudnn_bf16.json \
+        benchmarks/results/igemm_wgmma_h200/unified_v2/{half_public,half_wide}/half/vs_cudnn_bf16.json \
         -o tests/data/replay_h200_bf16.json.gz        # the bfloat16 class (the four 16-bit families), its peak kept
 """
 

@@ -1,7 +1,7 @@
 """The tuner on the bfloat16 class by replay of H200 measurements of the four 16-bit tensor-core families (igemm_half,
 igemm_half_1x1, igemm_wgmma_half, igemm_wgmma_half_1x1), all measured in one run:
 ``tests/data/replay_h200_bf16.json.gz``, made by ``benchmarks/make_replay.py`` from the committed
-``benchmarks/results/igemm_wgmma_h200/unified_v1/{half_public,half_wide}/half/vs_cudnn_bf16.json`` (the kernels
+``benchmarks/results/igemm_wgmma_h200/unified_v2/{half_public,half_wide}/half/vs_cudnn_bf16.json`` (the kernels
 measured there are the sources in this checkout: the table's kernel versions are their hashes). What a CI machine can
 check without a GPU: the families are searched and their measured rows stored under the bfloat16 problem, the best is
 the fastest measured row the search reached (or a tie), the floor uses the table's measured 16-bit GEMM ceiling (not

@@ -72,5 +72,9 @@ SPECS: tuple[KernelSpec, ...] = (
          "1×1 TF32 on Hopper's warpgroup MMA straight from NCHW x (no layout change): x's channel rows of pixels "
          "copied 16 bytes at a time, read into registers and rounded to TF32 (wgmma with A in registers), filters "
          "K-major by descriptor, the general kernel's NCHW epilogue, split reduction; stride 1, no padding, H·W a "
-         "multiple of 4; sm_90 only"),
+         "multiple of 4; sm_90 only",
+         # the wgmma model's scale (igemm_wgmma's): fitted on every shape of unified_v2 for this family too (×0.841);
+         # it breaks the models' ties at the DRAM floor of memory-bound 1×1 layers in favour of this family, which
+         # measured faster than igemm_1x1 on all four 1×1 shapes of the suites (family_choice_tf32)
+         choice_scale=2 ** -0.25),
 )
