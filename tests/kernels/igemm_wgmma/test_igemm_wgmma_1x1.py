@@ -133,3 +133,4 @@ def test_kernel_compiles_for_sm90a_without_spills() -> None:
         res = result.resources[entry]
         assert not res.spills, f"{entry}: {res}"
         assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{entry}: {res.num_regs}"
+
