@@ -18,14 +18,16 @@ from typing import Any
 import numpy as np
 
 from convtune.kernels.config import parse_config_key
-from convtune.kernels.igemm_wgmma import half_1x1, model
+from convtune.kernels.igemm_wgmma import half_1x1, model, tf32_1x1
 from convtune.kernels.igemm_wgmma.launcher import traffic_words
 from convtune.kernels.registry import get_spec
 from convtune.problem import ConvProblem
 from convtune.tuner.benchmark import ReplayTable
 
 TABLES = (("tests/data/replay_h200_bf16.json.gz", ("igemm_wgmma_half", "igemm_wgmma_half_1x1")),
-          ("tests/data/replay_h200_tf32.json.gz", ("igemm_wgmma",)))
+          ("tests/data/replay_h200_tf32.json.gz", ("igemm_wgmma", "igemm_wgmma_1x1")))
+#: each family's request count (the 1×1 kernels have no layout change)
+TRAFFIC = {"igemm_wgmma_half_1x1": half_1x1.traffic_elements, "igemm_wgmma_1x1": tf32_1x1.traffic_words}
 L2_FRACTIONS = (0.4, 0.25, 0.15, 0.1)
 LATENCIES_S = (0.0, 0.5e-6, 1e-6, 2e-6)
 FIRST_MODEL = (0.4, 0.0)    # the constants before this fit
@@ -71,7 +73,7 @@ def score(us: list[Unit], l2_fraction: float, latency_s: float) -> tuple[np.ndar
     try:
         rhos, regrets = [], []
         for u in us:
-            traffic = half_1x1.traffic_elements if u.family.endswith("_1x1") else traffic_words
+            traffic = TRAFFIC.get(u.family, traffic_words)
             predicted = np.array([model.predict(pl, u.machine, traffic).time_s for pl in u.plans])
             rhos.append(spearman(predicted, u.measured_ms))
             regrets.append(u.measured_ms[np.argmin(predicted)] / u.measured_ms.min())
