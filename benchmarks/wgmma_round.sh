@@ -2,7 +2,7 @@
 # One device call for the wgmma families (igemm_wgmma TF32, igemm_wgmma_half bf16/fp16; sm_90a): their GPU tests,
 # then their configs (the model's top $WGMMA_TOP) against cuDNN in the class on the wide and public suites, each step
 # under a timeout; everything under $WORK, packed into $OUT/wgmma_round.tar.gz (the device returns at most 8 files).
-#   WGMMA_STEPS  which steps (default: tests wide public): tests (both families' GPU tests), nvrtc (the operator
+#   WGMMA_STEPS  which steps (default: tests wide public): tests (every wgmma family's GPU tests), nvrtc (the operator
 #                tests with nvcc off the PATH: kernels built by NVRTC for sm_90a), wide / public (TF32; the families
 #                in $WGMMA_TF32_FAMILIES, default igemm_wgmma),
 #                half_wide / half_public (bfloat16, $HALF_DTYPE to change; the families in $WGMMA_HALF_FAMILIES,
@@ -34,7 +34,7 @@ $half_families" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half
         while IFS='|' read -r problem config; do
             [ -n "$problem" ] || continue
             echo "== $problem | $config"
-            timeout 120 ncu --clock-control none --kernel-name regex:'igemm_wgmma(_half)?_fwd' --launch-skip 3 \
+            timeout 120 ncu --clock-control none --kernel-name regex:'igemm_wgmma(_half)?(_1x1)?_fwd' --launch-skip 3 \
                 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
                 --section Occupancy --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
                 python3 benchmarks/igemm_profile.py --problem "$problem" --config "$config"

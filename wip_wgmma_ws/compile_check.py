@@ -21,6 +21,9 @@ CASES = [
     ("N=8 C=512 H=33 W=33 K=512 R=3 S=3 pad=2 dilation=2 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(256, 1, 2, 4, 1)),
     ("N=32 C=256 H=56 W=56 K=256 R=3 S=3 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(128, 2, 2, 4, 1)),
     ("N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(128, 1, 2, 6, 2)),
+    ("N=2 C=13 H=17 W=19 K=37 R=3 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(64, 1, 1, 4, 1)),         # one consumer
+    ("N=2 C=13 H=17 W=19 K=37 R=3 S=3 pad=1 dtype=bfloat16", IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 16)),
+    ("N=8 C=8 H=56 W=56 K=256 R=3 S=3 pad=1 math=tf32", IgemmWgmmaFwdConfig(256, 1, 1, 3, 1, 8)),    # direct stores
 ]
 
 if __name__ == "__main__":

@@ -162,7 +162,9 @@ __device__ __forceinline__ void igemm_wgmma_ws_body(const T* __restrict__ xt, co
   wgmma_wait<0>();
 
   const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;
-  if (gridDim.z > 1) {   // split reduction: fp32 atomics into ysplit
+  // the fragments with m < M and col < K straight to global memory: fp32 atomics into ysplit, or y as T (the shipped
+  // kernel's store_fragments; to share with it when this ships)
+  auto store_fragments = [&](bool atomics) {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -175,15 +177,27 @@ __device__ __forceinline__ void igemm_wgmma_ws_body(const T* __restrict__ xt, co
 #pragma unroll
           for (int e1 = 0; e1 < 2; ++e1) {
             const int col = n0 + 8 * j + 2 * t + e1;
-            if (col < K) atomicAdd(ysplit + row + static_cast<long long>(col) * PQ, acc[mi][j * 4 + 2 * e2 + e1]);
+            if (col >= K) continue;
+            const long long at = row + static_cast<long long>(col) * PQ;
+            if (atomics) {
+              atomicAdd(ysplit + at, acc[mi][j * 4 + 2 * e2 + e1]);
+            } else {
+              y[at] = round_to<T>(acc[mi][j * 4 + 2 * e2 + e1]);
+            }
           }
       }
+  };
+  if (gridDim.z > 1) {   // split reduction: fp32 atomics into ysplit
+    store_fragments(true);
     return;
   }
   // the tile through shared memory ([BN channels][BM + 16 bytes of pixels]), then coalesced NCHW pixel pairs, as the
   // shipped epilogue; every stage is free (each was waited on, the producer's copies all landed)
   constexpr int LD = BM + 16 / E;
-  static_assert(BN * LD * E + BM * 8 <= STAGES * STAGE_BYTES, "the staged tile fits in the stages");
+  if constexpr (BN * LD * E + BM * 8 > STAGES * STAGE_BYTES) {   // small stages (32-byte rows): direct stores
+    store_fragments(false);
+    return;
+  }
   consumers_sync(CTHREADS);
   unsigned char* staged = smem_raw + (smem0 - smem_u32(smem_raw));
   Bits* tile = reinterpret_cast<Bits*>(staged);

@@ -1,7 +1,7 @@
-"""The implicit-GEMM forward families on Hopper's warpgroup MMA (wgmma with both operands from swizzled shared
-memory; sm_90a, compute capability 9.0 only): ``igemm_wgmma`` for ``math="tf32"`` problems (x moved to a TF32-rounded
-channels-last copy first, counted in the time) and ``igemm_wgmma_half`` for bfloat16 / float16 problems (the same
-kernel over 16-bit elements, :mod:`~convtune.kernels.igemm_wgmma.half`) with its 1×1 sibling
+"""The implicit-GEMM forward families on Hopper's warpgroup MMA (wgmma; sm_90a, compute capability 9.0 only):
+``igemm_wgmma`` for ``math="tf32"`` problems (x moved to a TF32-rounded channels-last copy first, counted in the time;
+both operands from swizzled shared memory) and ``igemm_wgmma_half`` for bfloat16 / float16 problems (the same kernel
+template over 16-bit elements, :mod:`~convtune.kernels.igemm_wgmma.half`) with its 1×1 sibling
 ``igemm_wgmma_half_1x1`` (x read as it is, NCHW: :mod:`~convtune.kernels.igemm_wgmma.half_1x1`), and the TF32 1×1
 family ``igemm_wgmma_1x1`` (x read from NCHW into registers: :mod:`~convtune.kernels.igemm_wgmma.tf32_1x1`).
 
@@ -47,9 +47,9 @@ def _row(family: str, source: str, entry: str, config_class: type, supports: Cal
 SPECS: tuple[KernelSpec, ...] = (
     _row("igemm_wgmma", _launcher.SOURCE, _launcher.ENTRY, _launcher.IgemmWgmmaFwdConfig, _launcher.supports,
          _launcher, _launcher.total_traffic_words, _launcher.onchip_words, _launcher.traffic_words,
-         "implicit GEMM on Hopper's warpgroup MMA (wgmma TF32, both operands from 128-byte-swizzled shared memory, "
-         "fp32 accumulation) over a TF32-rounded channels-last copy of x (16-byte copies of 32-channel rows), any "
-         "stride/padding/dilation, split reduction; sm_90 only",
+         "implicit GEMM on Hopper's warpgroup MMA (wgmma TF32, both operands from swizzled shared memory, fp32 "
+         "accumulation) over a TF32-rounded channels-last copy of x (16-byte copies of 32/16/8-channel rows; C ≤ 4: "
+         "a filter row's taps folded into one chunk), any stride/padding/dilation, split reduction; sm_90 only",
          # the untuned choice across the TF32 families: this model's time × 2^-0.25, fitted leave-one-shape-out on
          # the H200 wide suite (benchmarks/results/igemm_wgmma_h200/family_choice_model_v2: 1.133 → 1.123 held out)
          choice_scale=2 ** -0.25),

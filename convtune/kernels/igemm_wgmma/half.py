@@ -65,7 +65,7 @@ TOLERANCES = _mma_half.TOLERANCES
 
 
 CHUNKS = (64, 32, 16)   # channels per chunk: shared-memory rows of 128, 64, 32 bytes
-STAGES = (3, 4, 6)      # the TF32 family's and 3: two blocks of 128 × 128 tiles per SM
+STAGES = _tf32.GENERAL_STAGES   # the general kernel's, every class
 TRANSPOSE_PIXELS = 64   # the layout change's block: 64 pixels × 32 channels
 TRANSPOSE_CHANNELS = 32
 

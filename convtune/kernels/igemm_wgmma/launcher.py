@@ -59,6 +59,7 @@ PACK_ENTRY = "igemm_wgmma_pack"                    # the filter operand (every c
 CHUNK_BYTES = 128          # the largest chunk of the reduction: one 128-byte swizzled row of one tap
 CHUNK = 32                 # TF32 words per 128-byte chunk (the 16-bit family's: 64 elements; see chunk_elements)
 CHUNKS = (32, 16, 8)       # TF32 channels per chunk: shared-memory rows of 128, 64, 32 bytes
+GENERAL_STAGES = (3, 4, 6)  # the general kernel's stages, every class (3: two blocks of 128 × 128 tiles per SM)
 TRANSPOSE_TILE = 32
 TRANSPOSE_THREADS = 256
 FOLD_TRANSPOSE_THREADS = 256   # the folded layout change: pixels per block
@@ -245,8 +246,8 @@ def regs_estimate(config: WgmmaConfig) -> int:
     """Registers per thread ≈ accumulators + 4 per A row a thread copies (base, corner, flag) + 40.
 
     From ptxas on sm_90a (CUDA 13) over the prototype's 16 configs: 80 (MI·BN/2 = 32) to 208 (128), within ~16 of
-    this estimate (ptxas rounds up to multiples of 8). Folded taps (16-bit ``row_taps`` > 1): 8 threads per row (tap
-    slots) and the loop over a slot's taps, + 24: over 8 folded configs ptxas used 95–223, the estimate −22..+17."""
+    this estimate (ptxas rounds up to multiples of 8). Folded taps (``row_taps`` > 1): 8 threads per row (tap slots)
+    and the loop over a slot's taps, + 24: over 8 folded 16-bit configs ptxas used 95–223, the estimate −22..+17."""
     fold = folded(config)
     a_rows = config.tile_m * (8 if fold else config.row_bytes // 16) // config.threads
     return config.accumulators + 4 * a_rows + 40 + (24 if fold else 0)
@@ -254,12 +255,13 @@ def regs_estimate(config: WgmmaConfig) -> int:
 
 def derive_plan(problem: ConvProblem, config: WgmmaConfig, machine: MachineModel | None = None,
                 plan_class: type[IgemmWgmmaFwdPlan] | None = None, transposed: bool = False,
-                smem: int | None = None) -> IgemmWgmmaFwdPlan:
+                smem: int | None = None, regs: int | None = None) -> IgemmWgmmaFwdPlan:
     """The launch plan of a config that keeps the space's rules; refuses what breaks ``machine``'s limits (shared
     memory, registers, a machine other than compute capability 9.0) or the grid's. ``plan_class`` is the family's
-    plan (its source text); the 16-bit families pass their own. ``transposed``: the GEMM's rows are the K output
+    plan (its source text); the 16-bit and 1×1 families pass their own. ``transposed``: the GEMM's rows are the K output
     channels and its columns the N·P·Q pixels (the 16-bit 1×1 kernel; its grid puts the pixel tiles first).
-    ``smem``: the family's shared memory per block where its stages differ from :func:`smem_bytes`'s.
+    ``smem``, ``regs``: the family's shared memory per block and register estimate where they differ from
+    :func:`smem_bytes`'s and :func:`regs_estimate`'s.
 
     Raises:
         InvalidConfig: naming the field whose derived geometry breaks a limit.
@@ -278,7 +280,8 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig, machine: MachineModel
     (x_tiles, y_tiles), y_field = ((n_tiles, m_tiles), "m_blocks") if transposed else ((m_tiles, n_tiles), "tile_n")
     if x_tiles > 2**31 - 1 or y_tiles > 65535:
         raise InvalidConfig(y_field, f"grid ({x_tiles}, {y_tiles}, {launched}) exceeds the CUDA grid limits")
-    smem, regs = smem if smem is not None else smem_bytes(c), regs_estimate(c)
+    smem = smem if smem is not None else smem_bytes(c)
+    regs = regs if regs is not None else regs_estimate(c)
     min_blocks = 1
     if machine is not None:
         min_blocks = checked_min_blocks(c.threads, smem, regs, machine, "stages", "m_blocks")

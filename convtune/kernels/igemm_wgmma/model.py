@@ -3,9 +3,9 @@
 predicted time = max(SM time, L2 time, DRAM compulsory time) + layout change + split atomics + launches:
 
 * SM time: waves = ⌈blocks / (resident blocks · SMs)⌉, each costing ``resident`` blocks' chunks on one SM, a
-  block-chunk costing the larger of its tensor-core time (2·BM·BN·ch FLOP, ch the chunk's columns: 32 TF32, 64/32/16
-  16-bit; at the SM's share of the class's peak (TF32, or bf16 for both 16-bit types), ``TENSOR_FRACTION`` of the
-  measured GEMM ceiling, itself near the dense wgmma rate) and a fixed per-chunk cost
+  block-chunk costing the larger of its tensor-core time (2·BM·BN·ch FLOP, ch the chunk's columns: 32/16/8 TF32,
+  64/32/16 16-bit; at the SM's share of the class's peak (TF32, or bf16 for both 16-bit types),
+  ``TENSOR_FRACTION`` of the measured GEMM ceiling, itself near the dense wgmma rate) and a fixed per-chunk cost
   ``CHUNK_OVERHEAD_CLK`` (barrier, proxy fence, the wgmma queue's wait), which resident blocks overlap, and at
   least ``CHUNK_LATENCY_S / (stages − 2)`` (a block's copies run stages − 2 chunks ahead of its MMAs);
 * L2 time: the bytes the kernels request (:func:`~convtune.kernels.igemm_wgmma.launcher.traffic_words`, the

@@ -1,14 +1,15 @@
-"""The configuration space of the wgmma forward kernels (TF32 ``igemm_wgmma``, 16-bit ``igemm_wgmma_half`` and
-``igemm_wgmma_half_1x1``: the same parameters and rules; the general kernel's two families add ``chunk`` (TF32 32, 16,
+"""The configuration space of the wgmma forward kernels (TF32 ``igemm_wgmma`` and ``igemm_wgmma_1x1``, 16-bit
+``igemm_wgmma_half`` and ``igemm_wgmma_half_1x1``: the same parameters and rules; the general kernel's two families
+add ``chunk`` (TF32 32, 16,
 8 channels; 16-bit 64, 32, 16: rows of 128, 64, 32 bytes), 3 stages and ``row_taps`` — S where Cq ≤ 16 bytes of
 channels hold C, a filter row's taps folded into one chunk, with the smallest chunk holding S·Cq columns) for one
 problem and machine.
 
 :func:`enumerate_plans` yields every valid configuration of a family (resource limits of the machine respected,
 sm_90 only), each with its plan. Pruned: row tiles (64 · warpgroups · m_blocks) and column tiles larger than the next
-power of two of the extent they cover (M = N·P·Q pixels, at least 64; K channels, at least 64; the 1×1 family's GEMM
-is transposed: its rows are the K channels, its columns the pixels), and splits of a grid that already has two blocks
-per SM.
+power of two of the extent they cover (M = N·P·Q pixels, at least 64; K channels, at least 64; the 16-bit 1×1
+family's GEMM is transposed: its rows are the K channels, its columns the pixels), and splits of a grid that already
+has two blocks per SM.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
                        "stride 1, no padding, H·W a multiple of 4)", _tf32_1x1.derive_plan),
 }
 #: the general kernel's families: channels per chunk (rows of 128, 64, 32 bytes) and stages
-CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _half.STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _half.STAGES)}
+CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES)}
 
 
 def _pow2_at_least(n: int) -> int:
@@ -148,7 +149,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
             return -(-p.C // chunk) * chunk
 
         def chunk_pads_less(v: Values) -> bool:
-            """A chunk below 64 only where it pads C less than the next larger chunk does (small C: stems);
+            """A chunk below the largest only where it pads C less than the next larger chunk does (small C: stems);
             folded: the smallest chunk that holds the S·Cq columns."""
             if folded(v):
                 return v["chunk"] == min(ch for ch in chunk_values if ch >= p.S * cq)

@@ -66,6 +66,13 @@ def supports(problem: ConvProblem) -> bool:
             and (p.H * p.W) % PIXELS_PER_COPY == 0)
 
 
+def regs_estimate(config: WgmmaConfig) -> int:
+    """The general kernel's estimate (:func:`~convtune.kernels.igemm_wgmma.launcher.regs_estimate`) + the A fragments
+    held in registers, 16 per m64 block: over 9 configs ptxas used 90–218 registers, this estimate 51 below to 12
+    above (the unrolled epilogue of 128-column tiles with one warpgroup costs most)."""
+    return _tf32.regs_estimate(config) + 16 * config.m_blocks
+
+
 def smem_bytes(config: WgmmaConfig) -> int:
     """stages · (32 · (BM + 8) · 4 + BN · 128) + 1024: A's channel rows of pixels, B's 128-byte rows, alignment."""
     a_bytes = _tf32.CHUNK * (config.tile_m + A_ROW_PAD) * 4
@@ -110,7 +117,8 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig, machine: MachineModel
     if not supports(p):
         raise InvalidConfig("problem", f"{FAMILY} runs TF32 1×1 convolutions (math='tf32', stride 1, no padding, "
                                        f"H·W a multiple of {PIXELS_PER_COPY}); got {p.key()}")
-    pl = _tf32.derive_plan(p, config, machine, IgemmWgmma1x1Plan, smem=smem_bytes(config))
+    pl = _tf32.derive_plan(p, config, machine, IgemmWgmma1x1Plan, smem=smem_bytes(config),
+                           regs=regs_estimate(config))
     assert isinstance(pl, IgemmWgmma1x1Plan)
     return pl
 
@@ -137,7 +145,7 @@ def onchip_words(pl: IgemmWgmma1x1Plan) -> int:
 
 # ---- launching ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class Tf321x1Kernels:
+class Gemm1x1Kernels:
     """The GEMM alone (no layout change); ``resources`` are its."""
 
     gemm: Any
@@ -151,8 +159,8 @@ class Tf321x1Kernels:
         return float(self.gemm.compile_s)
 
 
-def compile_plan(pl: IgemmWgmma1x1Plan) -> Tf321x1Kernels:
-    return Tf321x1Kernels(load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes))
+def compile_plan(pl: IgemmWgmma1x1Plan) -> Gemm1x1Kernels:
+    return Gemm1x1Kernels(load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes))
 
 
 def gemm_arguments(pl: IgemmWgmma1x1Plan) -> tuple[int, ...]:
@@ -160,7 +168,7 @@ def gemm_arguments(pl: IgemmWgmma1x1Plan) -> tuple[int, ...]:
     return (p.N, p.C, p.H * p.W, p.K, pl.krp, pl.chunks_per_split)
 
 
-def prepare_plan(pl: IgemmWgmma1x1Plan, device: int = 0, kernels: Tf321x1Kernels | None = None) -> PreparedLaunch:
+def prepare_plan(pl: IgemmWgmma1x1Plan, device: int = 0, kernels: Gemm1x1Kernels | None = None) -> PreparedLaunch:
     """Operands (x, filters, y): the GEMM into y; a split zeroes y first and adds into it."""
     p, c = pl.problem, pl.config
     if kernels is None:
@@ -185,7 +193,7 @@ def filters_key(pl: IgemmWgmma1x1Plan) -> tuple[Any, ...]:
     return _tf32.layout_key(pl)
 
 
-def launch(pl: IgemmWgmma1x1Plan, kernels: Tf321x1Kernels, x: Any, filters: NhwcFilters, y: Any,
+def launch(pl: IgemmWgmma1x1Plan, kernels: Gemm1x1Kernels, x: Any, filters: NhwcFilters, y: Any,
            stream: Any | None = None) -> None:
     """Run the kernel on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
 
