@@ -68,7 +68,7 @@ SPECS: tuple[KernelSpec, ...] = (
          "K-major, x N-major (wgmma imm-trans-b), 128-byte swizzles, 4-byte pixel-pair stores, split reduction; "
          "stride 1, no padding, H·W a multiple of 4; sm_90 only"),
     _row(_tf32_1x1.FAMILY, _launcher.SOURCE, _tf32_1x1.ENTRY, _tf32_1x1.IgemmWgmma1x1FwdConfig, _tf32_1x1.supports,
-         _tf32_1x1, _tf32_1x1.total_traffic_words, _tf32_1x1.onchip_words, _tf32_1x1.traffic_words,
+         _tf32_1x1, _tf32_1x1.total_traffic_words, _launcher.onchip_words, _tf32_1x1.traffic_words,
          "1×1 TF32 on Hopper's warpgroup MMA straight from NCHW x (no layout change): x's channel rows of pixels "
          "copied 16 bytes at a time, read into registers and rounded to TF32 (wgmma with A in registers), filters "
          "K-major by descriptor, the general kernel's NCHW epilogue, split reduction; stride 1, no padding, H·W a "

@@ -209,8 +209,8 @@ def prepare_plan(pl: IgemmWgmmaHalfPlan, device: int = 0, kernels: HalfKernels |
             kernels = compile_plan(pl)
     assert kernels.transpose is not None
     x_bytes = nhwc_bytes(pl)
-    threads = _tf32.FOLD_TRANSPOSE_THREADS if folded(c) else _tf32.TRANSPOSE_THREADS
-    steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (threads, 1, 1), 0, pointers(0, 3),
+    steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (_tf32.to_nhwc_threads(pl), 1, 1), 0,
+                               pointers(0, 3),
                                _tf32.to_nhwc_arguments(pl))]
     gemm_args = _tf32.gemm_arguments(pl)
     n = p.output_elements

@@ -341,6 +341,11 @@ def fold_grid(pl: IgemmWgmmaFwdPlan) -> tuple[int, int, int]:
     return (-(-p.H * p.W // FOLD_TRANSPOSE_THREADS), p.N, 1)
 
 
+def to_nhwc_threads(pl: IgemmWgmmaFwdPlan) -> int:
+    """The layout change's block: a thread per pixel (folded taps, every class), else 256 threads."""
+    return FOLD_TRANSPOSE_THREADS if folded(pl.config) else TRANSPOSE_THREADS
+
+
 def to_nhwc_arguments(pl: IgemmWgmmaFwdPlan) -> tuple[int, ...]:
     """(C, H·W, Cp), folded (C, H·W) (every class)."""
     p = pl.problem
@@ -398,8 +403,7 @@ def prepare_plan(pl: IgemmWgmmaFwdPlan, device: int = 0, kernels: NhwcKernels | 
     if kernels is None:
         with driver().use_device(device):
             kernels = compile_plan(pl)
-    threads = FOLD_TRANSPOSE_THREADS if folded(c) else TRANSPOSE_THREADS
-    steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (threads, 1, 1), 0, pointers(0, 3),
+    steps: list[Any] = [Launch(kernels.transpose, to_nhwc_grid(pl), (to_nhwc_threads(pl), 1, 1), 0, pointers(0, 3),
                                to_nhwc_arguments(pl))]
     if pl.splits_launched > 1:
         steps.append(Memset(2, 4 * p.output_elements))

@@ -112,7 +112,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
                        f"splits={splits_used(v)}", field="splits"),
     )
     if general:
-        fold_most = 16 // p.itemsize_bytes    # the most channels a folded pixel holds: 16 bytes
+        fold_most = max(_tf32.FOLD_BYTES) // p.itemsize_bytes    # the most channels a folded pixel holds
         rules += (
             Rule("chunk", ("chunk",), lambda v: v["chunk"] in chunk_values, f"chunk={{chunk}}: allowed {chunk_values}"),
             Rule("row_taps", ("row_taps",), lambda v: v["row_taps"] == 1 or (v["row_taps"] == p.S and cq > 0),

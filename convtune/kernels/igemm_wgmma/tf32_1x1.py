@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import cupy_module, load_kernel
+from convtune.kernels.compile import LoadedKernel, cupy_module, load_kernel
 from convtune.kernels.igemm.nhwc import NhwcFilters
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdPlan, WgmmaConfig
@@ -139,28 +139,10 @@ def total_traffic_words(pl: IgemmWgmma1x1Plan) -> int:
     return sum(traffic_words(pl).values())
 
 
-def onchip_words(pl: IgemmWgmma1x1Plan) -> int:
-    return _tf32.onchip_words(pl)
-
-
 # ---- launching ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Gemm1x1Kernels:
-    """The GEMM alone (no layout change); ``resources`` are its."""
-
-    gemm: Any
-
-    @property
-    def resources(self) -> Any:
-        return self.gemm.resources
-
-    @property
-    def compile_s(self) -> float:
-        return float(self.gemm.compile_s)
-
-
-def compile_plan(pl: IgemmWgmma1x1Plan) -> Gemm1x1Kernels:
-    return Gemm1x1Kernels(load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes))
+def compile_plan(pl: IgemmWgmma1x1Plan) -> LoadedKernel:
+    """The GEMM alone (no layout change), as the single-kernel families return it."""
+    return load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes)
 
 
 def gemm_arguments(pl: IgemmWgmma1x1Plan) -> tuple[int, ...]:
@@ -168,14 +150,14 @@ def gemm_arguments(pl: IgemmWgmma1x1Plan) -> tuple[int, ...]:
     return (p.N, p.C, p.H * p.W, p.K, pl.krp, pl.chunks_per_split)
 
 
-def prepare_plan(pl: IgemmWgmma1x1Plan, device: int = 0, kernels: Gemm1x1Kernels | None = None) -> PreparedLaunch:
+def prepare_plan(pl: IgemmWgmma1x1Plan, device: int = 0, kernels: LoadedKernel | None = None) -> PreparedLaunch:
     """Operands (x, filters, y): the GEMM into y; a split zeroes y first and adds into it."""
     p, c = pl.problem, pl.config
     if kernels is None:
         with driver().use_device(device):
             kernels = compile_plan(pl)
     steps: list[Any] = [Memset(2, 4 * p.output_elements)] if pl.splits_launched > 1 else []
-    steps.append(Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2),
+    steps.append(Launch(kernels, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2),
                         gemm_arguments(pl)))
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y"), steps=steps, kernels=kernels,
                           workspace_bytes=0, filters=_tf32.filter_layout(pl, device),
@@ -189,11 +171,11 @@ def prepare_filters(pl: IgemmWgmma1x1Plan, w: Any) -> NhwcFilters:
     return NhwcFilters(filt, None)
 
 
-def filters_key(pl: IgemmWgmma1x1Plan) -> tuple[Any, ...]:
-    return _tf32.layout_key(pl)
+#: plans with equal keys share packed filters: the general TF32 plans' (K, Cp) layout
+filters_key = _tf32.layout_key
 
 
-def launch(pl: IgemmWgmma1x1Plan, kernels: Gemm1x1Kernels, x: Any, filters: NhwcFilters, y: Any,
+def launch(pl: IgemmWgmma1x1Plan, kernels: LoadedKernel, x: Any, filters: NhwcFilters, y: Any,
            stream: Any | None = None) -> None:
     """Run the kernel on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
 

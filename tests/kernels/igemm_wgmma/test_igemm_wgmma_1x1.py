@@ -101,7 +101,7 @@ def test_prepared_launch_reads_x_as_it_is(monkeypatch: pytest.MonkeyPatch) -> No
     for splits, zeroed in ((1, False), (2, True)):
         rec.calls.clear()
         pl = plan(p, IgemmWgmma1x1FwdConfig(64, 1, 1, 4, splits), H200)
-        kernels = tf32_1x1.Gemm1x1Kernels(rec.kernel(tf32_1x1.ENTRY, 3, 6))
+        kernels = rec.kernel(tf32_1x1.ENTRY, 3, 6)
         prepared = tf32_1x1.prepare_plan(pl, 0, kernels)
         assert prepared.workspace_bytes == 0 and prepared.operands == ("x", "filters", "y")
         prepared((0x1000, 0x2000, 0x3000), 0x77)
