@@ -27,9 +27,10 @@ CASES = [
 ]
 
 if __name__ == "__main__":
-    for text, config in CASES:
+    for (text, config), mode in [(case, mode) for case in CASES for mode in (0, 1, 2)]:
         pl = plan(ConvProblem.parse(text), config, H200)
-        result = nvcc_compile(source(pl), "sm_90a")
+        result = nvcc_compile(source(pl, mode), "sm_90a")
         res = result.resources[ENTRY]
-        print(config.key(), "regs", res.num_regs, "spills", res.spills, "serialized", "serialized" in result.log,
-              "warnings", [line for line in result.log.splitlines() if "arning" in line][:3])
+        warnings = [line for line in result.log.splitlines() if "arning" in line][:3]
+        print(f"mode {mode}", config.key(), "regs", res.num_regs, "spills", res.spills, "serialized",
+              "serialized" in result.log, "warnings", warnings)

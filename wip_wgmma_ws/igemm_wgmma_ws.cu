@@ -22,11 +22,17 @@ __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 
+// Waits for the phase of `parity` to complete; traps after ~2^24 failed tries (a miscounted barrier becomes a launch
+// error, not a hung device).
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  asm volatile(   // the label is local to the braces' scope: every inlined copy has its own
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+  for (unsigned tries = 0;; ++tries) {
+    unsigned done;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    if (done) return;
+    if (tries > (1u << 24)) __trap();
+  }
 }
 
 __device__ __forceinline__ void mbar_arrive(unsigned bar) {
@@ -36,6 +42,35 @@ __device__ __forceinline__ void mbar_arrive(unsigned bar) {
 // this thread's cp.async copies issued so far arrive on `bar` when they complete (no extra pending count)
 __device__ __forceinline__ void cp_async_mbar_arrive(unsigned bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// A CUtensorMap (cuda.h) without the driver header: 128 opaque bytes, encoded on the host, passed by value as a
+// __grid_constant__ kernel parameter (the TMA unit reads it through its parameter-space address).
+struct alignas(64) TmaDesc {
+  unsigned long long words[16];
+};
+
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// box {inner c0, row c1} of a 2-D tiled tensor map into shared memory (the map's swizzle), completing on bar
+__device__ __forceinline__ void tma_tile_2d(unsigned dst, const TmaDesc* map, int c0, int c1, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+
+// im2col box of a 4-D NHWC tensor map: pixelsPerColumn pixels from (w, h, n) on (the walk of the map's bounding box,
+// traversal strides = the convolution's), channels c.. c + channelsPerPixel, each pixel shifted by the tap's
+// (off_w, off_h); outside the tensor: zeros
+__device__ __forceinline__ void tma_im2col_4d(unsigned dst, const TmaDesc* map, int c, int w, int h, int n,
+                                              unsigned short off_w, unsigned short off_h, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+      "%5}], [%6], {%7, %8};\n"
+      ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar),
+      "h"(off_w), "h"(off_h) : "memory");
 }
 
 template <int REGS>
@@ -48,9 +83,13 @@ __device__ __forceinline__ void consumers_sync(int threads) {
 }
 
 // 128 * (WG + 1) threads. PRODUCER_REGS + WG * CONSUMER_REGS per 128 threads must fit the register file (64K);
-// the im2col bookkeeping makes the producer the heavier one: 144 / 176 compile without spills for 128 accumulators.
-template <class T, int BN, int MI, int WG, int STAGES, int CHB, int PRODUCER_REGS = 144, int CONSUMER_REGS = 176>
+// with cp.async copies the im2col bookkeeping makes the producer the heavier one: 144 / 176 compile without spills for
+// 128 accumulators; with both operands by TMA one producer thread works: 40 / 232.
+// MODE 0: every operand by cp.async (producer warpgroup); 1: A by cp.async, B (filters) by a TMA tile (map_b);
+// 2: A by TMA im2col (map_a) and B by a TMA tile, issued by one producer thread.
+template <class T, int BN, int MI, int WG, int STAGES, int CHB, int MODE, int PRODUCER_REGS, int CONSUMER_REGS>
 __device__ __forceinline__ void igemm_wgmma_ws_body(const T* __restrict__ xt, const T* __restrict__ filt,
+                                                    const TmaDesc* map_a, const TmaDesc* map_b,
                                                     T* __restrict__ y, float* __restrict__ ysplit, int N, int Cp,
                                                     int H, int W, int K, int P, int Q, int S, int SH, int SW, int PH,
                                                     int PW, int DH, int DW, int KRp, int chunks_per_split) {
@@ -79,7 +118,8 @@ __device__ __forceinline__ void igemm_wgmma_ws_body(const T* __restrict__ xt, co
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(smem_u32(&full_bar[s]), 128);            // every producer thread's copies of the chunk
+      // MODE 0: every producer thread's copies of the chunk; 1: those and thread 0's expect_tx; 2: the expect_tx
+      mbar_init(smem_u32(&full_bar[s]), MODE == 0 ? 128 : MODE == 1 ? 129 : 1);
       mbar_init(smem_u32(&empty_bar[s]), CTHREADS);      // every consumer thread done with the chunk
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -88,6 +128,24 @@ __device__ __forceinline__ void igemm_wgmma_ws_body(const T* __restrict__ xt, co
 
   if (warp < 4) {   // ---- producer warpgroup: the copies -------------------------------------------------------
     regs_dec<PRODUCER_REGS>();
+    if constexpr (MODE == 2) {   // one thread: per chunk one im2col box (BM pixels) and one filter tile
+      if (tid == 0) {
+        const int img = static_cast<int>(m0 / PQ), pq = static_cast<int>(m0 % PQ);
+        const int h0 = (pq / Q) * SH - PH, w0 = (pq % Q) * SW - PW;   // the tile's first pixel's top-left tap
+        for (int it = 0; it < nchunks; ++it) {
+          const int s = it % STAGES;
+          mbar_wait(smem_u32(&empty_bar[s]), ((it / STAGES) & 1) ^ 1);
+          const unsigned sA = smem0 + s * STAGE_BYTES, sB = sA + A_BYTES, full = smem_u32(&full_bar[s]);
+          const int chunk = chunk0 + it;
+          const int tap = chunk / cblocks, cb = chunk - tap * cblocks;
+          mbar_expect_tx(full, STAGE_BYTES);
+          tma_im2col_4d(sA, map_a, cb * CH, w0, h0, img, static_cast<unsigned short>((tap % S) * DW),
+                        static_cast<unsigned short>((tap / S) * DH), full);
+          tma_tile_2d(sB, map_b, chunk * CH, n0, full);
+        }
+      }
+      return;
+    }
     const int piece = tid % PIECES;
     long long pix_base[A_ROWS];
     int pix_h0[A_ROWS], pix_w0[A_ROWS];
@@ -121,14 +179,21 @@ __device__ __forceinline__ void igemm_wgmma_ws_body(const T* __restrict__ xt, co
         cp_async16_zfill(sA + swizzled_piece<CHB>(row, piece), src, ok);
       }
       const int kbase = chunk * CH;
+      if constexpr (MODE == 1) {
+        if (tid == 0) {
+          mbar_expect_tx(smem_u32(&full_bar[s]), B_BYTES);
+          tma_tile_2d(sB, map_b, kbase, n0, smem_u32(&full_bar[s]));
+        }
+      } else {
 #pragma unroll
-      for (int j = 0; j < B_COPIES; ++j) {
-        const int idx = tid + j * 128;
-        if ((BN * PIECES) % 128 != 0 && idx >= BN * PIECES) break;
-        const int row = idx / PIECES, c = idx % PIECES;
-        const bool ok = n0 + row < K;
-        const T* src = filt + static_cast<long long>(ok ? n0 + row : 0) * KRp + kbase + c * VEC;
-        cp_async16_zfill(sB + swizzled_piece<CHB>(row, c), src, ok);
+        for (int j = 0; j < B_COPIES; ++j) {
+          const int idx = tid + j * 128;
+          if ((BN * PIECES) % 128 != 0 && idx >= BN * PIECES) break;
+          const int row = idx / PIECES, c = idx % PIECES;
+          const bool ok = n0 + row < K;
+          const T* src = filt + static_cast<long long>(ok ? n0 + row : 0) * KRp + kbase + c * VEC;
+          cp_async16_zfill(sB + swizzled_piece<CHB>(row, c), src, ok);
+        }
       }
       cp_async_mbar_arrive(smem_u32(&full_bar[s]));
     }
@@ -147,7 +212,7 @@ __device__ __forceinline__ void igemm_wgmma_ws_body(const T* __restrict__ xt, co
   for (int it = 0; it < nchunks; ++it) {
     const int s = it % STAGES;
     mbar_wait(smem_u32(&full_bar[s]), (it / STAGES) & 1);
-    fence_proxy_async();   // the copies' words (generic proxy), read next by the tensor cores (async proxy)
+    if constexpr (MODE != 2) fence_proxy_async();   // cp.async's words (generic proxy), read by the tensor cores
     const unsigned sA = smem0 + s * STAGE_BYTES + wg * (BM / WG) * CHB, sB = smem0 + s * STAGE_BYTES + A_BYTES;
     wgmma_fence();
 #pragma unroll
