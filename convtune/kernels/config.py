@@ -17,7 +17,8 @@ _CONFIG_CLASSES: dict[str, type[KernelConfig]] = {}
 
 @dataclass(frozen=True, slots=True)
 class KernelConfig:
-    """Base class; subclasses add integer fields and set ``family`` and ``direction``."""
+    """Base class; subclasses add integer fields (≥ 1, or ≥ ``metadata["min"]``) and set ``family`` and
+    ``direction``."""
 
     family: ClassVar[str] = ""
     direction: ClassVar[str] = ""
@@ -30,8 +31,9 @@ class KernelConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidConfig(f.name, f"{value!r} must be an integer >= 1")
+            low = f.metadata.get("min", 1)   # a switch (0/1) says so: field(default=0, metadata={"min": 0})
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidConfig(f.name, f"{value!r} must be an integer >= {low}")
 
     @property
     def kind(self) -> str:

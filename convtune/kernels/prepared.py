@@ -33,9 +33,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from convtune.errors import InvalidConfig, LaunchError
+from convtune.kernels import tensor_map
 
 LAUNCH_ENV = "CONVTUNE_LAUNCH"
+#: a tensor map as CuPy passes it by value: a one-element array of a 128-byte structured type
+_MAP_DTYPE = np.dtype([("bytes", np.uint8, (tensor_map.MAP_BYTES,))])
 #: Byte alignment the kernels need of every operand (16-byte ``cp.async`` copies and float4 accesses).
 OPERAND_ALIGN_BYTES = 16
 SLOT_BYTES = 8
@@ -56,6 +61,8 @@ class Launch:
     smem_bytes: int
     pointers: tuple[tuple[int, int], ...]
     ints: tuple[int, ...] = ()
+    #: TMA tensor maps passed by value after the ints: (operand index, map description), encoded per pointer
+    maps: tuple[tuple[int, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,15 +110,17 @@ class FilterLayout:
 # ---- the driver seam (tests replace it to record launches without a GPU) ---------------------------------
 @dataclass(frozen=True, slots=True)
 class Driver:
-    """The four calls a prepared launch makes: ``launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream,
+    """The calls a prepared launch makes: ``launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream,
     params, extra)`` (cuLaunchKernel), ``memset(ptr, value, nbytes, stream)`` (cudaMemsetAsync),
-    ``get_device()`` (cudaGetDevice) and ``use_device(index)`` (a context manager making it current)."""
+    ``get_device()`` (cudaGetDevice), ``use_device(index)`` (a context manager making it current) and
+    ``encode_map(spec, pointer)`` (a TMA tensor map's 128 bytes: :func:`convtune.kernels.tensor_map.encode`)."""
 
     launch_kernel: Callable[..., Any]
     memset: Callable[..., Any]
     get_device: Callable[[], int]
     use_device: Callable[[int], Any]
     errors: tuple[type[BaseException], ...]
+    encode_map: Callable[[Any, int], bytes] = tensor_map.encode
 
 
 _driver: Driver | None = None
@@ -222,17 +231,21 @@ def _build_call(steps: tuple[Step, ...], device: int, n_operands: int, kind: str
             for j, value in enumerate(step.ints):
                 struct.pack_into("<i", buf, SLOT_BYTES * (n_ptr + j), int(value))
             base = ctypes.addressof(buf)
-            params = (ctypes.c_void_p * max(1, n))(*(base + SLOT_BYTES * j for j in range(n)))
+            # a tensor map's parameter: its own 128 bytes (the driver copies each parameter by its size)
+            map_bufs = [(ctypes.c_uint8 * tensor_map.MAP_BYTES)() for _ in step.maps]
+            params = (ctypes.c_void_p * max(1, n + len(map_bufs)))(
+                *(base + SLOT_BYTES * j for j in range(n)), *(ctypes.addressof(b) for b in map_bufs))
             pack = struct.Struct("<" + "Q" * n_ptr).pack_into
             (gx, gy, gz), (bx, by, bz) = step.grid, step.block
+            maps = [_MapSlot(operand, spec, b) for (operand, spec), b in zip(step.maps, map_bufs, strict=True)]
             compiled.append((True, pack, buf, step.pointers, function_pointer(step.kernel), gx, gy, gz, bx, by, bz,
-                             step.smem_bytes, ctypes.addressof(params), params))
+                             step.smem_bytes, ctypes.addressof(params), (params, maps)))
 
     def fail(exc: BaseException) -> LaunchError:
         return LaunchError(f"{kind} launch failed: {exc}")
 
     identity = tuple((i, 0) for i in range(n_operands))
-    if len(compiled) == 1 and compiled[0][0] and compiled[0][3] == identity:
+    if len(compiled) == 1 and compiled[0][0] and compiled[0][3] == identity and not compiled[0][13][1]:
         # the common single-launch path: the operands are the kernel's pointers, in order
         _, pack, buf, _, f, gx, gy, gz, bx, by, bz, smem, params, _ = compiled[0]
         keep_alive = compiled  # the ctypes arrays behind ``params``: freed buffers would be read by the driver
@@ -254,11 +267,15 @@ def _build_call(steps: tuple[Step, ...], device: int, n_operands: int, kind: str
 
         return call_one
 
+    encode_map = drv.encode_map
+
     def run(ptrs: Sequence[int], stream: int) -> None:
         for st in compiled:
             if st[0]:
-                _, pack, buf, spec, f, gx, gy, gz, bx, by, bz, smem, params, _keep = st
+                _, pack, buf, spec, f, gx, gy, gz, bx, by, bz, smem, params, (_keep, maps) = st
                 pack(buf, 0, *[ptrs[i] + off for i, off in spec])
+                for slot in maps:
+                    slot.update(ptrs[slot.operand], encode_map)
                 launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
             else:
                 _, operand, offset, nbytes = st
@@ -280,6 +297,21 @@ def _build_call(steps: tuple[Step, ...], device: int, n_operands: int, kind: str
     return call_many
 
 
+class _MapSlot:
+    """A tensor-map parameter of one launch: the buffer the driver reads, re-encoded when the operand moves."""
+
+    __slots__ = ("buffer", "operand", "pointer", "spec")
+
+    def __init__(self, operand: int, spec: Any, buffer: Any) -> None:
+        self.operand, self.spec, self.buffer = operand, spec, buffer
+        self.pointer: int | None = None
+
+    def update(self, pointer: int, encode: Callable[[Any, int], bytes]) -> None:
+        if pointer != self.pointer:
+            ctypes.memmove(self.buffer, encode(self.spec, pointer), tensor_map.MAP_BYTES)
+            self.pointer = pointer
+
+
 def _build_cupy_call(steps: tuple[Step, ...], device: int, kind: str) -> Callable[..., None]:
     """The ``CONVTUNE_LAUNCH=cupy`` fallback: ``RawKernel.__call__`` on ExternalStream objects."""
     from convtune.kernels.compile import cupy_module
@@ -299,8 +331,9 @@ def _build_cupy_call(steps: tuple[Step, ...], device: int, kind: str) -> Callabl
                     if isinstance(step, Memset):
                         cp.cuda.runtime.memsetAsync(ptrs[step.operand] + step.offset_bytes, 0, step.nbytes, stream)
                         continue
+                    maps = (np.frombuffer(tensor_map.encode(spec, ptrs[i]), dtype=_MAP_DTYPE) for i, spec in step.maps)
                     args = (*(cp.uint64(ptrs[i] + off) for i, off in step.pointers),
-                            *(cp.int32(v) for v in step.ints))
+                            *(cp.int32(v) for v in step.ints), *maps)
                     step.kernel.function(step.grid, step.block, args, shared_mem=step.smem_bytes)
         except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
             raise LaunchError(f"{kind} launch failed: {exc}") from exc

@@ -97,15 +97,12 @@ class IgemmWgmmaHalfPlan(IgemmWgmmaFwdPlan):
 
     def source(self) -> str:
         """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan's dtype."""
-        c = self.config
-        targs = ", ".join(str(a) for a in (*self.template_args(), c.row_bytes, self.fold_channels))
-        return _family_source() + _WRAPPER.format(threads=c.threads, min_blocks=self.min_blocks, targs=targs,
-                                                  t=CUDA_TYPES[self.problem.dtype], fq=self.fold_channels,
-                                                  fq_or_2=self.fold_channels or 2,
-                                                  ch=_tf32.chunk_elements(self.problem, c))
+        fields = self._wrapper_fields() | {"t": CUDA_TYPES[self.problem.dtype]}
+        gemm = _GEMM_TMA if _tf32.uses_tma(self.config) else _GEMM
+        return _family_source() + gemm.format(**fields) + _WRAPPER.format(**fields)
 
 
-_WRAPPER = """
+_GEMM = """
 extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
 igemm_wgmma_half_fwd(const {t}* __restrict__ xt, const {t}* __restrict__ filt, {t}* __restrict__ y,
                      float* __restrict__ ysplit, int N, int Cp, int H, int W, int K, int P, int Q, int S, int SH,
@@ -113,6 +110,20 @@ igemm_wgmma_half_fwd(const {t}* __restrict__ xt, const {t}* __restrict__ filt, {
   convtune::igemm_wgmma_fwd_body<{t}, {targs}>(xt, filt, y, ysplit, N, Cp, H, W, K, P, Q, S, SH, SW, PH, PW, DH, DW,
                                                KRp, chunks_per_split);
 }}
+"""
+# the TMA GEMM: the same pointers and ints (xt, filt reach the kernel through the maps), then the two tensor maps
+_GEMM_TMA = """
+extern "C" __global__ void __launch_bounds__({threads}, 1)
+igemm_wgmma_half_fwd(const {t}* __restrict__ xt, const {t}* __restrict__ filt, {t}* __restrict__ y,
+                     float* __restrict__ ysplit, int N, int Cp, int H, int W, int K, int P, int Q, int S, int SH,
+                     int SW, int PH, int PW, int DH, int DW, int KRp, int chunks_per_split,
+                     const __grid_constant__ convtune::TmaDesc map_a,
+                     const __grid_constant__ convtune::TmaDesc map_b) {{
+  convtune::igemm_wgmma_tma_body<{t}, {tma_targs}>(&map_a, &map_b, y, ysplit, N, Cp, K, P, Q, S, SH, SW, PH, PW, DH,
+                                                   DW, KRp, chunks_per_split);
+}}
+"""
+_WRAPPER = """
 extern "C" __global__ void __launch_bounds__(256)
 igemm_wgmma_to_nhwc_16(const {t}* __restrict__ x, {t}* __restrict__ xt, int C, int HW, int Cp) {{
   convtune::igemm_wgmma_to_nhwc_16_body(x, xt, C, HW, Cp);
@@ -149,7 +160,7 @@ def total_traffic_elements(pl: IgemmWgmmaHalfPlan) -> int:
 
 def onchip_elements(pl: IgemmWgmmaFwdPlan) -> int:
     """Fast memory one block holds, in 2-byte elements: every shared-memory stage plus the fp32 accumulators."""
-    return pl.smem_bytes // 2 + 2 * pl.config.accumulators * pl.config.threads
+    return pl.smem_bytes // 2 + 2 * pl.config.accumulators * pl.config.compute_threads
 
 
 # ---- launching ----------------------------------------------------------------------------------------------
@@ -217,7 +228,7 @@ def prepare_plan(pl: IgemmWgmmaHalfPlan, device: int = 0, kernels: HalfKernels |
     if pl.splits_launched > 1:
         steps.append(Memset(3, 4 * n, x_bytes))
     steps.append(Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes,
-                        pointers(3, 1, 2, (3, x_bytes)), gemm_args))
+                        pointers(3, 1, 2, (3, x_bytes)), gemm_args, _tf32.tensor_maps(pl)))
     if pl.splits_launched > 1:
         steps.append(Launch(kernels.convert, grid3(min(-(-n // CONVERT_THREADS), 4096)), (CONVERT_THREADS, 1, 1), 0,
                             pointers((3, x_bytes), 2), (n,)))

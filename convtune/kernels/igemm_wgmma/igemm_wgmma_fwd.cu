@@ -34,6 +34,8 @@
 #include "wgmma_storage.cuh"
 #include "wgmma_tf32_ss.cuh"
 #include "wgmma_half_ss.cuh"
+#include "wgmma_epilogue.cuh"
+#include "igemm_wgmma_tma.cuh"
 
 namespace convtune {
 
@@ -344,87 +346,11 @@ __device__ __forceinline__ void igemm_wgmma_fwd_body(const T* __restrict__ xt, c
     }
   });
 
-  // This thread's fragments with m < M and col < K straight to global memory: fp32 atomics into the split's
-  // workspace (TF32: y), or y as T (a plain lambda: NVRTC takes no generic one in device code)
-  auto store_fragments = [&](bool atomics) {
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-      for (int e2 = 0; e2 < 2; ++e2) {
-        const long long m = m0 + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2;
-        if (m >= M) continue;
-        const long long img = m / PQ;
-        const long long row = img * K * PQ + (m - img * PQ);
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-          for (int e1 = 0; e1 < 2; ++e1) {
-            const int col = n0 + 8 * j + 2 * t + e1;
-            if (col >= K) continue;
-            const long long at = row + static_cast<long long>(col) * PQ;
-            if (atomics) {
-              atomicAdd(ysplit + at, acc[mi][j * 4 + 2 * e2 + e1]);
-            } else {
-              y[at] = round_to<T>(acc[mi][j * 4 + 2 * e2 + e1]);
-            }
-          }
-      }
-    }
-  };
-  if (gridDim.z > 1) {   // split reduction: fp32 atomics into ysplit (16-bit: a workspace, converted afterwards)
-    store_fragments(true);
-    return;
-  }
-  // The tile through shared memory, [BN channels][BM + 16 bytes of pixels] in T, then channel by channel: consecutive
-  // threads store consecutive pixel pairs of one channel (NCHW rows), one 2*E-byte store where P*Q is even (a pair
-  // then never straddles an image), two E-byte ones otherwise; full 32-byte sectors instead of the fragments' runs of
-  // 8 pixels.
-  constexpr int LD = BM + 16 / E;   // 16 bytes of padding: a warp's fragment writes spread over the banks
-  if constexpr (BN * LD * E + BM * 8 > STAGES * STAGE_BYTES) {   // small stages (32-byte rows): direct stores
-    store_fragments(false);
-    return;
-  }
-  cp_async_wait<0>();
-  __syncthreads();              // every warpgroup's MMAs retired (wait_group 0 above), no copy in flight
   unsigned char* staged = smem_raw + (smem0 - smem_u32(smem_raw));
-  Bits* tile = reinterpret_cast<Bits*>(staged);
-  long long* pix = reinterpret_cast<long long*>(staged + BN * LD * E);   // y offset of each pixel's channel 0
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int e2 = 0; e2 < 2; ++e2)
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int e1 = 0; e1 < 2; ++e1)
-          tile[(8 * j + 2 * t + e1) * LD + wg * (BM / WG) + mi * 64 + wq * 16 + g + 8 * e2] =
-              round_to<T>(acc[mi][j * 4 + 2 * e2 + e1]).bits;
-  for (int i = tid; i < BM; i += THREADS) {   // one division per pixel of the tile, not one per store
-    const long long m = m0 + i;
-    const long long img = m / PQ;
-    pix[i] = m < M ? img * K * PQ + (m - img * PQ) : 0;
-  }
-  __syncthreads();
-  const bool even = (PQ & 1) == 0;
-  Bits* yb = reinterpret_cast<Bits*>(y);
-  for (int idx = tid; idx < BN * (BM / 2); idx += THREADS) {
-    const int cl = idx / (BM / 2), pr = idx - cl * (BM / 2);
-    const int col = n0 + cl;
-    const long long m = m0 + 2 * pr;
-    if (col >= K || m >= M) continue;
-    const Bits* src = tile + cl * LD + 2 * pr;
-    const long long at = pix[2 * pr] + static_cast<long long>(col) * PQ;
-    if (even) {   // m even and P*Q even: m + 1 is a pixel of the same image (M is even), the pair 2E-byte aligned
-      if constexpr (E == 4) {
-        *reinterpret_cast<uint2*>(yb + at) = make_uint2(src[0], src[1]);
-      } else {
-        *reinterpret_cast<unsigned*>(yb + at) = static_cast<unsigned>(src[0]) | (static_cast<unsigned>(src[1]) << 16);
-      }
-    } else {
-      yb[at] = src[0];
-      if (m + 1 < M) yb[pix[2 * pr + 1] + static_cast<long long>(col) * PQ] = src[1];
-    }
-  }
+  wgmma_store_tile<T, BN, MI, WG, STAGES * STAGE_BYTES>(acc, y, ysplit, staged, m0, n0, M, PQ, K, tid, [] {
+    cp_async_wait<0>();   // no copy in flight (the pipeline's last groups are empty)
+    __syncthreads();      // every warpgroup's MMAs retired (wait_group 0 in the pipeline)
+  });
 }
 
 }  // namespace convtune

@@ -16,6 +16,13 @@ operand (K, KRp), (r, s, c) order, TF32-rounded, is made once per weight tensor 
 
 Grid: (⌈M/BM⌉, ⌈K/BN⌉, splits) with M = N·P·Q, BM = 64 · warpgroups · m_blocks, 128 · warpgroups threads.
 
+``tma = 1`` (not with folded taps): the same GEMM fed by the Tensor Memory Accelerator, warp-specialised
+(``igemm_wgmma_tma.cuh``): a producer warpgroup (128 more threads) whose one thread issues per chunk an im2col box
+of the workspace (BM output pixels × ch channels of one tap) and a tile of the filters into the stage the consumers
+released; the warpgroups only wait, multiply and release. The maps (:func:`tensor_maps`) are encoded per operand
+pointer at the call. The im2col box needs |padding| and |padding − dilation·(kernel − 1)| within the driver's
+corner range and strides ≤ 8 (:func:`convtune.kernels.tensor_map.im2col_limits`). Same traffic.
+
 Traffic, in words, what the kernels request (a copy whose tap meets padding is zero-filled and reads nothing)::
 
     layout = N·C·H·W + N·H·W·Cp                      (the layout change reads x, writes the workspace)
@@ -27,7 +34,7 @@ Traffic, in words, what the kernels request (a copy whose tap meets padding is z
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -48,6 +55,7 @@ from convtune.kernels.prepared import (
     pointers,
     stream_pointer,
 )
+from convtune.kernels.tensor_map import Im2colMap, TensorMap, TiledMap
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -90,6 +98,11 @@ class WgmmaConfig(KernelConfig):
         return 128 * self.warpgroups
 
     @property
+    def compute_threads(self) -> int:
+        """Threads holding accumulators: the warpgroups' (a TMA producer warpgroup holds none)."""
+        return 128 * self.warpgroups
+
+    @property
     def accumulators(self) -> int:
         """fp32 accumulator registers per thread: MI · BN / 2."""
         return self.m_blocks * self.tile_n // 2
@@ -109,10 +122,17 @@ class IgemmWgmmaFwdConfig(WgmmaConfig):
 
     chunk: int = 32        # channels of one tap per reduction chunk (TF32: 32, 16 or 8): Cp = ⌈C/chunk⌉·chunk
     row_taps: int = 1      # taps of a filter row per chunk: 1, or S (folded: C ≤ 4, S·Cq ≤ chunk; stems)
+    # 1: both operands by TMA (im2col / tile maps) from a producer warpgroup (igemm_wgmma_tma.cuh); 0: cp.async
+    tma: int = field(default=0, metadata={"min": 0})
 
     @property
     def row_bytes(self) -> int:
         return 4 * self.chunk
+
+    @property
+    def threads(self) -> int:
+        """128 per warpgroup, and 128 for the TMA producer warpgroup."""
+        return 128 * (self.warpgroups + self.tma)
 
 
 def supports(problem: ConvProblem) -> bool:
@@ -198,14 +218,20 @@ class IgemmWgmmaFwdPlan:
     def source(self) -> str:
         """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan (TF32)."""
         c = self.config
-        targs = ", ".join(str(a) for a in (*self.template_args(), c.row_bytes, self.fold_channels))
-        return _family_source() + _WRAPPER.format(threads=c.threads, min_blocks=self.min_blocks, targs=targs,
-                                                  fq=self.fold_channels, fq_or_1=self.fold_channels or 1,
-                                                  ch=chunk_elements(self.problem, c))
+        gemm = _GEMM_TMA if uses_tma(c) else _GEMM
+        return _family_source() + gemm.format(**self._wrapper_fields()) + _WRAPPER.format(**self._wrapper_fields())
+
+    def _wrapper_fields(self) -> dict[str, Any]:
+        c = self.config
+        return {"threads": c.threads, "min_blocks": self.min_blocks,
+                "targs": ", ".join(str(a) for a in (*self.template_args(), c.row_bytes, self.fold_channels)),
+                "tma_targs": ", ".join(str(a) for a in (*self.template_args(), c.row_bytes)),
+                "fq": self.fold_channels, "fq_or_1": self.fold_channels or 1, "fq_or_2": self.fold_channels or 2,
+                "ch": chunk_elements(self.problem, c)}
 
 
 # TF32: float32 arrays, the kernels' storage type convtune::wg_tf32 (the same bits); a split adds into y itself
-_WRAPPER = """
+_GEMM = """
 using convtune_tf32 = convtune::wg_tf32;
 extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
 igemm_wgmma_fwd(const float* __restrict__ xt, const float* __restrict__ filt, float* __restrict__ y, int N, int Cp,
@@ -215,6 +241,21 @@ igemm_wgmma_fwd(const float* __restrict__ xt, const float* __restrict__ filt, fl
       reinterpret_cast<const convtune_tf32*>(xt), reinterpret_cast<const convtune_tf32*>(filt),
       reinterpret_cast<convtune_tf32*>(y), y, N, Cp, H, W, K, P, Q, S, SH, SW, PH, PW, DH, DW, KRp, chunks_per_split);
 }}
+"""
+# the TMA GEMM: the same pointers and ints (xt, filt reach the kernel through the maps), then the two tensor maps
+_GEMM_TMA = """
+using convtune_tf32 = convtune::wg_tf32;
+extern "C" __global__ void __launch_bounds__({threads}, 1)
+igemm_wgmma_fwd(const float* __restrict__ xt, const float* __restrict__ filt, float* __restrict__ y, int N, int Cp,
+                int H, int W, int K, int P, int Q, int S, int SH, int SW, int PH, int PW, int DH, int DW, int KRp,
+                int chunks_per_split, const __grid_constant__ convtune::TmaDesc map_a,
+                const __grid_constant__ convtune::TmaDesc map_b) {{
+  convtune::igemm_wgmma_tma_body<convtune_tf32, {tma_targs}>(&map_a, &map_b, reinterpret_cast<convtune_tf32*>(y), y,
+                                                            N, Cp, K, P, Q, S, SH, SW, PH, PW, DH, DW, KRp,
+                                                            chunks_per_split);
+}}
+"""
+_WRAPPER = """
 extern "C" __global__ void __launch_bounds__(256)
 igemm_wgmma_to_nhwc(const float* __restrict__ x, float* __restrict__ xt, int C, int HW, int Cp) {{
   convtune::igemm_wgmma_to_nhwc_body(x, xt, C, HW, Cp);
@@ -237,9 +278,22 @@ def _family_source() -> str:
     return kernel_text(SOURCE)
 
 
+#: dynamic shared memory the TMA kernel adds after the stages: its 2·stages mbarriers (igemm_wgmma_tma.cuh)
+TMA_BARRIER_BYTES = 128
+#: the TMA kernel's consumer registers after setmaxnreg (igemm_wgmma_tma.cuh TMA_CONSUMER_REGS)
+TMA_CONSUMER_REGS = 232
+
+
+def uses_tma(config: WgmmaConfig | None) -> bool:
+    """Whether a config's operands come by TMA (``tma`` = 1; families without the field: no)."""
+    return getattr(config, "tma", 0) == 1
+
+
 def smem_bytes(config: WgmmaConfig) -> int:
-    """stages · (BM + BN) · row bytes + 1024 for aligning the tiles to the swizzle's period (≤ 1024 bytes)."""
-    return config.stages * (config.tile_m + config.tile_n) * config.row_bytes + 1024
+    """stages · (BM + BN) · row bytes + 1024 for aligning the tiles to the swizzle's period (≤ 1024 bytes), + the TMA
+    kernel's barriers."""
+    barriers = TMA_BARRIER_BYTES if uses_tma(config) else 0
+    return config.stages * (config.tile_m + config.tile_n) * config.row_bytes + 1024 + barriers
 
 
 def regs_estimate(config: WgmmaConfig) -> int:
@@ -247,7 +301,11 @@ def regs_estimate(config: WgmmaConfig) -> int:
 
     From ptxas on sm_90a (CUDA 13) over the prototype's 16 configs: 80 (MI·BN/2 = 32) to 208 (128), within ~16 of
     this estimate (ptxas rounds up to multiples of 8). Folded taps (``row_taps`` > 1): 8 threads per row (tap slots)
-    and the loop over a slot's taps, + 24: over 8 folded 16-bit configs ptxas used 95–223, the estimate −22..+17."""
+    and the loop over a slot's taps, + 24: over 8 folded 16-bit configs ptxas used 95–223, the estimate −22..+17.
+    TMA: one block per SM, the launch count what one block may hold up to the consumers' (ptxas: 168 with two
+    consumer warpgroups, 232 with one; the producer hands its registers to them by setmaxnreg)."""
+    if uses_tma(config):   # launch_bounds(threads, 1): ptxas takes what one block may, up to the consumers' count
+        return min(TMA_CONSUMER_REGS, 65536 // config.threads // 8 * 8)
     fold = folded(config)
     a_rows = config.tile_m * (8 if fold else config.row_bytes // 16) // config.threads
     return config.accumulators + 4 * a_rows + 40 + (24 if fold else 0)
@@ -309,7 +367,7 @@ def total_traffic_words(pl: IgemmWgmmaFwdPlan) -> int:
 
 def onchip_words(pl: IgemmWgmmaFwdPlan) -> int:
     """Fast memory one block holds: every shared-memory stage plus the accumulator registers."""
-    return pl.smem_bytes // 4 + pl.config.accumulators * pl.config.threads
+    return pl.smem_bytes // 4 + pl.config.accumulators * pl.config.compute_threads
 
 
 def workspace_bytes(pl: IgemmWgmmaFwdPlan) -> int:
@@ -350,6 +408,20 @@ def to_nhwc_arguments(pl: IgemmWgmmaFwdPlan) -> tuple[int, ...]:
     """(C, H·W, Cp), folded (C, H·W) (every class)."""
     p = pl.problem
     return (p.C, p.H * p.W) if folded(pl.config) else (p.C, p.H * p.W, pl.cp)
+
+
+def tensor_maps(pl: IgemmWgmmaFwdPlan) -> tuple[tuple[int, TensorMap], ...]:
+    """The TMA GEMM's maps (every class; none without ``tma``): x channels-last at the workspace's start (operand 3)
+    in im2col boxes of BM output pixels × ch channels, the packed filters (operand 1, K rows of KRp) in tiles of BN
+    rows × ch; both with the row's swizzle."""
+    if not uses_tma(pl.config):
+        return ()
+    p, c = pl.problem, pl.config
+    ch = chunk_elements(p, c)
+    x = Im2colMap(p.dtype, p.N, p.H, p.W, pl.cp, (-p.pad_w, -p.pad_h),
+                  (p.pad_w - p.dil_w * (p.S - 1), p.pad_h - p.dil_h * (p.R - 1)), p.stride_w, p.stride_h, ch,
+                  c.tile_m, c.row_bytes)
+    return ((3, x), (1, TiledMap(p.dtype, pl.krp, p.K, ch, c.tile_n, c.row_bytes)))
 
 
 def gemm_arguments(pl: IgemmWgmmaFwdPlan) -> tuple[int, ...]:
@@ -408,7 +480,7 @@ def prepare_plan(pl: IgemmWgmmaFwdPlan, device: int = 0, kernels: NhwcKernels | 
     if pl.splits_launched > 1:
         steps.append(Memset(2, 4 * p.output_elements))
     steps.append(Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(3, 1, 2),
-                        gemm_arguments(pl)))
+                        gemm_arguments(pl), tensor_maps(pl)))
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
                           kernels=kernels, workspace_bytes=workspace_bytes(pl), filters=filter_layout(pl, device),
                           output_shape=(p.N, p.K, p.P, p.Q))

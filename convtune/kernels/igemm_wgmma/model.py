@@ -7,7 +7,8 @@ predicted time = max(SM time, L2 time, DRAM compulsory time) + layout change + s
   64/32/16 16-bit; at the SM's share of the class's peak (TF32, or bf16 for both 16-bit types),
   ``TENSOR_FRACTION`` of the measured GEMM ceiling, itself near the dense wgmma rate) and a fixed per-chunk cost
   ``CHUNK_OVERHEAD_CLK`` (barrier, proxy fence, the wgmma queue's wait), which resident blocks overlap, and at
-  least ``CHUNK_LATENCY_S / (stages − 2)`` (a block's copies run stages − 2 chunks ahead of its MMAs);
+  least ``CHUNK_LATENCY_S / (stages − 2)`` (a block's copies run stages − 2 chunks ahead of its MMAs); TMA configs:
+  ``TMA_OVERHEAD_FRACTION`` of the fixed cost and ``CHUNK_LATENCY_S / stages`` (the producer runs stages ahead);
 * L2 time: the bytes the kernels request (:func:`~convtune.kernels.igemm_wgmma.launcher.traffic_words`, the
   layout change's excepted) at ``L2_FRACTION`` of the optimistic L2 figure;
 * DRAM time: compulsory bytes at the copy bandwidth;
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdPlan, chunk_elements, traffic_words
+from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdPlan, chunk_elements, traffic_words, uses_tma
 from convtune.kernels.launch_geometry import resident_blocks
 from convtune.machine import MachineModel
 
@@ -35,6 +36,10 @@ CHUNK_OVERHEAD_CLK = 150
 CHUNK_LATENCY_S = 1e-6
 L2_FRACTION = 0.15
 LAUNCH_OVERHEAD_S = 3e-6
+#: the TMA kernel's per-chunk fixed cost relative to the copying kernel's (no copy issue, no block barrier, no proxy
+#: fence in the consumers): set so that the model ranks it first where it measured 1.00–1.49× faster than the same
+#: tile copying (wip_wgmma_ws, 14 losing (shape, class) pairs, benchmarks/results/igemm_wgmma_h200/tma_v1)
+TMA_OVERHEAD_FRACTION = 0.25
 #: the H200's datasheet dense TF32 rate, when the machine carries no TF32 ceiling
 FALLBACK_TF32_FLOPS = 494.7e12
 #: the H200's datasheet dense bf16 / fp16 rate, when the machine carries no bf16 ceiling
@@ -75,10 +80,11 @@ def predict(pl: IgemmWgmmaFwdPlan, machine: MachineModel,
     sm_flops = TENSOR_FRACTION * peak / machine.sm_count
     item = p.itemsize_bytes
     tensor_s = 2 * c.tile_m * c.tile_n * chunk_elements(p, c) / sm_flops   # one block-chunk alone on an SM
-    overhead_s = CHUNK_OVERHEAD_CLK / SM_CLOCK_HZ
+    tma = uses_tma(c)
+    overhead_s = CHUNK_OVERHEAD_CLK * (TMA_OVERHEAD_FRACTION if tma else 1.0) / SM_CLOCK_HZ
     waves = -(-pl.blocks // (bps * machine.sm_count))
-    # resident blocks share the tensor cores and overlap each other's fixed cost
-    latency_s = CHUNK_LATENCY_S / max(1, c.stages - 2)
+    # resident blocks share the tensor cores and overlap each other's fixed cost; TMA copies run `stages` ahead
+    latency_s = CHUNK_LATENCY_S / (c.stages if tma else max(1, c.stages - 2))
     per_wave_s = pl.chunks_per_split * max(bps * tensor_s, overhead_s + tensor_s, latency_s)
     sm_s = waves * per_wave_s
     l2_bw = L2_FRACTION * (machine.l2_bandwidth_bytes_per_s or 10 * machine.copy_bandwidth_bytes_per_s)

@@ -1,9 +1,10 @@
 """The configuration space of the wgmma forward kernels (TF32 ``igemm_wgmma`` and ``igemm_wgmma_1x1``, 16-bit
 ``igemm_wgmma_half`` and ``igemm_wgmma_half_1x1``: the same parameters and rules; the general kernel's two families
 add ``chunk`` (TF32 32, 16,
-8 channels; 16-bit 64, 32, 16: rows of 128, 64, 32 bytes), 3 stages and ``row_taps`` — S where Cq ≤ 16 bytes of
-channels hold C, a filter row's taps folded into one chunk, with the smallest chunk holding S·Cq columns) for one
-problem and machine.
+8 channels; 16-bit 64, 32, 16: rows of 128, 64, 32 bytes), 3 stages, ``row_taps`` — S where Cq ≤ 16 bytes of
+channels hold C, a filter row's taps folded into one chunk, with the smallest chunk holding S·Cq columns — and
+``tma`` — 1: the operands by TMA from a producer warpgroup, where the im2col box describes the convolution and taps
+are not folded) for one problem and machine.
 
 :func:`enumerate_plans` yields every valid configuration of a family (resource limits of the machine respected,
 sm_90 only), each with its plan. Pruned: row tiles (64 · warpgroups · m_blocks) and column tiles larger than the next
@@ -31,6 +32,7 @@ from convtune.kernels.igemm_wgmma.launcher import (
     fold_channels,
 )
 from convtune.kernels.search_space import Rule, SearchSpace, Values
+from convtune.kernels.tensor_map import im2col_limits
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -40,6 +42,7 @@ WARPGROUPS = (1, 2)
 STAGES = (4, 6)
 SPLITS = (1, 2, 4, 8, 16)
 MAX_ACCUMULATORS = 128   # fp32 accumulator registers per thread (MI · BN / 2): more leave too few for the rest
+TMA = (0, 1)             # the general kernel: copies by every thread (0) or by TMA from a producer warpgroup (1)
 TF32_FAMILY = IgemmWgmmaFwdConfig.family
 #: family -> (config class, supports, what it runs, its plan derivation)
 FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
@@ -113,6 +116,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     )
     if general:
         fold_most = max(_tf32.FOLD_BYTES) // p.itemsize_bytes    # the most channels a folded pixel holds
+        tma_limit = im2col_limits((p.pad_h, p.pad_w), (p.dil_h, p.dil_w), (p.R, p.S), (p.stride_h, p.stride_w))
         rules += (
             Rule("chunk", ("chunk",), lambda v: v["chunk"] in chunk_values, f"chunk={{chunk}}: allowed {chunk_values}"),
             Rule("row_taps", ("row_taps",), lambda v: v["row_taps"] == 1 or (v["row_taps"] == p.S and cq > 0),
@@ -120,6 +124,11 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
             Rule("row_taps_chunk", ("row_taps", "chunk"), lambda v: not folded(v) or p.S * cq <= v["chunk"],
                  lambda v: f"chunk={v['chunk']} holds fewer than S·Cq = {p.S}·{cq} columns of folded taps",
                  field="chunk"),
+            Rule("tma", ("tma",), lambda v: v["tma"] in TMA, f"tma={{tma}}: allowed {TMA}"),
+            Rule("tma_fold", ("tma", "row_taps"), lambda v: not (v["tma"] and folded(v)),
+                 "tma=1 reads whole channel rows of one tap: not with folded taps (row_taps > 1)", field="tma"),
+            Rule("tma_im2col", ("tma",), lambda v: not (v["tma"] and tma_limit),
+                 f"tma=1: the TMA im2col box cannot describe this convolution ({tma_limit})", field="tma"),
         )
     m = p.N * p.P * p.Q
     rows, cols = (p.K, m) if family == _half_1x1.FAMILY else (m, p.K)   # the 1×1 GEMM's rows are output channels
@@ -144,6 +153,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
         values["chunk"] = chunk_values
         values["stages"] = stage_values
         values["row_taps"] = (1, p.S) if cq and p.S * cq <= max(chunk_values) else (1,)
+        values["tma"] = TMA
 
         def padded(chunk: int) -> int:
             return -(-p.C // chunk) * chunk
