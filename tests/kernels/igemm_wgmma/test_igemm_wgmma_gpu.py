@@ -58,9 +58,19 @@ CONFIGS_1X1 = {
     "1x1_n64_mi2_wg1_s6_x3": IgemmWgmma1x1FwdConfig(64, 2, 1, 6, 3),
     "1x1_n128_mi1_wg1_s6": IgemmWgmma1x1FwdConfig(128, 1, 1, 6, 1),
 }
+#: both operands by TMA (warp-specialised: a producer warpgroup, im2col and tile maps): every chunk, 3 stages, one and
+#: two consumer warpgroups, splits
+CONFIGS_TMA = {
+    "tma_n256_mi1_wg2_s4_c32": IgemmWgmmaFwdConfig(256, 1, 2, 4, 1, 32, tma=1),
+    "tma_n128_mi2_wg2_s4_x2_c16": IgemmWgmmaFwdConfig(128, 2, 2, 4, 2, 16, tma=1),
+    "tma_n64_mi1_wg1_s6_x3_c8": IgemmWgmmaFwdConfig(64, 1, 1, 6, 3, 8, tma=1),
+    "tma_n128_mi1_wg2_s3_c32": IgemmWgmmaFwdConfig(128, 1, 2, 3, 1, 32, tma=1),
+    "tma_n64_mi2_wg1_s4_x8_c16": IgemmWgmmaFwdConfig(64, 2, 1, 4, 8, 16, tma=1),
+}
 PROBLEMS_PER_CONFIG = 26
 PROBLEMS_PER_FOLD_CONFIG = 12
 PROBLEMS_PER_1X1_CONFIG = 12
+PROBLEMS_PER_TMA_CONFIG = 12
 H200 = MachineModel.preset("h200")
 
 
@@ -97,6 +107,9 @@ def _cases() -> list[Any]:
         cases += drawn(name, PROBLEMS_PER_FOLD_CONFIG, partial(random_fold, rng, config, _plan, math="tf32"), gpu)
     for name, config in CONFIGS_1X1.items():
         cases += drawn(name, PROBLEMS_PER_1X1_CONFIG, partial(_one, rng, config), gpu)
+    rng_tma = np.random.default_rng(20261205)   # its own draws: the cases above stay as they were
+    for name, config in CONFIGS_TMA.items():
+        cases += drawn(name, PROBLEMS_PER_TMA_CONFIG, partial(_general, rng_tma, config), gpu)
     return cases
 
 
@@ -120,6 +133,9 @@ def test_case_count() -> None:
     assert {3, 13, 35, 50} <= {p.C for p in problems} and sum(p.N == 1 for p in problems) >= len(problems) // 3
     assert any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p in problems)   # padding-dominated maps
     assert {c.values[1].splits for c in GENERAL} >= {1, 2, 3, 4, 8}
+    tma = [c.values for c in GENERAL if c.values[1].tma]
+    assert len(tma) == 5 * PROBLEMS_PER_TMA_CONFIG and {p.stride_w for p, _ in tma} >= {1, 2, 3}
+    assert {p.dil_h for p, _ in tma} >= {1, 2} and any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p, _ in tma)
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +201,13 @@ def test_operator_api_runs_a_wgmma_config_on_torch_tensors() -> None:
                         ("igemm_wgmma.fwd tile_n=64 m_blocks=1 warpgroups=2 stages=6 splits=4",
                          {"stride": 1, "padding": 2, "dilation": 2}),
                         ("igemm_wgmma.fwd tile_n=128 m_blocks=1 warpgroups=2 stages=3 splits=1 chunk=16 row_taps=1",
-                         {"stride": 1, "padding": 1})):
+                         {"stride": 1, "padding": 1}),
+                        # TMA: the maps encoded at the first call, kept at the cache hit (the same workspace pointer
+                        # or not: a moved operand is encoded again)
+                        ("igemm_wgmma.fwd tile_n=128 m_blocks=1 warpgroups=2 stages=4 splits=1 tma=1",
+                         {"stride": 2, "padding": (3, 1)}),
+                        ("igemm_wgmma.fwd tile_n=64 m_blocks=2 warpgroups=1 stages=4 splits=3 chunk=16 tma=1",
+                         {"stride": 1, "padding": 2, "dilation": 2})):
         y = convtune.conv2d(x, w, config=key, math="tf32", **kwargs)
         y2 = convtune.conv2d(x, w, config=key, math="tf32", **kwargs)   # the cache hit: prepared launch and filters
         expected = torch.nn.functional.conv2d(x.double(), w.double(), **kwargs)

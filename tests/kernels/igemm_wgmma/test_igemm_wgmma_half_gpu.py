@@ -59,9 +59,19 @@ CONFIGS_FOLD = {
     "fold_n256_mi1_wg1_s3_c32": IgemmWgmmaHalfFwdConfig(256, 1, 1, 3, 1, 32),
     "fold_n64_mi1_wg2_s4_x3_c64": IgemmWgmmaHalfFwdConfig(64, 1, 2, 4, 3, 64),
 }
+#: both operands by TMA (warp-specialised: a producer warpgroup, im2col and tile maps): every chunk, 3 stages, one and
+#: two consumer warpgroups, splits (the fp32 workspace)
+CONFIGS_TMA = {
+    "tma_n256_mi1_wg2_s4_c64": IgemmWgmmaHalfFwdConfig(256, 1, 2, 4, 1, 64, tma=1),
+    "tma_n128_mi2_wg2_s4_x2_c32": IgemmWgmmaHalfFwdConfig(128, 2, 2, 4, 2, 32, tma=1),
+    "tma_n64_mi1_wg1_s6_x3_c16": IgemmWgmmaHalfFwdConfig(64, 1, 1, 6, 3, 16, tma=1),
+    "tma_n128_mi1_wg2_s3_c64": IgemmWgmmaHalfFwdConfig(128, 1, 2, 3, 1, 64, tma=1),
+    "tma_n64_mi2_wg1_s4_x8_c32": IgemmWgmmaHalfFwdConfig(64, 2, 1, 4, 8, 32, tma=1),
+}
 PROBLEMS_PER_CONFIG = 26
 PROBLEMS_PER_FOLD_CONFIG = 12
 PROBLEMS_PER_1X1_CONFIG = 12
+PROBLEMS_PER_TMA_CONFIG = 6   # a dtype
 H200 = MachineModel.preset("h200")
 CHUNK_CHANNELS = 64
 
@@ -111,6 +121,10 @@ def _cases() -> list[Any]:
                                      (_one, CONFIGS_1X1, PROBLEMS_PER_1X1_CONFIG)):
             for name, config in configs.items():
                 cases += drawn(f"{dtype}-{name}", count, partial(draw, rng, config, dtype), gpu)
+    rng_tma = np.random.default_rng(20261206)   # its own draws: the cases above stay as they were
+    for dtype in half.DTYPES:
+        for name, config in CONFIGS_TMA.items():
+            cases += drawn(f"{dtype}-{name}", PROBLEMS_PER_TMA_CONFIG, partial(_general, rng_tma, config, dtype), gpu)
     return cases
 
 
@@ -136,6 +150,9 @@ def test_case_count() -> None:
     assert len(ones) == 2 * 5 * PROBLEMS_PER_1X1_CONFIG and {p.C for p, _ in ones} >= {1, 3, 13, 200}
     assert {cfg.splits for _, cfg in ones} >= {1, 2, 3} and len(CASES) >= 2 * 200
     assert sum((p.H * p.W) % 8 == 4 for p, _ in ones) >= len(ones) // 4          # the 8-byte copies
+    tma = [c.values for c in CASES if getattr(c.values[1], "tma", 0)]
+    assert len(tma) == 2 * 5 * PROBLEMS_PER_TMA_CONFIG and {p.stride_w for p, _ in tma} >= {1, 2}
+    assert {cfg.splits for _, cfg in tma} >= {1, 2, 3, 8}
 
 
 @pytest.fixture(scope="module")
