@@ -189,7 +189,7 @@ class PreparedLaunch:
         if (self.workspace_bytes > 0) != ("workspace" in self.operands):
             raise InvalidConfig("workspace", f"{self.kind}: a workspace operand exactly when workspace_bytes > 0")
         for step in self.steps:
-            used = [step.operand] if isinstance(step, Memset) else [i for i, _ in step.pointers]
+            used = [step.operand] if isinstance(step, Memset) else [i for i, _ in (*step.pointers, *step.maps)]
             if any(not 0 <= i < len(self.operands) for i in used):
                 raise InvalidConfig("operands", f"{self.kind}: a step uses an operand outside {self.operands}")
         self._call = _build_call(self.steps, self.device, len(self.operands), self.kind)
@@ -313,7 +313,8 @@ class _MapSlot:
 
 
 def _build_cupy_call(steps: tuple[Step, ...], device: int, kind: str) -> Callable[..., None]:
-    """The ``CONVTUNE_LAUNCH=cupy`` fallback: ``RawKernel.__call__`` on ExternalStream objects."""
+    """The ``CONVTUNE_LAUNCH=cupy`` fallback: ``RawKernel.__call__`` on ExternalStream objects (tensor maps encoded
+    at every call: the fallback trades speed for having no parameter buffers of its own)."""
     from convtune.kernels.compile import cupy_module
 
     cp = cupy_module()

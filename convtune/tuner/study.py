@@ -189,6 +189,12 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     return {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {"pool_pre_ping": True}
 
 
+def log2_coords(values: Any) -> np.ndarray:
+    """Config field values as nearest-neighbour coordinates: log2 of each magnitude, so a factor of two is one
+    unit; a 0/1 switch (``tma``) maps 0 to -1, one unit from 1, instead of log2(0) = -inf."""
+    return np.log2(np.maximum(np.asarray(values, float), 0.5))
+
+
 class ConfigSpace:
     """The survivors as an Optuna search space, with nearest-survivor mapping."""
 
@@ -202,7 +208,7 @@ class ConfigSpace:
         self.fields = {fam: [f.name for f in fields(cands[0].config)] for fam, cands in self.by_family.items()}
         self.values = {fam: {name: sorted({getattr(c.config, name) for c in cands}) for name in self.fields[fam]}
                        for fam, cands in self.by_family.items()}
-        self.log2 = {fam: np.log2(np.array([[getattr(c.config, n) for n in self.fields[fam]] for c in cands], float))
+        self.log2 = {fam: log2_coords([[getattr(c.config, n) for n in self.fields[fam]] for c in cands])
                      for fam, cands in self.by_family.items()}
         self.dists = {fam: {n: distribution(n, self.values[fam][n]) for n in self.fields[fam]}
                       for fam in self.by_family}
@@ -245,7 +251,7 @@ class ConfigSpace:
         when that family is exhausted, the best-ranked unevaluated survivor of any family."""
         family = params["family"]
         cands = self.by_family[family]
-        target = np.log2(np.array([params[n] for n in self.fields[family]], float))
+        target = log2_coords([params[n] for n in self.fields[family]])
         dist = np.abs(self.log2[family] - target).sum(axis=1)
         for i in np.lexsort((np.array([self.rank[c.key] for c in cands]), dist)):
             if cands[i].key not in exclude:

@@ -6,6 +6,8 @@ driver (tests/launch_recorder.py). The expected argument lists are written out f
 
 from __future__ import annotations
 
+import ctypes
+
 import pytest
 from dw2d_problems import dw
 from launch_recorder import FakeDriverError, install
@@ -25,6 +27,7 @@ from convtune.kernels.depthwise.conv2d import tiled as plan2d
 from convtune.kernels.depthwise.conv2d import wgrad as plan2d_wgrad
 from convtune.kernels.direct import launcher as direct
 from convtune.kernels.direct import space as direct_space
+from convtune.kernels.tensor_map import Im2colMap, TiledMap
 from convtune.kernels.winograd import filters as wino_filters
 from convtune.kernels.winograd import launcher as wino
 from convtune.kernels.winograd import space as wino_space
@@ -323,3 +326,110 @@ def test_a_workspace_operand_exactly_when_workspace_bytes(rec) -> None:
                                 workspace_bytes=64)
     with pytest.raises(InvalidConfig, match="operands"):
         prepared.PreparedLaunch(plan=pl, device=0, operands=("x", "w"), steps=[step], kernels=None)
+
+
+# ---- TMA tensor maps -------------------------------------------------------------------------------------------
+# Two maps of different kinds: the prepared launch must pass each through the driver's encode_map untouched.
+MAP_A = TiledMap("float32", inner=96, rows=40, box_inner=32, box_rows=64, swizzle_bytes=128)
+MAP_B = Im2colMap("bfloat16", n=2, h=9, w=7, c=64, lower=(-1, -1), upper=(-1, -1), stride_w=1, stride_h=1,
+                  channels=64, pixels=128, swizzle_bytes=128)
+
+
+def _compiled_steps(launch: prepared.PreparedLaunch) -> list[tuple]:
+    """The per-step tuples ``_build_call`` keeps (white box: the ``kernelParams`` arrays and the map slots are only
+    reachable there); found through the closures of the call function (``run`` of the general path)."""
+    call = launch._call
+    for _ in range(3):
+        cells = dict(zip(call.__code__.co_freevars, (c.cell_contents for c in call.__closure__ or ()), strict=True))
+        if "compiled" in cells:
+            return cells["compiled"]
+        call = cells["run"]
+    raise AssertionError("prepared._build_call no longer keeps `compiled` where this test looks")
+
+
+def _map_launch(rec, maps=((0, MAP_A), (1, MAP_B))):
+    """One launch of a kernel taking 2 pointers (operands 0 and 1, in order: the shape of the single-launch fast
+    path), 1 int and the maps."""
+    pl = direct_space.plan(P_DENSE, direct.DirectFwdConfig(), H200)
+    kernel = rec.kernel("tma_gemm", 2, 1, n_maps=len(maps))
+    step = prepared.Launch(kernel, (3, 2, 1), (384, 1, 1), 1024, prepared.pointers(0, 1), (7,), maps)
+    return prepared.PreparedLaunch(plan=pl, device=0, operands=("a", "b"), steps=[step], kernels=kernel)
+
+
+def test_tensor_maps_follow_the_ints_as_128_byte_parameters(rec) -> None:
+    """kernelParams holds n_pointers + n_ints + one entry per map; each map entry points at its own 128-byte buffer
+    holding exactly what encode_map returned for (the map, its operand's pointer), in the step's map order."""
+    launch = _map_launch(rec)
+    launch(PTRS[:2], STREAM)
+    assert [(spec, ptr) for spec, ptr, _ in rec.encoded] == [(MAP_A, PTRS[0]), (MAP_B, PTRS[1])]
+    encoded = tuple(data for *_, data in rec.encoded)
+    assert len(set(encoded)) == 2 and all(len(d) == 128 for d in encoded)
+    (call,) = rec.launches()
+    assert (call.pointers, call.ints, call.maps) == (PTRS[:2], (7,), encoded)
+    assert (call.grid, call.block, call.smem_bytes, call.stream) == ((3, 2, 1), (384, 1, 1), 1024, STREAM)
+    ((*_, (params, slots)),) = _compiled_steps(launch)
+    assert len(params) == 2 + 1 + 2
+    for j, slot in enumerate(slots):
+        assert ctypes.sizeof(slot.buffer) == 128 and params[3 + j] == ctypes.addressof(slot.buffer)
+        assert bytes(slot.buffer) == encoded[j]
+
+
+def test_a_map_is_encoded_again_only_when_its_operand_moves(rec) -> None:
+    """A single launch whose pointers are the operands in order would take the fast path, which never touches the
+    maps: with maps it must not, so every call re-checks them; an unmoved operand's map is not re-encoded (a driver
+    call per launch is what the caching saves), a moved one's is, alone, and its buffer changes."""
+    launch = _map_launch(rec)
+    launch(PTRS[:2], STREAM)
+    launch(PTRS[:2], STREAM)
+    assert len(rec.encoded) == 2
+    first, second = rec.launches()
+    assert first.maps == second.maps
+    moved = PTRS[4]
+    launch((moved, PTRS[1]), STREAM)
+    assert [(spec, ptr) for spec, ptr, _ in rec.encoded[2:]] == [(MAP_A, moved)]
+    third = rec.launches()[-1]
+    assert third.pointers == (moved, PTRS[1])
+    assert third.maps == (rec.encoded[2][2], first.maps[1]) and third.maps[0] != first.maps[0]
+    launch((moved, PTRS[5]), STREAM)                 # now only operand 1 moves
+    assert [(spec, ptr) for spec, ptr, _ in rec.encoded[3:]] == [(MAP_B, PTRS[5])]
+    assert rec.launches()[-1].maps == (rec.encoded[2][2], rec.encoded[3][2])
+    with pytest.raises(InvalidConfig, match="operands"):     # the general path still checks the pointer count
+        launch(PTRS[:3], STREAM)
+
+
+def test_a_map_takes_its_operands_base_pointer_in_a_sequence(rec) -> None:
+    """In a sequence (a memset, then the launch) a map may read an operand the kernel takes no pointer of, and is
+    encoded for the operand's own pointer, not a pointer argument's offset into it."""
+    pl = direct_space.plan(P_DENSE, direct.DirectFwdConfig(), H200)
+    kernel = rec.kernel("tma_gemm", 2, 1, n_maps=1)
+    steps = [prepared.Memset(2, 64),
+             prepared.Launch(kernel, (1, 1, 1), (256, 1, 1), 0, prepared.pointers(1, (2, 64)), (5,), ((0, MAP_A),))]
+    launch = prepared.PreparedLaunch(plan=pl, device=0, operands=("x", "w", "y"), steps=steps, kernels=kernel)
+    launch(PTRS[:3], STREAM)
+    assert [(spec, ptr) for spec, ptr, _ in rec.encoded] == [(MAP_A, PTRS[0])]
+    zero, call = rec.calls
+    assert zero.kind == "memset" and call.pointers == (PTRS[1], PTRS[2] + 64)
+    assert call.maps == (rec.encoded[0][2],)
+
+
+def test_a_failed_encoding_launches_nothing_and_is_retried(rec, monkeypatch) -> None:
+    """A refused map (LaunchError from the driver) stops the call before the launch and is not remembered as
+    encoded: the next call with the same pointers encodes it again."""
+    attempts = []
+
+    def flaky(spec, pointer):
+        attempts.append((spec, pointer))
+        if len(attempts) == 1:
+            raise LaunchError("the CUDA driver refused a TMA tensor map (CUresult 1)")
+        return rec.encode_map(spec, pointer)
+
+    drv = prepared.Driver(rec.launch_kernel, rec.memset, rec.get_device, rec.use_device, (FakeDriverError,), flaky)
+    monkeypatch.setattr(prepared, "_driver", drv)
+    launch = _map_launch(rec)
+    with pytest.raises(LaunchError, match="CUresult 1"):
+        launch(PTRS[:2], STREAM)
+    assert rec.launches() == []
+    launch(PTRS[:2], STREAM)
+    assert attempts == [(MAP_A, PTRS[0]), (MAP_A, PTRS[0]), (MAP_B, PTRS[1])]
+    (call,) = rec.launches()
+    assert call.maps == tuple(data for *_, data in rec.encoded)

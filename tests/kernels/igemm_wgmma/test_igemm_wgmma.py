@@ -208,3 +208,185 @@ def test_kernels_compile_for_sm90a_without_spills() -> None:
         res = result.resources[entry]
         assert not res.spills, f"{name}: {res}"
         assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{name}: {res.num_regs}"
+
+
+# ---- tma = 1: the GEMM fed by TMA from a producer warpgroup (igemm_wgmma_tma.cuh) ---------------------------------
+DILATED = "N=8 C=512 H=33 W=33 K=512 R=3 S=3 pad=2 dilation=2 math=tf32"
+STEM = "N=2 C=3 H=32 W=32 K=64 R=7 S=7 stride=2 pad=3 math=tf32"
+#: every (h, w) pair differs, so a swapped axis in a map shows
+ODD = "N=2 C=35 H=15 W=11 K=70 R=3 S=5 stride_h=2 stride_w=3 pad_h=1 pad_w=2 dilation=2 math=tf32"
+
+
+def test_tma_is_a_switch_of_the_space_where_an_im2col_map_fits() -> None:
+    """tma takes 0 and 1 and the search yields both on an ordinary layer; tma=1 is refused, naming ``tma``, with
+    folded taps (a chunk is then S taps of a few channels, no im2col box) and where the driver's im2col box cannot
+    describe the convolution (corners past ±128, strides past 8); the same configs copying stay valid."""
+    from convtune.kernels.igemm_wgmma.space import space
+
+    assert space(P(LAYER), None).values["tma"] == (0, 1)
+    assert {pl.config.tma for pl in enumerate_plans(P(LAYER), H200)} == {0, 1}
+    assert {(pl.config.row_taps, pl.config.tma) for pl in enumerate_plans(P(STEM), H200)} == {(1, 0), (1, 1), (7, 0)}
+    folded = IgemmWgmmaFwdConfig(64, 1, 1, 4, 1, 32, 7, tma=1)
+    plan(P(STEM), dataclasses.replace(folded, tma=0), H200)
+    with pytest.raises(InvalidConfig) as err:
+        plan(P(STEM), folded, H200)
+    assert err.value.field == "tma" and "row_taps" in str(err.value)
+    for text, named in (("N=1 C=8 H=8 W=8 K=16 R=3 S=3 pad=200 math=tf32", "pad_h=200"),
+                        ("N=1 C=8 H=210 W=210 K=16 R=3 S=3 pad=1 dilation=100 math=tf32", "pad_h=1"),
+                        ("N=1 C=8 H=40 W=40 K=16 R=3 S=3 stride=9 math=tf32", "stride_h=9")):
+        copying = IgemmWgmmaFwdConfig(64, 1, 1, 4, 1, 8)
+        plan(P(text), copying, H200)
+        with pytest.raises(InvalidConfig) as err:
+            plan(P(text), dataclasses.replace(copying, tma=1), H200)
+        assert err.value.field == "tma" and named in str(err.value), text
+    with pytest.raises(InvalidConfig) as err:
+        plan(P(LAYER), IgemmWgmmaFwdConfig(tma=2), H200)
+    assert err.value.field == "tma"
+
+
+def test_tma_keys_and_the_switchs_minimum() -> None:
+    """Keys written before the switch (no ``tma=``) parse to tma=0, so stored results keep their config; tma=1
+    round-trips. ``tma`` declares its minimum 0 (``metadata``), the other fields keep theirs of 1."""
+    from convtune.kernels.config import parse_config_key
+
+    before = "igemm_wgmma.fwd tile_n=256 m_blocks=1 warpgroups=2 stages=4 splits=1 chunk=32 row_taps=1"
+    assert parse_config_key(before) == IgemmWgmmaFwdConfig(256, 1, 2, 4, 1) and parse_config_key(before).tma == 0
+    config = IgemmWgmmaFwdConfig(256, 1, 2, 4, 1, 32, tma=1)
+    assert config.key() == before + " tma=1" and parse_config_key(config.key()) == config
+    assert IgemmWgmmaFwdConfig(tma=0).tma == 0
+    for bad in (-1, True):
+        with pytest.raises(InvalidConfig) as err:
+            IgemmWgmmaFwdConfig(tma=bad)
+        assert err.value.field == "tma"
+    with pytest.raises(InvalidConfig) as err:
+        parse_config_key(before + " tma=-1")
+    assert err.value.field == "tma"
+    for name in ("splits", "row_taps", "stages"):
+        with pytest.raises(InvalidConfig) as err:
+            IgemmWgmmaFwdConfig(**{name: 0})
+        assert err.value.field == name
+
+
+@pytest.mark.parametrize("config", [IgemmWgmmaFwdConfig(256, 1, 2, 4, 1, 32), IgemmWgmmaFwdConfig(64, 2, 1, 4, 3, 16),
+                                    IgemmWgmmaFwdConfig(128, 1, 2, 6, 1, 8)], ids=str)
+def test_tma_plan_resources(config: IgemmWgmmaFwdConfig) -> None:
+    """Against the same tile copying: 128 more threads (the producer), 128 bytes more shared memory (2·stages
+    mbarriers), one block per SM, the registers one block may hold up to the consumers' setmaxnreg count; the
+    accumulators of the consumer warpgroups only; the same geometry and traffic; the TMA GEMM wrapper."""
+    p = P(DILATED)
+    copy = plan(p, config, H200)
+    tma = plan(p, dataclasses.replace(config, tma=1), H200)
+    wg = config.warpgroups
+    assert (copy.config.threads, tma.config.threads) == (128 * wg, 128 * (wg + 1))
+    assert tma.config.compute_threads == copy.config.compute_threads == 128 * wg
+    assert tma.smem_bytes == copy.smem_bytes + launcher.TMA_BARRIER_BYTES == launcher.smem_bytes(tma.config)
+    assert tma.min_blocks == 1
+    assert tma.regs_estimate == min(232, 65536 // tma.config.threads // 8 * 8) == (232 if wg == 1 else 168)
+    assert launcher.onchip_words(tma) == launcher.onchip_words(copy) + launcher.TMA_BARRIER_BYTES // 4
+    assert get_spec("igemm_wgmma").onchip_words(tma) == launcher.onchip_words(tma)
+    assert (tma.grid, tma.cp, tma.krp, tma.chunks_per_split) == (copy.grid, copy.cp, copy.krp, copy.chunks_per_split)
+    assert traffic_words(tma) == traffic_words(copy)
+    c = config
+    body = f"igemm_wgmma_tma_body<convtune_tf32, {c.tile_n}, {c.m_blocks}, {wg}, {c.stages}, {c.row_bytes}>("
+    assert body in tma.source() and body not in copy.source()
+    gemm = tma.source()[len(launcher._family_source()):]
+    assert f"__launch_bounds__({128 * (wg + 1)}, 1)" in gemm and gemm.count("__grid_constant__") == 2
+    assert "__grid_constant__" not in copy.source()[len(launcher._family_source()):]
+
+
+@pytest.mark.parametrize(("config", "ch"), [(IgemmWgmmaFwdConfig(128, 1, 2, 4, 1, 32, tma=1), 32),
+                                            (IgemmWgmmaFwdConfig(64, 2, 1, 4, 3, 8, tma=1), 8)], ids=["c32", "c8x3"])
+def test_prepared_tma_launch_passes_the_maps(config: IgemmWgmmaFwdConfig, ch: int,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the driver seam: the GEMM step carries (3, im2col map of the workspace) and (1, tile map of the
+    filters) with the plan's geometry written out here, its block has the producer warpgroup; the encodings are
+    for the workspace's and the filters' pointers, passed after the ints, and only a moved operand's is redone."""
+    from launch_recorder import install
+
+    from convtune.kernels.igemm.nhwc import NhwcKernels
+    from convtune.kernels.tensor_map import Im2colMap, TiledMap
+
+    rec = install(monkeypatch)
+    p = P(ODD)
+    pl = plan(p, config, H200)
+    cp = -(-35 // ch) * ch
+    kernels = NhwcKernels(rec.kernel(launcher.TO_NHWC_ENTRY, 2, 3), rec.kernel(launcher.ENTRY, 3, 16, n_maps=2))
+    prepared = launcher.prepare_plan(pl, 0, kernels)
+    x_map = Im2colMap("float32", n=2, h=15, w=11, c=cp, lower=(-2, -1), upper=(2 - 2 * 4, 1 - 2 * 2), stride_w=3,
+                      stride_h=2, channels=ch, pixels=config.tile_m, swizzle_bytes=4 * ch)
+    filter_map = TiledMap("float32", inner=15 * cp, rows=70, box_inner=ch, box_rows=config.tile_n,
+                          swizzle_bytes=4 * ch)
+    *others, gemm_step = prepared.steps
+    assert gemm_step.maps == ((3, x_map), (1, filter_map)) and all(getattr(s, "maps", ()) == () for s in others)
+    threads = 128 * (config.warpgroups + 1)
+    assert gemm_step.block == (threads, 1, 1) and gemm_step.smem_bytes == pl.smem_bytes
+    x, filters, y, ws = 0x10000, 0x20000, 0x30000, 0x40000
+    prepared((x, filters, y, ws), 0x77)
+    assert [(spec, ptr) for spec, ptr, _ in rec.encoded] == [(x_map, ws), (filter_map, filters)]
+    gemm = rec.launches()[-1]
+    assert gemm.name == launcher.ENTRY and gemm.block == (threads, 1, 1) and gemm.grid == pl.grid
+    assert gemm.pointers == (ws, filters, y) and gemm.ints == launcher.gemm_arguments(pl)
+    assert gemm.maps == tuple(data for *_, data in rec.encoded)
+    prepared((x, filters, y, ws), 0x77)
+    prepared((x, filters, y, ws + 0x1000), 0x77)
+    assert [(spec, ptr) for spec, ptr, _ in rec.encoded[2:]] == [(x_map, ws + 0x1000)]
+    assert rec.launches()[-1].maps == (rec.encoded[2][2], rec.encoded[1][2])
+
+
+def test_copying_plans_carry_no_maps(monkeypatch: pytest.MonkeyPatch) -> None:
+    from launch_recorder import install
+
+    from convtune.kernels.igemm.nhwc import NhwcKernels
+
+    rec = install(monkeypatch)
+    kernels = NhwcKernels(rec.kernel(launcher.TO_NHWC_ENTRY, 2, 3), rec.kernel(launcher.ENTRY, 3, 16))
+    for config in (IgemmWgmmaFwdConfig(128, 1, 2, 4, 1, 32), IgemmWgmmaFwdConfig(64, 2, 1, 4, 3, 8)):
+        pl = plan(P(ODD), config, H200)
+        assert launcher.tensor_maps(pl) == ()
+        prepared = launcher.prepare_plan(pl, 0, kernels)
+        assert all(getattr(s, "maps", ()) == () for s in prepared.steps)
+        prepared((0x10000, 0x20000, 0x30000, 0x40000), 0x77)
+        assert rec.launches()[-1].block == (128 * config.warpgroups, 1, 1)
+    assert rec.encoded == []
+
+
+def test_model_ranks_tma_ahead_of_the_same_tile_copying() -> None:
+    """Where TMA measured faster (wip_wgmma_ws, the dilated 512-channel layer): the model's smaller per-chunk fixed
+    cost and the producer's deeper run-ahead make the TMA plan the faster prediction, at one block per SM."""
+    from convtune.kernels.igemm_wgmma.model import predict
+
+    config = IgemmWgmmaFwdConfig(256, 1, 2, 4, 1)
+    copy = predict(plan(P(DILATED), config, H200), H200)
+    tma = predict(plan(P(DILATED), dataclasses.replace(config, tma=1), H200), H200)
+    assert tma.resident_blocks == 1 and tma.time_s < copy.time_s
+
+
+TMA_REPRESENTATIVE = [
+    ("tma_256x256_wg2_c32", IgemmWgmmaFwdConfig(256, 1, 2, 4, 1, 32, tma=1)),
+    ("tma_128x64_wg1_c16_x3", IgemmWgmmaFwdConfig(64, 2, 1, 4, 3, 16, tma=1)),
+    ("tma_128x128_wg2_s6_c8", IgemmWgmmaFwdConfig(128, 1, 2, 6, 1, 8, tma=1)),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH (no GPU needed)")
+def test_tma_kernels_compile_for_sm90a_without_spills() -> None:
+    """The TMA GEMM of chunks of 32, 16 and 8 words: no spills, registers within the consumers' setmaxnreg count
+    (232; 168 with two consumer warpgroups: what one block of 384 threads may hold), the dynamic shared memory plus
+    any static within the block's limit."""
+    family = launcher._family_source()
+    text, entries = family, {}
+    for i, (name, config) in enumerate(TMA_REPRESENTATIVE):
+        pl = plan(P(DILATED), config, H200)
+        wrapper = pl.source()[len(family):]
+        wrapper = wrapper[:wrapper.index('extern "C" __global__ void __launch_bounds__(256)')]   # the GEMM entry only
+        entry = f"igemm_wgmma_tma_{i}"
+        text += re.sub(rf"\b{launcher.ENTRY}\(", f"{entry}(", wrapper)
+        entries[entry] = (name, pl)
+    result = nvcc_compile(text, "sm_90a")
+    assert "serialized" not in result.log, result.log[-2000:]
+    for entry, (name, pl) in entries.items():
+        res = result.resources[entry]
+        assert not res.spills, f"{name}: {res}"
+        assert res.num_regs <= (232 if pl.config.warpgroups == 1 else 168) == pl.regs_estimate, f"{name}: {res}"
+        assert res.static_smem_bytes + pl.smem_bytes <= H200.smem_per_block_bytes == 232448, f"{name}: {res}"

@@ -283,3 +283,74 @@ def test_filter_packing_launch_passes_its_arguments(text: str, config: IgemmWgmm
     assert call.name == entry and call.pointers == (0x1000, 0x2000) and list(call.ints) == [20, p.C, p.R, p.S, pl.cp]
     elements = p.K * pl.krp
     assert call.grid[0] * call.block[0] >= elements > (call.grid[0] - 1) * call.block[0]
+
+
+# ---- tma = 1 (the TF32 config's switch, inherited): the GEMM fed by TMA from a producer warpgroup ------------------
+def test_tma_switch_of_the_16bit_family() -> None:
+    """The 16-bit config inherits ``tma`` (minimum 0, keys without it parse to 0); the space searches both values
+    and refuses tma=1 with folded taps, naming ``tma``; the plan adds the producer warpgroup and the barriers' 128
+    bytes (64 elements of on-chip memory) to the same tile copying."""
+    import dataclasses
+
+    from convtune.kernels.config import parse_config_key
+
+    before = "igemm_wgmma_half.fwd tile_n=128 m_blocks=2 warpgroups=2 stages=4 splits=1 chunk=64 row_taps=1"
+    config = IgemmWgmmaHalfFwdConfig(128, 2, 2, 4, 1, 64, tma=1)
+    assert parse_config_key(before).tma == 0 and parse_config_key(config.key()) == config
+    with pytest.raises(InvalidConfig) as err:
+        IgemmWgmmaHalfFwdConfig(tma=-1)
+    assert err.value.field == "tma"
+    assert {pl.config.tma for pl in enumerate_plans(P(LAYER), H200, family="igemm_wgmma_half")} == {0, 1}
+    stem = P("N=2 C=3 H=32 W=32 K=64 R=7 S=7 stride=2 pad=3 dtype=bfloat16")
+    with pytest.raises(InvalidConfig) as err:
+        plan(stem, IgemmWgmmaHalfFwdConfig(64, 2, 2, 4, 1, 32, 7, tma=1), H200)
+    assert err.value.field == "tma"
+    copy = plan(P(LAYER), dataclasses.replace(config, tma=0), H200)
+    tma = plan(P(LAYER), config, H200)
+    assert (tma.config.threads, tma.min_blocks, tma.regs_estimate) == (384, 1, 168)
+    assert tma.smem_bytes == copy.smem_bytes + launcher.TMA_BARRIER_BYTES
+    assert half.onchip_elements(tma) == half.onchip_elements(copy) + launcher.TMA_BARRIER_BYTES // 2
+    assert "igemm_wgmma_tma_body<convtune::wg_bf16, 128, 2, 2, 4, 128>(" in tma.source()
+
+
+def test_prepared_tma_launch_of_a_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bf16, split in 3: the GEMM step carries the im2col map of x's channels-last copy at the workspace's start
+    (operand 3, not the fp32 output after it) and the filters' tile map, 16-bit types and 64-byte rows (chunks of
+    32); the zeroing, the GEMM and the conversion keep their places; only the GEMM has maps."""
+    from launch_recorder import install
+
+    from convtune.kernels.tensor_map import Im2colMap, TiledMap
+
+    rec = install(monkeypatch)
+    p = P("N=2 C=70 H=9 W=9 K=40 R=3 S=3 stride=2 pad=1 dtype=bfloat16")
+    pl = plan(p, IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 3, 32, tma=1), H200)
+    kernels = half.HalfKernels(rec.kernel(half.TO_NHWC_ENTRY, 2, 3), rec.kernel(half.ENTRY, 4, 16, n_maps=2),
+                               rec.kernel(half.CONVERT_ENTRY, 2, 1))
+    prepared = half.prepare_plan(pl, 0, kernels)
+    x_map = Im2colMap("bfloat16", n=2, h=9, w=9, c=96, lower=(-1, -1), upper=(-1, -1), stride_w=2, stride_h=2,
+                      channels=32, pixels=64, swizzle_bytes=64)
+    filter_map = TiledMap("bfloat16", inner=9 * 96, rows=40, box_inner=32, box_rows=64, swizzle_bytes=64)
+    assert [getattr(s, "maps", ()) for s in prepared.steps] == [(), (), ((3, x_map), (1, filter_map)), ()]
+    ws = 0x40000
+    prepared((0x10000, 0x20000, 0x30000, ws), 0x77)
+    assert [(c.kind, c.name) for c in rec.calls] == [("launch", half.TO_NHWC_ENTRY), ("memset", ""),
+                                                      ("launch", half.ENTRY), ("launch", half.CONVERT_ENTRY)]
+    gemm = rec.calls[2]
+    assert [(spec, ptr) for spec, ptr, _ in rec.encoded] == [(x_map, ws), (filter_map, 0x20000)]
+    assert gemm.maps == tuple(data for *_, data in rec.encoded) and gemm.block == (256, 1, 1)
+    assert gemm.pointers == (ws, 0x20000, 0x30000, ws + half.nhwc_bytes(pl)) and gemm.grid[2] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH (no GPU needed)")
+def test_tma_kernel_compiles_for_sm90a_without_spills() -> None:
+    """bf16, 256 × 128 tiles of two consumer warpgroups, chunks of 64: no spills, at most 168 registers (one block of
+    384 threads), the shared memory within the block's limit."""
+    pl = plan(P("N=8 C=512 H=33 W=33 K=512 R=3 S=3 pad=2 dilation=2 dtype=bfloat16"),
+              IgemmWgmmaHalfFwdConfig(128, 2, 2, 4, 1, 64, tma=1), H200)
+    result = nvcc_compile(pl.source(), "sm_90a")
+    assert "serialized" not in result.log, result.log[-2000:]
+    res = result.resources[half.ENTRY]
+    assert not res.spills, res
+    assert res.num_regs <= 168 == pl.regs_estimate, res
+    assert res.static_smem_bytes + pl.smem_bytes <= H200.smem_per_block_bytes == 232448, res
