@@ -2,7 +2,8 @@
 # One device call for the wgmma families (igemm_wgmma TF32, igemm_wgmma_half bf16/fp16; sm_90a): their GPU tests,
 # then their configs (the model's top $WGMMA_TOP) against cuDNN in the class on the wide and public suites, each step
 # under a timeout; everything under $WORK, packed into $OUT/wgmma_round.tar.gz (the device returns at most 8 files).
-#   WGMMA_STEPS  which steps (default: tests wide public): tests (every wgmma family's GPU tests), nvrtc (the operator
+#   WGMMA_STEPS  which steps (default: tests wide public): tests (every wgmma family's GPU tests), half_tests (the
+#                igemm_half family's GPU tests), nvrtc (the operator
 #                tests with nvcc off the PATH: kernels built by NVRTC for sm_90a), wide / public (TF32; the families
 #                in $WGMMA_TF32_FAMILIES, default igemm_wgmma),
 #                half_wide / half_public (bfloat16, $HALF_DTYPE to change; the families in $WGMMA_HALF_FAMILIES,
@@ -20,6 +21,10 @@ for step in ${WGMMA_STEPS:-tests wide public}; do
     tests)
         timeout "${WGMMA_TESTS_S:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm_wgmma 2>&1 | tee "$WORK/gpu_igemm_wgmma_tests.txt" | tail -15 ;;
+    half_tests)   # the 16-bit mma.sync family's GPU tests (igemm_half: any C through the padded workspace; its 1x1)
+        timeout "${HALF_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
+            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm/test_igemm_half_gpu.py 2>&1 \
+            | tee "$WORK/gpu_igemm_half_tests.txt" | tail -15 ;;
     nvrtc)
         py=$(command -v python3)   # the host's Python, found before nvcc leaves the PATH
         PATH=/usr/bin:/bin timeout "${WGMMA_NVRTC_S:-120}" "$py" -m pytest -m gpu -q -p no:cacheprovider -W default \

@@ -4,24 +4,27 @@ float16 problems on the tensor cores (``mma.sync.m16n8k16``, fp32 accumulation, 
 It is the NHWC kernel (:mod:`convtune.kernels.igemm.nhwc`) run over a reduction of 32-bit **words**: a word holds
 two consecutive channels of one tap, so in words the m16n8k16 fragments are the TF32 m16n8k8 ones exactly
 (``igemm_fwd.cu``) and every index map, stage layout and copy of the NHWC kernel serves unchanged. The kernel's
-geometry is the NHWC plan of the *word view* of the problem (:func:`word_view`: C/2 word-channels, float32
-storage), kept as ``IgemmHalfPlan.view``; the plan's ``problem`` is the caller's. C must be a multiple of 8 (a
-16-byte copy is 8 channels of one tap), and ``tile_k`` counts words (2·tile_k channels per stage).
+geometry is the NHWC plan of the *word view* of the problem (:func:`word_view`: Cp/2 word-channels, float32
+storage), kept as ``IgemmHalfPlan.view``; the plan's ``problem`` is the caller's. A 16-byte copy is 8 channels of
+one tap, so the NHWC workspace and the packed filters hold Cp = ⌈C/8⌉·8 channels (:func:`stored_channels`), the ones
+past C zero: any C runs (stems with C = 1 or 3 included). ``tile_k`` counts words (2·tile_k channels per stage).
 
 Shapes: x (N, C, H, W), w (K, C, R, S) and y (N, K, P, Q) in the problem's dtype, as CuPy ``float16`` arrays or,
-bfloat16 (which CuPy lacks), ``uint16`` arrays of the bits. The prepared launch: ``igemm_to_nhwc_16`` (x → an
-NHWC workspace), the GEMM (y, or with a split reduction an fp32 workspace zeroed first and added into by atomics),
-then for a split ``igemm_f32_to_bf16`` / ``_f16`` (workspace → y). The filter operand (``igemm_pack_16``): B tiles of
-words in the NHWC kernel's fragment order and its gather table, in words.
+bfloat16 (which CuPy lacks), ``uint16`` arrays of the bits. The prepared launch: the layout change (x → an NHWC
+workspace of Cp channels: ``igemm_to_nhwc_16`` where C is a multiple of 8, else ``igemm_to_nhwc_pad8_16``), the GEMM
+(y, or with a split reduction an fp32 workspace zeroed first and added into by atomics), then for a split
+``igemm_f32_to_bf16`` / ``_f16`` (workspace → y). The filter operand (``igemm_pack_16_pad``, ``igemm_half.cu``): B
+tiles of words in the NHWC kernel's fragment order and its gather table, in words, over Cp channels.
 
 Traffic, in elements of the storage type (2 bytes), from the word view's (the NHWC kernel's formula) doubled; y is
 written once in 16 bits, or, split, added in fp32 (2 elements per value), zeroed, read and converted::
 
-    layout, input, weight, table: 2 × the NHWC kernel's words on the word view
+    layout = N·H·W·(C + Cp)                                  (x read, the workspace written)
+    input, weight, table: 2 × the NHWC kernel's words on the word view
     output = N·K·P·Q                                         (splits = 1)
            = 2·splits·N·K·P·Q + 2·N·K·P·Q + 2·N·K·P·Q + N·K·P·Q   (zero, atomics, read, write; splits > 1)
 
-The 1×1 variant (``igemm_half_1x1``: R = S = 1, stride 1, no padding, H·W a multiple of 8) reads A straight from
+The 1×1 variant (``igemm_half_1x1``: C a multiple of 8, R = S = 1, stride 1, no padding, H·W a multiple of 8) reads A straight from
 NCHW x in 16-byte copies of 8 pixels (``igemm_half_1x1_body`` in ``igemm_half_1x1.cu``, which includes
 ``igemm_fwd.cu`` unchanged), so there is no layout change and no NHWC workspace: the prepared launch is the GEMM
 alone (operands x, filters, y), or for a split a workspace of the fp32 output (memset, GEMM, conversion). Its
@@ -63,12 +66,16 @@ ENTRY = "igemm_half_fwd"
 #: family -> (entry, kernel body template): the NHWC body over an NHWC copy of x, the 1×1 body straight from NCHW x
 ENTRIES = {HALF_FAMILY: (ENTRY, "igemm_nhwc_body"),
            POINTWISE_HALF_FAMILY: ("igemm_half_1x1_fwd", "igemm_half_1x1_body")}
-#: family -> CUDA source (registry row and compiled text). The 1×1 body has a file of its own that includes
-#: igemm_fwd.cu unchanged, so the other igemm families' versions (source hashes) stay what was measured.
-SOURCES = {HALF_FAMILY: _nchw.SOURCE, POINTWISE_HALF_FAMILY: "igemm_half_1x1.cu"}
+#: family -> CUDA source (registry row and compiled text). Each has a file of its own that includes igemm_fwd.cu
+#: unchanged, so the TF32 igemm families' versions (source hashes) stay what was measured.
+SOURCES = {HALF_FAMILY: "igemm_half.cu", POINTWISE_HALF_FAMILY: "igemm_half_1x1.cu"}
 PIXELS_PER_COPY = 8   # the 1×1 kernel's 16-byte copies of 8 pixels: H·W a multiple of 8
-TRANSPOSE_ENTRY = "igemm_to_nhwc_16"
-PACK_ENTRY = "igemm_pack_16"
+CHANNEL_ALIGN = 8     # a main-loop copy is 8 channels of one tap: the NHWC workspace holds C rounded up to 8
+TRANSPOSE_ENTRY = "igemm_to_nhwc_16"           # C a multiple of 8: the 32 × 32 tile transpose (igemm_fwd.cu)
+PAD_TRANSPOSE_ENTRY = "igemm_to_nhwc_pad8_16"  # any other C: 16-byte stores of 8 channels, zeros past C
+PAD_TRANSPOSE_THREADS = 256
+PACK_ENTRY = "igemm_pack_16"                   # the 1×1 variant's filters (C a multiple of 8)
+PAD_PACK_ENTRY = "igemm_pack_16_pad"           # igemm_half's filters over the stored channels (igemm_half.cu)
 CONVERT_ENTRIES = {"bfloat16": "igemm_f32_to_bf16", "float16": "igemm_f32_to_f16"}
 CUDA_TYPES = {"bfloat16": "convtune::bfloat16", "float16": "convtune::half16"}
 DTYPES = tuple(CUDA_TYPES)
@@ -162,22 +169,28 @@ def _family_source(family: str) -> str:
 
 
 def supports(problem: ConvProblem) -> bool:
-    """bfloat16 / float16 storage, groups = 1, not causal, C a multiple of 8 (16-byte copies of 8 channels)."""
+    """bfloat16 / float16 storage, groups = 1, not causal; any C (the NHWC workspace holds :func:`stored_channels`)."""
     p = problem
-    return p.dtype in DTYPES and p.math == "ieee" and p.groups == 1 and not p.causal and p.C % 8 == 0
+    return p.dtype in DTYPES and p.math == "ieee" and p.groups == 1 and not p.causal
 
 
 def supports_1x1(problem: ConvProblem) -> bool:
-    """What :func:`supports` takes, with 1×1 filters, stride 1, no padding and H·W a multiple of 8."""
+    """What :func:`supports` takes, with C a multiple of 8 (x is read in place, 8 channels a copy), 1×1 filters,
+    stride 1, no padding and H·W a multiple of 8."""
     p = problem
-    return (supports(p) and p.R == p.S == p.stride_h == p.stride_w == 1 and p.pad_h == p.pad_w == 0
-            and (p.H * p.W) % PIXELS_PER_COPY == 0)
+    return (supports(p) and p.C % CHANNEL_ALIGN == 0 and p.R == p.S == p.stride_h == p.stride_w == 1
+            and p.pad_h == p.pad_w == 0 and (p.H * p.W) % PIXELS_PER_COPY == 0)
+
+
+def stored_channels(problem: ConvProblem) -> int:
+    """Cp = ⌈C/8⌉·8: the channels of the NHWC workspace and of the packed filters (those past C are zero)."""
+    return -(-problem.C // CHANNEL_ALIGN) * CHANNEL_ALIGN
 
 
 def word_view(problem: ConvProblem) -> ConvProblem:
-    """The problem the kernel's geometry is derived from: C/2 channels of 32-bit words (float32 storage, the TF32
-    kernel's class), every other extent as given."""
-    return problem.replace(C=problem.C // 2, dtype="float32", math="tf32")
+    """The problem the kernel's geometry is derived from: Cp/2 channels of 32-bit words (:func:`stored_channels`;
+    float32 storage, the TF32 kernel's class), every other extent as given."""
+    return problem.replace(C=stored_channels(problem) // 2, dtype="float32", math="tf32")
 
 
 def _convert(config: IgemmFwdConfig, cls: type[IgemmFwdConfig]) -> IgemmFwdConfig:
@@ -208,9 +221,10 @@ def plan(problem: ConvProblem, config: IgemmFwdConfig, machine: MachineModel | N
 
     family = config.family
     if not _takes(problem, family):
-        extra = ", 1×1 filters, stride 1, no padding, H·W a multiple of 8" if family == POINTWISE_HALF_FAMILY else ""
+        extra = (", C a multiple of 8, 1×1 filters, stride 1, no padding, H·W a multiple of 8"
+                 if family == POINTWISE_HALF_FAMILY else "")
         raise InvalidConfig("problem", f"the 16-bit tensor-core kernel runs bfloat16 / float16 problems with "
-                                       f"groups=1 and C a multiple of 8{extra}; got {problem.key()}")
+                                       f"groups=1{extra}; got {problem.key()}")
     view = view_plan(word_view(problem), _convert(config, _view_class(family)), machine)
     return IgemmHalfPlan(problem, _convert(config, _own_class(family)), view)
 
@@ -239,6 +253,9 @@ def traffic_elements(pl: IgemmHalfPlan) -> dict[str, int]:
     out = pl.problem.output_elements
     split = pl.config.splits > 1
     elements = {k: 2 * v for k, v in words.items() if k != "output"}
+    if "layout" in elements:   # x read once (C channels), the workspace written once (Cp channels)
+        p = pl.problem
+        elements["layout"] = p.N * p.H * p.W * (p.C + stored_channels(p))
     elements["output"] = (2 * pl.config.splits * out + 5 * out) if split else out
     return elements
 
@@ -271,14 +288,25 @@ class HalfKernels:
 
 def compile_plan(pl: IgemmHalfPlan) -> HalfKernels:
     text = pl.source()
-    return HalfKernels(None if pl.pointwise else load_kernel(text, TRANSPOSE_ENTRY),
+    return HalfKernels(None if pl.pointwise else load_kernel(text, transpose_entry(pl.problem)),
                        load_kernel(text, pl.entry, dynamic_smem_bytes=pl.smem_bytes),
                        load_kernel(text, CONVERT_ENTRIES[pl.problem.dtype]))
 
 
+def transpose_entry(problem: ConvProblem) -> str:
+    """The layout change: the tile transpose where C is a multiple of 8, else the padding one."""
+    return TRANSPOSE_ENTRY if problem.C % CHANNEL_ALIGN == 0 else PAD_TRANSPOSE_ENTRY
+
+
+def stored_input_bytes(problem: ConvProblem) -> int:
+    """x in NHWC over :func:`stored_channels` (2 bytes an element), rounded up to 16 bytes."""
+    p = problem
+    return -(-2 * p.N * p.H * p.W * stored_channels(p) // 16) * 16
+
+
 def nhwc_bytes(pl: IgemmHalfPlan) -> int:
-    """The workspace's first part: x in NHWC (2 bytes an element, 16-byte aligned); none for the 1×1 variant."""
-    return 0 if pl.pointwise else -(-2 * pl.problem.input_elements // 16) * 16
+    """The workspace's first part: x in NHWC (:func:`stored_input_bytes`); none for the 1×1 variant."""
+    return 0 if pl.pointwise else stored_input_bytes(pl.problem)
 
 
 def workspace_bytes(pl: IgemmHalfPlan) -> int:
@@ -291,22 +319,26 @@ def filter_words(pl: IgemmHalfPlan) -> int:
 
 
 def pack_arguments(pl: IgemmHalfPlan) -> tuple[int, ...]:
-    """Scalars of ``igemm_pack_16`` after (w, filt): K, KRw, KRp, NB8, R·S, S, W, DH, DW, C."""
+    """Scalars of the pack after (w, filt): K, KRw, KRp, NB8, R·S, S, W, DH, DW, then C (``igemm_pack_16``, the
+    1×1 variant) or Cp, C (``igemm_pack_16_pad``: :func:`stored_channels`, the weights' own)."""
     p, v = pl.problem, pl.view
+    channels = (p.C,) if pl.pointwise else (stored_channels(p), p.C)
     return (p.K, _nchw.reduction_length(v.problem), v.krp, v.kp8 // _nchw.K_ALIGN, p.R * p.S, p.S, p.W, p.dil_h,
-            p.dil_w, p.C)
+            p.dil_w, *channels)
 
 
 def filter_layout(pl: IgemmHalfPlan, device: int) -> FilterLayout:
     v = pl.view
-    return _nchw.pack_layout(pl, device, f"igemm 16-bit word tiles (KRp={v.krp}, Kp8={v.kp8}, reduction (r, s, c)) "
-                                         "+ gather table", layout_key(pl), filter_words(pl), PACK_ENTRY,
-                             pack_arguments(pl))
+    entry, source = (PACK_ENTRY, None) if pl.pointwise else (PAD_PACK_ENTRY, _family_source(HALF_FAMILY))
+    return _nchw.pack_layout(pl, device, f"igemm 16-bit word tiles (KRp={v.krp}, Kp8={v.kp8}, reduction (r, s, c) "
+                                         f"over {stored_channels(pl.problem)} channels) + gather table",
+                             layout_key(pl), filter_words(pl), entry, pack_arguments(pl), source)
 
 
 def layout_key(pl: IgemmHalfPlan) -> tuple[Any, ...]:
+    """Equal keys, one operand: the pack kernel (each family's own source), the map and dilation (the table)."""
     p = pl.problem
-    return (HALF_FAMILY, p.H * p.W, p.W, p.dil_h, p.dil_w)
+    return (HALF_FAMILY, PACK_ENTRY if pl.pointwise else PAD_PACK_ENTRY, p.H * p.W, p.W, p.dil_h, p.dil_w)
 
 
 def prepare_plan(pl: IgemmHalfPlan, device: int = 0, kernels: HalfKernels | None = None) -> PreparedLaunch:
@@ -317,12 +349,10 @@ def prepare_plan(pl: IgemmHalfPlan, device: int = 0, kernels: HalfKernels | None
         with driver().use_device(device):
             kernels = compile_plan(pl)
     x_bytes = nhwc_bytes(pl)
-    hw = p.H * p.W
     steps: list[Any] = []
     a_operand = 0                  # the GEMM's A: x itself (1×1) or its NHWC copy at the workspace's start
     if kernels.transpose is not None:
-        steps.append(Launch(kernels.transpose, (-(-hw // _nhwc.TRANSPOSE_TILE), -(-p.C // _nhwc.TRANSPOSE_TILE), p.N),
-                            (_nhwc.TRANSPOSE_TILE, _nhwc.TRANSPOSE_ROWS, 1), 0, pointers(0, 3), (p.C, hw)))
+        steps.append(transpose_launch(kernels.transpose, p))
         a_operand = 3
     gemm_args = _nchw.kernel_arguments(v)
     if c.splits > 1:   # the fp32 output workspace sits after x's NHWC copy in the workspace operand
@@ -341,6 +371,18 @@ def prepare_plan(pl: IgemmHalfPlan, device: int = 0, kernels: HalfKernels | None
                           workspace_bytes=ws, filters=filter_layout(pl, device), output_shape=(p.N, p.K, p.P, p.Q))
 
 
+def transpose_launch(kernel: LoadedKernel, problem: ConvProblem) -> Launch:
+    """x (operand 0) → its NHWC copy at the workspace's start (operand 3), by :func:`transpose_entry`."""
+    p, hw = problem, problem.H * problem.W
+    if p.C % CHANNEL_ALIGN == 0:
+        return Launch(kernel, (-(-hw // _nhwc.TRANSPOSE_TILE), -(-p.C // _nhwc.TRANSPOSE_TILE), p.N),
+                      (_nhwc.TRANSPOSE_TILE, _nhwc.TRANSPOSE_ROWS, 1), 0, pointers(0, 3), (p.C, hw))
+    cp = stored_channels(p)
+    threads = p.N * (cp // CHANNEL_ALIGN) * hw
+    return Launch(kernel, grid3(min(-(-threads // PAD_TRANSPOSE_THREADS), 65536)), (PAD_TRANSPOSE_THREADS, 1, 1), 0,
+                  pointers(0, 3), (p.C, hw, cp, p.N))
+
+
 @dataclass(frozen=True, slots=True)
 class HalfFilters:
     """The filter operand of :func:`launch`: the packed word tiles and the workspace (x in NHWC, fp32 y)."""
@@ -353,7 +395,7 @@ def shared_workspace_bytes(pl: IgemmHalfPlan) -> int:
     """The workspace of :func:`prepare_filters`: enough for every plan of the problem sharing its
     :func:`filters_key` (x in NHWC and the fp32 output of a split, whatever this plan's split)."""
     p = pl.problem
-    return -(-2 * p.input_elements // 16) * 16 + 4 * p.output_elements
+    return stored_input_bytes(p) + 4 * p.output_elements
 
 
 def prepare_filters(pl: IgemmHalfPlan, w: Any) -> HalfFilters:

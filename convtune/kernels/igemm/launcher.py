@@ -329,12 +329,13 @@ def compile_plan(pl: IgemmFwdPlan) -> LoadedKernel:
 
 
 def pack_layout(plan: Any, device: int, name: str, key: tuple[Any, ...], words: int, entry: str,
-                args: tuple[int, ...]) -> FilterLayout:
-    """A filter operand of ``words`` float32 words made by one launch of the family's pack kernel ``entry``
-    (one thread per word, scalar ``args`` after (w, filters)): the TF32 and the 16-bit layouts."""
+                args: tuple[int, ...], source: str | None = None) -> FilterLayout:
+    """A filter operand of ``words`` float32 words made by one launch of the pack kernel ``entry`` of ``source``
+    (default: this family's, igemm_fwd.cu; one thread per word, scalar ``args`` after (w, filters)): the TF32 and
+    the 16-bit layouts."""
     def make_prep() -> PreparedLaunch:
         with driver().use_device(device):
-            pack = load_kernel(_family_source(), entry)
+            pack = load_kernel(source or _family_source(), entry)
         step = Launch(pack, grid3(-(-words // PACK_THREADS)), (PACK_THREADS, 1, 1), 0, pointers(0, 1), args)
         return PreparedLaunch(plan=plan, device=device, operands=("w", "filters"), steps=[step], kernels=pack,
                               output_shape=(words,), kind=entry)

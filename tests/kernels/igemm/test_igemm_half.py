@@ -30,7 +30,9 @@ BF16 = P("N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 dtype=bfloat16")
 def test_supported_problems_and_errors_name_the_field() -> None:
     assert [s.kind for s in specs_for(BF16)] == ["igemm_half.fwd", "igemm_wgmma_half.fwd"]
     assert half.supports(BF16.replace(dtype="float16"))
-    for bad in (BF16.replace(C=12), BF16.replace(dtype="float32"), BF16.replace(dtype="float32", math="tf32")):
+    for odd in (BF16.replace(C=12), BF16.replace(C=3), BF16.replace(C=1, R=5, S=5)):   # any C: Cp = ⌈C/8⌉·8 stored
+        assert half.supports(odd) and half.word_view(odd).C == half.stored_channels(odd) // 2 == -(-odd.C // 8) * 4
+    for bad in (BF16.replace(dtype="float32"), BF16.replace(dtype="float32", math="tf32"), BF16.replace(groups=2)):
         assert not half.supports(bad)
         with pytest.raises(InvalidConfig) as err:
             half.plan(bad, IgemmHalfFwdConfig(), H200)
@@ -79,10 +81,16 @@ def test_split_adds_into_an_fp32_workspace_and_converts() -> None:
 
 
 def _emulate_pack16(w: np.ndarray, pl: half.IgemmHalfPlan) -> np.ndarray:
-    """igemm_pack_16 in numpy: one uint32 per output word."""
+    """The 16-bit packs in numpy, one uint32 per output word: ``igemm_pack_16`` (the 1×1 variant: C) and
+    ``igemm_pack_16_pad`` (igemm_half: Cp, C; words of channels ≥ C zero)."""
     args = half.pack_arguments(pl)
-    K, KRw, KRp, NB8, RS, S, W, DH, DW, C = args
+    K, KRw, KRp, NB8, RS, S, W, DH, DW, C = args[:10]
+    Cs = args[10] if len(args) == 11 else C
     bits = w.view(np.uint16).reshape(-1)
+
+    def element(k: int, c: int, rs: int) -> int:
+        return int(bits[(k * Cs + c) * RS + rs]) if c < Cs else 0
+
     weights = KRp * NB8 * 8
     out = np.zeros(weights + 4 * KRp, dtype=np.int64)
     for idx in range(weights):
@@ -92,8 +100,7 @@ def _emulate_pack16(w: np.ndarray, pl: half.IgemmHalfPlan) -> np.ndarray:
         if kw < KRw and k < K:
             kr = 2 * kw
             c, rs = kr % C, kr // C
-            at = (k * C + c) * RS + rs
-            out[idx] = int(bits[at]) | (int(bits[at + RS]) << 16)
+            out[idx] = element(k, c, rs) | (element(k, c + 1, rs) << 16)
     for kw in range(KRp):
         e = (0, -(1 << 29), 0, 0)
         if kw < KRw:
@@ -126,6 +133,42 @@ def test_pack16_words_hold_consecutive_channels_of_one_tap_in_fragment_order() -
     kw = ((1 * p.S + 2) * p.C + 6) // 2
     assert tuple(table[kw]) == ((1 * 2 * p.W + 2 * 2) * 8 + 3, 2, 4, 0)
     assert table[-1][1] == -(1 << 29)        # rows past KRw read nothing
+
+
+@pytest.mark.parametrize("text", ["N=1 C=3 H=6 W=7 K=10 R=3 S=3 stride=2 pad=1 dtype=bfloat16",
+                                  "N=2 C=13 H=5 W=5 K=9 R=2 S=3 dilation=2 dtype=float16"])
+def test_pad_pack_holds_every_channel_and_zero_words_past_c(text: str) -> None:
+    """C not a multiple of 8: the operand is the pack of a problem of Cp channels whose extra channels are zero
+    (a pad kernel bug that read channel c + 1 of the next filter would show as a non-zero upper half here)."""
+    p = P(text)
+    pl = half.plan(p, IgemmHalfFwdConfig(32, 32, 8, 1, 2, 2, 1), H200)
+    cp = half.stored_channels(p)
+    assert half.pack_arguments(pl)[-2:] == (cp, p.C) and half.filter_layout(pl, 0).words == half.filter_words(pl)
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((p.K, p.C, p.R, p.S)) + 3.0).astype(np.float16)    # never zero
+    packed = _emulate_pack16(w, pl)
+    wide = np.zeros((p.K, cp, p.R, p.S), np.float16)
+    wide[:, :p.C] = w
+    padded = half.plan(p.replace(C=cp), IgemmHalfFwdConfig(32, 32, 8, 1, 2, 2, 1), H200)
+    assert np.array_equal(packed, _emulate_pack16(wide, padded))
+    nonzero = np.count_nonzero(packed[:pl.view.krp * pl.view.kp8].astype(np.uint32).view(np.uint16))
+    assert nonzero == w.size
+
+
+def test_odd_channels_take_the_padding_layout_change() -> None:
+    from convtune.kernels.describe import describe
+
+    p = P("N=3 C=3 H=20 W=17 K=16 R=3 S=3 stride=2 pad=1 dtype=bfloat16")
+    src = describe(p, IgemmHalfFwdConfig(32, 32, 8, 1, 2, 2, 1), H200)
+    transpose, gemm = src.steps
+    assert transpose["entry"] == half.PAD_TRANSPOSE_ENTRY and transpose["pointers"] == ["x", "workspace"]
+    assert transpose["int_args"] == [3, 20 * 17, 8, 3]
+    threads = transpose["grid"][0] * transpose["block"][0]
+    assert threads >= 3 * 20 * 17 and transpose["block"] == [half.PAD_TRANSPOSE_THREADS, 1, 1]
+    assert src.workspace_bytes == half.stored_input_bytes(p) == 2 * 3 * 20 * 17 * 8
+    assert gemm["pointers"] == ["workspace", "filters", "y"]
+    elements = half.traffic_elements(half.plan(p, IgemmHalfFwdConfig(32, 32, 8, 1, 2, 2, 1), H200))
+    assert elements["layout"] == 3 * 20 * 17 * (3 + 8)
 
 
 REPRESENTATIVE = [
@@ -162,6 +205,9 @@ def test_kernels_compile_without_spills() -> None:
         assert pl.smem_bytes + res.static_smem_bytes <= H200.smem_per_block_bytes, name
     for helper in (half.TRANSPOSE_ENTRY, half.PACK_ENTRY, *half.CONVERT_ENTRIES.values()):
         assert not resources[helper].spills, helper
+    padding = nvcc_compile(half._family_source(half.HALF_FAMILY), "sm_90").resources   # igemm_half.cu's own kernels
+    for helper in (half.PAD_TRANSPOSE_ENTRY, half.PAD_PACK_ENTRY):
+        assert not padding[helper].spills, helper
 
 
 def test_the_shared_workspace_covers_every_plan_with_the_same_filters_key() -> None:
@@ -169,17 +215,19 @@ def test_the_shared_workspace_covers_every_plan_with_the_same_filters_key() -> N
     must hold the largest plan's: a split's fp32 output after x's NHWC copy (a split sized by an unsplit plan's
     workspace wrote past it: the H200 bf16 table's 'wrong' split rows)."""
     pointwise = P("N=4 C=64 H=8 W=10 K=48 R=1 S=1 dtype=bfloat16")   # both families: one filter operand
-    for problem in (BF16, BF16.replace(dtype="float16", N=3, H=9, W=11), pointwise):
-        plans = [pl for family in half.ENTRIES for pl in half.enumerate_plans(problem, H200, family)]
-        if problem is pointwise:
-            assert {pl.config.family for pl in plans} == set(half.ENTRIES)
-            assert len({(half.pack_arguments(pl), half.filter_words(pl)) for pl in plans}) == 1   # the same pack
-        assert {pl.config.splits for pl in plans} >= {1, 2}
-        keys = {half.filters_key(pl) for pl in plans}
-        assert len(keys) == 1
-        shared = half.shared_workspace_bytes(plans[0])
-        assert all(half.workspace_bytes(pl) <= shared for pl in plans)
-        assert shared % 4 == 0
+    for problem in (BF16, BF16.replace(dtype="float16", N=3, H=9, W=11), pointwise, BF16.replace(C=3, N=3)):
+        for family in half.ENTRIES:
+            plans = list(half.enumerate_plans(problem, H200, family))
+            if family == half.POINTWISE_HALF_FAMILY and problem is not pointwise:
+                assert not plans
+                continue
+            assert len({(half.pack_arguments(pl), half.filter_words(pl)) for pl in plans}) == 1   # one pack
+            assert {pl.config.splits for pl in plans} >= {1, 2}
+            keys = {half.filters_key(pl) for pl in plans}
+            assert len(keys) == 1
+            shared = half.shared_workspace_bytes(plans[0])
+            assert all(half.workspace_bytes(pl) <= shared for pl in plans)
+            assert shared % 4 == 0
 
 
 # ---- the 1×1 variant (igemm_half_1x1: A straight from NCHW x, ldmatrix.trans fragments) ------------------------
@@ -190,13 +238,14 @@ def test_1x1_source_includes_igemm_fwd_whole_so_the_other_versions_stay() -> Non
     """The 1×1 body has a file of its own: the other igemm rows' source (and version, what the replay tables are
     pinned to) is igemm_fwd.cu's text alone, which the 1×1 text holds unchanged after its include marker."""
     shared = _nchw._family_source()
-    assert half._family_source(half.HALF_FAMILY) == shared
-    pointwise = get_spec("igemm_half_1x1")
-    assert pointwise.source == "igemm_half_1x1.cu" != _nchw.SOURCE
-    assert f"// ---- {_nchw.SOURCE} ----\n{shared}" in half._family_source(half.POINTWISE_HALF_FAMILY)
-    others = [get_spec(f) for f in ("igemm", "igemm_nhwc", "igemm_1x1", "igemm_half")]
+    sixteen = [get_spec("igemm_half"), get_spec("igemm_half_1x1")]
+    assert [s.source for s in sixteen] == ["igemm_half.cu", "igemm_half_1x1.cu"]
+    for spec in sixteen:
+        assert f"// ---- {_nchw.SOURCE} ----\n{shared}" in half._family_source(spec.family)
+    others = [get_spec(f) for f in ("igemm", "igemm_nhwc", "igemm_1x1")]
     assert {s.source for s in others} == {_nchw.SOURCE}
-    assert {s.source_sha256() for s in others} == {source_hash(shared)} != {pointwise.source_sha256()}
+    assert {s.source_sha256() for s in others} == {source_hash(shared)}
+    assert len({s.source_sha256() for s in sixteen} | {source_hash(shared)}) == 3
 
 
 def test_1x1_variant_takes_pointwise_problems_and_needs_no_layout_change() -> None:
