@@ -395,6 +395,8 @@ def main() -> int:
         "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "cupy": cp.__version__,
         "copy_tbps": bandwidth / 1e12, "sgemm_tflops": peak / 1e12, "class_peak_tflops": class_peak / 1e12,
         "math": args.math, "dtype": args.dtype, "baseline": BASELINES[problems[0].precision] if problems else "fp32",
+        # the kernel versions measured (make_replay.py keeps only rows whose version is the checkout's)
+        "kernel_sha256": {f"{f}.fwd": get_spec(f).source_sha256() for f in args.families},
         "results": [],
     }
     stem, render = (("vs_cudnn_tf32", markdown_class) if tf32 else (f"vs_cudnn_{BASELINES[args.dtype]}", markdown_class)
