@@ -24,13 +24,13 @@ written once in 16 bits, or, split, added in fp32 (2 elements per value), zeroed
     output = N·K·P·Q                                         (splits = 1)
            = 2·splits·N·K·P·Q + 2·N·K·P·Q + 2·N·K·P·Q + N·K·P·Q   (zero, atomics, read, write; splits > 1)
 
-The 1×1 variant (``igemm_half_1x1``: C a multiple of 8, R = S = 1, stride 1, no padding, H·W a multiple of 8) reads A straight from
-NCHW x in 16-byte copies of 8 pixels (``igemm_half_1x1_body`` in ``igemm_half_1x1.cu``, which includes
+The 1×1 variant (``igemm_half_1x1``: C a multiple of 8, R = S = 1, stride 1, no padding, H·W a multiple of 8) reads A
+straight from NCHW x in 16-byte copies of 8 pixels (``igemm_half_1x1_body`` in ``igemm_half_1x1.cu``, which includes
 ``igemm_fwd.cu`` unchanged), so there is no layout change and no NHWC workspace: the prepared launch is the GEMM
 alone (operands x, filters, y), or for a split a workspace of the fp32 output (memset, GEMM, conversion). Its
-geometry is the TF32 1×1 plan (:mod:`convtune.kernels.igemm.pointwise`) of the word view, its filter operand the
-same ``igemm_pack_16`` words (the table is not read), its traffic 2 × that kernel's words (input, weight) plus the
-output above.
+geometry is the TF32 1×1 plan (:mod:`convtune.kernels.igemm.pointwise`) of the word view, its filter operand the same
+``igemm_pack_16`` words (the table is not read), its traffic 2 × that kernel's words (input, weight) plus the output
+above.
 """
 
 from __future__ import annotations

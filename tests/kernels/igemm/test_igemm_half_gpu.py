@@ -2,12 +2,13 @@
 against float64 and against cuDNN in the same dtype (needs a CUDA device and torch; the case list is checked
 without one).
 
-Random problems per dtype (batch 1 mostly, some up to 32 on small maps; odd map sizes; channels a multiple of 8 up
-to 200 and, for igemm_half, about a third not (1, 2, 3, 5, 13, 35, 50: the padded workspace); filters 1..7,
-non-square; strides 1..3, dilations 1..3, padding 0..3, padding-dominated maps) × the space's corner configurations (tile_k in words: 8..64, splits 1..8), fresh normal inputs rounded to the dtype,
-outputs poisoned with NaN before the launch. The reference is the float64 convolution of the rounded inputs. Each
-case's error must meet the family's tolerance and be at most twice cuDNN's error in the same dtype on the same
-inputs (+1e-6), the issue's acceptance; every case's errors go to ``$CONVTUNE_ERROR_TABLE_HALF`` (JSON) when set.
+Random problems per dtype (batch 1 mostly, some up to 32 on small maps; odd map sizes; channels a multiple of 8 up to
+200 and, for igemm_half, about a third not (1, 2, 3, 5, 13, 35, 50: the padded workspace); filters 1..7, non-square;
+strides 1..3, dilations 1..3, padding 0..3, padding-dominated maps) × the space's corner configurations (tile_k in
+words: 8..64, splits 1..8), fresh normal inputs rounded to the dtype, outputs poisoned with NaN before the launch.
+The reference is the float64 convolution of the rounded inputs. Each case's error must meet the family's tolerance
+and be at most twice cuDNN's error in the same dtype on the same inputs (+1e-6), the issue's acceptance; every case's
+errors go to ``$CONVTUNE_ERROR_TABLE_HALF`` (JSON) when set.
 """
 
 from __future__ import annotations
