@@ -38,7 +38,8 @@ L2_FRACTION = 0.15
 LAUNCH_OVERHEAD_S = 3e-6
 #: the TMA kernel's per-chunk fixed cost relative to the copying kernel's (no copy issue, no block barrier, no proxy
 #: fence in the consumers): set so that the model ranks it first where it measured 1.00–1.49× faster than the same
-#: tile copying (wip_wgmma_ws, 14 losing (shape, class) pairs, benchmarks/results/igemm_wgmma_h200/tma_v1)
+#: tile copying (the wip_wgmma_ws experiment, 14 losing (shape, class) pairs,
+#: benchmarks/results/igemm_wgmma_h200/tma_v1)
 TMA_OVERHEAD_FRACTION = 0.25
 #: the H200's datasheet dense TF32 rate, when the machine carries no TF32 ceiling
 FALLBACK_TF32_FLOPS = 494.7e12

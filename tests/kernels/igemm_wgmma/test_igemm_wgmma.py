@@ -351,8 +351,9 @@ def test_copying_plans_carry_no_maps(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_model_ranks_tma_ahead_of_the_same_tile_copying() -> None:
-    """Where TMA measured faster (wip_wgmma_ws, the dilated 512-channel layer): the model's smaller per-chunk fixed
-    cost and the producer's deeper run-ahead make the TMA plan the faster prediction, at one block per SM."""
+    """Where TMA measured faster (the wip_wgmma_ws experiment, benchmarks/results/igemm_wgmma_h200/tma_v1; the
+    dilated 512-channel layer): the model's smaller per-chunk fixed cost and the producer's deeper run-ahead make the
+    TMA plan the faster prediction, at one block per SM."""
     from convtune.kernels.igemm_wgmma.model import predict
 
     config = IgemmWgmmaFwdConfig(256, 1, 2, 4, 1)
