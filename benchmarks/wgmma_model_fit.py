@@ -1,11 +1,12 @@
-"""The wgmma model's two fitted constants (``L2_FRACTION``, ``CHUNK_LATENCY_S``) on the H200 replay tables.
+"""The wgmma model's fitted constants (``L2_FRACTION``, ``CHUNK_LATENCY_S``, ``TMA_OVERHEAD_FRACTION``) on the H200
+replay tables.
 
 Per (family, shape) of the bf16 and TF32 tables (each wgmma family's measured configs, at least 8): Spearman ρ of
 predicted vs measured time and the regret of the model's first config (its measured time / the best measured). A
-grid over the two constants, then leave-one-shape-out: the point chosen on the other shapes (least geometric-mean
+grid over the three constants, then leave-one-shape-out: the point chosen on the other shapes (least geometric-mean
 regret), scored on the held-out one. Prints a table; changes nothing.
 
-    PYTHONPATH=. python benchmarks/wgmma_model_fit.py > benchmarks/results/igemm_wgmma_h200/model_v2/fit.md
+    PYTHONPATH=. python benchmarks/wgmma_model_fit.py > benchmarks/results/igemm_wgmma_h200/model_v3/fit.md
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ TABLES = (("tests/data/replay_h200_bf16.json.gz", ("igemm_wgmma_half", "igemm_wg
 #: each family's request count (the 1×1 kernels have no layout change)
 TRAFFIC = {"igemm_wgmma_half_1x1": half_1x1.traffic_elements, "igemm_wgmma_1x1": tf32_1x1.traffic_words}
 L2_FRACTIONS = (0.4, 0.25, 0.15, 0.1)
-LATENCIES_S = (0.0, 0.5e-6, 1e-6, 2e-6)
-FIRST_MODEL = (0.4, 0.0)    # the constants before this fit
+LATENCIES_S = (0.0, 0.5e-6, 1e-6, 2e-6, 3e-6, 4e-6)
+TMA_FRACTIONS = (0.1, 0.25, 0.5, 1.0)
+FIRST_MODEL = (0.4, 0.0, 0.25)    # the constants before the first fit (TMA's fraction as first shipped)
 MIN_CONFIGS = 8
 
 
@@ -66,10 +68,11 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def score(us: list[Unit], l2_fraction: float, latency_s: float) -> tuple[np.ndarray, np.ndarray]:
+def score(us: list[Unit], l2_fraction: float, latency_s: float,
+          tma_fraction: float) -> tuple[np.ndarray, np.ndarray]:
     """(ρ, regret) per unit with the model's constants set to the point."""
-    saved = model.L2_FRACTION, model.CHUNK_LATENCY_S
-    model.L2_FRACTION, model.CHUNK_LATENCY_S = l2_fraction, latency_s
+    saved = model.L2_FRACTION, model.CHUNK_LATENCY_S, model.TMA_OVERHEAD_FRACTION
+    model.L2_FRACTION, model.CHUNK_LATENCY_S, model.TMA_OVERHEAD_FRACTION = l2_fraction, latency_s, tma_fraction
     try:
         rhos, regrets = [], []
         for u in us:
@@ -79,7 +82,7 @@ def score(us: list[Unit], l2_fraction: float, latency_s: float) -> tuple[np.ndar
             regrets.append(u.measured_ms[np.argmin(predicted)] / u.measured_ms.min())
         return np.array(rhos), np.array(regrets)
     finally:
-        model.L2_FRACTION, model.CHUNK_LATENCY_S = saved
+        model.L2_FRACTION, model.CHUNK_LATENCY_S, model.TMA_OVERHEAD_FRACTION = saved
 
 
 def geomean(x: Any) -> float:
@@ -88,13 +91,13 @@ def geomean(x: Any) -> float:
 
 def main() -> int:
     us = units()
-    grid = list(itertools.product(L2_FRACTIONS, LATENCIES_S))
+    grid = list(itertools.product(L2_FRACTIONS, LATENCIES_S, TMA_FRACTIONS))
     results = {point: score(us, *point) for point in grid}
     print(f"{len(us)} (family, shape) units from {', '.join(p for p, _ in TABLES)}\n")
-    print("| L2 fraction | chunk latency µs | mean ρ | geomean regret |")
-    print("|---:|---:|---:|---:|")
-    for (l2, lat), (rho, regret) in results.items():
-        print(f"| {l2} | {lat * 1e6:g} | {rho.mean():.3f} | {geomean(regret):.3f} |")
+    print("| L2 fraction | chunk latency µs | TMA overhead fraction | mean ρ | geomean regret |")
+    print("|---:|---:|---:|---:|---:|")
+    for (l2, lat, tma), (rho, regret) in results.items():
+        print(f"| {l2} | {lat * 1e6:g} | {tma} | {rho.mean():.3f} | {geomean(regret):.3f} |")
     held, first = [], []
     for shape in sorted({u.shape for u in us}):
         test = [i for i, u in enumerate(us) if u.shape == shape]
@@ -102,10 +105,12 @@ def main() -> int:
         best = min(grid, key=lambda point: float(np.log(results[point][1][train]).mean()))
         held += list(results[best][1][test])
         first += list(results[FIRST_MODEL][1][test])
-    shipped = (model.L2_FRACTION, model.CHUNK_LATENCY_S)
+    shipped = (model.L2_FRACTION, model.CHUNK_LATENCY_S, model.TMA_OVERHEAD_FRACTION)
+    overall = min(grid, key=lambda point: float(np.log(results[point][1]).mean()))
     print(f"\nleave-one-shape-out geomean regret: the first model {FIRST_MODEL} {geomean(first):.3f} → fitted "
-          f"{geomean(held):.3f}; shipped (L2 fraction, latency s) = {shipped}: {geomean(results[shipped][1]):.3f} "
-          f"in-sample, mean ρ {results[shipped][0].mean():.3f}")
+          f"{geomean(held):.3f}; shipped (L2 fraction, latency s, TMA fraction) = {shipped}: "
+          f"{geomean(results[shipped][1]):.3f} in-sample, mean ρ {results[shipped][0].mean():.3f}; fitted on every "
+          f"shape {overall}: {geomean(results[overall][1]):.3f}, mean ρ {results[overall][0].mean():.3f}")
     return 0
 
 

@@ -31,9 +31,11 @@ TENSOR_FRACTION = 0.8
 CHUNK_OVERHEAD_CLK = 150
 #: a chunk's copy latency: with loads (stages − 2) chunks ahead a block waits at least this / (stages − 2) per chunk.
 #: CHUNK_LATENCY_S and L2_FRACTION are fitted on the H200 tables (the bf16 and TF32 replay tables, each family's
-#: measured configs of 105 (family, shape) units; benchmarks/results/igemm_wgmma_h200/model_v2): leave-one-shape-out
-#: geomean regret of the model's first config 1.106 → 1.065, mean Spearman ρ 0.27 → 0.49
-CHUNK_LATENCY_S = 1e-6
+#: measured configs): model_v2 (105 (family, shape) units, no TMA configs) gave 1 µs and 0.15; model_v3 (116 units of
+#: the unified_v3/v4 tables, tma=1 configs among them) 2 µs: leave-one-shape-out geomean regret of the model's first
+#: config 1.154 (1 µs) → 1.115, and the untuned choice across families 1.213 → 1.159 (TF32), 1.114 → 1.106 (bf16)
+#: (benchmarks/results/igemm_wgmma_h200/model_v3)
+CHUNK_LATENCY_S = 2e-6
 L2_FRACTION = 0.15
 LAUNCH_OVERHEAD_S = 3e-6
 #: the TMA kernel's per-chunk fixed cost relative to the copying kernel's (no copy issue, no block barrier, no proxy
