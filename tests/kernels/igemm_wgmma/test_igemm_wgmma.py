@@ -6,13 +6,12 @@ padding), the space, the registry row, and the kernels compiled by nvcc for sm_9
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import pytest
-from wgmma_cases import simulated_copies
+from wgmma_cases import assert_within_launch_bounds, compile_unit, simulated_copies
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import nvcc_available, nvcc_compile, required_arch
+from convtune.kernels.compile import nvcc_available, required_arch
 from convtune.kernels.igemm_wgmma import launcher
 from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, supports, traffic_words
 from convtune.kernels.igemm_wgmma.space import enumerate_plans, plan
@@ -21,6 +20,7 @@ from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 H200 = MachineModel.preset("h200")
+GEMM_CUT = 'extern "C" __global__ void __launch_bounds__(256)'   # the helper entries after the GEMM's
 LAYER = "N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 math=tf32"
 
 
@@ -193,21 +193,10 @@ REPRESENTATIVE = [
 @pytest.mark.slow
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH (no GPU needed)")
 def test_kernels_compile_for_sm90a_without_spills() -> None:
-    family = launcher._family_source()
-    text, entries = family, {}
-    for i, (name, problem, config) in enumerate(REPRESENTATIVE):
-        pl = plan(P(problem), config, H200)
-        wrapper = pl.source()[len(family):]
-        wrapper = wrapper[:wrapper.index('extern "C" __global__ void __launch_bounds__(256)')]   # the GEMM entry only
-        entry = f"igemm_wgmma_fwd_{i}"
-        text += re.sub(rf"\b{launcher.ENTRY}\(", f"{entry}(", wrapper)
-        entries[entry] = (name, pl)
-    result = nvcc_compile(text, "sm_90a")
-    assert "serialized" not in result.log, result.log[-2000:]   # ptxas's "wgmma ... serialized" performance warning
-    for entry, (name, pl) in entries.items():
-        res = result.resources[entry]
-        assert not res.spills, f"{name}: {res}"
-        assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{name}: {res.num_regs}"
+    plans = [(name, plan(P(problem), config, H200)) for name, problem, config in REPRESENTATIVE]
+    # the GEMM entries only (the helpers follow the first 256-thread entry)
+    result, entries = compile_unit(launcher._family_source(), plans, launcher.ENTRY, GEMM_CUT)
+    assert_within_launch_bounds(result, entries)
 
 
 # ---- tma = 1: the GEMM fed by TMA from a producer warpgroup (igemm_wgmma_tma.cuh) ---------------------------------
@@ -375,17 +364,9 @@ def test_tma_kernels_compile_for_sm90a_without_spills() -> None:
     """The TMA GEMM of chunks of 32, 16 and 8 words: no spills, registers within the consumers' setmaxnreg count
     (232; 168 with two consumer warpgroups: what one block of 384 threads may hold), the dynamic shared memory plus
     any static within the block's limit."""
-    family = launcher._family_source()
-    text, entries = family, {}
-    for i, (name, config) in enumerate(TMA_REPRESENTATIVE):
-        pl = plan(P(DILATED), config, H200)
-        wrapper = pl.source()[len(family):]
-        wrapper = wrapper[:wrapper.index('extern "C" __global__ void __launch_bounds__(256)')]   # the GEMM entry only
-        entry = f"igemm_wgmma_tma_{i}"
-        text += re.sub(rf"\b{launcher.ENTRY}\(", f"{entry}(", wrapper)
-        entries[entry] = (name, pl)
-    result = nvcc_compile(text, "sm_90a")
-    assert "serialized" not in result.log, result.log[-2000:]
+    plans = [(name, plan(P(DILATED), config, H200)) for name, config in TMA_REPRESENTATIVE]
+    result, entries = compile_unit(launcher._family_source(), plans, launcher.ENTRY, GEMM_CUT,
+                                   prefix="igemm_wgmma_tma")
     for entry, (name, pl) in entries.items():
         res = result.resources[entry]
         assert not res.spills, f"{name}: {res}"

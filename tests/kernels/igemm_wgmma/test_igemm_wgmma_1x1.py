@@ -5,12 +5,11 @@ the general TF32 plans, and the kernel compiled by nvcc for sm_90a (no spills, w
 
 from __future__ import annotations
 
-import re
-
 import pytest
+from wgmma_cases import assert_within_launch_bounds, compile_unit
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import nvcc_available, nvcc_compile
+from convtune.kernels.compile import nvcc_available
 from convtune.kernels.igemm_wgmma import launcher, tf32_1x1
 from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig
 from convtune.kernels.igemm_wgmma.space import enumerate_plans, plan
@@ -117,20 +116,11 @@ def test_prepared_launch_reads_x_as_it_is(monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.mark.slow
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH (no GPU needed)")
 def test_kernel_compiles_for_sm90a_without_spills() -> None:
-    family = launcher._family_source()
-    text, entries = family, {}
-    for i, config in enumerate((IgemmWgmma1x1FwdConfig(256, 1, 2, 4, 1), IgemmWgmma1x1FwdConfig(128, 2, 1, 4, 1),
-                                IgemmWgmma1x1FwdConfig(64, 1, 1, 6, 4))):
-        pl = plan(P(LAYER), config, H200)
-        wrapper = pl.source()[len(family):]
-        wrapper = wrapper[:wrapper.index('extern "C" __global__ void igemm_wgmma_pack(')]   # the GEMM entry only
-        entry = f"{tf32_1x1.ENTRY}_{i}"
-        text += re.sub(rf"\b{tf32_1x1.ENTRY}\(", f"{entry}(", wrapper)
-        entries[entry] = pl
-    result = nvcc_compile(text, "sm_90a")
-    assert "serialized" not in result.log, result.log[-2000:]
-    for entry, pl in entries.items():
-        res = result.resources[entry]
-        assert not res.spills, f"{entry}: {res}"
-        assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{entry}: {res.num_regs}"
+    configs = (IgemmWgmma1x1FwdConfig(256, 1, 2, 4, 1), IgemmWgmma1x1FwdConfig(128, 2, 1, 4, 1),
+               IgemmWgmma1x1FwdConfig(64, 1, 1, 6, 4))
+    plans = [(config.key(), plan(P(LAYER), config, H200)) for config in configs]
+    # the GEMM entries only
+    result, entries = compile_unit(launcher._family_source(), plans, tf32_1x1.ENTRY,
+                                   'extern "C" __global__ void igemm_wgmma_pack(')
+    assert_within_launch_bounds(result, entries)
 

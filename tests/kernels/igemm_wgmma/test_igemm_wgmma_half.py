@@ -5,10 +5,8 @@ the kernels compiled by nvcc for sm_90a (no spills, wgmma not serialised)."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
-from wgmma_cases import simulated_copies
+from wgmma_cases import assert_within_launch_bounds, compile_unit, simulated_copies
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import nvcc_available, nvcc_compile, required_arch
@@ -231,22 +229,11 @@ REPRESENTATIVE = [
 @pytest.mark.slow
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH (no GPU needed)")
 def test_kernels_compile_for_sm90a_without_spills() -> None:
-    family = half._family_source()
-    text, entries = family, {}
-    for i, (name, problem, config) in enumerate(REPRESENTATIVE):
-        pl = plan(P(problem), config, H200)
-        wrapper = pl.source()[len(family):]
-        if i:   # the helper entries once (their type is the first plan's)
-            wrapper = wrapper[:wrapper.index('extern "C" __global__ void __launch_bounds__(256)')]
-        entry = f"igemm_wgmma_half_fwd_{i}"
-        text += re.sub(rf"\b{half.ENTRY}\(", f"{entry}(", wrapper)
-        entries[entry] = (name, pl)
-    result = nvcc_compile(text, "sm_90a")
-    assert "serialized" not in result.log, result.log[-2000:]
-    for entry, (name, pl) in entries.items():
-        res = result.resources[entry]
-        assert not res.spills, f"{name}: {res}"
-        assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{name}: {res.num_regs}"
+    plans = [(name, plan(P(problem), config, H200)) for name, problem, config in REPRESENTATIVE]
+    # the helper entries once (their type is the first plan's)
+    result, entries = compile_unit(half._family_source(), plans, half.ENTRY,
+                                   'extern "C" __global__ void __launch_bounds__(256)', helpers_once=True)
+    assert_within_launch_bounds(result, entries)
     for helper in (half.TO_NHWC_ENTRY, launcher.TO_NHWC_FOLD_ENTRY, launcher.PACK_ENTRY, half.CONVERT_ENTRY):
         assert not result.resources[helper].spills
 

@@ -5,12 +5,11 @@ nvcc for sm_90a (no spills, wgmma not serialised)."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
+from wgmma_cases import assert_within_launch_bounds, compile_unit
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import nvcc_available, nvcc_compile, required_arch
+from convtune.kernels.compile import nvcc_available, required_arch
 from convtune.kernels.igemm_wgmma import half_1x1
 from convtune.kernels.igemm_wgmma.half_1x1 import IgemmWgmmaHalf1x1FwdConfig, supports, traffic_elements
 from convtune.kernels.igemm_wgmma.space import enumerate_plans, plan
@@ -140,19 +139,7 @@ REPRESENTATIVE = [
 @pytest.mark.slow
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH (no GPU needed)")
 def test_kernel_compiles_for_sm90a_without_spills() -> None:
-    family = half_1x1._family_source()
-    text, entries = family, {}
-    for i, (name, problem, config) in enumerate(REPRESENTATIVE):
-        pl = plan(P(problem), config, H200)
-        wrapper = pl.source()[len(family):]
-        if i:
-            wrapper = wrapper[:wrapper.index('extern "C" __global__ void igemm_wgmma_pack(')]
-        entry = f"igemm_wgmma_half_1x1_fwd_{i}"
-        text += re.sub(rf"\b{half_1x1.ENTRY}\(", f"{entry}(", wrapper)
-        entries[entry] = (name, pl)
-    result = nvcc_compile(text, "sm_90a")
-    assert "serialized" not in result.log, result.log[-2000:]
-    for entry, (name, pl) in entries.items():
-        res = result.resources[entry]
-        assert not res.spills, f"{name}: {res}"
-        assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{name}: {res.num_regs}"
+    plans = [(name, plan(P(problem), config, H200)) for name, problem, config in REPRESENTATIVE]
+    result, entries = compile_unit(half_1x1._family_source(), plans, half_1x1.ENTRY,
+                                   'extern "C" __global__ void igemm_wgmma_pack(', helpers_once=True)
+    assert_within_launch_bounds(result, entries)

@@ -6,6 +6,7 @@ padding 0..3, padding-dominated maps. A problem whose reduction has too few chun
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -121,3 +122,33 @@ def simulated_copies(pl: Any, chunk_channels: int) -> dict[str, int]:
             elements["input"] += pl.n_tiles * (pl.cp if fold else chunk_channels) * reads
             elements["weight"] += pl.m_tiles * pl.n_tiles * c.tile_n * chunk_channels
     return elements
+
+
+# ---- nvcc compile units (no GPU needed) -----------------------------------------------------------------------------
+def compile_unit(family_text: str, plans: list[tuple[str, Any]], entry: str, cut: str, *,
+                 helpers_once: bool = False, prefix: str | None = None) -> tuple[Any, dict[str, tuple[str, Any]]]:
+    """One sm_90a translation unit of several plans: the family's text once, then each plan's wrapper with its
+    ``entry`` renamed ``{prefix or entry}_{i}`` and cut before the marker ``cut`` (what follows: the helper entries —
+    every plan's, or with ``helpers_once`` all but the first's). Returns (the nvcc result, renamed entry → (name,
+    plan)); fails on ptxas's "wgmma ... serialized" performance warning."""
+    from convtune.kernels.compile import nvcc_compile
+
+    text, entries = family_text, {}
+    for i, (name, pl) in enumerate(plans):
+        wrapper = pl.source()[len(family_text):]
+        if i or not helpers_once:
+            wrapper = wrapper[:wrapper.index(cut)]
+        renamed = f"{prefix or entry}_{i}"
+        text += re.sub(rf"\b{entry}\(", f"{renamed}(", wrapper)
+        entries[renamed] = (name, pl)
+    result = nvcc_compile(text, "sm_90a")
+    assert "serialized" not in result.log, result.log[-2000:]
+    return result, entries
+
+
+def assert_within_launch_bounds(result: Any, entries: dict[str, tuple[str, Any]]) -> None:
+    """No spills, and registers within what ``__launch_bounds__(threads, min_blocks)`` leaves each thread."""
+    for entry, (name, pl) in entries.items():
+        res = result.resources[entry]
+        assert not res.spills, f"{name}: {res}"
+        assert res.num_regs <= min(255, 65536 // (pl.config.threads * pl.min_blocks)), f"{name}: {res.num_regs}"
