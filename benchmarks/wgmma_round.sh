@@ -3,7 +3,8 @@
 # then their configs (the model's top $WGMMA_TOP) against cuDNN in the class on the wide and public suites, each step
 # under a timeout; everything under $WORK, packed into $OUT/wgmma_round.tar.gz (the device returns at most 8 files).
 #   WGMMA_STEPS  which steps (default: tests wide public): tests (every wgmma family's GPU tests), half_tests (the
-#                igemm_half family's GPU tests), wino_tc (the WIP TF32 Winograd GEMM's device check), nvrtc (the operator
+#                igemm_half family's GPU tests), wino_tc (the experimental TF32 Winograd family's GPU tests and
+#                public-suite timing), nvrtc (the operator
 #                tests with nvcc off the PATH: kernels built by NVRTC for sm_90a), wide / public (TF32; the families
 #                in $WGMMA_TF32_FAMILIES, default igemm_wgmma),
 #                half_wide / half_public (bfloat16, $HALF_DTYPE to change; the families in $WGMMA_HALF_FAMILIES,
@@ -25,9 +26,13 @@ for step in ${WGMMA_STEPS:-tests wide public}; do
         timeout "${HALF_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm/test_igemm_half_gpu.py 2>&1 \
             | tee "$WORK/gpu_igemm_half_tests.txt" | tail -15 ;;
-    wino_tc)   # the WIP TF32 Winograd GEMM: correctness of the pipeline and a first timing (wip_winograd_tc/)
-        timeout "${WINO_TC_S:-300}" python3 wip_winograd_tc/check.py --out "$WORK/wino_tc" 2>&1 \
-            | tee "$WORK/wino_tc.log" | tail -40 ;;
+    wino_tc)   # the experimental TF32 Winograd family: its GPU tests, then the public suite with the wgmma pair
+        export CONVTUNE_EXPERIMENTAL=winograd_unfused_tf32
+        timeout "${WINO_TC_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
+            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/winograd/test_winograd_unfused_tf32_gpu.py 2>&1 \
+            | tee "$WORK/gpu_winograd_tf32_tests.txt" | tail -15
+        OUT=$WORK/wino_tc_public TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--families winograd_unfused_tf32 igemm_wgmma \
+igemm_wgmma_1x1" timeout "${WGMMA_PUBLIC_S:-150}" bash benchmarks/gpu_check.sh tf32 ;;
     nvrtc)
         py=$(command -v python3)   # the host's Python, found before nvcc leaves the PATH
         PATH=/usr/bin:/bin timeout "${WGMMA_NVRTC_S:-120}" "$py" -m pytest -m gpu -q -p no:cacheprovider -W default \

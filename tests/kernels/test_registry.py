@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from convtune.errors import InvalidConfig
+from convtune.kernels import experimental
 from convtune.kernels.compile import kernel_path
 from convtune.kernels.registry import REGISTRY, get_spec, specs_for
 from convtune.machine import MachineModel
@@ -27,15 +28,21 @@ def sample_problem(family: str) -> ConvProblem:
         return DENSE.replace(dtype="bfloat16")
     if family in ("igemm_half_1x1", "igemm_wgmma_half_1x1"):
         return POINTWISE.replace(dtype="bfloat16")
-    if family.startswith("igemm"):
+    if family.startswith("igemm") or family == "winograd_unfused_tf32":
         return DENSE_TF32
     if family.startswith("depthwise1d_"):
         return CAUSAL_1D
     return DEPTHWISE_2D if family.startswith("depthwise2d_") else DENSE
 
 
+@pytest.fixture
+def every_family(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Experimental families (convtune.kernels.experimental) enabled: their rows are checked like the others."""
+    monkeypatch.setenv(experimental.ENV, "all")
+
+
 @pytest.mark.parametrize("key", list(REGISTRY), ids=lambda k: ".".join(k))
-def test_row_is_complete(key: tuple[str, str]) -> None:
+def test_row_is_complete(key: tuple[str, str], every_family: None) -> None:
     spec = REGISTRY[key]
     assert (spec.family, spec.direction) == key
     source = kernel_path(spec.source)
@@ -78,7 +85,7 @@ def test_specs_for_filters_unsupported_problems() -> None:
 
 
 @pytest.mark.parametrize("key", list(REGISTRY), ids=lambda k: ".".join(k))
-def test_launcher_protocol(key: tuple[str, str]) -> None:
+def test_launcher_protocol(key: tuple[str, str], every_family: None) -> None:
     """Every family's launcher module offers what the GPU benchmarker and conv2d call."""
     spec = REGISTRY[key]
     for name in ("compile_plan", "prepare_filters", "filters_key", "launch", "tolerance"):

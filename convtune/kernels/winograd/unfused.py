@@ -155,6 +155,23 @@ def regs_estimate(config: WinogradUnfusedConfig) -> int:
     return c.thread_k * c.thread_t + c.thread_k + c.thread_t + 30
 
 
+def padded_geometry(problem: ConvProblem, config: Any) -> tuple[int, int, int, int, int, int]:
+    """(tiles_p, tiles_q, T, Tp, Cp, Kp) of a config with fields m, tile_t (BT), chunk_c (BC), tile_k (BK): T =
+    N·⌈P/m⌉·⌈Q/m⌉ tiles, Tp = ⌈T/BT⌉·BT, Cp = ⌈C/BC⌉·BC, Kp = ⌈K/BK⌉·BK (the GEMM runs without a bounds test).
+
+    Raises:
+        InvalidConfig: ``tile_k`` where the grid's y extent or C, K exceed 65535.
+    """
+    p, c = problem, config
+    tiles_p, tiles_q = -(-p.P // c.m), -(-p.Q // c.m)
+    tiles = p.N * tiles_p * tiles_q
+    tp = -(-tiles // c.tile_t) * c.tile_t
+    cp_, kp = -(-p.C // c.chunk_c) * c.chunk_c, -(-p.K // c.tile_k) * c.tile_k
+    if kp // c.tile_k > 65535 or p.K > 65535 or cp_ > 65535:
+        raise InvalidConfig("tile_k", "grid too large: C, K and Kp/BK must be ≤ 65535")
+    return tiles_p, tiles_q, tiles, tp, cp_, kp
+
+
 def derive_plan(problem: ConvProblem, config: WinogradUnfusedConfig,
                 machine: MachineModel | None = None) -> WinogradUnfusedPlan:
     """The plan of a config that keeps the space's rules (:func:`plan` checks them first; the enumeration
@@ -164,12 +181,7 @@ def derive_plan(problem: ConvProblem, config: WinogradUnfusedConfig,
         InvalidConfig: naming the field whose derived geometry breaks a limit.
     """
     p, c = problem, config
-    tiles_p, tiles_q = -(-p.P // c.m), -(-p.Q // c.m)
-    tiles = p.N * tiles_p * tiles_q
-    tp = -(-tiles // c.tile_t) * c.tile_t
-    cp_, kp = -(-p.C // c.chunk_c) * c.chunk_c, -(-p.K // c.tile_k) * c.tile_k
-    if kp // c.tile_k > 65535 or p.K > 65535 or cp_ > 65535:
-        raise InvalidConfig("tile_k", "grid too large: C, K and Kp/BK must be ≤ 65535")
+    tiles_p, tiles_q, tiles, tp, cp_, kp = padded_geometry(p, c)
     smem_bytes = 4 * c.stages * c.chunk_c * (c.tile_k + c.tile_t)
     regs = regs_estimate(c)
     if regs > MAX_REGS:

@@ -1,12 +1,12 @@
-// WIP (not registered, never run on a GPU yet): the unfused Winograd path's α² batched GEMMs on tensor cores in
-// TF32 (mma.sync.m16n8k8, fp32 accumulation). A drop-in for winograd_gemm_body (winograd_unfused.cu): the same
-// operands, layouts and padding contract,
+// Unfused Winograd F(m×m, 3×3) forward in the TF32 class (family winograd_unfused_tf32): the fp32 path's input,
+// filter and output transforms (winograd_unfused.cu, included unchanged, so that family keeps its version) with the
+// α² batched GEMMs on tensor cores, mma.sync.m16n8k8 TF32 with fp32 accumulation:
 //
 //   M[ξ][k][t] = Σ_c U[ξ][c][k] · V[ξ][c][t]     U (α², Cp, Kp), V (α², Cp, Tp), M (α², Kp, Tp), fp32 in memory,
 //
-// Cp a multiple of BC, Kp of BK, Tp of BT (the unfused plan pads them; V and U are zero in the padding), so the
-// shipped input, filter and output transforms serve unchanged and stay fp32: only the products are TF32 (each
-// operand rounded to nearest, cvt.rna, as it leaves shared memory — the rounding cuDNN's TF32 GEMMs apply).
+// Cp a multiple of BC, Kp of BK, Tp of BT (the plan pads them; V and U are zero in the padding), so the body is a
+// drop-in for winograd_gemm_body. Only the products are TF32: each operand is rounded to nearest (cvt.rna) as it
+// leaves shared memory — the rounding cuDNN's TF32 GEMMs apply; the transforms stay fp32.
 //
 // Block tile BK (k, the MMA's M) × BT (t, its N) over chunks of BC channels (its K), STAGES-deep cp.async pipeline
 // of 16-byte copies (rows of U and V are contiguous along k and t). WK × WT warps, each a (BK/WK) × (BT/WT) warp
@@ -15,6 +15,8 @@
 //   a0 = A[g][t4], a1 = A[g+8][t4], a2 = A[g][t4+4], a3 = A[g+8][t4+4]   with A[m][c] = U[c][k0 + m]
 //   b0 = B[t4][g], b1 = B[t4+4][g]                                       with B[c][n] = V[c][t0 + n]
 //   c0, c1 = C[g][2t4, 2t4+1], c2, c3 = C[g+8][2t4, 2t4+1]              stored as float2 into M rows k, k + 8.
+#include "winograd_unfused.cu"
+
 namespace convtune {
 
 __device__ __forceinline__ unsigned tf32_rna(float v) {
