@@ -1,9 +1,9 @@
 """GPU correctness of the TF32 unfused Winograd family (``winograd_unfused_tf32``) against float64 and cuDNN TF32 on
 the same inputs (needs a CUDA device; the case list is checked without one).
 
-Per m ∈ {2, 4}: 6 GEMM tiles (warp layouts 1×2..4×2, chunks 8..32, 2..4 stages) × random 3×3 stride-1 problems
-(batch 1..3, sometimes 32; channel counts and sizes odd, down to 1×1 images with padding; padding 0..3) — at least
-200 per m. Outputs are poisoned with NaN before the launch; inputs are fresh normal draws. Each case's relative L2
+F(2×2) (the family's only m): 6 GEMM tiles (warp layouts 1×2..4×2, chunks 8..32, 2..4 stages) × random 3×3
+stride-1 problems (batch 1..3, sometimes 32; channel counts and sizes odd, down to 1×1 images with padding; padding
+0..3) — at least 200. Outputs are poisoned with NaN before the launch; inputs are fresh normal draws. Each case's relative L2
 error must meet the family's tolerance and, the issue's acceptance, at most twice cuDNN TF32's error on the same
 inputs (+1e-6; where cuDNN ran an fp32 algorithm despite ``allow_tf32``, the TF32 floor — exact TF32 operands,
 exact accumulation — stands in). Every case's errors go to ``$CONVTUNE_ERROR_TABLE_WINOGRAD_TF32`` (JSON) when set.
@@ -34,7 +34,7 @@ TILES = {
     "k32t128c8_1x4": (32, 128, 8, 1, 4, 3),
     "k32t64c8_1x2_s2": (32, 64, 8, 1, 2, 2),
 }
-PROBLEMS_PER_CONFIG = 36
+PROBLEMS_PER_CONFIG = 40
 RECORDS: list[dict[str, Any]] = []
 
 
@@ -55,7 +55,7 @@ def _cases() -> list[Any]:
     rng = np.random.default_rng(20261204)
     h200 = MachineModel.preset("h200")
     cases = []
-    for m in (2, 4):
+    for m in tc.M:
         for name, tile in TILES.items():
             config = Config(m, *tile)
             for i in range(PROBLEMS_PER_CONFIG):
@@ -71,7 +71,7 @@ def _cases() -> list[Any]:
 CASES = _cases()
 
 
-@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("m", tc.M)
 def test_case_count(m: int) -> None:
     problems = [c.values[0] for c in CASES if c.values[1].m == m]
     assert len(problems) >= 200
