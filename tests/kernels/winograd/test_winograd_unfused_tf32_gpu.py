@@ -1,12 +1,12 @@
 """GPU correctness of the TF32 unfused Winograd family (``winograd_unfused_tf32``) against float64 and cuDNN TF32 on
 the same inputs (needs a CUDA device; the case list is checked without one).
 
-F(2×2) (the family's only m): 6 GEMM tiles (warp layouts 1×2..4×2, chunks 8..32, 2..4 stages) × random 3×3
-stride-1 problems (batch 1..3, sometimes 32; channel counts and sizes odd, down to 1×1 images with padding; padding
-0..3) — at least 200. Outputs are poisoned with NaN before the launch; inputs are fresh normal draws. Each case's relative L2
+F(2×2) (the family's only m): 6 GEMM tiles (warp layouts 1×2..4×2, chunks 8..32, 2..4 stages) × random 3×3 stride-1
+problems (batch 1..3, sometimes 32; channel counts and sizes odd, down to 1×1 images with padding; padding 0..3) — at
+least 200. Outputs are poisoned with NaN before the launch; inputs are fresh normal draws. Each case's relative L2
 error must meet the family's tolerance and, the issue's acceptance, at most twice cuDNN TF32's error on the same
-inputs (+1e-6; where cuDNN ran an fp32 algorithm despite ``allow_tf32``, the TF32 floor — exact TF32 operands,
-exact accumulation — stands in). Every case's errors go to ``$CONVTUNE_ERROR_TABLE_WINOGRAD_TF32`` (JSON) when set.
+inputs (+1e-6; where cuDNN ran an fp32 algorithm despite ``allow_tf32``, the TF32 floor — exact TF32 operands, exact
+accumulation — stands in). Every case's errors go to ``$CONVTUNE_ERROR_TABLE_WINOGRAD_TF32`` (JSON) when set.
 """
 
 from __future__ import annotations
