@@ -102,26 +102,14 @@ class WinogradUnfusedTf32Plan(WinogradUnfusedPlan):
     def source(self) -> str:
         """Self-contained CUDA text: the F(m) transforms, the family source, the transforms' entries and the GEMM's."""
         c = self.config
-        return _family_source(c.m) + _WRAPPER.format(m=c.m, threads=c.threads,
-                                                     transform_threads=_fp32.TRANSFORM_THREADS,
-                                                     targs=", ".join(str(a) for a in self.template_args()))
+        gemm = GEMM_ENTRY.format(threads=c.threads, targs=", ".join(str(a) for a in self.template_args()))
+        return _family_source(c.m) + _fp32.entries_text(c.m, gemm)
 
 
-_WRAPPER = """
-extern "C" __global__ void __launch_bounds__({transform_threads})
-winograd_input(const float* __restrict__ x, float* __restrict__ V, int C, int H, int W, int pad_h, int pad_w,
-               int tiles_p, int tiles_q, int tiles, int Cp, int Tp) {{
-  convtune::winograd_input_body<{m}>(x, V, C, H, W, pad_h, pad_w, tiles_p, tiles_q, tiles, Cp, Tp);
-}}
-extern "C" __global__ void __launch_bounds__({threads})
+GEMM_ENTRY = """extern "C" __global__ void __launch_bounds__({threads})
 winograd_gemm_tc(const float* __restrict__ U, const float* __restrict__ V, float* __restrict__ Mo, int Cp, int Kp,
                  int Tp) {{
   convtune::winograd_tc_gemm_body<{targs}>(U, V, Mo, Cp, Kp, Tp);
-}}
-extern "C" __global__ void __launch_bounds__({transform_threads})
-winograd_output(const float* __restrict__ Mi, float* __restrict__ y, int K, int P, int Q, int tiles_p, int tiles_q,
-                int tiles, int Kp, int Tp) {{
-  convtune::winograd_output_body<{m}>(Mi, y, K, P, Q, tiles_p, tiles_q, tiles, Kp, Tp);
 }}
 """
 
