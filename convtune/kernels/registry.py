@@ -65,6 +65,7 @@ FAMILY_PACKAGES: tuple[str, ...] = (
     "convtune.kernels.igemm",
     "convtune.kernels.igemm_simt",
     "convtune.kernels.igemm_wgmma",
+    "convtune.kernels.winograd_tf32",
 )
 #: Entry-point group naming family packages outside convtune (``name = module``).
 ENTRY_POINT_GROUP = "convtune.families"

@@ -237,8 +237,12 @@ _SAMPLES = [PROBLEM, ConvProblem.parse("N=1 C=32 H=16 W=16 K=32 R=3 S=3 pad=1 gr
 
 
 @pytest.mark.parametrize("family", sorted(f for f, d in REGISTRY if d == "fwd"))
-def test_source_of_every_family_needs_no_gpu(family: str) -> None:
+def test_source_of_every_family_needs_no_gpu(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import hashlib
+
+    from convtune.kernels import experimental
+
+    monkeypatch.setenv(experimental.ENV, "all")   # experimental families describe like the others
 
     from convtune.kernels.describe import describe
     from convtune.kernels.registry import get_spec

@@ -1,7 +1,7 @@
-"""Winograd F(m×m, 3×3) forward families: fused (:mod:`.launcher`), unfused (:mod:`.unfused`) and the unfused path
-with TF32 tensor-core GEMMs (:mod:`.unfused_tf32`, experimental: off unless ``CONVTUNE_EXPERIMENTAL`` names it).
+"""Winograd F(m×m, 3×3) forward families: fused (:mod:`.launcher`) and unfused (:mod:`.unfused`); the unfused path
+with TF32 tensor-core GEMMs is its own package, :mod:`convtune.kernels.winograd_tf32`.
 
-``SPECS`` holds the registry rows (see :mod:`convtune.kernels.registry`), which share one bound (the Winograd CDAG
+``SPECS`` holds both registry rows (see :mod:`convtune.kernels.registry`), which share one bound (the Winograd CDAG
 bound with pre-transformed filters) and one floor.
 """
 
@@ -15,7 +15,6 @@ from convtune.kernels.winograd import launcher as _wino
 from convtune.kernels.winograd import model as _wino_model
 from convtune.kernels.winograd import space as _wino_space
 from convtune.kernels.winograd import unfused as _wino_unfused
-from convtune.kernels.winograd import unfused_tf32 as _wino_tf32
 from convtune.problem import ConvProblem
 
 
@@ -61,17 +60,5 @@ SPECS: tuple[KernelSpec, ...] = (
         algorithm="winograd",
         description="unfused Winograd F(2×2,3×3)/F(4×4,3×3): input transform, α² batched GEMMs (tuned tiles), "
                     "output transform; 3×3 stride 1",
-    ),
-    KernelSpec(
-        family=_wino_tf32.FAMILY, direction="fwd", source=_wino_tf32.SOURCE, entry=_wino_tf32.ENTRY,
-        config_class=_wino_tf32.WinogradUnfusedTf32Config, supports=_wino_tf32.supports,
-        enumerate_plans=_wino_tf32.enumerate_plans, plan=_wino_tf32.plan,
-        predict_s=lambda pl, machine: _wino_model.predict_unfused_tf32(pl, machine).time_s,
-        traffic_words=_wino_tf32.total_traffic_words,
-        onchip_words=_wino_tf32.onchip_words,
-        bound_words=lambda pl, s_words: bound_words(pl.problem, s_words, pl.config.m),
-        grid_size=_wino_tf32.grid_size, floor_work=floor_work, launcher=_wino_tf32, algorithm="winograd",
-        description="unfused Winograd F(2×2,3×3)/F(4×4,3×3) in the TF32 class: fp32 transforms, α² batched GEMMs "
-                    "on tensor cores (mma.sync TF32); 3×3 stride 1; experimental (CONVTUNE_EXPERIMENTAL)",
     ),
 )

@@ -111,35 +111,3 @@ def predict_unfused(pl: unfused.WinogradUnfusedPlan, machine: MachineModel,
     gemm_s = max(issue_s, l2_s, gemm_dram_s)
     return WinogradPrediction(transforms_s + gemm_s + 3 * LAUNCH_OVERHEAD_S, issue_s, l2_s,
                               transforms_s + gemm_dram_s, bps, waves)
-
-
-#: the share of the TF32 GEMM ceiling an mma.sync main loop fed by scalar shared-memory fragment loads (6 loads and
-#: 6 cvt per m16n8k8 at the widest warp tiles) sustains: a prior, not yet fitted (no GPU measurement of the family)
-TF32_MMA_FRACTION = 0.5
-
-
-def predict_unfused_tf32(pl: unfused.WinogradUnfusedPlan, machine: MachineModel) -> WinogradPrediction:
-    """Model time of the TF32 unfused path: the fp32 transforms (as :func:`predict_unfused`), and the GEMM as the max
-    of its tensor-core time (2·α²·Cp·Kp·Tp FLOPs at :data:`TF32_MMA_FRACTION` of the class ceiling, whole waves of
-    resident blocks, a global-load stall per chunk where the pipeline does not hide it), its L2 re-reads and its DRAM
-    traffic; three launches."""
-    from convtune.tuner.efficiency import compute_ceiling
-
-    p, c = pl.problem, pl.config
-    bw = machine.copy_bandwidth_bytes_per_s
-    t = unfused.traffic_words(pl)
-    transforms_s = 4 * (p.input_elements + t["v_store"] + t["m_load"] + t["output"]) / bw
-    bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
-    if bps == 0:
-        return WinogradPrediction(math.inf, math.inf, 0.0, 0.0, 0, math.inf)
-    waves = pl.blocks / (machine.sm_count * bps)
-    rate_per_sm = TF32_MMA_FRACTION * compute_ceiling(machine, "tf32") / machine.sm_count
-    chunks = pl.cp // c.chunk_c
-    chunk_s = 2.0 * c.tile_k * c.tile_t * c.chunk_c * bps / rate_per_sm     # one chunk of every resident block
-    stall_s = max(0.0, GLOBAL_LATENCY_S - (c.stages - 1) * chunk_s)
-    issue_s = math.ceil(waves) * chunks * (chunk_s + stall_s)
-    l2_s = 4 * (t["filter"] + t["v_load"] + t["m_store"]) / (L2_OVER_DRAM_BANDWIDTH * bw)
-    gemm_dram_s = 4 * (t["v_store"] + c.alpha ** 2 * pl.cp * pl.kp + t["m_store"]) / bw
-    gemm_s = max(issue_s, l2_s, gemm_dram_s)
-    return WinogradPrediction(transforms_s + gemm_s + 3 * LAUNCH_OVERHEAD_S, issue_s, l2_s,
-                              transforms_s + gemm_dram_s, bps, waves)

@@ -15,8 +15,8 @@ from convtune.kernels import experimental
 from convtune.kernels.compile import nvcc_available, nvcc_compile
 from convtune.kernels.describe import describe
 from convtune.kernels.registry import get_spec, model_fastest, specs_for
-from convtune.kernels.winograd import unfused_tf32 as tc
-from convtune.kernels.winograd.unfused_tf32 import WinogradUnfusedTf32Config as Config
+from convtune.kernels.winograd_tf32 import launcher as tc
+from convtune.kernels.winograd_tf32.launcher import WinogradUnfusedTf32Config as Config
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 

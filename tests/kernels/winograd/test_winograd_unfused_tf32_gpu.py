@@ -19,8 +19,8 @@ import pytest
 from error_tables import write_error_table
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.winograd import unfused_tf32 as tc
-from convtune.kernels.winograd.unfused_tf32 import WinogradUnfusedTf32Config as Config
+from convtune.kernels.winograd_tf32 import launcher as tc
+from convtune.kernels.winograd_tf32.launcher import WinogradUnfusedTf32Config as Config
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 

@@ -1,7 +1,8 @@
 """Unfused Winograd F(m×m, 3×3) forward in the TF32 class (family ``winograd_unfused_tf32``): the fp32 path of
-:mod:`.unfused` — input transform, α² batched GEMMs, output transform, U from :func:`launcher.transform_filters` —
-with the GEMMs on tensor cores (``winograd_tc_gemm_body`` in ``winograd_unfused_tf32.cu``: mma.sync.m16n8k8 TF32,
-fp32 accumulation, each operand rounded to nearest as it leaves shared memory); the transforms stay fp32.
+:mod:`convtune.kernels.winograd.unfused` — input transform, α² batched GEMMs, output transform, U from
+:func:`convtune.kernels.winograd.launcher.transform_filters` — with the GEMMs on tensor cores
+(``winograd_tc_gemm_body`` in ``winograd_unfused_tf32.cu``: mma.sync.m16n8k8 TF32, fp32 accumulation, each operand
+rounded to nearest as it leaves shared memory); the transforms stay fp32.
 
 Experimental: the family is registered but runs nothing until ``CONVTUNE_EXPERIMENTAL`` names it
 (:mod:`convtune.kernels.experimental`) — its kernels have passed nvcc and a numpy emulation of their index maps, not
@@ -12,11 +13,12 @@ F(2×2, 3×3) only: the output transform amplifies the TF32 rounding of U and V.
 2.9e-4 (1.67×: within the class's gate of 2× cuDNN TF32's error), F(4×4) 2.0e-3 (7×; 4.9× even with U split into two
 TF32 words), so F(4×4) is not in the space.
 
-Shapes, workspace, launches and traffic are the unfused path's (:mod:`.unfused`: V (α², Cp, Tp), M (α², Kp, Tp); the
-three kernels; Tp = ⌈T/BT⌉·BT, Cp = ⌈C/BC⌉·BC, Kp = ⌈K/BK⌉·BK). The GEMM block: BK = ``tile_k`` output channels
-(a multiple of 16·``warps_k``) × BT = ``tile_t`` tiles (a multiple of 8·``warps_t``), ``warps_k`` × ``warps_t`` warps,
-BC = ``chunk_c`` channels per stage (a multiple of 8), ``stages`` deep. Shared memory per stage 4·BC·(BK + 8 + BT + 8)
-bytes (rows padded for conflict-free fragment loads); registers ≈ BK·BT/threads accumulators + fragments + 40.
+Shapes, workspace, launches and traffic are the unfused path's (:mod:`convtune.kernels.winograd.unfused`: V (α², Cp,
+Tp), M (α², Kp, Tp); the three kernels; Tp = ⌈T/BT⌉·BT, Cp = ⌈C/BC⌉·BC, Kp = ⌈K/BK⌉·BK). The GEMM block: BK =
+``tile_k`` output channels (a multiple of 16·``warps_k``) × BT = ``tile_t`` tiles (a multiple of 8·``warps_t``),
+``warps_k`` × ``warps_t`` warps, BC = ``chunk_c`` channels per stage (a multiple of 8), ``stages`` deep. Shared
+memory per stage 4·BC·(BK + 8 + BT + 8) bytes (rows padded for conflict-free fragment loads); registers ≈
+BK·BT/threads accumulators + fragments + 40.
 """
 
 from __future__ import annotations
@@ -262,8 +264,8 @@ def compile_plan(pl: WinogradUnfusedTf32Plan) -> UnfusedKernels:
 
 
 def prepare_plan(pl: WinogradUnfusedTf32Plan, device: int = 0, kernels: UnfusedKernels | None = None) -> PreparedLaunch:
-    """The fp32 path's prepared launch (:func:`.unfused.prepare_plan`: operands x, filters = U, y, workspace = V then
-    M) over this family's kernels (:func:`compile_plan`)."""
+    """The fp32 path's prepared launch (:func:`convtune.kernels.winograd.unfused.prepare_plan`: operands x,
+    filters = U, y, workspace = V then M) over this family's kernels (:func:`compile_plan`)."""
     if kernels is None:
         with driver().use_device(device):
             kernels = compile_plan(pl)

@@ -1,0 +1,47 @@
+"""Model time of the TF32 unfused Winograd path (:mod:`.launcher`): the fp32 path's transforms (as
+:func:`convtune.kernels.winograd.model.predict_unfused` prices them) and a tensor-core GEMM.
+
+    time = transforms + max(GEMM issue, GEMM L2 re-reads, GEMM DRAM traffic) + 3 launches
+    GEMM issue = ⌈waves⌉ · chunks · (chunk time + the global-load stall the pipeline does not hide)
+    chunk time = 2·BK·BT·BC FLOPs of every resident block / (TF32_MMA_FRACTION · the TF32 ceiling per SM)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from convtune.kernels.direct.model import GLOBAL_LATENCY_S, L2_OVER_DRAM_BANDWIDTH, LAUNCH_OVERHEAD_S
+from convtune.kernels.launch_geometry import resident_blocks
+from convtune.kernels.winograd import unfused
+from convtune.kernels.winograd.model import WinogradPrediction
+from convtune.machine import MachineModel
+
+#: the share of the TF32 GEMM ceiling an mma.sync main loop fed by scalar shared-memory fragment loads (6 loads and
+#: 6 cvt per m16n8k8 at the widest warp tiles) sustains: a prior, not yet fitted (no GPU measurement of the family)
+TF32_MMA_FRACTION = 0.5
+#: the H200's datasheet dense TF32 rate, when the machine carries no TF32 ceiling
+FALLBACK_TF32_FLOPS = 494.7e12
+
+
+def predict(pl: Any, machine: MachineModel) -> WinogradPrediction:
+    """Model time of the three launches (module docstring) of a :class:`.launcher.WinogradUnfusedTf32Plan`."""
+    p, c = pl.problem, pl.config
+    bw = machine.copy_bandwidth_bytes_per_s
+    t = unfused.traffic_words(pl)
+    transforms_s = 4 * (p.input_elements + t["v_store"] + t["m_load"] + t["output"]) / bw
+    bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
+    if bps == 0:
+        return WinogradPrediction(math.inf, math.inf, 0.0, 0.0, 0, math.inf)
+    waves = pl.blocks / (machine.sm_count * bps)
+    peak = machine.tf32_peak_flops_per_s or machine.datasheet_tf32_flops_per_s or FALLBACK_TF32_FLOPS
+    rate_per_sm = TF32_MMA_FRACTION * peak / machine.sm_count
+    chunks = pl.cp // c.chunk_c
+    chunk_s = 2.0 * c.tile_k * c.tile_t * c.chunk_c * bps / rate_per_sm     # one chunk of every resident block
+    stall_s = max(0.0, GLOBAL_LATENCY_S - (c.stages - 1) * chunk_s)
+    issue_s = math.ceil(waves) * chunks * (chunk_s + stall_s)
+    l2_s = 4 * (t["filter"] + t["v_load"] + t["m_store"]) / (L2_OVER_DRAM_BANDWIDTH * bw)
+    gemm_dram_s = 4 * (t["v_store"] + c.alpha ** 2 * pl.cp * pl.kp + t["m_store"]) / bw
+    gemm_s = max(issue_s, l2_s, gemm_dram_s)
+    return WinogradPrediction(transforms_s + gemm_s + 3 * LAUNCH_OVERHEAD_S, issue_s, l2_s,
+                              transforms_s + gemm_dram_s, bps, waves)
