@@ -43,6 +43,7 @@ from convtune.kernels.winograd.unfused import (  # the fp32 path's workspace, fi
     UnfusedKernels,
     WinogradUnfusedPlan,
     filters_key,
+    launch,  # given the kernels (this family's compile_plan), the fp32 path's prepared launch runs them
     m_offset_bytes,
     padded_geometry,
     prepare_filters,
@@ -270,20 +271,6 @@ def prepare_plan(pl: WinogradUnfusedTf32Plan, device: int = 0, kernels: UnfusedK
         with driver().use_device(device):
             kernels = compile_plan(pl)
     return _fp32.prepare_plan(pl, device, kernels)
-
-
-def launch(pl: WinogradUnfusedTf32Plan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,
-           stream: Any | None = None) -> None:
-    """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
-
-    Raises:
-        LaunchError: a launch failed.
-    """
-    from convtune.kernels.prepared import cached_prepared, data_pointer, stream_pointer
-
-    prepared = cached_prepared(pl, kernels, prepare_plan)
-    prepared((data_pointer(x), data_pointer(filters.u), data_pointer(y), data_pointer(filters.work.buffer)),
-             stream_pointer(stream))
 
 
 def tolerance(pl: Any) -> float:
