@@ -179,6 +179,25 @@ def padded_geometry(problem: ConvProblem, config: Any) -> tuple[int, int, int, i
     return tiles_p, tiles_q, tiles, tp, cp_, kp
 
 
+def check_limits(threads: int, smem_bytes: int, regs: int, machine: MachineModel | None, regs_field: str) -> None:
+    """The GEMM block's limits: ``regs`` (estimated per thread) ≤ :data:`MAX_REGS`, and on ``machine`` its shared
+    memory per block and ``threads`` × the rounded registers per SM.
+
+    Raises:
+        InvalidConfig: ``regs_field`` (the field that sets the registers), ``chunk_c`` or ``threads``.
+    """
+    if regs > MAX_REGS:
+        raise InvalidConfig(regs_field, f"~{regs} registers per thread exceed {MAX_REGS}")
+    if machine is None:
+        return
+    if smem_bytes > machine.smem_per_block_bytes:
+        raise InvalidConfig("chunk_c", f"{smem_bytes} B of shared memory exceed the "
+                                       f"{machine.smem_per_block_bytes} B per block of {machine.name}")
+    if threads * round_regs(regs) > machine.regs_per_sm:
+        raise InvalidConfig("threads", f"{threads} threads × ~{round_regs(regs)} registers exceed the "
+                                       f"{machine.regs_per_sm} registers of an SM")
+
+
 def derive_plan(problem: ConvProblem, config: WinogradUnfusedConfig,
                 machine: MachineModel | None = None) -> WinogradUnfusedPlan:
     """The plan of a config that keeps the space's rules (:func:`plan` checks them first; the enumeration
@@ -191,15 +210,7 @@ def derive_plan(problem: ConvProblem, config: WinogradUnfusedConfig,
     tiles_p, tiles_q, tiles, tp, cp_, kp = padded_geometry(p, c)
     smem_bytes = 4 * c.stages * c.chunk_c * (c.tile_k + c.tile_t)
     regs = regs_estimate(c)
-    if regs > MAX_REGS:
-        raise InvalidConfig("thread_k", f"~{regs} registers per thread exceed {MAX_REGS}")
-    if machine is not None:
-        if smem_bytes > machine.smem_per_block_bytes:
-            raise InvalidConfig("chunk_c", f"{smem_bytes} B of shared memory exceed the "
-                                           f"{machine.smem_per_block_bytes} B per block of {machine.name}")
-        if c.threads * round_regs(regs) > machine.regs_per_sm:
-            raise InvalidConfig("threads", f"{c.threads} threads × ~{round_regs(regs)} registers exceed the "
-                                           f"{machine.regs_per_sm} registers of an SM")
+    check_limits(c.threads, smem_bytes, regs, machine, regs_field="thread_k")
     return WinogradUnfusedPlan(p, c, tiles_p, tiles_q, tiles, tp, cp_, kp, smem_bytes, regs)
 
 

@@ -32,7 +32,6 @@ from convtune.errors import InvalidConfig
 from convtune.kernels import experimental
 from convtune.kernels.compile import kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.launch_geometry import round_regs
 from convtune.kernels.prepared import PreparedLaunch, driver
 from convtune.kernels.search_space import Rule, SearchSpace, Values
 from convtune.kernels.winograd import unfused as _fp32
@@ -42,6 +41,7 @@ from convtune.kernels.winograd.unfused import (  # the fp32 path's workspace, fi
     UnfusedFilters,
     UnfusedKernels,
     WinogradUnfusedPlan,
+    check_limits,
     filters_key,
     launch,  # given the kernels (this family's compile_plan), the fp32 path's prepared launch runs them
     m_offset_bytes,
@@ -63,7 +63,6 @@ FAMILY = "winograd_unfused_tf32"
 SOURCE = "winograd_unfused_tf32.cu"
 ENTRY = "winograd_gemm_tc"
 ROW_PAD_WORDS = 8          # shared rows of BK + 8 / BT + 8 words: ≡ 8 (mod 32), conflict-free fragment loads
-MAX_REGS = 255
 #: Relative error (‖y − y64‖₂ / ‖y64‖₂) a config must meet: the TF32 families' gate (3e-3; the rounding model
 #: predicts 4.9e-4 on normal inputs). The issue's gate (≤ 2× cuDNN TF32's error on the same inputs, ≈ 6e-4 there) is
 #: stricter; the GPU tests assert it too.
@@ -156,15 +155,7 @@ def derive_plan(problem: ConvProblem, config: WinogradUnfusedTf32Config,
     c = config
     tiles_p, tiles_q, tiles, tp, cp_, kp = padded_geometry(problem, c)
     smem, regs = smem_bytes(c), regs_estimate(c)
-    if regs > MAX_REGS:
-        raise InvalidConfig("tile_t", f"~{regs} registers per thread exceed {MAX_REGS}")
-    if machine is not None:
-        if smem > machine.smem_per_block_bytes:
-            raise InvalidConfig("chunk_c", f"{smem} B of shared memory exceed the {machine.smem_per_block_bytes} B "
-                                           f"per block of {machine.name}")
-        if c.threads * round_regs(regs) > machine.regs_per_sm:
-            raise InvalidConfig("threads", f"{c.threads} threads × ~{round_regs(regs)} registers exceed the "
-                                           f"{machine.regs_per_sm} registers of an SM")
+    check_limits(c.threads, smem, regs, machine, regs_field="tile_t")
     # the fp32 plan's geometry reads m, tile_k, tile_t, chunk_c, stages, alpha and threads, which this config has
     return WinogradUnfusedTf32Plan(problem, cast(Any, c), tiles_p, tiles_q, tiles, tp, cp_, kp, smem, regs)
 
