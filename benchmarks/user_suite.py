@@ -6,7 +6,10 @@ then twice cuDNN's own error in the class on the same inputs (+1e-6).
 
 Per suite entry: the config the op runs (the resolver's: the tuning database's best GPU-measured config when
 ``--db`` names one, e.g. the ``tune`` step's ``/tmp/convtune-tune-suite.db``, else the model's choice) and where it
-came from — ``--tune-budget-s S`` first tunes every entry into ``--db`` (S seconds for the whole suite,
+came from — ``--configs-from TABLE`` serves each entry the fastest correct config a replay table (``make_replay.py``,
+e.g. ``tests/data/replay_h200_bf16.json.gz``) measured for it on this device name, of the families whose kernel
+version the table shares with this checkout (what tuning with ≥ the table's configs finds), shown as ``table``;
+``--tune-budget-s S`` first tunes every entry into ``--db`` (S seconds for the whole suite,
 ``--tune-budget-trials`` per shape; shapes already tuned there are not tuned again); the output against float64;
 then three ways of calling, each for convtune and for cuDNN:
 
@@ -19,13 +22,19 @@ over the suite. Issue 14's targets (eager ≥ 2.0×, graph or compile ≥ 2.3×)
 Writes ``user_suite.md`` and ``user_suite.json`` under ``--out``.
 
     python benchmarks/user_suite.py --db sqlite:////tmp/convtune-tune-suite.db --out benchmarks/results/user_suite
+    python benchmarks/user_suite.py --class bfloat16 --suite benchmarks/suites/wide.json --no-compile \
+        --configs-from tests/data/replay_h200_bf16.json.gz --out /tmp/user_suite_bf16
+
+Every config the entries resolve to is compiled first, by nvcc in parallel (``--jobs``), into the cubin cache.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gzip
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -37,7 +46,9 @@ from torch_timing import cuda_graph, device_info, geomean, host_and_wall_us, ker
 
 import convtune.ops.torch as ct
 from convtune.kernels.devices import device_machine
-from convtune.kernels.registry import specs_for
+from convtune.kernels.compile import precompile
+from convtune.kernels.config import parse_config_key
+from convtune.kernels.registry import get_spec, specs_for
 from convtune.ops import resolver
 from convtune.ops.conv2d import model_choice
 from convtune.problem import ConvProblem
@@ -66,11 +77,50 @@ CLASSES = {"ieee": ({}, torch.float32), "tf32": ({"math": "tf32"}, torch.float32
            "bfloat16": ({"dtype": "bfloat16"}, torch.bfloat16)}
 
 
-def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str = "ieee") -> dict[str, Any]:
+def entry_problem(entry: dict[str, Any], precision: str) -> ConvProblem:
+    return ConvProblem.from_mapping({k: v for k, v in entry.items() if k != "name"} | CLASSES[precision][0])
+
+
+def resolved(p: ConvProblem, machine: Any) -> resolver.Resolution:
+    """The op's config for ``p`` (the resolver's answer, as ``convtune.ops.torch.conv2d`` asks it)."""
+    return resolver.resolve(p, machine, [s.family for s in specs_for(p)], lambda: model_choice(p, machine))
+
+
+def table_configs(path: str, device_name: str) -> dict[str, str]:
+    """Per problem key: the fastest ``ok`` config of a replay table measured on ``device_name``, among the families
+    whose recorded kernel version is this checkout's (the others are skipped, named on stderr)."""
+    table = json.loads(gzip.open(path).read() if path.endswith(".gz") else Path(path).read_text())
+    if table["device"]["name"] != device_name:
+        raise SystemExit(f"--configs-from: {path} was measured on {table['device']['name']!r}, not {device_name!r}")
+    current = {kind for kind, sha in table["kernel_sha256"].items() if get_spec(*kind.split(".")).source_sha256() == sha}
+    for kind in sorted(set(table["kernel_sha256"]) - current):
+        print(f"--configs-from: {kind} rows skipped (another kernel version than this checkout's)", file=sys.stderr)
+    best: dict[str, str] = {}
+    for key, rows in table["problems"].items():
+        ok = [(r["median_ms"], c) for c, r in rows.items() if r.get("status") == "ok" and c.split()[0] in current]
+        if ok:
+            best[ConvProblem.parse(key).key()] = min(ok)[1]
+    return best
+
+
+def precompile_resolved(problems: list[ConvProblem], machine: Any, jobs: int) -> None:
+    """nvcc-compile the kernel of every problem's resolved config in parallel, into the cubin cache the ops load
+    from (a serial first call would compile them one by one)."""
+    texts = []
+    for p in problems:
+        config = resolved(p, machine).config
+        texts.append(get_spec(config.family, config.direction).plan(p, config, machine).source())
+    cubins = Path(os.environ.setdefault("CONVTUNE_CUBIN_DIR", "/tmp/convtune-cubins"))
+    failed = [r for r in precompile(texts, machine.arch, cubins, jobs=jobs).values() if isinstance(r, Exception)]
+    print(f"precompiled {len(set(texts))} kernels ({len(failed)} failed)", file=sys.stderr)
+
+
+def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str = "ieee",
+            table: dict[str, str] | None = None) -> dict[str, Any]:
     fields, dtype = CLASSES[precision]
-    p = ConvProblem.from_mapping({k: v for k, v in entry.items() if k != "name"} | fields)
+    p = entry_problem(entry, precision)
     machine = device_machine(0)
-    found = resolver.resolve(p, machine, [s.family for s in specs_for(p)], lambda: model_choice(p, machine))
+    found = resolved(p, machine)
     g = torch.Generator(device="cuda").manual_seed(len(entry["name"]))
     x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g).to(dtype)
     w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g).to(dtype)
@@ -92,8 +142,10 @@ def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str
         ok = err <= TOLERANCE.get(found.config.family, 1e-5)
     else:   # the class's own yardstick: cuDNN's error in the class on the same inputs
         ok = err <= 2 * rel_error(cudnn(), reference) + 1e-6
+    # a table's config is served through remember(): the resolver calls it "service"
+    source = "table" if table and table.get(p.key()) == found.config.key() else found.source
     row: dict[str, Any] = {"name": entry["name"], "problem": p.key(), "config": found.config.key(),
-                           "config_source": found.source, "family": found.config.family, "rel_error": err,
+                           "config_source": source, "family": found.config.family, "rel_error": err,
                            "rel_error_ok": ok}
     for impl, fn in (("convtune", ours), ("cudnn", cudnn)):
         row[f"{impl}_eager_us"] = _wall(fn, calls)
@@ -123,7 +175,9 @@ def markdown(rows: list[dict[str, Any]], summary: dict[str, Any], meta: dict[str
     lines = [f"# Public conv2d suite as a user calls it ({meta['device']}, torch {meta['torch']}, "
              f"cuDNN {meta['cudnn']}, {meta['date']})", "",
              "µs per call: wall time of back-to-back calls (eager; a CUDA graph of one call replayed; torch.compile); "
-             f"kernel: CUDA profiler. {' '.join(BASELINES[precision])}. Speedup = cuDNN / convtune.", "",
+             f"kernel: CUDA profiler. {' '.join(BASELINES[precision])}. Speedup = cuDNN / convtune. Configs: "
+             f"{'the fastest measured in ' + meta['configs_from'] + ' (table), else ' if meta.get('configs_from') else ''}"
+             "the resolver's (database, else the model's choice).", "",
              "| shape | family (config from) | rel. err | eager µs ours / cuDNN | ×  | graph µs ours / cuDNN | × | "
              "compile µs ours / cuDNN | × | kernel µs ours / cuDNN | × |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -156,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tune-budget-s", type=float, default=0.0, help="tune the suite into --db first (0: no)")
     ap.add_argument("--tune-budget-trials", type=int, default=40)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--configs-from", default=None, help="a replay table whose fastest measured configs the op serves")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 8, help="parallel nvcc compiles")
     ap.add_argument("--class", dest="precision", choices=tuple(CLASSES), default="ieee",
                     help="precision class of both sides: ieee (strict fp32), tf32, bfloat16")
     args = ap.parse_args(argv)
@@ -174,15 +230,21 @@ def main(argv: list[str] | None = None) -> int:
         args.db = db
     if args.db:
         resolver.use_database(args.db)
+    machine = device_machine(0)
+    table = table_configs(args.configs_from, machine.name) if args.configs_from else {}
+    for key, config in table.items():
+        resolver.remember(key, machine.name, config)
+    precompile_resolved([entry_problem(e, args.precision) for e in entries], machine, args.jobs)
     rows: list[dict] = []
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = device_info() | {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "db": args.db,
-                            "calls": args.calls, "shapes": len(entries), "class": args.precision}
+                            "calls": args.calls, "shapes": len(entries), "class": args.precision,
+                            "configs_from": args.configs_from}
     text = ""
     for entry in entries:
         print(f"== {entry['name']}", file=sys.stderr, flush=True)
-        rows.append(measure(entry, args.calls, not args.no_compile, args.precision))
+        rows.append(measure(entry, args.calls, not args.no_compile, args.precision, table))
         # written after every shape: a run cut short by a time limit keeps every row it measured
         summary = {mode: geomean([r.get(f"speedup_{mode}", float("nan")) for r in rows])
                    for mode in ("eager", "graph", "compile", "kernel")}

@@ -10,7 +10,10 @@
 #                half_wide / half_public (bfloat16, $HALF_DTYPE to change; the families in $WGMMA_HALF_FAMILIES,
 #                default the two 16-bit wgmma ones), torch_ops (the dense torch op's GPU tests: every family, graphs,
 #                compile, 16-bit and autocast), r50 (ResNet-50 b32 converted and tuned against cuDNN in the class:
-#                $R50_MATH bf16 (autocast, default) or tf32; $R50_TRIALS a conv)
+#                $R50_MATH bf16 (autocast, default) or tf32; $R50_TRIALS a conv), calls (the public and wide suites
+#                called through convtune.ops.torch.conv2d against F.conv2d in each class of $CALLS_CLASSES, default
+#                tf32 bfloat16: tuned = the replay table's fastest configs, untuned = the model's choice; eager,
+#                CUDA graph and kernel µs per call)
 set -uo pipefail
 OUT=${OUT:-benchmarks/results/igemm_wgmma_round}
 WORK=${WORK:-/tmp/wgmma_round}
@@ -65,6 +68,18 @@ $half_families" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half
     r50)
         OUT=$WORK/r50_${R50_MATH:-bf16} MODELS=resnet50 MODEL_MATH=${R50_MATH:-bf16} MODEL_BUDGET_S=${R50_BUDGET_S:-200} \
             MODEL_BUDGET_TRIALS=${R50_TRIALS:-20} timeout "${WGMMA_R50_S:-200}" bash benchmarks/gpu_check.sh models ;;
+    calls)
+        for cls in ${CALLS_CLASSES:-tf32 bfloat16}; do
+            table=tests/data/replay_h200_$([ "$cls" = tf32 ] && echo tf32 || echo bf16).json.gz
+            for suite in ${CALLS_SUITES:-public wide}; do
+                timeout "${CALLS_S:-120}" python3 benchmarks/user_suite.py --class "$cls" --no-compile \
+                    --suite "benchmarks/suites/$suite.json" --configs-from "$table" --out "$WORK/calls_${cls}_$suite" \
+                    2>&1 | tail -4
+                CONVTUNE_LOOKUP=off timeout "${CALLS_S:-120}" python3 benchmarks/user_suite.py --class "$cls" \
+                    --no-compile --suite "benchmarks/suites/$suite.json" --out "$WORK/calls_${cls}_${suite}_untuned" \
+                    2>&1 | tail -4
+            done
+        done ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
 done
