@@ -45,9 +45,8 @@ import torch.nn.functional as F
 from torch_timing import cuda_graph, device_info, geomean, host_and_wall_us, kernel_us, rel_error, strict_fp32
 
 import convtune.ops.torch as ct
-from convtune.kernels.devices import device_machine
 from convtune.kernels.compile import precompile
-from convtune.kernels.config import parse_config_key
+from convtune.kernels.devices import device_machine
 from convtune.kernels.registry import get_spec, specs_for
 from convtune.ops import resolver
 from convtune.ops.conv2d import model_choice
@@ -89,10 +88,12 @@ def resolved(p: ConvProblem, machine: Any) -> resolver.Resolution:
 def table_configs(path: str, device_name: str) -> dict[str, str]:
     """Per problem key: the fastest ``ok`` config of a replay table measured on ``device_name``, among the families
     whose recorded kernel version is this checkout's (the others are skipped, named on stderr)."""
-    table = json.loads(gzip.open(path).read() if path.endswith(".gz") else Path(path).read_text())
+    raw = Path(path).read_bytes()
+    table = json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)
     if table["device"]["name"] != device_name:
         raise SystemExit(f"--configs-from: {path} was measured on {table['device']['name']!r}, not {device_name!r}")
-    current = {kind for kind, sha in table["kernel_sha256"].items() if get_spec(*kind.split(".")).source_sha256() == sha}
+    current = {kind for kind, sha in table["kernel_sha256"].items()
+               if get_spec(*kind.split(".")).source_sha256() == sha}
     for kind in sorted(set(table["kernel_sha256"]) - current):
         print(f"--configs-from: {kind} rows skipped (another kernel version than this checkout's)", file=sys.stderr)
     best: dict[str, str] = {}
@@ -117,7 +118,7 @@ def precompile_resolved(problems: list[ConvProblem], machine: Any, jobs: int) ->
 
 def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str = "ieee",
             table: dict[str, str] | None = None) -> dict[str, Any]:
-    fields, dtype = CLASSES[precision]
+    dtype = CLASSES[precision][1]
     p = entry_problem(entry, precision)
     machine = device_machine(0)
     found = resolved(p, machine)
@@ -171,12 +172,13 @@ def markdown(rows: list[dict[str, Any]], summary: dict[str, Any], meta: dict[str
         return format(v, fmt) if isinstance(v, float) else "—"
 
     precision = meta.get("class", "ieee")
+    table = f"the fastest measured in {meta['configs_from']} (table), else " if meta.get("configs_from") else ""
 
     lines = [f"# Public conv2d suite as a user calls it ({meta['device']}, torch {meta['torch']}, "
              f"cuDNN {meta['cudnn']}, {meta['date']})", "",
              "µs per call: wall time of back-to-back calls (eager; a CUDA graph of one call replayed; torch.compile); "
              f"kernel: CUDA profiler. {' '.join(BASELINES[precision])}. Speedup = cuDNN / convtune. Configs: "
-             f"{'the fastest measured in ' + meta['configs_from'] + ' (table), else ' if meta.get('configs_from') else ''}"
+             f"{table}"
              "the resolver's (database, else the model's choice).", "",
              "| shape | family (config from) | rel. err | eager µs ours / cuDNN | ×  | graph µs ours / cuDNN | × | "
              "compile µs ours / cuDNN | × | kernel µs ours / cuDNN | × |",
