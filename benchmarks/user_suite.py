@@ -116,12 +116,29 @@ def precompile_resolved(problems: list[ConvProblem], machine: Any, jobs: int) ->
     print(f"precompiled {len(set(texts))} kernels ({len(failed)} failed)", file=sys.stderr)
 
 
+def serve_table(table: dict[str, str], device_name: str) -> None:
+    """Have the ops serve every table config (the resolver's ``remember``: it calls them ``service``)."""
+    for key, config in table.items():
+        resolver.remember(key, device_name, config)
+
+
+def _time(fn: Any, calls: int, compile_too: bool) -> dict[str, Any]:
+    """eager, kernel, graph (and compile) µs per call of ``fn``."""
+    times: dict[str, Any] = {"eager": _wall(fn, calls), "kernel": kernel_us(fn)[0]}
+    times["graph"] = _wall(cuda_graph(fn).replay, calls)
+    if compile_too:
+        times["compile"] = _compiled_wall(fn, calls)
+    return times
+
+
 def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str = "ieee",
-            table: dict[str, str] | None = None) -> dict[str, Any]:
+            table: dict[str, str] | None = None, untuned_too: bool = False) -> dict[str, Any]:
+    """One suite entry: cuDNN's times and the op's with the resolver's config; with ``untuned_too`` also the op's
+    with the model's choice (lookups off, nothing remembered: what a user gets before tuning), fields
+    ``untuned_*``, against the same cuDNN times."""
     dtype = CLASSES[precision][1]
     p = entry_problem(entry, precision)
     machine = device_machine(0)
-    found = resolved(p, machine)
     g = torch.Generator(device="cuda").manual_seed(len(entry["name"]))
     x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g).to(dtype)
     w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g).to(dtype)
@@ -134,31 +151,36 @@ def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str
     def cudnn() -> Any:
         return F.conv2d(x, w, None, st, pd, dl)
 
-    y = ours()
-    if tuple(y.shape) != (p.N, p.K, p.P, p.Q):
-        raise RuntimeError(f"{entry['name']}: the call ran another problem: y {tuple(y.shape)} for {p.key()}")
     reference = F.conv2d(x.double(), w.double(), None, st, pd, dl)
-    err = rel_error(y, reference)
-    if precision == "ieee":
-        ok = err <= TOLERANCE.get(found.config.family, 1e-5)
-    else:   # the class's own yardstick: cuDNN's error in the class on the same inputs
-        ok = err <= 2 * rel_error(cudnn(), reference) + 1e-6
-    # a table's config is served through remember(): the resolver calls it "service"
-    source = "table" if table and table.get(p.key()) == found.config.key() else found.source
-    row: dict[str, Any] = {"name": entry["name"], "problem": p.key(), "config": found.config.key(),
-                           "config_source": source, "family": found.config.family, "rel_error": err,
-                           "rel_error_ok": ok}
-    for impl, fn in (("convtune", ours), ("cudnn", cudnn)):
-        row[f"{impl}_eager_us"] = _wall(fn, calls)
-        row[f"{impl}_kernel_us"] = kernel_us(fn)[0]
-        graph = cuda_graph(fn)
-        row[f"{impl}_graph_us"] = _wall(graph.replay, calls)
-        if compile_too:
-            row[f"{impl}_compile_us"] = _compiled_wall(fn, calls)
-    for mode in ("eager", "graph", "kernel", "compile"):
-        a, b = row.get(f"cudnn_{mode}_us"), row.get(f"convtune_{mode}_us")
-        if isinstance(a, float) and isinstance(b, float):
-            row[f"speedup_{mode}"] = a / b
+    cudnn_err = rel_error(cudnn(), reference)
+    row: dict[str, Any] = {"name": entry["name"], "problem": p.key(), "cudnn_rel_error": cudnn_err}
+    for mode, us in _time(cudnn, calls, compile_too).items():
+        row[f"cudnn_{mode}_us"] = us
+    variants = [("", None)] + ([("untuned_", False)] if untuned_too else [])
+    for prefix, lookup in variants:
+        if lookup is False:   # the model's choice: nothing stored serves
+            resolver.forget_remembered()
+            resolver.set_lookup(False)
+        try:
+            found = resolved(p, machine)
+            y = ours()
+            if tuple(y.shape) != (p.N, p.K, p.P, p.Q):
+                raise RuntimeError(f"{entry['name']}: the call ran another problem: y {tuple(y.shape)} for {p.key()}")
+            err = rel_error(y, reference)
+            # ieee: the family's tolerance; a class's own yardstick: cuDNN's error in the class on the same inputs
+            ok = err <= TOLERANCE.get(found.config.family, 1e-5) if precision == "ieee" else err <= 2 * cudnn_err + 1e-6
+            # a table's config is served through remember(): the resolver calls it "service"
+            source = "table" if table and table.get(p.key()) == found.config.key() else found.source
+            row |= {f"{prefix}config": found.config.key(), f"{prefix}config_source": source,
+                    f"{prefix}family": found.config.family, f"{prefix}rel_error": err, f"{prefix}rel_error_ok": ok}
+            for mode, us in _time(ours, calls, compile_too).items():
+                row[f"convtune_{prefix}{mode}_us"] = us
+                if isinstance(us, float) and isinstance(row.get(f"cudnn_{mode}_us"), float):
+                    row[f"speedup_{prefix}{mode}"] = row[f"cudnn_{mode}_us"] / us
+        finally:
+            if lookup is False:
+                resolver.set_lookup(None)
+                serve_table(table or {}, machine.name)
     return row
 
 
@@ -173,28 +195,37 @@ def markdown(rows: list[dict[str, Any]], summary: dict[str, Any], meta: dict[str
 
     precision = meta.get("class", "ieee")
     table = f"the fastest measured in {meta['configs_from']} (table), else " if meta.get("configs_from") else ""
-
-    lines = [f"# Public conv2d suite as a user calls it ({meta['device']}, torch {meta['torch']}, "
-             f"cuDNN {meta['cudnn']}, {meta['date']})", "",
+    lines = [f"# {meta.get('suite', 'the public conv2d suite')} as a user calls it ({meta['device']}, torch "
+             f"{meta['torch']}, cuDNN {meta['cudnn']}, {meta['date']})", "",
              "µs per call: wall time of back-to-back calls (eager; a CUDA graph of one call replayed; torch.compile); "
              f"kernel: CUDA profiler. {' '.join(BASELINES[precision])}. Speedup = cuDNN / convtune. Configs: "
-             f"{table}"
-             "the resolver's (database, else the model's choice).", "",
-             "| shape | family (config from) | rel. err | eager µs ours / cuDNN | ×  | graph µs ours / cuDNN | × | "
-             "compile µs ours / cuDNN | × | kernel µs ours / cuDNN | × |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(
-            f"| {r['name']} | {r['family']} ({r['config_source']}) | {r['rel_error']:.1e} | "
-            f"{f(r['convtune_eager_us'])} / {f(r['cudnn_eager_us'])} | {f(r.get('speedup_eager'), '.2f')} | "
-            f"{f(r['convtune_graph_us'])} / {f(r['cudnn_graph_us'])} | {f(r.get('speedup_graph'), '.2f')} | "
-            f"{f(r.get('convtune_compile_us'))} / {f(r.get('cudnn_compile_us'))} | "
-            f"{f(r.get('speedup_compile'), '.2f')} | {f(r['convtune_kernel_us'])} / {f(r['cudnn_kernel_us'])} | "
-            f"{f(r.get('speedup_kernel'), '.2f')} |")
-    lines += ["", "| geomean speedup | eager | graph | compile | kernel |", "|---|---|---|---|---|",
-              f"| convtune vs {BASELINES[precision][0]} | "
-              f"{f(summary['eager'], '.2f')} | {f(summary['graph'], '.2f')} | "
-              f"{f(summary['compile'], '.2f')} | {f(summary['kernel'], '.2f')} |"]
+             f"{table}the resolver's (database, else the model's choice)"
+             + ("; untuned: the model's choice (lookups off)." if meta.get("untuned_too") else ".")]
+    for prefix, title in (("", "configs as resolved"), ("untuned_", "untuned (the model's choice)")):
+        if not any(f"{prefix}config" in r for r in rows):
+            continue
+        lines += ["", f"## {title}", "",
+                  "| shape | family (config from) | rel. err (cuDNN's) | eager µs ours / cuDNN | ×  | graph µs ours / "
+                  "cuDNN | × | compile µs ours / cuDNN | × | kernel µs ours / cuDNN | × |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if f"{prefix}config" not in r:
+                continue
+            cells = [f"{r['name']}", f"{r[prefix + 'family']} ({r[prefix + 'config_source']})",
+                     f"{r[prefix + 'rel_error']:.1e} ({f(r.get('cudnn_rel_error'), '.1e')})"
+                     + ("" if r[prefix + "rel_error_ok"] else " **over the gate**")]
+            for mode in ("eager", "graph", "compile", "kernel"):
+                cells += [f"{f(r.get(f'convtune_{prefix}{mode}_us'))} / {f(r.get(f'cudnn_{mode}_us'))}",
+                          f(r.get(f"speedup_{prefix}{mode}"), ".2f")]
+            lines.append("| " + " | ".join(cells) + " |")
+        lowest = {mode: min((r[f"speedup_{prefix}{mode}"] for r in rows if f"speedup_{prefix}{mode}" in r),
+                            default=float("nan")) for mode in ("eager", "graph", "kernel")}
+        lines += ["", "| geomean speedup (lowest) | eager | graph | compile | kernel |", "|---|---|---|---|---|",
+                  f"| convtune {title} vs {BASELINES[precision][0]} | "
+                  f"{f(summary[prefix + 'eager'], '.2f')} ({f(lowest['eager'], '.2f')}) | "
+                  f"{f(summary[prefix + 'graph'], '.2f')} ({f(lowest['graph'], '.2f')}) | "
+                  f"{f(summary[prefix + 'compile'], '.2f')} | "
+                  f"{f(summary[prefix + 'kernel'], '.2f')} ({f(lowest['kernel'], '.2f')}) |"]
     if precision == "ieee":
         best_replay = max(summary["graph"], summary.get("compile") or 0)
         lines += ["", f"Targets (issue 14): eager ≥ 2.0×: {'met' if summary['eager'] >= 2.0 else 'NOT met'}; graph or "
@@ -213,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tune-budget-trials", type=int, default=40)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--configs-from", default=None, help="a replay table whose fastest measured configs the op serves")
+    ap.add_argument("--untuned-too", action="store_true",
+                    help="also time the op with the model's choice (lookups off), against the same cuDNN times")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 8, help="parallel nvcc compiles")
     ap.add_argument("--class", dest="precision", choices=tuple(CLASSES), default="ieee",
                     help="precision class of both sides: ieee (strict fp32), tf32, bfloat16")
@@ -234,22 +267,29 @@ def main(argv: list[str] | None = None) -> int:
         resolver.use_database(args.db)
     machine = device_machine(0)
     table = table_configs(args.configs_from, machine.name) if args.configs_from else {}
-    for key, config in table.items():
-        resolver.remember(key, machine.name, config)
-    precompile_resolved([entry_problem(e, args.precision) for e in entries], machine, args.jobs)
+    serve_table(table, machine.name)
+    problems = [entry_problem(e, args.precision) for e in entries]
+    precompile_resolved(problems, machine, args.jobs)
+    if args.untuned_too:   # the model's choices too
+        resolver.forget_remembered()
+        resolver.set_lookup(False)
+        precompile_resolved(problems, machine, args.jobs)
+        resolver.set_lookup(None)
+        serve_table(table, machine.name)
     rows: list[dict] = []
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = device_info() | {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "db": args.db,
                             "calls": args.calls, "shapes": len(entries), "class": args.precision,
-                            "configs_from": args.configs_from}
+                            "configs_from": args.configs_from, "untuned_too": args.untuned_too,
+                            "suite": args.suite}
     text = ""
     for entry in entries:
         print(f"== {entry['name']}", file=sys.stderr, flush=True)
-        rows.append(measure(entry, args.calls, not args.no_compile, args.precision, table))
+        rows.append(measure(entry, args.calls, not args.no_compile, args.precision, table, args.untuned_too))
         # written after every shape: a run cut short by a time limit keeps every row it measured
-        summary = {mode: geomean([r.get(f"speedup_{mode}", float("nan")) for r in rows])
-                   for mode in ("eager", "graph", "compile", "kernel")}
+        summary = {f"{prefix}{mode}": geomean([r.get(f"speedup_{prefix}{mode}", float("nan")) for r in rows])
+                   for prefix in ("", "untuned_") for mode in ("eager", "graph", "compile", "kernel")}
         (out / "user_suite.json").write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
         text = markdown(rows, summary, meta)
         (out / "user_suite.md").write_text(text)

@@ -12,7 +12,8 @@
 #                compile, 16-bit and autocast), r50 (ResNet-50 b32 converted and tuned against cuDNN in the class:
 #                $R50_MATH bf16 (autocast, default) or tf32; $R50_TRIALS a conv), calls (the public and wide suites
 #                called through convtune.ops.torch.conv2d against F.conv2d in each class of $CALLS_CLASSES, default
-#                tf32 bfloat16: tuned = the replay table's fastest configs, untuned = the model's choice; eager,
+#                tf32 bfloat16; suites $CALLS_SUITES: tuned = the replay table's fastest configs, untuned = the model's
+#                choice; eager,
 #                CUDA graph and kernel µs per call)
 set -uo pipefail
 OUT=${OUT:-benchmarks/results/igemm_wgmma_round}
@@ -29,13 +30,15 @@ for step in ${WGMMA_STEPS:-tests wide public}; do
         timeout "${HALF_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm/test_igemm_half_gpu.py 2>&1 \
             | tee "$WORK/gpu_igemm_half_tests.txt" | tail -15 ;;
-    wino_tc)   # the experimental TF32 Winograd family: its GPU tests, then the public suite with the wgmma pair
-        export CONVTUNE_EXPERIMENTAL=winograd_unfused_tf32
-        timeout "${WINO_TC_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
-            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/winograd/test_winograd_unfused_tf32_gpu.py 2>&1 \
-            | tee "$WORK/gpu_winograd_tf32_tests.txt" | tail -15
-        OUT=$WORK/wino_tc_public TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--families winograd_unfused_tf32 igemm_wgmma \
-igemm_wgmma_1x1" timeout "${WGMMA_PUBLIC_S:-150}" bash benchmarks/gpu_check.sh tf32 ;;
+    wino_tc|wino_tc_tests)   # the experimental TF32 Winograd family: its GPU tests, then (wino_tc) the public suite
+        CONVTUNE_EXPERIMENTAL=winograd_unfused_tf32 timeout "${WINO_TC_TESTS_S:-240}" python3 -m pytest -m gpu -q \
+            -p no:cacheprovider -W default -ra -n "${GPU_TEST_WORKERS:-6}" \
+            tests/kernels/winograd/test_winograd_unfused_tf32_gpu.py 2>&1 | tee "$WORK/gpu_winograd_tf32_tests.txt" \
+            | tail -15
+        [ "$step" = wino_tc ] || continue
+        CONVTUNE_EXPERIMENTAL=winograd_unfused_tf32 OUT=$WORK/wino_tc_public TF32_TOP=${WGMMA_TOP:-8} \
+            TF32_ARGS="--families winograd_unfused_tf32 igemm_wgmma igemm_wgmma_1x1" \
+            timeout "${WGMMA_PUBLIC_S:-150}" bash benchmarks/gpu_check.sh tf32 ;;
     nvrtc)
         py=$(command -v python3)   # the host's Python, found before nvcc leaves the PATH
         PATH=/usr/bin:/bin timeout "${WGMMA_NVRTC_S:-120}" "$py" -m pytest -m gpu -q -p no:cacheprovider -W default \
@@ -68,16 +71,14 @@ $half_families" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half
     r50)
         OUT=$WORK/r50_${R50_MATH:-bf16} MODELS=resnet50 MODEL_MATH=${R50_MATH:-bf16} MODEL_BUDGET_S=${R50_BUDGET_S:-200} \
             MODEL_BUDGET_TRIALS=${R50_TRIALS:-20} timeout "${WGMMA_R50_S:-200}" bash benchmarks/gpu_check.sh models ;;
-    calls)
+    calls)   # one process per class and suite: cuDNN once, the op tuned (the replay table's configs) and untuned
         for cls in ${CALLS_CLASSES:-tf32 bfloat16}; do
             table=tests/data/replay_h200_$([ "$cls" = tf32 ] && echo tf32 || echo bf16).json.gz
             for suite in ${CALLS_SUITES:-public wide}; do
-                timeout "${CALLS_S:-120}" python3 benchmarks/user_suite.py --class "$cls" --no-compile \
-                    --suite "benchmarks/suites/$suite.json" --configs-from "$table" --out "$WORK/calls_${cls}_$suite" \
-                    2>&1 | tail -4
-                CONVTUNE_LOOKUP=off timeout "${CALLS_S:-120}" python3 benchmarks/user_suite.py --class "$cls" \
-                    --no-compile --suite "benchmarks/suites/$suite.json" --out "$WORK/calls_${cls}_${suite}_untuned" \
-                    2>&1 | tail -4
+                PYTHONFAULTHANDLER=1 timeout "${CALLS_S:-150}" python3 benchmarks/user_suite.py --class "$cls" \
+                    --no-compile --untuned-too --suite "benchmarks/suites/$suite.json" --configs-from "$table" \
+                    --out "$WORK/calls_${cls}_$suite" > "$WORK/calls_${cls}_$suite.log" 2>&1
+                echo "calls $cls $suite: exit $?"; tail -4 "$WORK/calls_${cls}_$suite.log"
             done
         done ;;
     *) echo "unknown step $step"; exit 2 ;;

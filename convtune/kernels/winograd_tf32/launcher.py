@@ -121,9 +121,23 @@ def _family_source(m: int) -> str:
     return device_code(m) + kernel_text(SOURCE)
 
 
+#: the smallest output map (either axis) the family takes: two F(2×2) tiles. On the H200 the four of 240 random
+#: problems whose error exceeded twice cuDNN TF32's (2.02–2.33×) all had P or Q below it (maps of 2×2 to 4×3, where
+#: the transformed tiles are mostly padding and Winograd saves nothing)
+MIN_OUTPUT = 4
+
+
+def map_too_small(problem: ConvProblem) -> str | None:
+    """Why the output map is too small for this family (None if it is not)."""
+    p = problem
+    return None if min(p.P, p.Q) >= MIN_OUTPUT else f"an output map of {p.P}×{p.Q}: P and Q must be ≥ {MIN_OUTPUT}"
+
+
 def supports(problem: ConvProblem) -> bool:
-    """TF32-class problems the Winograd paths run, once the family is enabled (:mod:`convtune.kernels.experimental`)."""
-    return experimental.enabled(FAMILY) and problem.math == "tf32" and applies(problem) is None
+    """TF32-class problems the Winograd paths run whose output map holds two tiles per axis, once the family is
+    enabled (:mod:`convtune.kernels.experimental`)."""
+    return (experimental.enabled(FAMILY) and problem.math == "tf32" and applies(problem) is None
+            and map_too_small(problem) is None)
 
 
 def mma_tiles(config: WinogradUnfusedTf32Config) -> tuple[int, int]:
@@ -192,7 +206,7 @@ def space(problem: ConvProblem) -> SearchSpace:
     """The values, the kernel's rules (:func:`plan` enforces them) and the search's pruning (BK no larger than the
     next power of two of K, BT than that of the tile count, 64..256 threads)."""
     p = problem
-    why = applies(p)
+    why = applies(p) or map_too_small(p)
     rules = (
         Rule("problem", (), lambda v: why is None and p.math == "tf32",
              f"the TF32 Winograd path runs math='tf32' problems Winograd takes; got math={p.math!r}"
