@@ -19,6 +19,7 @@ import numbers
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from typing import Any
 
 from convtune.errors import InvalidProblem
@@ -79,11 +80,13 @@ def used_positions(extent: int, out_lo: int, out_hi: int, tap_lo: int, tap_hi: i
     return used
 
 
+@lru_cache(maxsize=1 << 14)   # a problem constant, asked once per candidate config by the models' DRAM terms
 def _used_positions(extent: int, out: int, taps: int, stride: int, pad: int, dil: int) -> int:
     """Input positions of [0, extent) some window reads along one axis (padding, stride-skipped excluded)."""
     return used_positions(extent, 0, out, 0, taps, stride, pad, dil)
 
 
+@lru_cache(maxsize=1 << 14)
 def used_taps(extent: int, out: int, taps: int, stride: int, pad: int, dil: int) -> tuple[int, ...]:
     """Taps t ∈ [0, taps) of one axis with which some window o ∈ [0, out) reads a real input position
     (o·stride − pad + t·dil ∈ [0, extent)): the taps whose weights any schedule must load. The others

@@ -148,11 +148,21 @@ def model_fastest(problem: ConvProblem, machine: MachineModel,
     """(predicted seconds, config) of the configuration the specs' models predict fastest for ``problem``: families
     compared by :meth:`KernelSpec.choice_s` (their predictions calibrated against each other), the seconds the chosen
     family's own model time (ties: the smaller config key, as the tuner's ranking); None when no spec has a valid
-    configuration."""
+    configuration.
+
+    Families are visited by their floor (:meth:`KernelSpec.choice_floor_s`, those without one first); a family
+    whose floor is above the best choice so far is skipped whole — none of its plans could win, so the answer is
+    the exhaustive one (the direct family's 10⁴–10⁵ plans are skipped wherever a tensor-core or Winograd plan beats
+    its compute and DRAM floor)."""
     best: tuple[float, str, KernelConfig, float] | None = None
-    for spec in specs:
+    floors = sorted(((spec.choice_floor_s(problem, machine), i, spec) for i, spec in enumerate(specs)),
+                    key=lambda f: f[:2])
+    for floor, _, spec in floors:
+        if best is not None and floor > best[0]:
+            continue
         for pl in spec.enumerate_plans(problem, machine):
-            candidate = (spec.choice_s(pl, machine), pl.config.key(), pl.config, spec.predict_s(pl, machine))
+            predicted = spec.predict_s(pl, machine)
+            candidate = (spec.choice_of(problem, predicted), pl.config.key(), pl.config, predicted)
             if best is None or candidate[:2] < best[:2]:
                 best = candidate
     return (best[3], best[2]) if best is not None else None

@@ -42,6 +42,9 @@ class KernelSpec:
     # the calibration of predict_s for choosing across families (choice_s); 1 and 0 leave the model as it is
     choice_scale: float = 1.0
     choice_offset_s: float = 0.0
+    # a lower bound on predict_s of every plan of the family for a problem (None: none known), which lets the
+    # untuned choice skip a family's whole space when another family's choice is already faster
+    floor_s: Callable[[ConvProblem, MachineModel], float] | None = None
 
     @property
     def kind(self) -> str:
@@ -59,9 +62,20 @@ class KernelSpec:
         own ranking unchanged. Fitted on strict float32 problems only, so only they use it: for the other precision
         classes the tensor-core families compete too, whose models were not part of the fit (a scale fitted
         against direct would move them all), and ``predict_s`` is returned unchanged."""
-        if plan.problem.precision != "float32":
-            return self.predict_s(plan, machine)
-        return self.choice_scale * self.predict_s(plan, machine) + self.choice_offset_s
+        return self.choice_of(plan.problem, self.predict_s(plan, machine))
+
+    def choice_of(self, problem: ConvProblem, predicted_s: float) -> float:
+        """:meth:`choice_s` of a plan of ``problem`` whose ``predict_s`` is ``predicted_s``."""
+        if problem.precision != "float32":
+            return predicted_s
+        return self.choice_scale * predicted_s + self.choice_offset_s
+
+    def choice_floor_s(self, problem: ConvProblem, machine: MachineModel) -> float:
+        """A lower bound on :meth:`choice_s` of every plan of the family for ``problem`` (``floor_s`` through the
+        same monotone calibration; −inf without ``floor_s``)."""
+        if self.floor_s is None:
+            return -float("inf")
+        return self.choice_of(problem, self.floor_s(problem, machine))
 
     def source_sha256(self) -> str:
         """Kernel version: SHA-256 of the family's source with its includes expanded."""

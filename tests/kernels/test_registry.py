@@ -7,9 +7,11 @@ import pytest
 from convtune.errors import InvalidConfig
 from convtune.kernels import experimental
 from convtune.kernels.compile import kernel_path
-from convtune.kernels.registry import REGISTRY, get_spec, specs_for
+from convtune.kernels.registry import REGISTRY, get_spec, model_fastest, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
+
+H200 = MachineModel.preset("h200")
 
 DENSE = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
 DEPTHWISE_2D = ConvProblem.parse("N=1 C=8 H=12 W=12 K=8 R=3 S=3 pad=1 groups=8")
@@ -96,3 +98,43 @@ def test_launcher_protocol(key: tuple[str, str], every_family: None) -> None:
     gates = {"tf32": 5e-3, "bfloat16": 1.5e-2, "float16": 2e-3}
     assert 0 < spec.launcher.tolerance(first) <= gates.get(problem.precision, 1e-4)
     hash(spec.launcher.filters_key(first))
+
+
+def _exhaustive(problem: ConvProblem, machine: MachineModel) -> tuple[float, object]:
+    """model_fastest without floors: every plan of every family, by (choice_s, key)."""
+    best = min(((spec.choice_s(pl, machine), pl.config.key(), spec.predict_s(pl, machine), pl.config)
+                for spec in specs_for(problem) for pl in spec.enumerate_plans(problem, machine)),
+               key=lambda c: c[:2])
+    return best[2], best[3]
+
+
+@pytest.mark.parametrize("spec", [
+    "N=2 C=16 H=9 W=9 K=24 R=3 S=3 pad=1",                      # launch-bound: direct wins, nothing skipped
+    "N=1 C=512 H=1 W=1 K=512 R=3 S=3 pad=1 math=tf32",           # padding-dominated
+    "N=4 C=3 H=32 W=32 K=16 R=5 S=5 stride=2 pad=2",
+    "N=8 C=32 H=7 W=7 K=96 R=1 S=1 stride=2 math=tf32",
+])
+def test_model_fastest_is_the_exhaustive_choice(spec: str) -> None:
+    problem = ConvProblem.parse(spec)
+    assert model_fastest(problem, H200, specs_for(problem)) == _exhaustive(problem, H200)
+
+
+@pytest.mark.parametrize("spec", ["N=1 C=256 H=56 W=56 K=256 R=3 S=3 pad=1 math=tf32",    # below wgmma's choice
+                                  "N=32 C=128 H=28 W=28 K=128 R=3 S=3 pad=1"])             # below Winograd's
+def test_model_fastest_skips_a_family_whose_floor_is_above_the_best(spec: str) -> None:
+    """The direct family's space is never enumerated where its floor (below every plan: test_direct_model_floor)
+    is above another family's choice; the answer is the other families' best."""
+    import dataclasses
+
+    problem = ConvProblem.parse(spec)
+
+    def never(*_: object) -> list[object]:
+        raise AssertionError("the direct family's space was enumerated")
+
+    direct = get_spec("direct")
+    specs = [dataclasses.replace(s, enumerate_plans=never) if s is direct else s for s in specs_for(problem)]
+    others = [s for s in specs if s.family != "direct"]
+    best = model_fastest(problem, H200, specs)
+    assert best == model_fastest(problem, H200, others)
+    assert direct.choice_floor_s(problem, H200) > min(
+        s.choice_s(pl, H200) for s in others for pl in s.enumerate_plans(problem, H200))

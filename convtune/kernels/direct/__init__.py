@@ -13,6 +13,7 @@ from convtune.kernels.direct import launcher as _direct
 from convtune.kernels.direct import model as _direct_model
 from convtune.kernels.direct import space as _direct_space
 from convtune.kernels.spec import KernelSpec
+from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 
@@ -25,6 +26,16 @@ def supports(problem: ConvProblem) -> bool:
 def direct_bound_words(problem: ConvProblem, s_words: int) -> float:
     """The direct convolution's I/O lower bound in words for fast memory ``s_words``."""
     return direct_lower_bound(problem, s_words).words
+
+
+def direct_model_floor_s(problem: ConvProblem, machine: MachineModel) -> float:
+    """A lower bound on the direct model's time of every plan (:func:`convtune.kernels.direct.model.predict_launch`:
+    max(issue, L2, DRAM) + atomics + launch overhead): its issue term counts one warp FFMA per 32 MACs of at least the
+    non-padding MACs at ``fp32_peak / 64`` warp-instructions a second, its DRAM term is the compulsory bytes at
+    copy bandwidth, and every launch pays ``LAUNCH_OVERHEAD_S``."""
+    issue_s = 2.0 * problem.macs_nonpad / machine.fp32_peak_flops_per_s
+    dram_s = problem.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
+    return max(issue_s, dram_s) + _direct_model.LAUNCH_OVERHEAD_S
 
 
 def direct_floor_work(problem: ConvProblem, s_words: int) -> list[tuple[str, float, float]]:
@@ -42,6 +53,7 @@ SPECS: tuple[KernelSpec, ...] = (
         onchip_words=_direct.onchip_words,
         bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
         grid_size=_direct_space.grid_size, floor_work=direct_floor_work, launcher=_direct,
+        floor_s=direct_model_floor_s,
         description="output-stationary direct convolution, fp32 NCHW, any stride/padding/dilation, split-C",
     ),
 )
