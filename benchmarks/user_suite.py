@@ -170,7 +170,7 @@ def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str
             # ieee: the family's tolerance; a class's own yardstick: cuDNN's error in the class on the same inputs
             ok = err <= TOLERANCE.get(found.config.family, 1e-5) if precision == "ieee" else err <= 2 * cudnn_err + 1e-6
             # a table's config is served through remember(): the resolver calls it "service"
-            source = "table" if table and table.get(p.key()) == found.config.key() else found.source
+            source = "table" if not prefix and table and table.get(p.key()) == found.config.key() else found.source
             row |= {f"{prefix}config": found.config.key(), f"{prefix}config_source": source,
                     f"{prefix}family": found.config.family, f"{prefix}rel_error": err, f"{prefix}rel_error_ok": ok}
             for mode, us in _time(ours, calls, compile_too).items():

@@ -75,7 +75,8 @@ $half_families" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half
         for cls in ${CALLS_CLASSES:-tf32 bfloat16}; do
             table=tests/data/replay_h200_$([ "$cls" = tf32 ] && echo tf32 || echo bf16).json.gz
             for suite in ${CALLS_SUITES:-public wide}; do
-                PYTHONFAULTHANDLER=1 timeout "${CALLS_S:-150}" python3 benchmarks/user_suite.py --class "$cls" \
+                [ "$suite" = public ] && limit=${CALLS_PUBLIC_S:-120} || limit=${CALLS_S:-190}
+                PYTHONFAULTHANDLER=1 timeout "$limit" python3 benchmarks/user_suite.py --class "$cls" \
                     --no-compile --untuned-too --suite "benchmarks/suites/$suite.json" --configs-from "$table" \
                     --out "$WORK/calls_${cls}_$suite" > "$WORK/calls_${cls}_$suite.log" 2>&1
                 echo "calls $cls $suite: exit $?"; tail -4 "$WORK/calls_${cls}_$suite.log"
