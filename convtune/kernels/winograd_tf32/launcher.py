@@ -121,21 +121,24 @@ def _family_source(m: int) -> str:
     return device_code(m) + kernel_text(SOURCE)
 
 
-#: the smallest output map (either axis) the family takes: two F(2×2) tiles. On the H200 the four of 240 random
-#: problems whose error exceeded twice cuDNN TF32's (2.02–2.33×) all had P or Q below it (maps of 2×2 to 4×3, where
-#: the transformed tiles are mostly padding and Winograd saves nothing)
-MIN_OUTPUT = 4
+#: the smallest map (input and output, either axis) the family takes. On the H200 every random problem whose error
+#: exceeded twice cuDNN TF32's (5 of 240, 2.02–2.33×) had an input or output axis below it — inputs of 2×2 padded to
+#: outputs of 2×2..6×6, an output of 4×3 — maps where the transformed tiles are mostly padding and Winograd saves
+#: nothing (wino_tc_v1 in benchmarks/results/igemm_wgmma_h200)
+MIN_MAP = 4
 
 
 def map_too_small(problem: ConvProblem) -> str | None:
-    """Why the output map is too small for this family (None if it is not)."""
+    """Why the input or output map is too small for this family (None if it is not)."""
     p = problem
-    return None if min(p.P, p.Q) >= MIN_OUTPUT else f"an output map of {p.P}×{p.Q}: P and Q must be ≥ {MIN_OUTPUT}"
+    if min(p.H, p.W, p.P, p.Q) >= MIN_MAP:
+        return None
+    return f"an input map of {p.H}×{p.W} and output map of {p.P}×{p.Q}: H, W, P and Q must be ≥ {MIN_MAP}"
 
 
 def supports(problem: ConvProblem) -> bool:
-    """TF32-class problems the Winograd paths run whose output map holds two tiles per axis, once the family is
-    enabled (:mod:`convtune.kernels.experimental`)."""
+    """TF32-class problems the Winograd paths run whose input and output maps are at least :data:`MIN_MAP` a side,
+    once the family is enabled (:mod:`convtune.kernels.experimental`)."""
     return (experimental.enabled(FAMILY) and problem.math == "tf32" and applies(problem) is None
             and map_too_small(problem) is None)
 

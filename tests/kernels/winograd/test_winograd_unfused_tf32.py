@@ -62,15 +62,15 @@ def test_strict_problems_are_refused_by_name() -> None:
 
 
 @pytest.mark.parametrize("spec", ["N=2 C=5 H=2 W=2 K=22 R=3 S=3 pad=1", "N=1 C=8 H=6 W=5 K=3 R=3 S=3",
-                                  "N=1 C=24 H=2 W=12 K=54 R=3 S=3 pad=1"])
-def test_maps_below_two_tiles_per_axis_are_refused_by_name(enabled: None, spec: str) -> None:
-    """The H200 cases whose error passed twice cuDNN TF32's (P or Q < 4) are not this family's problems."""
+                                  "N=1 C=44 H=2 W=2 K=6 R=3 S=3 pad=3"])
+def test_maps_below_four_a_side_are_refused_by_name(enabled: None, spec: str) -> None:
+    """The H200 cases whose error passed twice cuDNN TF32's (an input or output axis < 4) are not this family's."""
     problem = P(spec + " math=tf32")
     assert not tc.supports(problem) and tc.FAMILY not in {s.family for s in specs_for(problem)}
     with pytest.raises(InvalidConfig) as err:
         tc.plan(problem, Config(), H200)
-    assert err.value.field == "problem" and f"≥ {tc.MIN_OUTPUT}" in str(err.value)
-    assert tc.supports(problem.replace(pad_h=3, pad_w=3))   # padded to a 4×4 output map or more: taken
+    assert err.value.field == "problem" and f"≥ {tc.MIN_MAP}" in str(err.value)
+    assert tc.supports(problem.replace(H=8, W=8, pad_h=1, pad_w=1))
 
 
 def test_prepared_launch_is_the_fp32_path_with_the_tensor_core_gemm(enabled: None) -> None:

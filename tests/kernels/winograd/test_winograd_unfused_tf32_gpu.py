@@ -34,7 +34,7 @@ TILES = {
     "k32t128c8_1x4": (32, 128, 8, 1, 4, 3),
     "k32t64c8_1x2_s2": (32, 64, 8, 1, 2, 2),
 }
-PROBLEMS_PER_CONFIG = 40
+PROBLEMS_PER_CONFIG = 48
 RECORDS: list[dict[str, Any]] = []
 
 
@@ -45,8 +45,8 @@ def _random_problem(rng: np.random.Generator) -> ConvProblem:
     h, w = int(rng.integers(max(1, 3 - 2 * pad), 45)), int(rng.integers(max(1, 3 - 2 * pad), 45))
     if n == 32:   # keep the big-batch cases small
         c, h, w = min(c, 12), min(h, 12), min(w, 12)
-    if rng.random() < 0.15:   # padding-dominated: a 1×1 or 2×2 input map, most taps on the padding (an output map of
-        h = w = int(rng.integers(1, 3))   # at least 4×4: the family's smallest, tc.MIN_OUTPUT)
+    if rng.random() < 0.15:   # padding-dominated: the family's smallest input map (tc.MIN_MAP), padded by 3
+        h = w = tc.MIN_MAP
         pad = 3
     return ConvProblem(N=n, C=c, H=h, W=w, K=k, R=3, S=3, pad_h=pad, pad_w=pad, math="tf32")
 
@@ -75,8 +75,9 @@ CASES = _cases()
 def test_case_count(m: int) -> None:
     problems = [c.values[0] for c in CASES if c.values[1].m == m]
     assert len(problems) >= 200
-    assert {p.pad_h for p in problems} >= {0, 1, 2, 3} and any(p.H * p.W <= 4 for p in problems)
-    assert min(min(p.P, p.Q) for p in problems) == tc.MIN_OUTPUT
+    assert {p.pad_h for p in problems} >= {0, 1, 2, 3}
+    assert any(p.H == p.W == tc.MIN_MAP and p.pad_h == 3 for p in problems)
+    assert min(min(p.H, p.W, p.P, p.Q) for p in problems) == tc.MIN_MAP
     assert any(p.C % 8 for p in problems) and any(p.N == 32 for p in problems)
 
 
