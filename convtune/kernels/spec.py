@@ -42,6 +42,7 @@ class KernelSpec:
     # the calibration of predict_s for choosing across families (choice_s); 1 and 0 leave the model as it is
     choice_scale: float = 1.0
     choice_offset_s: float = 0.0
+    choice_classes: tuple[str, ...] = ("float32",)     # the precision classes the calibration was fitted in
     # a lower bound on predict_s of every plan of the family for a problem (None: none known), which lets the
     # untuned choice skip a family's whole space when another family's choice is already faster
     floor_s: Callable[[ConvProblem, MachineModel], float] | None = None
@@ -59,14 +60,14 @@ class KernelSpec:
         config measured with one protocol on the wide suite; held out by shape, the geometric-mean regret of the
         untuned choice fell from 1.23 to 1.13, the worst from 3.06 to 1.51; direct, pointwise and unfused Winograd
         kept the shipped models, igemm_simt got ×0.5 + 12 µs). Scaling and shifting keep each family's
-        own ranking unchanged. Fitted on strict float32 problems only, so only they use it: for the other precision
-        classes the tensor-core families compete too, whose models were not part of the fit (a scale fitted
-        against direct would move them all), and ``predict_s`` is returned unchanged."""
+        own ranking unchanged. A calibration holds in the precision classes it was fitted in (``choice_classes``:
+        strict float32 unless the row says otherwise; the wgmma families' scales were fitted among the TF32 and the
+        16-bit families); in the others ``predict_s`` is returned unchanged."""
         return self.choice_of(plan.problem, self.predict_s(plan, machine))
 
     def choice_of(self, problem: ConvProblem, predicted_s: float) -> float:
         """:meth:`choice_s` of a plan of ``problem`` whose ``predict_s`` is ``predicted_s``."""
-        if problem.precision != "float32":
+        if problem.precision not in self.choice_classes:
             return predicted_s
         return self.choice_scale * predicted_s + self.choice_offset_s
 

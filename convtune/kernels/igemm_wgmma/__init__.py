@@ -32,7 +32,8 @@ def _bound_words(pl: Any, s_words: int) -> float:
 
 def _row(family: str, source: str, entry: str, config_class: type, supports: Callable[[ConvProblem], bool],
          launcher: Any, traffic_words: Callable[[Any], int], onchip_words: Callable[[Any], int],
-         traffic: Callable[[Any], dict[str, int]], description: str, choice_scale: float = 1.0) -> KernelSpec:
+         traffic: Callable[[Any], dict[str, int]], description: str, choice_scale: float = 1.0,
+         choice_classes: tuple[str, ...] = ("tf32",)) -> KernelSpec:
     """A wgmma family's row: the shared space (by family name), plan and model (with the family's request count
     ``traffic``), the direct convolution's bound and floor."""
     return KernelSpec(
@@ -41,7 +42,7 @@ def _row(family: str, source: str, entry: str, config_class: type, supports: Cal
         predict_s=lambda pl, machine: _model.predict(pl, machine, traffic).time_s,
         traffic_words=traffic_words, onchip_words=onchip_words, bound_words=_bound_words,
         grid_size=partial(_space.grid_size, family=family), floor_work=direct_floor_work, launcher=launcher,
-        algorithm="igemm", choice_scale=choice_scale, description=description)
+        algorithm="igemm", choice_scale=choice_scale, choice_classes=choice_classes, description=description)
 
 
 SPECS: tuple[KernelSpec, ...] = (
@@ -60,7 +61,7 @@ SPECS: tuple[KernelSpec, ...] = (
          "of 64/32/16-channel rows; any C), any stride/padding/dilation, split reduction; sm_90 only",
          # the untuned choice across the 16-bit families: × 2^-0.75, fitted leave-one-shape-out on half_v5 (public
          # and wide; benchmarks/results/igemm_wgmma_h200/family_choice_model_v2: 1.087 → 1.055 held out)
-         choice_scale=2 ** -0.75),
+         choice_scale=2 ** -0.75, choice_classes=("bfloat16", "float16")),
     _row(_half_1x1.FAMILY, _half_1x1.SOURCE, _half_1x1.ENTRY, _half_1x1.IgemmWgmmaHalf1x1FwdConfig,
          _half_1x1.supports, _half_1x1, _half_1x1.total_traffic_elements, _half_1x1.onchip_elements,
          _half_1x1.traffic_elements,
