@@ -1,0 +1,87 @@
+"""Where the dense op's eager call spends host time on small layers: cProfile of back-to-back
+``convtune.ops.torch.conv2d`` calls on one problem, next to ``F.conv2d``'s host µs on the same tensors (GPU host).
+
+Per problem: host µs per call (until the last call returns) of both, launches per call (CUDA profiler), then the
+op's functions by own time (cProfile, ``--top`` rows) — what a fused or leaner call path would have to remove.
+
+    python benchmarks/op_host_profile.py --class bfloat16 --configs-from tests/data/replay_h200_bf16.json.gz \\
+        --problem "N=1 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3" --out /tmp/op_host_profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch_timing import host_and_wall_us, kernel_us
+from user_suite import serve_table, table_configs
+
+import convtune.ops.torch as ct
+from convtune.kernels.devices import device_machine
+from convtune.problem import ConvProblem
+
+DTYPES = {"tf32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def profile_problem(spec: str, precision: str, calls: int, top: int) -> str:
+    p = ConvProblem.parse(spec).replace(**({"math": "tf32"} if precision == "tf32" else {"dtype": precision}))
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g).to(DTYPES[precision])
+    w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g).to(DTYPES[precision])
+    st, pd, dl = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w)
+
+    def ours() -> torch.Tensor:
+        return ct.conv2d(x, w, None, st, pd, dl)
+
+    def cudnn() -> torch.Tensor:
+        return F.conv2d(x, w, None, st, pd, dl)
+
+    lines = [f"## {spec} ({precision})", ""]
+    for name, fn in (("convtune", ours), ("cuDNN", cudnn)):
+        host, wall = host_and_wall_us(fn, calls=calls)
+        kern, launches = kernel_us(fn)
+        lines.append(f"- {name}: host {host:.1f} µs, wall {wall:.1f} µs, kernel {kern:.1f} µs, {launches:.1f} "
+                     "launches per call")
+    profiler = cProfile.Profile()
+    torch.cuda.synchronize()
+    profiler.enable()
+    for _ in range(calls):
+        ours()
+    profiler.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    lines += ["", "```", text.getvalue().strip(), "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problem", action="append", required=True, help="a problem key (repeatable)")
+    ap.add_argument("--class", dest="precision", choices=tuple(DTYPES), default="bfloat16")
+    ap.add_argument("--calls", type=int, default=500)
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--out", default="benchmarks/results/op_host_profile")
+    ap.add_argument("--configs-from", default=None, help="a replay table whose fastest measured configs the op serves")
+    args = ap.parse_args(argv)
+    if args.configs_from:
+        machine = device_machine(0)
+        serve_table(table_configs(args.configs_from, machine.name), machine.name)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    text = "\n".join(profile_problem(spec, args.precision, args.calls, args.top) for spec in args.problem)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"op_host_profile_{args.precision}.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
