@@ -15,6 +15,8 @@ then three ways of calling, each for convtune and for cuDNN:
 
 * eager: wall µs per call of 200 back-to-back calls (host and GPU time together: what a loop pays);
 * graph: a CUDA graph of one call, replayed back-to-back;
+  (eager and graph: the median of 3 rounds that take convtune and cuDNN in turn, so that the host's run-to-run
+  spread reaches both; cuDNN is timed again next to the untuned variant);
 * compile: ``torch.compile(fullgraph=True)`` of the call (``--no-compile`` skips it);
 
 plus kernel µs per call from the CUDA profiler. Speedup = cuDNN's µs / convtune's µs per mode; geometric means
@@ -35,6 +37,7 @@ import datetime as dt
 import gzip
 import json
 import os
+import statistics
 import sys
 import warnings
 from pathlib import Path
@@ -137,10 +140,25 @@ def serve_table(table: dict[str, str], device_name: str) -> None:
         resolver.remember(key, device_name, config)
 
 
-def _time(fn: Any, calls: int, compile_too: bool) -> dict[str, Any]:
-    """eager, kernel, graph (and compile) µs per call of ``fn``."""
-    times: dict[str, Any] = {"eager": _wall(fn, calls), "kernel": kernel_us(fn)[0]}
-    times["graph"] = _wall(cuda_graph(fn).replay, calls)
+ROUNDS = 3
+
+
+def _paired_walls(ours: Any, base: Any, calls: int) -> tuple[float, float]:
+    """Wall µs per call of ``ours`` and ``base``, each the median of :data:`ROUNDS` rounds that take the two in
+    turn: a drift of the host's speed (other tenants, clocks) reaches both alike."""
+    walls: tuple[list[float], list[float]] = ([], [])
+    for _ in range(ROUNDS):
+        for fn, out in ((ours, walls[0]), (base, walls[1])):
+            out.append(host_and_wall_us(fn, calls=calls, warmup=10, repeats=1)[1])
+    return statistics.median(walls[0]), statistics.median(walls[1])
+
+
+def _time(fn: Any, calls: int, compile_too: bool, base: Any, base_graph: Any) -> dict[str, Any]:
+    """eager, kernel, graph (and compile) µs per call of ``fn``; eager and graph paired with the baseline's
+    (``base_eager``, ``base_graph``: ``base`` and its CUDA graph ``base_graph`` timed in the same rounds)."""
+    times: dict[str, Any] = {"kernel": kernel_us(fn)[0]}
+    times["eager"], times["base_eager"] = _paired_walls(fn, base, calls)
+    times["graph"], times["base_graph"] = _paired_walls(cuda_graph(fn).replay, base_graph.replay, calls)
     if compile_too:
         times["compile"] = _compiled_wall(fn, calls)
     return times
@@ -172,8 +190,10 @@ def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str
                  if precision == "tf32" else None)
     row: dict[str, Any] = {"name": entry["name"], "problem": p.key(), "cudnn_rel_error": cudnn_err,
                            "tf32_floor_rel_error": floor_err}
-    for mode, us in _time(cudnn, calls, compile_too).items():
-        row[f"cudnn_{mode}_us"] = us
+    cudnn_graph = cuda_graph(cudnn)
+    row["cudnn_kernel_us"] = kernel_us(cudnn)[0]
+    if compile_too:
+        row["cudnn_compile_us"] = _compiled_wall(cudnn, calls)
     variants = [("", None)] + ([("untuned_", False)] if untuned_too else [])
     for prefix, lookup in variants:
         if lookup is False:   # the model's choice: nothing stored serves
@@ -192,10 +212,14 @@ def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str
             source = "table" if not prefix and table and table.get(p.key()) == found.config.key() else found.source
             row |= {f"{prefix}config": found.config.key(), f"{prefix}config_source": source,
                     f"{prefix}family": found.config.family, f"{prefix}rel_error": err, f"{prefix}rel_error_ok": ok}
-            for mode, us in _time(ours, calls, compile_too).items():
+            times = _time(ours, calls, compile_too, cudnn, cudnn_graph)
+            for mode in ("eager", "graph"):   # cuDNN's, timed in the same rounds as this variant's
+                row[f"cudnn_{prefix}{mode}_us"] = times.pop(f"base_{mode}")
+            for mode, us in times.items():
                 row[f"convtune_{prefix}{mode}_us"] = us
-                if isinstance(us, float) and isinstance(row.get(f"cudnn_{mode}_us"), float):
-                    row[f"speedup_{prefix}{mode}"] = row[f"cudnn_{mode}_us"] / us
+                base = row.get(f"cudnn_{prefix}{mode}_us", row.get(f"cudnn_{mode}_us"))
+                if isinstance(us, float) and isinstance(base, float):
+                    row[f"speedup_{prefix}{mode}"] = base / us
         finally:
             if lookup is False:
                 resolver.set_lookup(None)
@@ -234,7 +258,8 @@ def markdown(rows: list[dict[str, Any]], summary: dict[str, Any], meta: dict[str
                      f"{r[prefix + 'rel_error']:.1e} ({f(r.get('cudnn_rel_error'), '.1e')})"
                      + ("" if r[prefix + "rel_error_ok"] else " **over the gate**")]
             for mode in ("eager", "graph", "compile", "kernel"):
-                cells += [f"{f(r.get(f'convtune_{prefix}{mode}_us'))} / {f(r.get(f'cudnn_{mode}_us'))}",
+                base = r.get(f"cudnn_{prefix}{mode}_us", r.get(f"cudnn_{mode}_us"))
+                cells += [f"{f(r.get(f'convtune_{prefix}{mode}_us'))} / {f(base)}",
                           f(r.get(f"speedup_{prefix}{mode}"), ".2f")]
             lines.append("| " + " | ".join(cells) + " |")
         lowest = {mode: min((r[f"speedup_{prefix}{mode}"] for r in rows if f"speedup_{prefix}{mode}" in r),
