@@ -23,7 +23,8 @@
 #     dw_dtypes benchmarks/depthwise_dtypes.py: the op's forward in fp32/fp16/bf16 vs PyTorch in the same dtype
 #     dw_half_tests pytest -m gpu: 16-bit depthwise kernels, the packed 2-D kernel, the torch ops
 #     vs_cudnn  benchmarks/vs_cudnn.py (best of the model's top configs vs cuDNN, same run)
-#     sample    benchmarks/space_sample.py (uniform sample of the unpruned direct space on 3 shapes)
+#     sample    benchmarks/space_sample.py (uniform sample of the unpruned direct space on 3 shapes; $SAMPLE_ARGS,
+#               e.g. the out-of-sample 5×5 shapes with --budget-s / --resume: see its docstring)
 #     tune      `convtune tune` on every public conv2d shape (budget $TUNE_BUDGET_S s each) + cuDNN
 #     retime    benchmarks/retime.py: the tuned and brute-force configs of $OUT/tune_suite.json, interleaved
 #     wsweep    benchmarks/winograd_sweep.py: sampled fused-Winograd configs per 3×3 stride-1 shape vs cuDNN

@@ -7,6 +7,14 @@ is verified and timed on each shape by the tuner's own benchmarker in a restarta
 Output (same layout as vs_cudnn.json, so make_replay.py turns it into a replay table):
 
     python benchmarks/space_sample.py --out benchmarks/results --configs 2000
+
+Large shapes do not fit one device call: ``--budget-s`` stops measuring when that much time has passed (the
+configurations are measured in a seeded shuffled order, so a cut shape still holds a uniform sample of the space) and
+``--resume`` continues from the report in ``--out``, skipping every (shape, config) it already holds. The
+out-of-sample shapes of issue 17's tuner-efficiency target (5×5, never in a model fit):
+
+    python benchmarks/space_sample.py --suite benchmarks/suites/wide.json --shapes googlenet_inc3a_5x5_b16 \
+        inception_v3_mixed5b_5x5_b8 alexnet_conv2_b64 --out OUT --budget-s 540 [--resume]
 """
 
 from __future__ import annotations
@@ -37,7 +45,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=20261129)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--budget-s", type=float, default=None, help="stop measuring after this many seconds in all")
+    ap.add_argument("--resume", action="store_true", help="continue the report in --out")
     args = ap.parse_args()
+    started = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("CONVTUNE_CUBIN_DIR", "/tmp/convtune-cubins")
@@ -74,19 +85,34 @@ def main() -> int:
               "sample": {"seed": args.seed, "configs": len(sample), "common_space": len(common),
                          "space_sizes": {n: len(v) for n, v in plans.items()}, "reps": args.reps},
               "results": []}
+    earlier = {}
+    if args.resume and (out / "space_sample.json").exists():
+        previous = json.loads((out / "space_sample.json").read_text())
+        if previous["sample"]["seed"] != args.seed or previous["kernel_sha256"] != report["kernel_sha256"]:
+            raise SystemExit("--resume: the report in --out has another seed or kernel version")
+        earlier = {r["name"]: r["candidates"] for r in previous["results"]}
+    order = random.Random(args.seed + 1).sample(sample, len(sample))   # measured in this order: any prefix is uniform
     for name, problem in problems.items():
         t2 = time.perf_counter()
-        rows = []
-        for key in sample:
+        rows = list(earlier.get(name, []))
+        report["results"].append({"name": name, "problem": problem.key(), "candidates": rows})
+        done = {r["config"] for r in rows}
+        for key in order:
+            if key in done:
+                continue
+            if args.budget_s is not None and time.perf_counter() - started > args.budget_s:
+                break
             r = bench.measure(problem, plans[name][key]).to_dict()
             r["config"] = key
             r["nvcc_s"] = nvcc_s[key]
             rows.append(r)
-        report["results"].append({"name": name, "problem": problem.key(), "candidates": rows})
+            if len(rows) % 100 == 0:
+                (out / "space_sample.json").write_text(json.dumps(report, indent=0))
         (out / "space_sample.json").write_text(json.dumps(report, indent=0))
         ok = [r["median_ms"] for r in rows if r["status"] == "ok"]
-        print(f"{name}: {len(ok)}/{len(rows)} ok, best {min(ok):.4f} ms, median {sorted(ok)[len(ok) // 2]:.4f} ms "
-              f"({time.perf_counter() - t2:.1f} s)", file=sys.stderr)
+        if ok:
+            print(f"{name}: {len(ok)}/{len(rows)} ok of {len(sample)}, best {min(ok):.4f} ms, median "
+                  f"{sorted(ok)[len(ok) // 2]:.4f} ms ({time.perf_counter() - t2:.1f} s)", file=sys.stderr)
     bench.close()
     return 0
 
