@@ -4,30 +4,17 @@ evaluations back to config keys, and a run's trials are distinct measured config
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
+
 pytest.importorskip("kernel_tuner")   # in the dev extra: installed wherever the README's set-up ran
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kt_replay", ROOT / "benchmarks" / "kt_replay.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["kt_replay"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-kt_replay = _load()
+kt_replay = load_benchmark("kt_replay")
 
 
 def _table() -> dict[str, dict]:

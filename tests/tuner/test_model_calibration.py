@@ -3,27 +3,15 @@ leave-one-shape-out fit never sees the held-out shape; its main runs on truncate
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmark_scripts import load_benchmark
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("model_calibration", ROOT / "benchmarks" / "model_calibration.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["model_calibration"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-mc = _load()
+mc = load_benchmark("model_calibration")
 
 
 def test_spearman_on_known_examples() -> None:
