@@ -11,14 +11,19 @@ Stages, each dropped configuration keeping its reason and numbers:
    much. The yardstick is at least |In_used| + |W| + |Out| (:func:`traffic_yardstick_words`): the
    families' kernels load every filter tap, also the taps that only meet padding, which the lower
    bound does not charge. (On the H200 the measured winners of the public suite sit at 1.5–10.6× that bound; see
-   ``docs`` in the README.)
+   ``docs`` in the README. The implicit GEMMs of 5×5, 7×7 and 1×7 layers re-read x once per tap from L2: the
+   3%-best bf16 and TF32 configs of such wide-suite shapes sit at up to 20.6×, so the limit is 24×; the depthwise
+   1-D naive and coalesced variants at the S4ConvD shape, 25×, stay pruned.)
 3. ``predicted_time`` — the analytic model's time exceeds ``predicted_factor`` × the best prediction
    *of the same family*. Each family's model has its own bias (an issue-count model of a fused Winograd
    kernel and one of a direct kernel are not equally right), so one family's optimism must not prune
-   another family away before a single measurement; the measurements decide between families.
+   another family away before a single measurement; the measurements decide between families. Within a family
+   the limit is 3×: the wgmma model mis-ranks folded stems (C ≤ 8, a filter row's taps in one chunk) by up to
+   2.46× (the 3%-best bf16 configs of 7×7 stride-2 stems), and with 1.5× the tuner could not reach them.
 
 Survivors are ranked by predicted time (ties by config key, so the order is reproducible);
-:func:`warm_start_order` interleaves the families' best for the first measured batch.
+:func:`warm_start_order` takes each family's best two, then the best by calibrated prediction, for the first
+measured batch.
 
 Progress: :func:`prune`'s ``report(stage, count)`` is called with ``("grid", n)`` first, then
 ``("enumerated", n)`` every :data:`CHECK_EVERY` valid configurations built, then the survivors after each
@@ -42,8 +47,12 @@ from convtune.problem import ConvProblem
 
 @dataclass(frozen=True, slots=True)
 class PruneSettings:
-    traffic_ratio_max: float = 16.0
-    predicted_factor: float = 1.5
+    """The pruning limits (stages 2 and 3 of the module docstring). Set from the H200 replay tables: with the
+    earlier 16× and 1.5× the measured 3%-best configs of 12 of 55 bf16 shapes and 3 of 55 TF32 shapes were pruned,
+    so no search could reach them (benchmarks/results/tuner_efficiency/pruning_limits.md)."""
+
+    traffic_ratio_max: float = 24.0
+    predicted_factor: float = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,19 +194,28 @@ def prune(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
         infeasible_reasons=dict(infeasible), elapsed_s=clock() - start)
 
 
-def warm_start_order(survivors: list[Candidate], n: int) -> list[Candidate]:
-    """The first ``n`` configurations to measure: the families' rankings taken in turn (best-predicted family
-    first), so each family's best predictions are measured before any family's model is trusted alone."""
-    by_family: dict[str, list[Candidate]] = {}
-    for c in survivors:                       # survivors are ranked, so each list is too
-        by_family.setdefault(c.spec.family, []).append(c)
-    queues = list(by_family.values())
-    out: list[Candidate] = []
-    while len(out) < n and any(queues):
-        for q in queues:
-            if q and len(out) < n:
-                out.append(q.pop(0))
-    return out
+#: each family's best predictions measured in the warm start whatever the other families' models say
+WARM_PER_FAMILY = 2
+
+
+def warm_start_order(survivors: list[Candidate], n: int, per_family: int = WARM_PER_FAMILY) -> list[Candidate]:
+    """The first ``n`` configurations to measure: every family's ``per_family`` best predictions (so no family's
+    model is trusted alone before a measurement), then the rest by calibrated prediction across families
+    (:meth:`~convtune.kernels.spec.KernelSpec.choice_of`, as the untuned choice compares them). A family its
+    model predicts far slower gets no more than its heads: taking the families in turn instead spent half the
+    warm start of the Winograd sweep on the fused family, which none of its ten shapes' 3%-best configs is in."""
+    ranked = sorted(survivors, key=lambda c: (c.spec.choice_of(c.plan.problem, c.predicted_s), c.key))
+    taken: dict[str, int] = {}
+    heads: list[Candidate] = []
+    rest: list[Candidate] = []
+    for c in ranked:
+        family = c.spec.family
+        if taken.get(family, 0) < per_family:
+            taken[family] = taken.get(family, 0) + 1
+            heads.append(c)
+        else:
+            rest.append(c)
+    return (heads + rest)[:n]
 
 
 def _numbers(c: Candidate) -> dict[str, float]:

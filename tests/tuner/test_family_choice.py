@@ -1,4 +1,5 @@
-"""Direct and Winograd ranked together: per-family predicted-time pruning, the interleaved warm start, and
+"""Direct and Winograd ranked together: per-family predicted-time pruning, the warm start (each family's best two,
+then the calibrated ranking), and
 the bound's family choice (floors side by side)."""
 
 from __future__ import annotations
@@ -26,15 +27,22 @@ def test_every_family_survives_pruning_with_its_own_best() -> None:
     assert dropped and all(d.candidate.spec.family in d.reason for d in dropped)
 
 
-def test_warm_start_interleaves_the_families_in_rank_order() -> None:
+def test_warm_start_takes_each_familys_best_two_then_the_calibrated_ranking() -> None:
     survivors = prune(SMALL_3X3, H200, specs_for(SMALL_3X3)).survivors
-    first = warm_start_order(survivors, 9)
-    assert len(first) == 9
-    assert len({c.spec.family for c in first[:3]}) == 3
-    for family in {c.spec.family for c in first}:
-        picked = [c for c in first if c.spec.family == family]
-        ranked = [c for c in survivors if c.spec.family == family][:len(picked)]
-        assert picked == ranked
+    families = {c.spec.family for c in survivors}
+    first = warm_start_order(survivors, 16)
+    assert len(first) == 16 and len(set(first)) == 16
+    heads = first[:2 * len(families)]
+    for family in families:     # every family's two best predictions, in its own ranking
+        assert [c for c in heads if c.spec.family == family] == [c for c in survivors if c.spec.family == family][:2]
+
+    def calibrated(c: object) -> tuple[float, str]:
+        return c.spec.choice_of(SMALL_3X3, c.predicted_s), c.key  # type: ignore[attr-defined]
+
+    rest = first[len(heads):]
+    assert rest == sorted(rest, key=calibrated)
+    others = sorted((c for c in survivors if c not in heads), key=calibrated)
+    assert rest == others[:len(rest)]     # after the heads, nothing better-predicted is left out
     assert warm_start_order(survivors, 0) == []
     assert len(warm_start_order(survivors, 10**6)) == len(survivors)
 
