@@ -20,27 +20,39 @@ from pathlib import Path
 from convtune.kernels.registry import specs_for
 from convtune.problem import ConvProblem
 from convtune.tuner.benchmark import ReplayTable
-from convtune.tuner.prune import PruneSettings, build_candidates
+from convtune.tuner.prune import PruneSettings, build_candidates, prune
 
 WITHIN = 1.03
 EARLIER = PruneSettings(traffic_ratio_max=16.0, predicted_factor=1.5)
 
 
-def kept(ratio_factor: list[tuple[float, float]], settings: PruneSettings) -> bool:
-    """Whether one of the (traffic ratio, predicted factor) pairs passes both limits."""
-    return any(r <= settings.traffic_ratio_max and f <= settings.predicted_factor for r, f in ratio_factor)
+def good_keys(table: ReplayTable, problem_key: str) -> set[str]:
+    """The shape's configs measured within 3% of its best."""
+    ok = {k: r["median_ms"] for k, r in table.problems[problem_key].items() if r.get("status") == "ok"}
+    best = min(ok.values())
+    return {k for k, ms in ok.items() if ms <= best * WITHIN}
+
+
+def specs_of(table: ReplayTable, problem_key: str) -> tuple[ConvProblem, list]:
+    """The problem and the specs of the families the table measured for it."""
+    problem = ConvProblem.parse(problem_key)
+    return problem, specs_for(problem, {k.split(".")[0] for k in table.problems[problem_key]})
+
+
+def kept(table: ReplayTable, problem_key: str, settings: PruneSettings) -> bool:
+    """Whether :func:`~convtune.tuner.prune.prune` under ``settings`` keeps one of the shape's 3%-best configs."""
+    problem, specs = specs_of(table, problem_key)
+    survivors = {c.key for c in prune(problem, table.device.machine, specs, settings).survivors}
+    return bool(survivors & good_keys(table, problem_key))
 
 
 def shape_needs(table: ReplayTable, problem_key: str) -> list[tuple[float, float]]:
-    """(traffic ratio, predicted time / its family's best prediction) of every 3%-best config of the shape."""
-    rows = table.problems[problem_key]
-    ok = {k: r["median_ms"] for k, r in rows.items() if r.get("status") == "ok"}
-    best = min(ok.values())
-    good = {k for k, ms in ok.items() if ms <= best * WITHIN}
-    problem = ConvProblem.parse(problem_key)
-    families = {k.split(".")[0] for k in rows}
-    candidates = [c for c in build_candidates(problem, table.device.machine, specs_for(problem, families))
-                  if math.isfinite(c.predicted_s)]
+    """(traffic ratio, predicted time / its family's best feasible prediction) of every 3%-best config of the shape:
+    the limits each would need (prune's predicted stage compares with the best prediction left after the traffic
+    stage, never a better one, so these factors are upper bounds on what pruning computes)."""
+    problem, specs = specs_of(table, problem_key)
+    good = good_keys(table, problem_key)
+    candidates = [c for c in build_candidates(problem, table.device.machine, specs) if math.isfinite(c.predicted_s)]
     family_best: dict[str, float] = {}
     for c in candidates:
         family_best[c.spec.family] = min(c.predicted_s, family_best.get(c.spec.family, math.inf))
@@ -70,7 +82,7 @@ def main() -> int:
         lost_before = lost_now = 0
         for key in table.problems:
             needs = shape_needs(table, key)
-            before, now = kept(needs, EARLIER), kept(needs, shipped)
+            before, now = kept(table, key, EARLIER), kept(table, key, shipped)
             lost_before += not before
             lost_now += not now
             least_r = min((r for r, _ in needs), default=math.nan)

@@ -10,7 +10,6 @@ reached counts as 601 (the cap). Prints the trials per shape and their geomean p
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -32,7 +31,7 @@ def main() -> int:
             order, _ = te.run_method(path, key, "ours", args.seed, CAP, best * te.WITHIN)
             hit, _ = te.first_hit(order, rows, best)
             trials.append(hit or CAP + 1)
-        geomean = math.exp(sum(math.log(t) for t in trials) / len(trials))
+        geomean = te.geomean(trials)
         print(f"{path}: {trials} geomean {geomean:.2f}, never reached {sum(t > CAP for t in trials)}", flush=True)
     return 0
 

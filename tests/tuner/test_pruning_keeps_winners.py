@@ -17,15 +17,17 @@ pruning_limits = load_benchmark("pruning_limits")
                                                     ("tests/data/replay_h200_bf16.json.gz", 12)])
 def test_every_shape_keeps_a_3pct_best_config(table: str, lost_before: int) -> None:
     replay = ReplayTable.load(table)
-    needs = {key: pruning_limits.shape_needs(replay, key) for key in replay.problems}
-    assert all(needs.values())
-    lost = [key for key, n in needs.items() if not pruning_limits.kept(n, PruneSettings())]
+    assert all(pruning_limits.good_keys(replay, key) for key in replay.problems)
+    lost = [key for key in replay.problems if not pruning_limits.kept(replay, key, PruneSettings())]
     assert lost == []
-    assert sum(not pruning_limits.kept(n, pruning_limits.EARLIER) for n in needs.values()) == lost_before
+    assert sum(not pruning_limits.kept(replay, key, pruning_limits.EARLIER) for key in replay.problems) == lost_before
 
 
-def test_the_limits_keep_the_least_demanding_winner_and_drop_the_rest() -> None:
-    settings = PruneSettings(traffic_ratio_max=24.0, predicted_factor=3.0)
-    assert pruning_limits.kept([(30.0, 1.0), (20.0, 2.0)], settings)
-    assert not pruning_limits.kept([(30.0, 1.0), (20.0, 3.5)], settings)   # each fails one limit
-    assert not pruning_limits.kept([], settings)
+def test_the_needed_limits_are_those_of_the_winners() -> None:
+    """The least limits a shape needs pass its own prune; the 7×7 stem's winners need more than 1.5× (folded stems)."""
+    replay = ReplayTable.load("tests/data/replay_h200_bf16.json.gz")
+    key = next(k for k in replay.problems if k.startswith("N=64 C=3 H=224 W=224 K=64 R=7"))
+    needs = pruning_limits.shape_needs(replay, key)
+    assert needs and min(f for _, f in needs) > 1.5
+    assert not pruning_limits.kept(replay, key, pruning_limits.EARLIER)
+    assert pruning_limits.kept(replay, key, PruneSettings())
