@@ -52,6 +52,12 @@ if [ -d .whl ]; then
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export CONVTUNE_CUBIN_DIR=${CONVTUNE_CUBIN_DIR:-/tmp/convtune-cubins}
+# cubins compiled off the GPU host (space_sample.py --compile-only; tar cJf cubins.tar.xz .cubins) travel as
+# cubins.tar.xz (carry it): unpacked into the cubin cache, so the kernels load instead of compiling on device time
+if [ -f cubins.tar.xz ]; then
+    mkdir -p "$CONVTUNE_CUBIN_DIR" && tar xJf cubins.tar.xz --strip-components=1 -C "$CONVTUNE_CUBIN_DIR" \
+        && echo "cubins.tar.xz: $(ls "$CONVTUNE_CUBIN_DIR" | wc -l) cubins in $CONVTUNE_CUBIN_DIR"
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/nvidia_smi.txt"
 for step in "$@"; do
     echo "== $step ($(date -u +%H:%M:%S))"

@@ -15,6 +15,10 @@ out-of-sample shapes of issue 17's tuner-efficiency target (5×5, never in a mod
 
     python benchmarks/space_sample.py --suite benchmarks/suites/wide.json --shapes googlenet_inc3a_5x5_b16 \
         inception_v3_mixed5b_5x5_b8 alexnet_conv2_b64 --out OUT --budget-s 540 [--resume]
+
+Device time is scarce and nvcc runs anywhere: ``--compile-only --machine h200`` draws the same sample from the preset's
+model (no GPU) and fills ``$CONVTUNE_CUBIN_DIR`` with its cubins; carry that folder to the GPU host and point
+``CONVTUNE_CUBIN_DIR`` at it there, and the measuring run loads them instead of compiling (its nvcc_s then reads 0).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 from convtune.kernels.compile import CompileError, precompile, source_hash
 from convtune.kernels.direct.space import enumerate_plans
 from convtune.kernels.registry import get_spec
+from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.tuner.trial_process import SubprocessBenchmarker
 
@@ -47,6 +52,9 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--budget-s", type=float, default=None, help="stop measuring after this many seconds in all")
     ap.add_argument("--resume", action="store_true", help="continue the report in --out")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="draw the sample from --machine's preset and fill $CONVTUNE_CUBIN_DIR; no GPU needed")
+    ap.add_argument("--machine", default="h200", help="preset for --compile-only")
     args = ap.parse_args()
     started = time.perf_counter()
     out = Path(args.out)
@@ -58,8 +66,11 @@ def main() -> int:
     if len(geometry) != 1:
         raise SystemExit(f"shapes must share their filter geometry, got {geometry}")
 
-    bench = SubprocessBenchmarker(factory_kwargs={"reps": args.reps}, timeout_s=60)
-    machine = bench.device().machine
+    if args.compile_only:
+        bench, machine = None, MachineModel.preset(args.machine)
+    else:
+        bench = SubprocessBenchmarker(factory_kwargs={"reps": args.reps}, timeout_s=60)
+        machine = bench.device().machine
     t0 = time.perf_counter()
     plans = {name: {pl.config.key(): pl for pl in enumerate_plans(p, machine)} for name, p in problems.items()}
     common = sorted(set.intersection(*(set(v) for v in plans.values())))
@@ -76,6 +87,11 @@ def main() -> int:
     nvcc_s = {k: (None if isinstance(compiled[source_hash(t)], CompileError) else compiled[source_hash(t)].compile_s)
               for k, t in texts.items()}
     print(f"compiled {len(texts)} kernels in {time.perf_counter() - t1:.1f} s", file=sys.stderr)
+    if bench is None:
+        failed = sum(s is None for s in nvcc_s.values())
+        print(f"--compile-only: {len(texts) - failed} cubins in {os.environ['CONVTUNE_CUBIN_DIR']}, {failed} failed",
+              file=sys.stderr)
+        return 0
 
     report = {"device": machine.name, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
               "copy_tbps": machine.copy_bandwidth_bytes_per_s / 1e12,

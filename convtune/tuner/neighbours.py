@@ -9,7 +9,9 @@ closest to the *elite* (the ``elite`` fastest configurations measured so far), i
 (one step of a power-of-two grid is 1), ties to the better predicted rank. In the full space the
 closest ones are the one-parameter-one-step neighbours; where only a subset is available (a replay
 table) they are the closest available ones. When a trial beats the elite, the neighbourhood moves
-with it. The remaining ``1 - share`` of the trials are left to the sampler (TPE), which also sees
+with it. On a plateau (many configurations within timing noise of each other) the strict three fastest
+are a coin toss, so every configuration within ``tie`` of the fastest is a centre too (at most
+``MAX_CENTRES``). The remaining ``1 - share`` of the trials are left to the sampler (TPE), which also sees
 every local trial: exploration beyond the neighbourhood (iterated local search, as in Kernel
 Tuner's or ATF's local strategies).
 """
@@ -24,20 +26,25 @@ from convtune.tuner.prune import Candidate
 from convtune.tuner.study import ConfigSpace
 
 ELITE = 3      # neighbourhoods of the best three measured configurations
+TIE = 0.02     # ... and of every configuration within 2% of the fastest (run-to-run noise is ~1%)
+MAX_CENTRES = 8
 SHARE = 0.75   # of the trials after the warm start; the rest go to the sampler
 
 
 class LocalSearch:
     """Proposes the unevaluated survivor nearest to the best measured configurations."""
 
-    def __init__(self, space: ConfigSpace, elite: int = ELITE, share: float = SHARE) -> None:
+    def __init__(self, space: ConfigSpace, elite: int = ELITE, share: float = SHARE, tie: float = TIE) -> None:
         if elite < 1:
             raise ValueError(f"elite={elite}: must be >= 1")
         if not 0.0 <= share <= 1.0:
             raise ValueError(f"share={share}: must be within [0, 1]")
+        if not 0.0 <= tie < 1.0:
+            raise ValueError(f"tie={tie}: must be within [0, 1)")
         self.space = space
         self.elite = elite
         self.share = share
+        self.tie = tie
         self.measured: dict[str, float] = {}   # config key -> median ms, successful trials only
         self.slots = 0                          # trials after the warm start handed out so far
         self._rank = {fam: np.array([space.rank[c.key] for c in cands]) for fam, cands in space.by_family.items()}
@@ -59,7 +66,13 @@ class LocalSearch:
         return self.is_local(self.slots - 1)
 
     def elites(self) -> list[str]:
-        return sorted(self.measured, key=lambda k: (self.measured[k], k))[:self.elite]
+        """The ``elite`` fastest, and every other one within ``tie`` of the fastest (``MAX_CENTRES`` at most)."""
+        ranked = sorted(self.measured, key=lambda k: (self.measured[k], k))
+        if not ranked:
+            return []
+        limit = self.measured[ranked[0]] * (1 + self.tie)
+        ties = sum(1 for k in ranked if self.measured[k] <= limit)
+        return ranked[:max(self.elite, min(ties, MAX_CENTRES))]
 
     def propose(self, exclude: set[str]) -> Candidate | None:
         """The survivor not in ``exclude`` nearest to an elite configuration (ties to the better predicted

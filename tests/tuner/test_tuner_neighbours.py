@@ -14,7 +14,7 @@ from tuner_samples import PROBLEM, TINY, config_keys, run_measurements
 from convtune.kernels.registry import specs_for
 from convtune.machine import MachineModel
 from convtune.tuner.benchmark import ReplayBenchmarker
-from convtune.tuner.neighbours import LocalSearch
+from convtune.tuner.neighbours import MAX_CENTRES, TIE, LocalSearch
 from convtune.tuner.prune import Candidate, prune
 from convtune.tuner.study import ConfigSpace
 from convtune.tuner.tune import tune
@@ -38,7 +38,10 @@ def _log2(c: Candidate, space: ConfigSpace) -> np.ndarray:
 
 def _brute_propose(space: ConfigSpace, measured: dict[str, float], elite: int, exclude: set[str]) -> str | None:
     by_key = {c.key: c for cands in space.by_family.values() for c in cands}
-    centres = [by_key[k] for k in sorted(measured, key=lambda k: (measured[k], k))[:elite]]
+    ranked = sorted(measured, key=lambda k: (measured[k], k))
+    fastest = measured[ranked[0]]
+    near = [k for k in ranked if measured[k] <= fastest * (1 + TIE)]
+    centres = [by_key[k] for k in ranked[:max(elite, min(len(near), MAX_CENTRES))]]
     best = None
     for c in by_key.values():
         if c.key in exclude:
@@ -106,6 +109,24 @@ def test_elites_follow_the_measurements(space: ConfigSpace, survivors: list[Cand
     assert local.elites() == [a, c]
 
 
+def test_a_plateau_makes_every_near_tie_a_centre(space: ConfigSpace, survivors: list[Candidate]) -> None:
+    keys = [s.key for s in survivors[:MAX_CENTRES + 4]]
+    local = LocalSearch(space, elite=3)
+    for i, key in enumerate(keys):  # 1.000, 1.001, ...: all within 2% of the fastest
+        local.record(key, 1.0 + 0.001 * i)
+    assert local.elites() == keys[:MAX_CENTRES]
+    local = LocalSearch(space, elite=3)
+    for i, key in enumerate(keys[:5]):  # 1.0, 1.1, 1.2, ...: none within 2% but the fastest
+        local.record(key, 1.0 + 0.1 * i)
+    assert local.elites() == keys[:3]
+    local.record(keys[6], 1.015)  # one near tie of the fastest joins the three fastest
+    assert local.elites() == [keys[0], keys[6], keys[1]]
+    local = LocalSearch(space, elite=1, tie=0.0)  # tie 0: the strict elite
+    for i, key in enumerate(keys[:4]):
+        local.record(key, 1.0 + 0.001 * i)
+    assert local.elites() == keys[:1]
+
+
 def test_walks_every_survivor_once_then_returns_none(space: ConfigSpace, survivors: list[Candidate]) -> None:
     local = LocalSearch(space)
     local.record(survivors[0].key, 1.0)
@@ -129,6 +150,8 @@ def test_rejects_bad_settings(space: ConfigSpace) -> None:
         LocalSearch(space, elite=0)
     with pytest.raises(ValueError):
         LocalSearch(space, share=1.5)
+    with pytest.raises(ValueError):
+        LocalSearch(space, tie=-0.1)
 
 
 def test_tune_searches_the_neighbourhood_after_the_warm_start(sqlite_engine: Engine, replay: ReplayBenchmarker,
