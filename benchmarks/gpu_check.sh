@@ -20,6 +20,8 @@
 #     analyze   convtune analyze at the S4ConvD paper shape (table + roofline PNG/SVG; $ANALYZE_ARGS, e.g. --candidates 16)
 #     s4convd   benchmarks/s4convd_train.py: S4ConvD training, FFT conv vs convtune.ops.torch ($S4CONVD_ARGS)
 #     dw_bench  benchmarks/depthwise_bench.py: depthwise variants × paths vs PyTorch ($DW_BENCH_ARGS)
+#     dw_wide   dw_bench on the wide suite's depthwise entries: 1-D ($DW_WIDE_VARIANTS, default warp fast) and 2-D, each
+#               process under its own timeout ($DW_WIDE_1D_S, $DW_WIDE_2D_S)
 #     dw_dtypes benchmarks/depthwise_dtypes.py: the op's forward in fp32/fp16/bf16 vs PyTorch in the same dtype
 #     dw_half_tests pytest -m gpu: 16-bit depthwise kernels, the packed 2-D kernel, the torch ops
 #     vs_cudnn  benchmarks/vs_cudnn.py (best of the model's top configs vs cuDNN, same run)
@@ -113,6 +115,14 @@ for step in "$@"; do
             | tee "$OUT/s4convd_train.log" | tail -20 ;;
     dw_bench)
         python3 benchmarks/depthwise_bench.py --out "$OUT" ${DW_BENCH_ARGS:-} 2>&1 | tee "$OUT/depthwise_bench.log" | tail -40 ;;
+    dw_wide)   # the wide suite's depthwise entries, 1-D and 2-D in two processes (a timeout of one keeps the other)
+        names_2d=$(python3 -c "import json; print(' '.join(e['name'] for e in json.load(open('benchmarks/suites/wide.json'))['depthwise2d']))")
+        timeout "${DW_WIDE_1D_S:-240}" python3 benchmarks/depthwise_bench.py --suite benchmarks/suites/wide.json --no-2d \
+            --variants ${DW_WIDE_VARIANTS:-warp fast} --candidates "${DW_WIDE_CANDIDATES:-6}" --out "$OUT/dw_wide_1d" \
+            2>&1 | tee "$OUT/dw_wide_1d.log" | tail -12
+        timeout "${DW_WIDE_2D_S:-300}" python3 benchmarks/depthwise_bench.py --suite benchmarks/suites/wide.json \
+            --only $names_2d --candidates-2d "${DW_WIDE_CANDIDATES_2D:-16}" --candidates-packed 8 --out "$OUT/dw_wide_2d" \
+            2>&1 | tee "$OUT/dw_wide_2d.log" | tail -12 ;;
     dw_dtypes)
         python3 benchmarks/depthwise_dtypes.py --out "$OUT" 2>&1 | tee "$OUT/depthwise_dtypes.log" | tail -30 ;;
     dw_half_tests)
