@@ -29,9 +29,9 @@ def best_by_path(candidates: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The fastest verified candidate per path."""
     best: dict[str, dict[str, Any]] = {}
     for c in candidates:
-        if c.get("status") == "ok" and c.get("median_ms") is not None:
-            if c["path"] not in best or c["median_ms"] < best[c["path"]]["median_ms"]:
-                best[c["path"]] = c
+        timed = c.get("status") == "ok" and c.get("median_ms") is not None
+        if timed and (c["path"] not in best or c["median_ms"] < best[c["path"]]["median_ms"]):
+            best[c["path"]] = c
     return best
 
 
@@ -68,8 +68,8 @@ def markdown(rows: list[dict[str, Any]], sources: list[str]) -> str:
     lines = ["# Depthwise kernels vs PyTorch fp32, per entry and per class", "",
              "From " + ", ".join(f"`{s}`" for s in sources) + " (`benchmarks/depthwise_summary.py`). Kernel times by "
              "CUDA events, the bench's protocol; PyTorch in the same process on the same buffers.", "",
-             "| entry | class | fwd µs ours / PyTorch | fwd × | fwd variant | fwd + bwd µs ours / PyTorch | fwd + bwd × "
-             "| fwd % copy | compulsory MB | misses |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| entry | class | fwd µs ours / PyTorch | fwd × | fwd variant | fwd + bwd µs ours / PyTorch "
+             "| fwd + bwd × | fwd % copy | compulsory MB | misses |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['name']} | {r['class']} | {r['fwd_ms'] * 1e3:.1f} / {r['torch_fwd_ms'] * 1e3:.1f} | "
                      f"{r['fwd_x']:.2f} | {r['fwd_variant']} | {r['fwd_bwd_ms'] * 1e3:.1f} / "
@@ -97,7 +97,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     suite = json.loads(Path(args.suite).read_text())
-    classes = {e["name"]: e.get("class", "") for key in ("depthwise2d", "depthwise1d_causal") for e in suite.get(key, [])}
+    classes = {e["name"]: e.get("class", "")
+               for key in ("depthwise2d", "depthwise1d_causal") for e in suite.get(key, [])}
     rows = []
     for path in args.reports:
         report = json.loads(path.read_text())
