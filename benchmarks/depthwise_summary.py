@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
+from statistics import geometric_mean
 from typing import Any
 
 TARGET_X = 2.0
@@ -50,8 +50,11 @@ def summarise(result: dict[str, Any], copy_bytes_per_s: float, cls: str) -> dict
             "fwd_copy": compulsory / (fwd_ms * 1e-3) / copy_bytes_per_s, "compulsory_bytes": compulsory}
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+def group_row(label: str, sel: list[dict[str, Any]]) -> str:
+    """A summary line: entries, and the forward and forward + backward ratios' geomean (lowest)."""
+    cells = [f"{geometric_mean([r[key] for r in sel]):.2f} ({min(r[key] for r in sel):.2f})"
+             for key in ("fwd_x", "fwd_bwd_x")]
+    return f"| {label} | {len(sel)} | {cells[0]} | {cells[1]} |"
 
 
 def misses(row: dict[str, Any]) -> list[str]:
@@ -77,16 +80,11 @@ def markdown(rows: list[dict[str, Any]], sources: list[str]) -> str:
                      f"{r['compulsory_bytes'] / 1e6:.1f} | {', '.join(misses(r)) or '—'} |")
     lines += ["", "| class | entries | fwd × geomean (lowest) | fwd + bwd × geomean (lowest) |", "|---|---|---|---|"]
     for cls in dict.fromkeys(r["class"] for r in rows):
-        sel = [r for r in rows if r["class"] == cls]
-        lines.append(f"| {cls} | {len(sel)} | {geomean([r['fwd_x'] for r in sel]):.2f} "
-                     f"({min(r['fwd_x'] for r in sel):.2f}) | {geomean([r['fwd_bwd_x'] for r in sel]):.2f} "
-                     f"({min(r['fwd_bwd_x'] for r in sel):.2f}) |")
+        lines.append(group_row(cls, [r for r in rows if r["class"] == cls]))
     for kind in ("depthwise1d_causal", "depthwise2d"):
         sel = [r for r in rows if r["kind"] == kind]
         if sel:
-            lines.append(f"| **all {kind}** | {len(sel)} | {geomean([r['fwd_x'] for r in sel]):.2f} "
-                         f"({min(r['fwd_x'] for r in sel):.2f}) | {geomean([r['fwd_bwd_x'] for r in sel]):.2f} "
-                         f"({min(r['fwd_bwd_x'] for r in sel):.2f}) |")
+            lines.append(group_row(f"**all {kind}**", sel))
     return "\n".join(lines) + "\n"
 
 
