@@ -17,6 +17,7 @@ DENSE = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
 DEPTHWISE_2D = ConvProblem.parse("N=1 C=8 H=12 W=12 K=8 R=3 S=3 pad=1 groups=8")
 CAUSAL_1D = ConvProblem.depthwise1d(B=2, C=3, L=48, K=4)
 POINTWISE = ConvProblem.parse("N=2 C=8 H=12 W=12 K=16 R=1 S=1")
+DENSE_5X5 = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=5 S=5 pad=2")
 DENSE_TF32 = DENSE.replace(math="tf32")
 
 
@@ -34,6 +35,8 @@ def sample_problem(family: str) -> ConvProblem:
         return DENSE_TF32
     if family.startswith("depthwise1d_"):
         return CAUSAL_1D
+    if family == "winograd_unfused_5x5":
+        return DENSE_5X5
     return DEPTHWISE_2D if family.startswith("depthwise2d_") else DENSE
 
 

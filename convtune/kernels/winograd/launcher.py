@@ -208,12 +208,12 @@ def compile_plan(pl: WinogradFwdPlan) -> LoadedKernel:
 
 
 def transform_filters(w: Any, m: int, cp_: int, kp: int) -> Any:
-    """w (K, C, 3, 3) CuPy array -> U (α², cp_, kp) float32, U[ξ, c, k] = (G g_kc Gᵀ)[ξ] computed in float64
-    (once per weight tensor: accuracy is free here), zero for c ≥ C or k ≥ K."""
+    """w (K, C, r, r) CuPy array -> U (α², cp_, kp) float32 (α = m + r − 1), U[ξ, c, k] = (G g_kc Gᵀ)[ξ] computed
+    in float64 (once per weight tensor: accuracy is free here), zero for c ≥ C or k ≥ K."""
     cp = cupy_module()
-    k, c = w.shape[:2]
-    g = cp.asarray(matrices(m)[1])
-    alpha = m + 2
+    k, c, r = w.shape[0], w.shape[1], w.shape[-1]
+    g = cp.asarray(matrices(m, r)[1])
+    alpha = m + r - 1
     u = cp.einsum("ar,kcrs,bs->abck", g, w.astype(cp.float64), g).reshape(alpha * alpha, c, k)
     out = cp.zeros((alpha * alpha, cp_, kp), dtype=cp.float32)
     out[:, :c, :k] = u

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import cache
+from typing import Any
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.search_space import Rule, SearchSpace, Values
@@ -33,12 +34,17 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _problem_rules(p: ConvProblem) -> tuple[Rule, ...]:
-    why = applies(p)
+def problem_rules(p: ConvProblem, why: str | None, points: Any, name: str) -> tuple[Rule, ...]:
+    """The problem rule (``why``: why the family cannot run ``p``, None when it can) and the m rule (``points``:
+    the evaluation points of each m the family provides) of a Winograd F(m×m, r×r) family called ``name``."""
     return (
-        Rule("problem", (), lambda v: why is None, f"Winograd F(m×m,3×3): {why}", field="problem"),
-        Rule("m", ("m",), lambda v: v["m"] in POINTS, f"m={{m}}: allowed {sorted(POINTS)}"),
+        Rule("problem", (), lambda v: why is None, f"Winograd {name}: {why}", field="problem"),
+        Rule("m", ("m",), lambda v: v["m"] in points, f"m={{m}}: allowed {sorted(points)}"),
     )
+
+
+def _problem_rules(p: ConvProblem) -> tuple[Rule, ...]:
+    return problem_rules(p, applies(p), POINTS, "F(m×m,3×3)")
 
 
 def _tiles(p: ConvProblem, m: int) -> int:
@@ -120,6 +126,12 @@ _GEMM_BLOCK = ("tile_k", "tile_t", "thread_k", "thread_t")
 def unfused_space(problem: ConvProblem) -> SearchSpace:
     """The unfused path's space for ``problem`` (its GEMM's tiles: BK no larger than the next power of two of K,
     BT than that of the tile count, 64..256 threads searched)."""
+    return unfused_space_with(problem, _problem_rules(problem))
+
+
+def unfused_space_with(problem: ConvProblem, problem_rules: tuple[Rule, ...]) -> SearchSpace:
+    """The unfused GEMM's space (values, kernel rules, pruning) under a family's own problem and m rules
+    (``problem_rules``): the 3×3 path's and the 5×5 family's."""
     p = problem
 
     def thread_rule(name: str, tile: str) -> Rule:
@@ -127,7 +139,7 @@ def unfused_space(problem: ConvProblem) -> SearchSpace:
                     lambda v: f"{name}={v[name]} must be a multiple of 4 that divides {v[tile]}")
 
     rules = (
-        *_problem_rules(p),
+        *problem_rules,
         thread_rule("thread_k", "tile_k"),
         thread_rule("thread_t", "tile_t"),
         Rule("threads", _GEMM_BLOCK, lambda v: 32 <= _gemm_threads(v) <= 1024 and _gemm_threads(v) % 32 == 0,

@@ -43,7 +43,7 @@ def test_f2_matrices_are_lavin_and_grays_up_to_row_signs() -> None:
 
 
 def test_unknown_tile_size_is_refused() -> None:
-    with pytest.raises(ValueError, match="m in"):
+    with pytest.raises(ValueError, match=r"F\(3,3\) is not provided: F\(2,3\), F\(4,3\)"):
         cook_toom(3)
 
 
