@@ -24,7 +24,8 @@
 #               process under its own timeout ($DW_WIDE_1D_S, $DW_WIDE_2D_S)
 #     dw_dtypes benchmarks/depthwise_dtypes.py: the op's forward in fp32/fp16/bf16 vs PyTorch in the same dtype
 #     dw_half_tests pytest -m gpu: 16-bit depthwise kernels, the packed 2-D kernel, the torch ops
-#     wino5     pytest -m gpu: the 5×5 Winograd family (winograd_unfused_5x5) and the 3×3 Winograd paths, xdist workers
+#     wino_large pytest -m gpu: the large-filter Winograd family (winograd_unfused_large: 5×5, 7×7) and the 3×3 Winograd
+#               paths, xdist workers
 #     vs_cudnn  benchmarks/vs_cudnn.py (best of the model's top configs vs cuDNN, same run)
 #     sample    benchmarks/space_sample.py (uniform sample of the unpruned direct space on 3 shapes; $SAMPLE_ARGS,
 #               e.g. the out-of-sample 5×5 shapes with --budget-s / --resume: see its docstring)
@@ -130,10 +131,10 @@ for step in "$@"; do
         python3 -m pytest -m gpu -q -p no:cacheprovider -W default --maxfail=40 -ra \
             tests/kernels/depthwise/test_depthwise_half_gpu.py tests/kernels/depthwise/test_depthwise2d_packed.py tests/ops/torch/test_torch_ops.py \
             tests/ops/test_depthwise_ops.py 2>&1 | tee "$OUT/gpu_depthwise_half_tests.txt" | tail -30 ;;
-    wino5)
+    wino_large)
         python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra -n "${GPU_TEST_WORKERS:-6}" --dist loadfile \
-            tests/kernels/winograd/test_winograd_5x5_gpu.py tests/kernels/winograd/test_winograd_gpu.py 2>&1 \
-            | tee "$OUT/gpu_winograd_5x5_tests.txt" | tail -15 ;;
+            tests/kernels/winograd/test_winograd_large_gpu.py tests/kernels/winograd/test_winograd_gpu.py 2>&1 \
+            | tee "$OUT/gpu_winograd_large_tests.txt" | tail -15 ;;
     vs_cudnn)
         python3 benchmarks/vs_cudnn.py --out "$OUT" ${VS_CUDNN_ARGS:-} 2>&1 | tee "$OUT/vs_cudnn.log" | tail -30 ;;
     sample)

@@ -56,7 +56,7 @@ from convtune.ops.conv2d import model_choice
 from convtune.problem import ConvProblem
 
 TOLERANCE = {"direct": 1e-5, "winograd": 1e-4, "winograd_unfused": 1e-3,   # F(4) at worst (the kernel tests')
-             "winograd_unfused_5x5": 2e-4}
+             "winograd_unfused_large": 2e-4}
 
 
 def _wall(fn: Any, calls: int) -> float:

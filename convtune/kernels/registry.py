@@ -66,7 +66,7 @@ FAMILY_PACKAGES: tuple[str, ...] = (
     "convtune.kernels.igemm_simt",
     "convtune.kernels.igemm_wgmma",
     "convtune.kernels.winograd_tf32",
-    "convtune.kernels.winograd_5x5",
+    "convtune.kernels.winograd_large",
 )
 #: Entry-point group naming family packages outside convtune (``name = module``).
 ENTRY_POINT_GROUP = "convtune.families"

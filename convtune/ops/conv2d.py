@@ -160,9 +160,9 @@ def _specs(problem: ConvProblem, algorithm: str) -> list[KernelSpec]:
         raise InvalidInput("algorithm", f"{algorithm!r}: allowed {', '.join(ALGORITHMS)}")
     specs = [s for s in specs_for(problem) if algorithm == "auto" or s.algorithm == algorithm]
     if not specs:
-        raise InvalidInput("algorithm", f"{algorithm} cannot run {problem.key()} (Winograd needs 3×3 or 5×5 "
-                                        "filters, stride 1, dilation 1; igemm needs math='tf32', or 16-bit tensors (C a "
-                                        "multiple of 8, or any C on compute capability 9.0))")
+        raise InvalidInput("algorithm", f"{algorithm} cannot run {problem.key()} (Winograd needs 3×3, 5×5 or 7×7 "
+                                        "filters, stride 1, dilation 1; igemm needs math='tf32', or 16-bit tensors "
+                                        "(C a multiple of 8, or any C on compute capability 9.0))")
     return specs
 
 
@@ -261,8 +261,8 @@ def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
         config: a configuration of any registered dense family (or its key string); None for the resolver's
             (the tuning database's best GPU-measured config, else the models' fastest).
         algorithm: "auto" (every family that can run the problem), "direct", "winograd" (fused kernel
-            and unfused path for 3×3, unfused for 5×5; stride 1, dilation 1) or "igemm" (tensor cores; ``math="tf32"`` only). Ignored
-            when ``config`` is given.
+            and unfused path for 3×3, unfused for 5×5 and 7×7; stride 1, dilation 1) or "igemm" (tensor cores;
+            ``math="tf32"`` only). Ignored when ``config`` is given.
         cache_filters: also cache prepared filters of a CuPy ``w`` (the caller promises not to modify it in
             place; torch weights are always cached, keyed by their version counter).
         math: the precision class: None or ``"ieee"`` (strict fp32, the default of this function) or ``"tf32"``

@@ -35,7 +35,7 @@ def sample_problem(family: str) -> ConvProblem:
         return DENSE_TF32
     if family.startswith("depthwise1d_"):
         return CAUSAL_1D
-    if family == "winograd_unfused_5x5":
+    if family == "winograd_unfused_large":
         return DENSE_5X5
     return DEPTHWISE_2D if family.startswith("depthwise2d_") else DENSE
 

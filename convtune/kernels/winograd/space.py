@@ -129,9 +129,10 @@ def unfused_space(problem: ConvProblem) -> SearchSpace:
     return unfused_space_with(problem, _problem_rules(problem))
 
 
-def unfused_space_with(problem: ConvProblem, problem_rules: tuple[Rule, ...]) -> SearchSpace:
+def unfused_space_with(problem: ConvProblem, problem_rules: tuple[Rule, ...],
+                       extra_values: dict[str, tuple[int, ...]] | None = None) -> SearchSpace:
     """The unfused GEMM's space (values, kernel rules, pruning) under a family's own problem and m rules
-    (``problem_rules``): the 3×3 path's and the 5×5 family's."""
+    (``problem_rules``) and extra fields (``extra_values``): the 3×3 path's and the large-filter family's."""
     p = problem
 
     def thread_rule(name: str, tile: str) -> Rule:
@@ -158,7 +159,7 @@ def unfused_space_with(problem: ConvProblem, problem_rules: tuple[Rule, ...]) ->
              field="threads"),
     )
     values = {"m": M, "tile_k": GEMM_TILE_K, "tile_t": GEMM_TILE_T, "chunk_c": GEMM_CHUNK_C, "thread_k": GEMM_THREAD,
-              "thread_t": GEMM_THREAD, "stages": GEMM_STAGES}
+              "thread_t": GEMM_THREAD, "stages": GEMM_STAGES, **(extra_values or {})}
     return SearchSpace(values, rules, prune)
 
 

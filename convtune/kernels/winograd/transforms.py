@@ -13,7 +13,8 @@ integer; Lavin & Gray's convention). Points: F(2,3) uses (0, 1, −1) (Lavin & G
 (0, −1, 1, ½, −2), which Barabasz et al. (arXiv 1803.10986) found about twice as accurate in fp32 as
 Lavin's (0, 1, −1, 2, −2). For 5×5 filters F(2,5) takes F(4,3)'s points (α = 6 for both) and F(4,5) (α = 8)
 (0, −1, 1, ½, −½, 2, −2): an fp32 emulation of the unfused dataflow (C = K = 64, normal inputs) gave relative errors
-of 8.4e-7 and 2.2e-6 against float64 (F(4,3): 7.7e-7), against 1.7e-5 with ±¼ in place of ±2 or ±½.
+of 8.4e-7 and 2.2e-6 against float64 (F(4,3): 7.7e-7), against 1.7e-5 with ±¼ in place of ±2 or ±½. For 7×7 only
+F(2,7) (α = 8, F(4,5)'s points): 2.9e-6; F(3,7) and F(4,7) emulate at 2.4e-5 and ≥ 4.5e-5, too far from fp32.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ POINTS_BY_R: dict[int, dict[int, tuple[Fraction, ...]]] = {
     5: {
         2: (Fraction(0), Fraction(-1), Fraction(1), _HALF, Fraction(-2)),
         4: (Fraction(0), Fraction(-1), Fraction(1), _HALF, -_HALF, Fraction(2), Fraction(-2)),
+    },
+    7: {
+        2: (Fraction(0), Fraction(-1), Fraction(1), _HALF, -_HALF, Fraction(2), Fraction(-2)),
     },
 }
 #: the 3×3 families' points per output tile size m

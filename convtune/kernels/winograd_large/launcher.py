@@ -1,20 +1,24 @@
-"""Unfused Winograd F(m×m, 5×5) forward (family ``winograd_unfused_5x5``): the 3×3 unfused path's dataflow with
-α = m + 4 — input transform, α² batched GEMMs (the same tuned SGEMM), output transform — for 5×5 filters.
+"""Unfused Winograd F(m×m, r×r) forward for large filters (family ``winograd_unfused_large``): 5×5 and 7×7, stride 1,
+dilation 1, fp32 — the 3×3 unfused path's dataflow with α = m + r − 1: input transform, α² batched GEMMs (the same
+tuned SGEMM), output transform.
 
 Why: a 5×5 layer has 25 MACs per output and channel; F(4×4, 5×5) needs α²/m² = 4 multiplications (6.25× fewer),
-F(2×2, 5×5) 9 (2.8×). cuDNN fp32 runs AlexNet's conv2 (5×5, 27×27 maps) at 167 "TFLOP/s" of direct work — a
-reduced-multiplication algorithm — where the direct and implicit-GEMM families reach about 32.
+F(2×2, 5×5) 9 (2.8×); a 7×7 layer 49, F(2×2, 7×7) 16 (3.1×). cuDNN fp32 runs AlexNet's conv2 (5×5, 27×27 maps) at
+167 "TFLOP/s" of direct work — a reduced-multiplication algorithm — where the direct and implicit-GEMM families reach
+about 32.
 
-Shapes (fp32, contiguous): x (N, C, H, W); w (K, C, 5, 5) -> U (α², Cp, Kp) (:func:`~convtune.kernels.winograd.
-launcher.transform_filters`, or the filter kernel); workspace V (α², Cp, Tp) and M (α², Kp, Tp); y (N, K, P, Q),
-P = H + 2·pad_h − 4, Q = W + 2·pad_w − 4. Tiles T = N·⌈P/m⌉·⌈Q/m⌉, Tp = ⌈T/BT⌉·BT, Cp = ⌈C/BC⌉·BC,
+Config: the 3×3 unfused path's fields (m, the GEMM's tiles and pipeline) and ``r``, the filter size its transforms are
+built for (the problem's R = S; a rule). Shapes (fp32, contiguous): x (N, C, H, W); w (K, C, r, r) -> U (α², Cp, Kp)
+(:func:`~convtune.kernels.winograd.launcher.transform_filters`, or the filter kernel); workspace V (α², Cp, Tp) and
+M (α², Kp, Tp); y (N, K, P, Q), P = H + 2·pad_h − (r − 1). Tiles T = N·⌈P/m⌉·⌈Q/m⌉, Tp = ⌈T/BT⌉·BT, Cp = ⌈C/BC⌉·BC,
 Kp = ⌈K/BK⌉·BK. Traffic in words, exactly what the kernels request: :func:`convtune.kernels.winograd.unfused.
-traffic_words` (its formula holds for any α). Kernels: ``winograd_unfused_r.cu`` (the transforms with R a template
+traffic_words` (its formula holds for any α). Kernels: ``winograd_unfused_r.cu`` (the transforms with r a template
 parameter; the GEMM is ``winograd_unfused.cu``'s, included, so the 3×3 families' sources and versions are untouched).
 
 Accuracy (relative error ‖y − y64‖₂ / ‖y64‖₂): an fp32 emulation of this dataflow (C = K = 64, normal inputs) gives
-8.4e-7 for F(2×2, 5×5) and 2.2e-6 for F(4×4, 5×5), against 7.7e-7 for F(4×4, 3×3), which measured 1.1e-6–2.9e-6 on
-the H200 under the 3×3 family's gate of 1e-4; :data:`TOLERANCE` keeps that gate's margin.
+8.4e-7 for F(2×2, 5×5), 2.2e-6 for F(4×4, 5×5) and 2.9e-6 for F(2×2, 7×7), against 7.7e-7 for F(4×4, 3×3), which
+measured 1.1e-6–2.9e-6 on the H200 under the 3×3 family's gate of 1e-4; :data:`TOLERANCE` keeps that gate's margin.
+F(4×4, 7×7) would emulate at ≥ 4.5e-5: not provided.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from typing import cast
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import kernel_text
-from convtune.kernels.search_space import SearchSpace
+from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.kernels.winograd import space as _wino_space
 from convtune.kernels.winograd import unfused as _fp32
 from convtune.kernels.winograd.transforms import POINTS_BY_R, device_code
@@ -54,11 +59,10 @@ __all__ = [
     "FAMILY",
     "SOURCE",
     "TOLERANCE",
-    "R",
-    "UnfusedFilters",
+        "UnfusedFilters",
     "UnfusedKernels",
-    "Winograd5x5Config",
-    "Winograd5x5Plan",
+    "WinogradLargeConfig",
+    "WinogradLargePlan",
     "applies",
     "compile_plan",
     "derive_plan",
@@ -79,37 +83,40 @@ __all__ = [
     "workspace",
 ]
 
-FAMILY = "winograd_unfused_5x5"
+FAMILY = "winograd_unfused_large"
 SOURCE = "winograd_unfused_r.cu"
 ENTRY = "winograd_gemm"
-R = 5
-POINTS = POINTS_BY_R[R]
-#: relative error against float64 a config must meet to be measured or served, per m (module docstring)
-TOLERANCE = {2: 5e-5, 4: 2e-4}
+#: the filter sizes and, per size, the output tiles m the family provides
+POINTS = {r: POINTS_BY_R[r] for r in (5, 7)}
+#: relative error against float64 a config must meet to be measured or served, per (m, r) (module docstring)
+TOLERANCE = {(2, 5): 5e-5, (4, 5): 2e-4, (2, 7): 2e-4}
 
 
 @dataclass(frozen=True, slots=True)
-class Winograd5x5Config(WinogradUnfusedConfig):
-    """The 3×3 unfused path's tunable parameters (m, the GEMM's tiles and pipeline) for F(m×m, 5×5)."""
+class WinogradLargeConfig(WinogradUnfusedConfig):
+    """The 3×3 unfused path's tunable parameters (m, the GEMM's tiles and pipeline) and the filter size r of
+    F(m×m, r×r) (the problem's; not searched)."""
 
     family = FAMILY
     direction = "fwd"
 
+    r: int = 5
+
     @property
     def alpha(self) -> int:
-        return self.m + R - 1
+        return self.m + self.r - 1
 
 
 @dataclass(frozen=True, slots=True)
-class Winograd5x5Plan(WinogradUnfusedPlan):
-    """The unfused plan's geometry with the F(m, 5) transforms' entries."""
+class WinogradLargePlan(WinogradUnfusedPlan):
+    """The unfused plan's geometry with the F(m, r) transforms' entries."""
 
     def source(self) -> str:
-        """Self-contained CUDA text: the F(m, 5) transforms, the family source and the three entries."""
-        c = self.config
+        """Self-contained CUDA text: the F(m, r) transforms, the family source and the three entries."""
+        c = cast(WinogradLargeConfig, self.config)
         gemm = _fp32.GEMM_ENTRY.format(threads=c.threads, targs=", ".join(str(a) for a in self.template_args()))
-        return _family_source(c.m) + ENTRIES_AROUND.format(transform_threads=_fp32.TRANSFORM_THREADS, m=c.m, r=R,
-                                                           gemm=gemm)
+        return _family_source(c.m, c.r) + ENTRIES_AROUND.format(transform_threads=_fp32.TRANSFORM_THREADS, m=c.m,
+                                                                r=c.r, gemm=gemm)
 
 
 ENTRIES_AROUND = """
@@ -127,8 +134,8 @@ winograd_output(const float* __restrict__ Mi, float* __restrict__ y, int K, int 
 
 
 @cache
-def _family_source(m: int) -> str:
-    return device_code(m, R) + kernel_text(SOURCE)
+def _family_source(m: int, r: int) -> str:
+    return device_code(m, r) + kernel_text(SOURCE)
 
 
 def applies(problem: ConvProblem) -> str | None:
@@ -138,8 +145,8 @@ def applies(problem: ConvProblem) -> str | None:
         return "groups=1 2-D convolutions only"
     if p.dtype != "float32":
         return f"float32 only, got {p.dtype}"
-    if (p.R, p.S) != (R, R):
-        return f"5×5 filters only, got {p.R}×{p.S}"
+    if p.R != p.S or p.R not in POINTS:
+        return f"square {' or '.join(f'{r}×{r}' for r in POINTS)} filters only, got {p.R}×{p.S}"
     if (p.stride_h, p.stride_w) != (1, 1) or (p.dil_h, p.dil_w) != (1, 1):
         return "stride 1 and dilation 1 only"
     return None
@@ -149,8 +156,8 @@ def supports(problem: ConvProblem) -> bool:
     return applies(problem) is None
 
 
-def derive_plan(problem: ConvProblem, config: Winograd5x5Config,
-                machine: MachineModel | None = None) -> Winograd5x5Plan:
+def derive_plan(problem: ConvProblem, config: WinogradLargeConfig,
+                machine: MachineModel | None = None) -> WinogradLargePlan:
     """The plan of a config that keeps the space's rules; refuses what breaks the register limit, ``machine``'s
     limits or the grid's.
 
@@ -162,30 +169,34 @@ def derive_plan(problem: ConvProblem, config: Winograd5x5Config,
     smem_bytes = 4 * c.stages * c.chunk_c * (c.tile_k + c.tile_t)
     regs = regs_estimate(c)
     check_limits(c.threads, smem_bytes, regs, machine, regs_field="thread_k")
-    return Winograd5x5Plan(problem, c, tiles_p, tiles_q, tiles, tp, cp_, kp, smem_bytes, regs)
+    return WinogradLargePlan(problem, c, tiles_p, tiles_q, tiles, tp, cp_, kp, smem_bytes, regs)
 
 
 @cache
 def space(problem: ConvProblem) -> SearchSpace:
-    """The 3×3 unfused path's GEMM space under this family's problem rule (5×5, stride 1) and m rule."""
-    rules = _wino_space.problem_rules(problem, applies(problem), POINTS, "F(m×m,5×5)")
-    return _wino_space.unfused_space_with(problem, rules)
+    """The 3×3 unfused path's GEMM space under this family's rules: the problem (5×5 or 7×7, stride 1), m (the tiles
+    provided for the problem's filter size) and r (the problem's filter size)."""
+    p = problem
+    rules = (*_wino_space.problem_rules(p, applies(p), POINTS.get(p.R, {}), f"F(m×m,{p.R}×{p.S})"),
+             Rule("r", ("r",), lambda v: v["r"] == p.R, f"r={{r}}: the filter is {p.R}×{p.S}"))
+    return _wino_space.unfused_space_with(p, rules, {"r": (p.R,)})
 
 
 def grid_size(problem: ConvProblem) -> int:
     return space(problem).grid_size()
 
 
-def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[Winograd5x5Plan]:
+def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[WinogradLargePlan]:
     """Every valid (config, plan) of the family for ``problem`` on ``machine``."""
     for values in space(problem).configs():
         try:
-            yield derive_plan(problem, Winograd5x5Config(**values), machine)
+            yield derive_plan(problem, WinogradLargeConfig(**values), machine)
         except InvalidConfig:  # a limit of the derived geometry (registers, shared memory, grid)
             continue
 
 
-def plan(problem: ConvProblem, config: Winograd5x5Config, machine: MachineModel | None = None) -> Winograd5x5Plan:
+def plan(problem: ConvProblem, config: WinogradLargeConfig,
+         machine: MachineModel | None = None) -> WinogradLargePlan:
     """Validate ``config`` for ``problem`` (the rules of :func:`space`, then the derived geometry's limits) and
     derive the plan.
 
@@ -196,10 +207,10 @@ def plan(problem: ConvProblem, config: Winograd5x5Config, machine: MachineModel 
     return derive_plan(problem, config, machine)
 
 
-def filters_key(pl: Winograd5x5Plan) -> tuple[object, ...]:
+def filters_key(pl: WinogradLargePlan) -> tuple[object, ...]:
     """Plans with equal keys share one :func:`prepare_filters` result (the workspace depends on Tp)."""
-    return (FAMILY, pl.config.m, pl.cp, pl.kp, pl.tp)
+    return (FAMILY, pl.config.m, pl.problem.R, pl.cp, pl.kp, pl.tp)
 
 
-def tolerance(pl: Winograd5x5Plan) -> float:
-    return TOLERANCE[pl.config.m]
+def tolerance(pl: WinogradLargePlan) -> float:
+    return TOLERANCE[(pl.config.m, pl.problem.R)]
