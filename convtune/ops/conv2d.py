@@ -12,6 +12,13 @@ up the current stream once, allocates the output (and a workspace, for the unfus
 caller's framework — torch's caching allocator for torch tensors, CuPy's pool for CuPy arrays — and launches. No
 validation, parsing, plan building or memset (except split-C's) happens on that path.
 
+Workspaces (the unfused Winograd path's V and M, the depthwise reductions' partial sums) of torch calls are kept per
+(device, stream, thread) and reused by the next call there, grown when a call needs more: the kernels of one
+thread's calls on one stream run in the order they were enqueued, so a call cannot overwrite what an earlier one is
+still reading, and a ``torch.empty`` (several µs of host time on an H200 host) leaves the hot path. Inside a CUDA
+graph capture every call allocates its own (from the graph's pool). :func:`clear_caches` frees them; the memory held
+is at most the largest workspace used per stream and thread.
+
 Prepared filters (direct: packed; Winograd: U = G g Gᵀ) are made on the GPU by the layout's prepared launch:
 
 * torch weights: cached per (tensor, layout) and made again when the tensor is modified in place (its version
@@ -29,6 +36,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from functools import cache
+from threading import get_ident
 from typing import Any
 
 from convtune.errors import InvalidConfig, InvalidInput
@@ -53,6 +61,9 @@ Runner = Callable[[Any, Any], Any]
 _calls: dict[tuple[Any, ...], Runner] = {}
 _array_kinds: dict[type, str] = {}            # array types seen valid: "torch" or "cupy"
 _torch_filters: dict[tuple[int, tuple[Any, ...]], list[Any]] = {}
+#: (device index, raw stream, thread) -> the uint8 workspace tensor its calls reuse (module docstring)
+_torch_workspaces: dict[tuple[int, int, int], Any] = {}
+WORKSPACE_CACHE_ENTRIES = 64
 _cupy_filters: dict[tuple[Any, ...], Any] = {}
 #: Test hooks counting the slow path's work (the cache-hit test asserts they stay at one per signature).
 _miss_hooks: list[Callable[[str], None]] = []
@@ -318,9 +329,10 @@ def clear_caches() -> None:
 
 
 def clear_filter_cache() -> None:
-    """Drop every cached prepared filter tensor."""
+    """Drop every cached prepared filter tensor and every kept workspace."""
     _torch_filters.clear()
     _cupy_filters.clear()
+    _torch_workspaces.clear()
 
 
 def filter_cache_size() -> int:
@@ -378,17 +390,38 @@ def torch_filters(torch: Any, layout: Any, device: Any, stream_capturing: Callab
     return filters
 
 
+def torch_workspace(torch: Any, index: int, device: Any, nbytes: int) -> Callable[[int], Any]:
+    """``workspace(stream) -> uint8 tensor`` of at least ``nbytes`` for a call on ``stream`` of device ``index``: the
+    one kept for (device, stream, thread), grown when too small; a fresh one inside a CUDA graph capture (module
+    docstring)."""
+    empty, u8, capturing, ident = torch.empty, torch.uint8, torch.cuda.is_current_stream_capturing, get_ident
+
+    def workspace(stream: int) -> Any:
+        if capturing():
+            return empty(nbytes, dtype=u8, device=device)
+        key = (index, stream, ident())
+        ws = _torch_workspaces.get(key)
+        if ws is None or ws.numel() < nbytes:
+            if ws is None and len(_torch_workspaces) >= WORKSPACE_CACHE_ENTRIES:
+                _torch_workspaces.clear()      # threads come and go: forget them all (torch keeps the blocks)
+            ws = _torch_workspaces[key] = empty(nbytes, dtype=u8, device=device)
+        return ws
+
+    return workspace
+
+
 def torch_runner(prepared: PreparedLaunch, torch: Any, device: Any = None) -> Runner:
     """``run(x, w) -> y`` for contiguous CUDA tensors of the prepared signature (y in their dtype, on ``device``,
     default the prepared launch's GPU; tests allocate on the CPU)."""
     device = device if device is not None else torch.device("cuda", prepared.device)
     index = prepared.device
     out_shape, ws_bytes = prepared.output_shape, prepared.workspace_bytes
-    f32, u8, empty = getattr(torch, prepared.plan.problem.dtype), torch.uint8, torch.empty   # y in x's dtype
+    f32, empty = getattr(torch, prepared.plan.problem.dtype), torch.empty   # y in x's dtype
     stream_of = torch_stream_getter(torch)
     capturing = torch.cuda.is_current_stream_capturing
     layout = prepared.filters
     filters = torch_filters(torch, layout, device, capturing) if layout is not None and layout.prep else None
+    workspace = torch_workspace(torch, index, device, ws_bytes)
     launch = prepared
 
     def run(x: Any, w: Any) -> Any:
@@ -398,7 +431,7 @@ def torch_runner(prepared: PreparedLaunch, torch: Any, device: Any = None) -> Ru
         f = filters(w, stream) if filters is not None else (w if not w.data_ptr() & _ALIGN_MASK else w.clone())
         y = empty(out_shape, dtype=f32, device=device)
         if ws_bytes:
-            ws = empty(ws_bytes, dtype=u8, device=device)
+            ws = workspace(stream)
             launch((x.data_ptr(), f.data_ptr(), y.data_ptr(), ws.data_ptr()), stream)
         else:
             launch((x.data_ptr(), f.data_ptr(), y.data_ptr()), stream)

@@ -91,12 +91,36 @@ def test_filters_follow_the_weights_version(rec, counts) -> None:
     assert conv2d.filter_cache_size() == 0                 # a dead weight takes its filters with it
 
 
-def test_the_unfused_path_gets_a_fresh_workspace_per_call(rec) -> None:
+def test_the_unfused_path_reuses_its_streams_workspace_per_thread(rec, monkeypatch) -> None:
+    """V and M live in a workspace kept per (device, stream, thread): calls of one thread on one stream reuse it
+    (their kernels run in order), another thread or stream gets its own, a capture allocates a fresh one."""
+    import threading
+
     x, w = torch.randn(1, 8, 10, 10), torch.randn(8, 8, 3, 3)
+
+    def workspace_of_last_call() -> int:
+        gemm = [c for c in rec.launches() if c.name == "winograd_gemm"][-1]
+        inp = [c for c in rec.launches() if c.name == "winograd_input"][-1]
+        assert gemm.pointers[1] == inp.pointers[1]      # V: where the input transform wrote it
+        return inp.pointers[1]
+
     conv2d.conv2d(x, w, padding=1, config=UNFUSED)
-    gemm = [c for c in rec.launches() if c.name == "winograd_gemm"][-1]
-    inp = [c for c in rec.launches() if c.name == "winograd_input"][-1]
-    assert gemm.pointers[1] == inp.pointers[1]          # V: where the input transform wrote it
+    first = workspace_of_last_call()
+    conv2d.conv2d(torch.randn(1, 8, 10, 10), w, padding=1, config=UNFUSED)
+    assert workspace_of_last_call() == first            # the same thread and stream: reused, no allocation
+    other: list[int] = []
+    thread = threading.Thread(target=lambda: (conv2d.conv2d(x, w, padding=1, config=UNFUSED),
+                                              other.append(workspace_of_last_call())))
+    thread.start()
+    thread.join()
+    assert other and other[0] != first                  # another thread: its own
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    kept = conv2d._torch_workspaces.copy()
+    conv2d.conv2d(x, w, padding=1, config=UNFUSED)
+    assert conv2d._torch_workspaces == kept             # a capture allocates from the graph's pool, keeps nothing
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    conv2d.clear_caches()
+    assert not conv2d._torch_workspaces
 
 
 def test_torch_conv2d_eager_hits_skip_the_dispatcher_and_validation(rec, counts, monkeypatch) -> None:

@@ -156,12 +156,13 @@ def _kernel_runner(prepared: Any, dtype: torch.dtype,
                    device: torch.device | None = None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """``run(a, b) -> out`` on the prepared launch: operands (a, b, out[, workspace]); inputs that do not start
     16-byte aligned (a view at an odd offset) run on a copy. Outputs on ``device`` (default the launch's GPU)."""
-    from convtune.ops.conv2d import torch_stream_getter
+    from convtune.ops.conv2d import torch_stream_getter, torch_workspace
 
     device = device if device is not None else torch.device("cuda", prepared.device)
     index, out_shape, ws_bytes = prepared.device, prepared.output_shape, prepared.workspace_bytes
-    empty, u8 = torch.empty, torch.uint8
+    empty = torch.empty
     stream_of = torch_stream_getter(torch)
+    workspace = torch_workspace(torch, index, device, ws_bytes)   # kept per stream and thread (convtune.ops.conv2d)
     launch = prepared
 
     def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -172,7 +173,7 @@ def _kernel_runner(prepared: Any, dtype: torch.dtype,
             b = b.clone()
         out = empty(out_shape, dtype=dtype, device=device)
         if ws_bytes:
-            ws = empty(ws_bytes, dtype=u8, device=device)
+            ws = workspace(stream)
             launch((a.data_ptr(), b.data_ptr(), out.data_ptr(), ws.data_ptr()), stream)
         else:
             launch((a.data_ptr(), b.data_ptr(), out.data_ptr()), stream)
