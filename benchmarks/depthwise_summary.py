@@ -36,24 +36,31 @@ def best_by_path(candidates: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def summarise(result: dict[str, Any], copy_bytes_per_s: float, cls: str) -> dict[str, Any]:
+    """One entry's row; the forward + backward fields are None in a forward-only report (``--no-bwd-2d``)."""
     best, torch_ms = best_by_path(result["candidates"]), result["torch_ms"]
-    ours_bwd_ms = best["dgrad"]["median_ms"] + best["wgrad"]["median_ms"]
-    if "bwd" in best:
-        ours_bwd_ms = min(ours_bwd_ms, best["bwd"]["median_ms"])
-    torch_bwd_ms = torch_ms.get("bwd", torch_ms["dgrad"] + torch_ms["wgrad"])
     fwd_ms = best["fwd"]["median_ms"]
     compulsory = result["compulsory_bytes"]["fwd"]
-    return {"name": result["name"], "class": cls, "kind": result["kind"], "fwd_ms": fwd_ms,
-            "torch_fwd_ms": torch_ms["fwd"], "fwd_x": torch_ms["fwd"] / fwd_ms, "fwd_variant": best["fwd"]["variant"],
-            "fwd_bwd_ms": fwd_ms + ours_bwd_ms, "torch_fwd_bwd_ms": torch_ms["fwd"] + torch_bwd_ms,
-            "fwd_bwd_x": (torch_ms["fwd"] + torch_bwd_ms) / (fwd_ms + ours_bwd_ms),
-            "fwd_copy": compulsory / (fwd_ms * 1e-3) / copy_bytes_per_s, "compulsory_bytes": compulsory}
+    row = {"name": result["name"], "class": cls, "kind": result["kind"], "fwd_ms": fwd_ms,
+           "torch_fwd_ms": torch_ms["fwd"], "fwd_x": torch_ms["fwd"] / fwd_ms, "fwd_variant": best["fwd"]["variant"],
+           "fwd_bwd_ms": None, "torch_fwd_bwd_ms": None, "fwd_bwd_x": None,
+           "fwd_copy": compulsory / (fwd_ms * 1e-3) / copy_bytes_per_s, "compulsory_bytes": compulsory}
+    if "dgrad" in best and "wgrad" in best:
+        ours_bwd_ms = best["dgrad"]["median_ms"] + best["wgrad"]["median_ms"]
+        if "bwd" in best:
+            ours_bwd_ms = min(ours_bwd_ms, best["bwd"]["median_ms"])
+        torch_bwd_ms = torch_ms.get("bwd", torch_ms["dgrad"] + torch_ms["wgrad"])
+        row |= {"fwd_bwd_ms": fwd_ms + ours_bwd_ms, "torch_fwd_bwd_ms": torch_ms["fwd"] + torch_bwd_ms,
+                "fwd_bwd_x": (torch_ms["fwd"] + torch_bwd_ms) / (fwd_ms + ours_bwd_ms)}
+    return row
 
 
 def group_row(label: str, sel: list[dict[str, Any]]) -> str:
-    """A summary line: entries, and the forward and forward + backward ratios' geomean (lowest)."""
-    cells = [f"{geometric_mean([r[key] for r in sel]):.2f} ({min(r[key] for r in sel):.2f})"
-             for key in ("fwd_x", "fwd_bwd_x")]
+    """A summary line: entries, and the forward and forward + backward ratios' geomean (lowest) over the entries
+    where they were measured."""
+    cells = []
+    for key in ("fwd_x", "fwd_bwd_x"):
+        values = [r[key] for r in sel if r[key] is not None]
+        cells.append(f"{geometric_mean(values):.2f} ({min(values):.2f})" if values else "—")
     return f"| {label} | {len(sel)} | {cells[0]} | {cells[1]} |"
 
 
@@ -61,7 +68,7 @@ def misses(row: dict[str, Any]) -> list[str]:
     out = []
     if row["kind"] == "depthwise2d":
         out += [f"{label} {row[key]:.2f}×" for label, key in (("fwd", "fwd_x"), ("fwd+bwd", "fwd_bwd_x"))
-                if row[key] < TARGET_X]
+                if row[key] is not None and row[key] < TARGET_X]
     elif row["compulsory_bytes"] > LARGE_1D_BYTES and row["fwd_copy"] < TARGET_COPY_1D:
         out.append(f"fwd {row['fwd_copy']:.0%} of copy")
     return out
@@ -74,9 +81,10 @@ def markdown(rows: list[dict[str, Any]], sources: list[str]) -> str:
              "| entry | class | fwd µs ours / PyTorch | fwd × | fwd variant | fwd + bwd µs ours / PyTorch "
              "| fwd + bwd × | fwd % copy | compulsory MB | misses |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        both = ("—", "—") if r["fwd_bwd_x"] is None else (
+            f"{r['fwd_bwd_ms'] * 1e3:.1f} / {r['torch_fwd_bwd_ms'] * 1e3:.1f}", f"{r['fwd_bwd_x']:.2f}")
         lines.append(f"| {r['name']} | {r['class']} | {r['fwd_ms'] * 1e3:.1f} / {r['torch_fwd_ms'] * 1e3:.1f} | "
-                     f"{r['fwd_x']:.2f} | {r['fwd_variant']} | {r['fwd_bwd_ms'] * 1e3:.1f} / "
-                     f"{r['torch_fwd_bwd_ms'] * 1e3:.1f} | {r['fwd_bwd_x']:.2f} | {r['fwd_copy']:.0%} | "
+                     f"{r['fwd_x']:.2f} | {r['fwd_variant']} | {both[0]} | {both[1]} | {r['fwd_copy']:.0%} | "
                      f"{r['compulsory_bytes'] / 1e6:.1f} | {', '.join(misses(r)) or '—'} |")
     lines += ["", "| class | entries | fwd × geomean (lowest) | fwd + bwd × geomean (lowest) |", "|---|---|---|---|"]
     for cls in dict.fromkeys(r["class"] for r in rows):
