@@ -58,3 +58,12 @@ def test_markdown_has_every_row_and_class() -> None:
     text = summary.markdown(rows, ["x.json"])
     assert text.count("| depthwise2d-x |") == 2
     assert "| a | 1 | 3.00 (3.00) |" in text and "| **all depthwise2d** | 2 |" in text
+
+
+def test_a_forward_only_report_has_no_backward_ratio() -> None:
+    """``--no-bwd-2d`` reports: the forward is summarised, the forward + backward cells are "—", no backward miss."""
+    fwd_only = summary.summarise(_result("depthwise2d", [_cand("fwd", 0.010)], {"fwd": 0.015}, 20.0), 4e12, "dw")
+    assert fwd_only["fwd_x"] == pytest.approx(1.5) and fwd_only["fwd_bwd_x"] is None
+    assert summary.misses(fwd_only) == ["fwd 1.50×"]
+    text = summary.markdown([fwd_only], ["x.json"])
+    assert "| 1.50 | fast | — | — |" in text and "| dw | 1 | 1.50 (1.50) | — |" in text
