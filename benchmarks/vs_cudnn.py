@@ -82,8 +82,9 @@ def measure_fp32_peak(n: int = 8192, tf32: bool = False, dtype: str = "float32")
 
 def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: int,
                families: tuple[str, ...] = FAMILIES) -> tuple[list, int]:
-    """The configurations to time (model top ``top`` per family + the bucket bests of direct, igemm_simt and the
-    tensor-core families: the model's best per (tile area, tile_k or chunk_crs, splits)) and the space size."""
+    """The configurations to time (model top ``top`` per family + the bucket bests of direct, igemm_simt, the
+    tensor-core families — the model's best per (tile area, tile_k or chunk_crs, splits) — and the large-filter
+    Winograd family — per (m, GEMM tile, passes)) and the space size."""
     chosen, size = [], 0
     for spec in specs_for(problem, families):
         if spec.family == "direct":
@@ -94,12 +95,14 @@ def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: i
         size += len(scored)
         mine = [pl for _, pl in scored[:top]]
         seen = {pl.config for pl in mine}
-        if spec.family in ("direct", "igemm_simt", *TENSOR_CORE_FAMILIES):
+        if spec.family in ("direct", "igemm_simt", "winograd_unfused_large", *TENSOR_CORE_FAMILIES):
             by_bucket: dict[tuple[int, int, int], object] = {}
             for _, pl in scored:
                 c = pl.config
                 if spec.family == "direct":
                     bucket = (c.tile_h * c.tile_w, c.tile_k, c.splits)
+                elif spec.family == "winograd_unfused_large":   # tile size, GEMM tile, image passes
+                    bucket = (c.m, c.tile_k * c.tile_t, c.passes)
                 elif spec.family == "igemm_simt":   # its reduction chunk in place of a tensor-core tile_k
                     bucket = (c.tile_m * c.tile_n, c.chunk_crs, c.splits)
                 else:
