@@ -31,13 +31,10 @@ from typing import Any, cast
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import kernel_text
 from convtune.kernels.prepared import (
-    Launch,
     PreparedLaunch,
     cached_prepared,
     data_pointer,
     driver,
-    grid3,
-    pointers,
     stream_pointer,
 )
 from convtune.kernels.search_space import Rule, SearchSpace
@@ -253,24 +250,14 @@ def prepare_plan(pl: WinogradLargePlan, device: int = 0, kernels: UnfusedKernels
     pass i reads x and writes y from image i·N/passes on, every pass reuses the workspace (stream order)."""
     from convtune.kernels.winograd import filters
 
-    p, c = pl.problem, pl.config
+    p = pl.problem
     if kernels is None:
         with driver().use_device(device):
             kernels = compile_plan(pl)
-    m_off = m_offset_bytes(pl)
-    block = (_fp32.TRANSFORM_THREADS, 1, 1)
     images = p.N // pl.passes
-    steps: list[Launch] = []
-    for i in range(pl.passes):
-        x_off, y_off = 4 * i * images * p.C * p.H * p.W, 4 * i * images * p.K * p.P * p.Q
-        steps += [
-            Launch(kernels.input, grid3(pl.input_grid), block, 0, pointers((0, x_off), (3, 0)),
-                   (p.C, p.H, p.W, p.pad_h, p.pad_w, pl.tiles_p, pl.tiles_q, pl.tiles, pl.cp, pl.tp)),
-            Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(1, (3, 0), (3, m_off)),
-                   (pl.cp, pl.kp, pl.tp)),
-            Launch(kernels.output, grid3(pl.output_grid), block, 0, pointers((3, m_off), (2, y_off)),
-                   (p.K, p.P, p.Q, pl.tiles_p, pl.tiles_q, pl.tiles, pl.kp, pl.tp)),
-        ]
+    steps = [step for i in range(pl.passes)
+             for step in _fp32.pass_steps(pl, kernels, 4 * i * images * p.C * p.H * p.W,
+                                          4 * i * images * p.K * p.P * p.Q)]
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
                           kernels=kernels, workspace_bytes=pl.workspace_bytes, filters=filters.layout(pl, device),
                           output_shape=(p.N, p.K, p.P, p.Q))
