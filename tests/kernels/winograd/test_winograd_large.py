@@ -259,3 +259,20 @@ def test_the_prepared_launch_runs_three_kernels_per_pass_at_each_pass_images() -
     assert [s.pointers[0] for s in steps[0::3]] == [(0, 2 * i * image_x) for i in range(4)]
     assert [s.pointers[1] for s in steps[2::3]] == [(2, 2 * i * image_y) for i in range(4)]
     assert {s.pointers[1] for s in steps[0::3]} == {(3, 0)}                 # V at the workspace's start, every pass
+
+
+def test_the_model_discounts_resident_workspaces_of_multi_pass_plans_only() -> None:
+    from convtune.kernels.winograd.model import predict_unfused
+    from convtune.kernels.winograd_large import model
+
+    problem = ConvProblem.parse(ALEXNET_CONV2)
+    tile = dict(m=4, tile_k=64, tile_t=64, chunk_c=16, thread_k=8, thread_t=8, stages=2)
+    one = plan(problem, WinogradLargeConfig(**tile), H200)
+    eight = plan(problem, WinogradLargeConfig(**tile, passes=8), H200)
+    assert not model.workspace_in_l2(one, H200)
+    assert eight.workspace_bytes <= 0.5 * H200.l2_bytes and model.workspace_in_l2(eight, H200)
+    per_pass_dram = predict_unfused(eight.pass_plan(), H200)
+    per_pass_l2 = predict_unfused(eight.pass_plan(), H200, workspace_in_l2=True)
+    assert per_pass_l2.dram_s < per_pass_dram.dram_s
+    assert model.predict(eight, H200).time_s == pytest.approx(8 * per_pass_l2.time_s)
+    assert model.predict(one, H200).time_s == pytest.approx(predict_unfused(one.pass_plan(), H200).time_s)
