@@ -84,7 +84,7 @@ def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: i
                families: tuple[str, ...] = FAMILIES) -> tuple[list, int]:
     """The configurations to time (model top ``top`` per family + the bucket bests of direct, igemm_simt, the
     tensor-core families — the model's best per (tile area, tile_k or chunk_crs, splits) — and the large-filter
-    Winograd family — per (m, GEMM tile, passes)) and the space size."""
+    Winograd family — per (m, GEMM tile, chunk)) and the space size."""
     chosen, size = [], 0
     for spec in specs_for(problem, families):
         if spec.family == "direct":
@@ -101,8 +101,8 @@ def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: i
                 c = pl.config
                 if spec.family == "direct":
                     bucket = (c.tile_h * c.tile_w, c.tile_k, c.splits)
-                elif spec.family == "winograd_unfused_large":   # tile size, GEMM tile, image passes
-                    bucket = (c.m, c.tile_k * c.tile_t, c.passes)
+                elif spec.family == "winograd_unfused_large":   # tile size and GEMM tile
+                    bucket = (c.m, c.tile_k * c.tile_t, c.chunk_c)
                 elif spec.family == "igemm_simt":   # its reduction chunk in place of a tensor-core tile_k
                     bucket = (c.tile_m * c.tile_n, c.chunk_crs, c.splits)
                 else:

@@ -88,14 +88,12 @@ def gemm_instructions_per_chunk(pl: unfused.WinogradUnfusedPlan) -> int:
 
 
 def predict_unfused(pl: unfused.WinogradUnfusedPlan, machine: MachineModel,
-                    regs_per_thread: int | None = None, workspace_in_l2: bool = False) -> WinogradPrediction:
-    """Model time of the three launches of the unfused path; ``workspace_in_l2``: V and M stay in L2 between the
-    kernels (the large-filter family's passes), so their stores and re-reads cost L2, not DRAM, bandwidth."""
+                    regs_per_thread: int | None = None) -> WinogradPrediction:
+    """Model time of the three launches of the unfused path."""
     p, c = pl.problem, pl.config
     bw = machine.copy_bandwidth_bytes_per_s
-    ws_bw = L2_OVER_DRAM_BANDWIDTH * bw if workspace_in_l2 else bw
     t = unfused.traffic_words(pl)
-    transforms_s = 4 * (p.input_elements + t["output"]) / bw + 4 * (t["v_store"] + t["m_load"]) / ws_bw
+    transforms_s = 4 * (p.input_elements + t["v_store"] + t["m_load"] + t["output"]) / bw
     bps = resident_blocks(c.threads, pl.smem_bytes, regs_per_thread or pl.regs_estimate, machine)
     if bps == 0:
         return WinogradPrediction(math.inf, math.inf, 0.0, 0.0, 0, math.inf)
@@ -109,7 +107,7 @@ def predict_unfused(pl: unfused.WinogradUnfusedPlan, machine: MachineModel,
     stall_s = max(0.0, GLOBAL_LATENCY_S - (c.stages - 1) * chunk_issue_s) / bps
     issue_s = math.ceil(waves) * (bps * per_block / rate + chunks * stall_s)
     l2_s = 4 * (t["filter"] + t["v_load"] + t["m_store"]) / (L2_OVER_DRAM_BANDWIDTH * bw)
-    gemm_dram_s = 4 * c.alpha ** 2 * pl.cp * pl.kp / bw + 4 * (t["v_store"] + t["m_store"]) / ws_bw
+    gemm_dram_s = 4 * (t["v_store"] + c.alpha ** 2 * pl.cp * pl.kp + t["m_store"]) / bw
     gemm_s = max(issue_s, l2_s, gemm_dram_s)
     return WinogradPrediction(transforms_s + gemm_s + 3 * LAUNCH_OVERHEAD_S, issue_s, l2_s,
                               transforms_s + gemm_dram_s, bps, waves)

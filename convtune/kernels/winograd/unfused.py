@@ -322,30 +322,23 @@ def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKerne
     """The three kernels as one prepared launch: operands (x, filters = U, y, workspace = V then M)."""
     from convtune.kernels.winograd import filters
 
-    p = pl.problem
+    p, c = pl.problem, pl.config
     if kernels is None:
         with driver().use_device(device):
             kernels = compile_plan(pl)
-    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"),
-                          steps=pass_steps(pl, kernels), kernels=kernels, workspace_bytes=pl.workspace_bytes,
-                          filters=filters.layout(pl, device), output_shape=(p.N, p.K, p.P, p.Q))
-
-
-def pass_steps(pl: WinogradUnfusedPlan, kernels: UnfusedKernels, x_off_bytes: int = 0,
-               y_off_bytes: int = 0) -> list[Launch]:
-    """The three launches over operands (x, filters = U, y, workspace = V then M), reading x and writing y from the
-    given byte offsets (the large-filter family's image passes; 0 here)."""
-    p, c = pl.problem, pl.config
     m_off = m_offset_bytes(pl)
     block = (TRANSFORM_THREADS, 1, 1)
-    return [
-        Launch(kernels.input, grid3(pl.input_grid), block, 0, pointers((0, x_off_bytes), (3, 0)),
+    steps = [
+        Launch(kernels.input, grid3(pl.input_grid), block, 0, pointers(0, (3, 0)),
                (p.C, p.H, p.W, p.pad_h, p.pad_w, pl.tiles_p, pl.tiles_q, pl.tiles, pl.cp, pl.tp)),
         Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(1, (3, 0), (3, m_off)),
                (pl.cp, pl.kp, pl.tp)),
-        Launch(kernels.output, grid3(pl.output_grid), block, 0, pointers((3, m_off), (2, y_off_bytes)),
+        Launch(kernels.output, grid3(pl.output_grid), block, 0, pointers((3, m_off), 2),
                (p.K, p.P, p.Q, pl.tiles_p, pl.tiles_q, pl.tiles, pl.kp, pl.tp)),
     ]
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
+                          kernels=kernels, workspace_bytes=pl.workspace_bytes, filters=filters.layout(pl, device),
+                          output_shape=(p.N, p.K, p.P, p.Q))
 
 
 def launch(pl: WinogradUnfusedPlan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,

@@ -10,8 +10,8 @@ from functools import lru_cache
 
 from convtune.bounds.winograd import winograd_cdag_bound, winograd_shape
 from convtune.kernels.spec import KernelSpec
+from convtune.kernels.winograd import model as _wino_model
 from convtune.kernels.winograd_large import launcher as _launcher
-from convtune.kernels.winograd_large import model as _model
 from convtune.problem import ConvProblem
 
 
@@ -33,7 +33,7 @@ SPECS: tuple[KernelSpec, ...] = (
         family=_launcher.FAMILY, direction="fwd", source=_launcher.SOURCE, entry=_launcher.ENTRY,
         config_class=_launcher.WinogradLargeConfig, supports=_launcher.supports,
         enumerate_plans=_launcher.enumerate_plans, plan=_launcher.plan,
-        predict_s=lambda pl, machine: _model.predict(pl, machine).time_s,
+        predict_s=lambda pl, machine: _wino_model.predict_unfused(pl, machine).time_s,
         traffic_words=_launcher.total_traffic_words,
         onchip_words=_launcher.onchip_words,
         bound_words=lambda pl, s_words: bound_words(pl.problem, s_words, pl.config.m),

@@ -26,33 +26,30 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, cast
+from typing import cast
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import kernel_text
-from convtune.kernels.prepared import (
-    PreparedLaunch,
-    cached_prepared,
-    data_pointer,
-    driver,
-    stream_pointer,
-)
 from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.kernels.winograd import space as _wino_space
 from convtune.kernels.winograd import unfused as _fp32
 from convtune.kernels.winograd.transforms import POINTS_BY_R, device_code
-from convtune.kernels.winograd.unfused import (  # the 3×3 path's workspace, compile and filters serve unchanged
+from convtune.kernels.winograd.unfused import (  # the 3×3 path's workspace, launches and traffic serve unchanged
     UnfusedFilters,
     UnfusedKernels,
     WinogradUnfusedConfig,
     WinogradUnfusedPlan,
     check_limits,
     compile_plan,
+    launch,
     m_offset_bytes,
     onchip_words,
     padded_geometry,
     prepare_filters,
+    prepare_plan,
     regs_estimate,
+    total_traffic_words,
+    traffic_words,
     workspace,
 )
 from convtune.machine import MachineModel
@@ -60,17 +57,15 @@ from convtune.problem import ConvProblem
 
 __all__ = [
     "FAMILY",
-    "PASSES",
     "SOURCE",
     "TOLERANCE",
-    "UnfusedFilters",
+        "UnfusedFilters",
     "UnfusedKernels",
     "WinogradLargeConfig",
     "WinogradLargePlan",
     "applies",
     "compile_plan",
     "derive_plan",
-    "dram_words",
     "enumerate_plans",
     "filters_key",
     "grid_size",
@@ -93,8 +88,6 @@ SOURCE = "winograd_unfused_r.cu"
 ENTRY = "winograd_gemm"
 #: the filter sizes and, per size, the output tiles m the family provides
 POINTS = {r: POINTS_BY_R[r] for r in (5, 7)}
-#: image passes searched (``passes`` divides N): a pass's V and M small enough to stay in L2 between the kernels
-PASSES = (1, 2, 4, 8, 16)
 #: relative error against float64 a config must meet to be measured or served, per (m, r) (module docstring)
 TOLERANCE = {(2, 5): 5e-5, (4, 5): 2e-4, (2, 7): 2e-4}
 
@@ -108,7 +101,6 @@ class WinogradLargeConfig(WinogradUnfusedConfig):
     direction = "fwd"
 
     r: int = 5
-    passes: int = 1        # the batch in this many passes of N / passes images, each pass's V and M reused
 
     @property
     def alpha(self) -> int:
@@ -117,20 +109,7 @@ class WinogradLargeConfig(WinogradUnfusedConfig):
 
 @dataclass(frozen=True, slots=True)
 class WinogradLargePlan(WinogradUnfusedPlan):
-    """The unfused plan's geometry with the F(m, r) transforms' entries. ``problem`` is the whole problem; the tile
-    counts, Tp, the grids and the workspace are one pass's (:meth:`pass_problem`: N / passes images)."""
-
-    @property
-    def passes(self) -> int:
-        return cast(WinogradLargeConfig, self.config).passes
-
-    def pass_problem(self) -> ConvProblem:
-        return self.problem.replace(N=self.problem.N // self.passes)
-
-    def pass_plan(self) -> WinogradUnfusedPlan:
-        """One pass as an unfused plan of :meth:`pass_problem` (what the traffic formula and the model read)."""
-        return WinogradUnfusedPlan(self.pass_problem(), self.config, self.tiles_p, self.tiles_q, self.tiles, self.tp,
-                                   self.cp, self.kp, self.smem_bytes, self.regs_estimate)
+    """The unfused plan's geometry with the F(m, r) transforms' entries."""
 
     def source(self) -> str:
         """Self-contained CUDA text: the F(m, r) transforms, the family source and the three entries."""
@@ -186,9 +165,7 @@ def derive_plan(problem: ConvProblem, config: WinogradLargeConfig,
         InvalidConfig: naming the field whose derived geometry breaks a limit.
     """
     c = config
-    if problem.N % c.passes:
-        raise InvalidConfig("passes", f"passes={c.passes} must divide N={problem.N}")
-    tiles_p, tiles_q, tiles, tp, cp_, kp = padded_geometry(problem.replace(N=problem.N // c.passes), c)
+    tiles_p, tiles_q, tiles, tp, cp_, kp = padded_geometry(problem, c)
     smem_bytes = 4 * c.stages * c.chunk_c * (c.tile_k + c.tile_t)
     regs = regs_estimate(c)
     check_limits(c.threads, smem_bytes, regs, machine, regs_field="thread_k")
@@ -201,9 +178,8 @@ def space(problem: ConvProblem) -> SearchSpace:
     provided for the problem's filter size) and r (the problem's filter size)."""
     p = problem
     rules = (*_wino_space.problem_rules(p, applies(p), POINTS.get(p.R, {}), f"F(m×m,{p.R}×{p.S})"),
-             Rule("r", ("r",), lambda v: v["r"] == p.R, f"r={{r}}: the filter is {p.R}×{p.S}"),
-             Rule("passes", ("passes",), lambda v: p.N % v["passes"] == 0, f"passes={{passes}} must divide N={p.N}"))
-    return _wino_space.unfused_space_with(p, rules, {"r": (p.R,), "passes": PASSES})
+             Rule("r", ("r",), lambda v: v["r"] == p.R, f"r={{r}}: the filter is {p.R}×{p.S}"))
+    return _wino_space.unfused_space_with(p, rules, {"r": (p.R,)})
 
 
 def grid_size(problem: ConvProblem) -> int:
@@ -229,50 +205,6 @@ def plan(problem: ConvProblem, config: WinogradLargeConfig,
     """
     space(problem).check(config)
     return derive_plan(problem, config, machine)
-
-
-def traffic_words(pl: WinogradLargePlan) -> dict[str, int]:
-    """Words the kernels request: ``passes`` × one pass's (:func:`convtune.kernels.winograd.unfused.traffic_words`)."""
-    return {key: pl.passes * words for key, words in _fp32.traffic_words(pl.pass_plan()).items()}
-
-
-def total_traffic_words(pl: WinogradLargePlan) -> int:
-    return sum(traffic_words(pl).values())
-
-
-def dram_words(pl: WinogradLargePlan) -> int:
-    """Compulsory words of the pipeline, pass by pass (x, U, V and M once per pass, y)."""
-    return pl.passes * _fp32.dram_words(pl.pass_plan())
-
-
-def prepare_plan(pl: WinogradLargePlan, device: int = 0, kernels: UnfusedKernels | None = None) -> PreparedLaunch:
-    """The three kernels once per pass as one prepared launch: operands (x, filters = U, y, workspace = V then M);
-    pass i reads x and writes y from image i·N/passes on, every pass reuses the workspace (stream order)."""
-    from convtune.kernels.winograd import filters
-
-    p = pl.problem
-    if kernels is None:
-        with driver().use_device(device):
-            kernels = compile_plan(pl)
-    images = p.N // pl.passes
-    steps = [step for i in range(pl.passes)
-             for step in _fp32.pass_steps(pl, kernels, 4 * i * images * p.C * p.H * p.W,
-                                          4 * i * images * p.K * p.P * p.Q)]
-    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
-                          kernels=kernels, workspace_bytes=pl.workspace_bytes, filters=filters.layout(pl, device),
-                          output_shape=(p.N, p.K, p.P, p.Q))
-
-
-def launch(pl: WinogradLargePlan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,
-           stream: Any | None = None) -> None:
-    """Run every pass on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
-
-    Raises:
-        LaunchError: a launch failed.
-    """
-    prepared = cached_prepared(pl, kernels, prepare_plan)
-    prepared((data_pointer(x), data_pointer(filters.u), data_pointer(y), data_pointer(filters.work.buffer)),
-             stream_pointer(stream))
 
 
 def filters_key(pl: WinogradLargePlan) -> tuple[object, ...]:

@@ -5,7 +5,6 @@ kernels, traffic ≥ the Winograd bound, the space, the registry row, and nvcc c
 
 from __future__ import annotations
 
-import dataclasses
 from fractions import Fraction
 
 import numpy as np
@@ -20,11 +19,11 @@ from convtune.kernels.reference import conv2d_reference
 from convtune.kernels.registry import get_spec, specs_for
 from convtune.kernels.winograd import filters
 from convtune.kernels.winograd.transforms import POINTS_BY_R, cook_toom, device_code, winograd_conv2d_numpy
+from convtune.kernels.winograd.unfused import dram_words, traffic_words
 from convtune.kernels.winograd_large.launcher import (
     ENTRY,
     FAMILY,
     WinogradLargeConfig,
-    dram_words,
     enumerate_plans,
     filters_key,
     grid_size,
@@ -33,7 +32,6 @@ from convtune.kernels.winograd_large.launcher import (
     supports,
     tolerance,
     total_traffic_words,
-    traffic_words,
 )
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -164,7 +162,7 @@ def test_plan_geometry() -> None:
     seven = plan(ConvProblem.parse("N=2 C=5 H=9 W=11 K=7 R=7 S=7 pad=3"), WinogradLargeConfig(m=2, r=7), H200)
     assert seven.config.alpha == 8 and seven.grid == (1, 1, 64) and (seven.tiles_p, seven.tiles_q) == (5, 6)
     assert tolerance(seven) == 2e-4 and filters_key(seven) != filters_key(pl)
-    assert " r=7 passes=1" in seven.config.key()
+    assert seven.config.key().endswith(" r=7")
 
 
 def test_space_registry_row_and_model() -> None:
@@ -212,67 +210,3 @@ def test_filter_transform_compiles_without_spills(m: int, r: int, tmp_path) -> N
     res = nvcc_compile(filters.source(m, r), "sm_90", tmp_path).resources[filters.ENTRY]
     assert not res.spills, f"F({m},{r}): {res}"
     assert res.num_regs <= 255 and res.static_smem_bytes == 0
-
-
-@settings(max_examples=25, deadline=None)
-@given(passes=st.sampled_from([2, 4]), per_pass=st.integers(1, 3), ch=st.integers(1, 12), k=st.integers(1, 20),
-       h=st.integers(3, 11), w=st.integers(3, 11), pad=st.integers(0, 3))
-def test_passes_move_passes_times_one_pass(passes: int, per_pass: int, ch: int, k: int, h: int, w: int,
-                                           pad: int) -> None:
-    """A plan of ``passes`` passes: one pass's geometry (N / passes images), traffic = passes × one pass's simulated
-    traffic, the whole problem's output shape."""
-    if h + 2 * pad < 5 or w + 2 * pad < 5:
-        return
-    problem = ConvProblem(N=passes * per_pass, C=ch, H=h, W=w, K=k, R=5, S=5, pad_h=pad, pad_w=pad)
-    cfg = WinogradLargeConfig(m=2, tile_k=32, tile_t=32, chunk_c=8, thread_k=4, thread_t=4, stages=2, passes=passes)
-    pl = plan(problem, cfg, H200)
-    one = plan(problem.replace(N=per_pass), dataclasses.replace(cfg, passes=1), H200)
-    assert (pl.tiles, pl.tp, pl.workspace_bytes) == (one.tiles, one.tp, one.workspace_bytes)
-    assert pl.pass_problem() == one.problem and pl.problem == problem
-    assert traffic_words(pl) == {key: passes * words for key, words in simulate(one).items()}
-
-
-def test_passes_must_divide_the_batch() -> None:
-    with pytest.raises(InvalidConfig) as info:
-        plan(ConvProblem.parse("N=6 C=8 H=9 W=9 K=8 R=5 S=5 pad=2"), WinogradLargeConfig(passes=4), H200)
-    assert info.value.field == "passes"
-    plans = list(enumerate_plans(ConvProblem.parse("N=6 C=8 H=9 W=9 K=8 R=5 S=5 pad=2"), H200))
-    assert {pl.config.passes for pl in plans} == {1, 2}
-
-
-def test_the_prepared_launch_runs_three_kernels_per_pass_at_each_pass_images() -> None:
-    """Pass i reads x from image i·N/passes and writes y there; every pass reuses the workspace."""
-    from convtune.kernels.prepared import Launch
-    from convtune.kernels.winograd_large.launcher import prepare_plan
-
-    problem = ConvProblem.parse("N=8 C=3 H=9 W=11 K=5 R=5 S=5 pad=2")
-    pl = plan(problem, WinogradLargeConfig(m=2, tile_k=32, tile_t=32, chunk_c=8, thread_k=4, thread_t=4, stages=2,
-                                           passes=4), H200)
-
-    from fake_gpu import fake_kernels, install_fake_gpu  # the driver seam records instead of launching
-
-    with pytest.MonkeyPatch.context() as mp:
-        prepared = prepare_plan(pl, 0, fake_kernels(install_fake_gpu(mp), pl))
-    steps = [s for s in prepared.steps if isinstance(s, Launch)]
-    assert len(steps) == 12 and prepared.output_shape == (8, 5, 9, 11)
-    image_x, image_y = 4 * 3 * 9 * 11, 4 * 5 * 9 * 11
-    assert [s.pointers[0] for s in steps[0::3]] == [(0, 2 * i * image_x) for i in range(4)]
-    assert [s.pointers[1] for s in steps[2::3]] == [(2, 2 * i * image_y) for i in range(4)]
-    assert {s.pointers[1] for s in steps[0::3]} == {(3, 0)}                 # V at the workspace's start, every pass
-
-
-def test_the_model_discounts_resident_workspaces_of_multi_pass_plans_only() -> None:
-    from convtune.kernels.winograd.model import predict_unfused
-    from convtune.kernels.winograd_large import model
-
-    problem = ConvProblem.parse(ALEXNET_CONV2)
-    tile = dict(m=4, tile_k=64, tile_t=64, chunk_c=16, thread_k=8, thread_t=8, stages=2)
-    one = plan(problem, WinogradLargeConfig(**tile), H200)
-    eight = plan(problem, WinogradLargeConfig(**tile, passes=8), H200)
-    assert not model.workspace_in_l2(one, H200)
-    assert eight.workspace_bytes <= 0.5 * H200.l2_bytes and model.workspace_in_l2(eight, H200)
-    per_pass_dram = predict_unfused(eight.pass_plan(), H200)
-    per_pass_l2 = predict_unfused(eight.pass_plan(), H200, workspace_in_l2=True)
-    assert per_pass_l2.dram_s < per_pass_dram.dram_s
-    assert model.predict(eight, H200).time_s == pytest.approx(8 * per_pass_l2.time_s)
-    assert model.predict(one, H200).time_s == pytest.approx(predict_unfused(one.pass_plan(), H200).time_s)

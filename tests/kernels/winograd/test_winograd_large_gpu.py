@@ -121,8 +121,7 @@ def test_filter_kernel_equals_the_cupy_transform(mr: tuple[int, int], machine) -
     layout.prep((w.data.ptr, u.data.ptr), cp.cuda.get_current_stream().ptr)
     expected = transform_filters(w, m, pl.cp, pl.kp).ravel()
     cp.cuda.get_current_stream().synchronize()
-    # both sum in float64 and round once; the summation orders differ (FMA chains vs einsum): 1 ulp apart at most
-    assert bool(cp.allclose(u, expected, rtol=2.0 ** -22, atol=0.0)), float(cp.abs(u - expected).max())
+    assert bool(cp.array_equal(u, expected)), float(cp.abs(u - expected).max())
 
 
 @pytest.mark.parametrize("key", ["N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2", "N=3 C=5 H=9 W=11 K=7 R=5 S=5 pad=1",
@@ -147,30 +146,3 @@ def test_conv2d_op_runs_a_large_filter_config(key: str, machine) -> None:
         from convtune.ops.conv2d import model_choice
 
         assert model_choice(problem, machine).family == FAMILY
-
-
-@pytest.mark.parametrize("passes", [2, 4, 8])
-@pytest.mark.parametrize("mr", sorted(CONFIGS))
-def test_passes_match_float64(passes: int, mr: tuple[int, int], machine) -> None:
-    """The batch in ``passes`` passes (each pass's images offset in x and y, one workspace reused): every image
-    written (NaN-poisoned output), within the gate."""
-    import dataclasses
-
-    import cupy as cp
-
-    from convtune.kernels.reference import conv2d_reference_gpu, relative_error
-
-    m, r = mr
-    problem = ConvProblem(N=8, C=19, H=23, W=17, K=45, R=r, S=r, pad_h=r // 2, pad_w=r // 2 + 1)
-    config = dataclasses.replace(CONFIGS[mr]["k64t64c16"], passes=passes)
-    launcher = get_spec(FAMILY).launcher
-    pl = _plan(problem, config, machine)
-    rng = cp.random.default_rng(passes * 10 + m)
-    x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
-    w = rng.standard_normal((problem.K, problem.C, r, r), dtype=cp.float32)
-    y = cp.full((problem.N, problem.K, problem.P, problem.Q), cp.nan, dtype=cp.float32)
-    launcher.launch(pl, launcher.compile_plan(pl), x, launcher.prepare_filters(pl, w), y)
-    cp.cuda.get_current_stream().synchronize()
-    assert not bool(cp.isnan(y).any()), "some outputs were never written"
-    ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
-    assert relative_error(y, ref) <= launcher.tolerance(pl)
