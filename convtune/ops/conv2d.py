@@ -321,18 +321,19 @@ def on_clear(listener: Callable[[], None]) -> None:
 
 
 def clear_caches() -> None:
-    """Forget every prepared call and prepared filter tensor (the resolver calls this when it clears)."""
+    """Forget every prepared call, prepared filter tensor and kept workspace (the resolver calls this when it
+    clears)."""
     _calls.clear()
     clear_filter_cache()
+    _torch_workspaces.clear()
     for listener in _clear_listeners:
         listener()
 
 
 def clear_filter_cache() -> None:
-    """Drop every cached prepared filter tensor and every kept workspace."""
+    """Drop every cached prepared filter tensor."""
     _torch_filters.clear()
     _cupy_filters.clear()
-    _torch_workspaces.clear()
 
 
 def filter_cache_size() -> int:

@@ -18,7 +18,7 @@ from convtune.kernels.prepared import FilterLayout, Launch, PreparedLaunch, grid
 from convtune.kernels.winograd.transforms import matrices
 
 SOURCE = "winograd_filter.cu"
-#: filters other than 3×3: the R-generic body (``winograd_filter_body_r``) of the 5×5 family's source
+#: filters other than 3×3: the r-generic body (``winograd_filter_body_r``) of the large-filter family's source
 SOURCE_R = "winograd_unfused_r.cu"
 ENTRY = "winograd_filter"
 THREADS = 256

@@ -59,7 +59,7 @@ __all__ = [
     "FAMILY",
     "SOURCE",
     "TOLERANCE",
-        "UnfusedFilters",
+    "UnfusedFilters",
     "UnfusedKernels",
     "WinogradLargeConfig",
     "WinogradLargePlan",
@@ -209,8 +209,10 @@ def plan(problem: ConvProblem, config: WinogradLargeConfig,
 
 def filters_key(pl: WinogradLargePlan) -> tuple[object, ...]:
     """Plans with equal keys share one :func:`prepare_filters` result (the workspace depends on Tp)."""
-    return (FAMILY, pl.config.m, pl.problem.R, pl.cp, pl.kp, pl.tp)
+    c = cast(WinogradLargeConfig, pl.config)
+    return (FAMILY, c.m, c.r, pl.cp, pl.kp, pl.tp)
 
 
 def tolerance(pl: WinogradLargePlan) -> float:
-    return TOLERANCE[(pl.config.m, pl.problem.R)]
+    c = cast(WinogradLargeConfig, pl.config)
+    return TOLERANCE[(c.m, c.r)]
