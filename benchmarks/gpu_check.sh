@@ -26,6 +26,9 @@
 #     dw_half_tests pytest -m gpu: 16-bit depthwise kernels, the packed 2-D kernel, the torch ops
 #     wino_large pytest -m gpu: the large-filter Winograd family (winograd_unfused_large: 5×5, 7×7) and the 3×3 Winograd
 #               paths, xdist workers
+#     res_1x1   the 16-bit 1×1 families (igemm_wgmma_half_1x1 and its persistent, filters-resident variant): their GPU
+#               tests (xdist workers), then vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16) on benchmarks/suites/
+#               conv1x1.json with both 1×1 families and the general 16-bit one ($RES_1X1_TOP configs each, default 16)
 #     vs_cudnn  benchmarks/vs_cudnn.py (best of the model's top configs vs cuDNN, same run)
 #     sample    benchmarks/space_sample.py (uniform sample of the unpruned direct space on 3 shapes; $SAMPLE_ARGS,
 #               e.g. the out-of-sample 5×5 shapes with --budget-s / --resume: see its docstring)
@@ -135,6 +138,14 @@ for step in "$@"; do
         python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra -n "${GPU_TEST_WORKERS:-6}" --dist loadfile \
             tests/kernels/winograd/test_winograd_large_gpu.py tests/kernels/winograd/test_winograd_gpu.py 2>&1 \
             | tee "$OUT/gpu_winograd_large_tests.txt" | tail -15 ;;
+    res_1x1)
+        timeout "${RES_1X1_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
+            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm_wgmma/test_igemm_wgmma_half_gpu.py -k "1x1 or res_" 2>&1 \
+            | tee "$OUT/gpu_res_1x1_tests.txt" | tail -12
+        timeout "${RES_1X1_BENCH_S:-300}" python3 benchmarks/vs_cudnn.py --dtype "${HALF_DTYPE:-bfloat16}" \
+            --top "${RES_1X1_TOP:-16}" --buckets 0 --suite benchmarks/suites/conv1x1.json --out "$OUT/res_1x1" \
+            --families igemm_wgmma_half_1x1 igemm_wgmma_half_1x1_resident igemm_wgmma_half 2>&1 \
+            | tee "$OUT/res_1x1.log" | tail -40 ;;
     vs_cudnn)
         python3 benchmarks/vs_cudnn.py --out "$OUT" ${VS_CUDNN_ARGS:-} 2>&1 | tee "$OUT/vs_cudnn.log" | tail -30 ;;
     sample)

@@ -38,8 +38,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 #: Errors a user fixes by changing the command line (exit 2); other ConvtuneErrors are runtime (exit 1).
 USAGE_ERRORS: tuple[type[BaseException], ...] = (InvalidProblem, InvalidConfig, InvalidInput, UnknownMachine,
                                                   NotFound, DeviceUnavailable)
-#: Longest error line printed (a driver's message can be kilobytes; the first sentence says it).
-MAX_LINE = 400
+#: Longest error line printed (a driver's message can be kilobytes; the first sentence says it; a list of every
+#: kernel family must fit).
+MAX_LINE = 600
 
 
 def one_line(text: str) -> str:

@@ -275,7 +275,7 @@ class HalfKernels:
 
     transpose: LoadedKernel | None   # None for the 1×1 variant (no layout change)
     gemm: LoadedKernel
-    convert: LoadedKernel
+    convert: LoadedKernel | None     # None where no split is possible (the resident 1×1 kernel)
 
     @property
     def resources(self) -> Any:
@@ -283,7 +283,8 @@ class HalfKernels:
 
     @property
     def compile_s(self) -> float:
-        return (self.transpose.compile_s if self.transpose else 0.0) + self.gemm.compile_s + self.convert.compile_s
+        return ((self.transpose.compile_s if self.transpose else 0.0) + self.gemm.compile_s
+                + (self.convert.compile_s if self.convert else 0.0))
 
 
 def compile_plan(pl: IgemmHalfPlan) -> HalfKernels:

@@ -5,6 +5,9 @@ template over 16-bit elements, :mod:`~convtune.kernels.igemm_wgmma.half`) with i
 ``igemm_wgmma_half_1x1`` (x read as it is, NCHW: :mod:`~convtune.kernels.igemm_wgmma.half_1x1`), and the TF32 1×1
 family ``igemm_wgmma_1x1`` (x read from NCHW into registers: :mod:`~convtune.kernels.igemm_wgmma.tf32_1x1`).
 
+``igemm_wgmma_half_1x1_resident`` is the 16-bit 1×1 family's persistent variant with the filter rows resident in
+shared memory (:mod:`~convtune.kernels.igemm_wgmma.half_1x1_resident`).
+
 ``SPECS`` are the families' registry rows (see :mod:`convtune.kernels.registry`); their bound and floor are the
 direct convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's.
 """
@@ -18,6 +21,7 @@ from typing import Any
 from convtune.kernels.direct import direct_bound_words, direct_floor_work
 from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
+from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
 from convtune.kernels.igemm_wgmma import launcher as _launcher
 from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.igemm_wgmma import space as _space
@@ -33,13 +37,14 @@ def _bound_words(pl: Any, s_words: int) -> float:
 def _row(family: str, source: str, entry: str, config_class: type, supports: Callable[[ConvProblem], bool],
          launcher: Any, traffic_words: Callable[[Any], int], onchip_words: Callable[[Any], int],
          traffic: Callable[[Any], dict[str, int]], description: str, choice_scale: float = 1.0,
-         choice_classes: tuple[str, ...] = ("tf32",)) -> KernelSpec:
+         choice_classes: tuple[str, ...] = ("tf32",),
+         predict_s: Callable[[Any, Any], float] | None = None) -> KernelSpec:
     """A wgmma family's row: the shared space (by family name), plan and model (with the family's request count
-    ``traffic``), the direct convolution's bound and floor."""
+    ``traffic``, or the family's own ``predict_s``), the direct convolution's bound and floor."""
     return KernelSpec(
         family=family, direction="fwd", source=source, entry=entry, config_class=config_class, supports=supports,
         enumerate_plans=partial(_space.enumerate_plans, family=family), plan=_space.plan,
-        predict_s=lambda pl, machine: _model.predict(pl, machine, traffic).time_s,
+        predict_s=predict_s or (lambda pl, machine: _model.predict(pl, machine, traffic).time_s),
         traffic_words=traffic_words, onchip_words=onchip_words, bound_words=_bound_words,
         grid_size=partial(_space.grid_size, family=family), floor_work=direct_floor_work, launcher=launcher,
         algorithm="igemm", choice_scale=choice_scale, choice_classes=choice_classes, description=description)
@@ -71,6 +76,14 @@ SPECS: tuple[KernelSpec, ...] = (
          # no calibration (× 1): a refit of both 16-bit wgmma scales on the current tables (unified_v3 wide +
          # unified_v4, family_choice_v4_bf16) gives × 2^-0.5 here and keeps the held-out regret at 1.137
          choice_classes=("bfloat16", "float16")),
+    _row(_resident.FAMILY, _resident.SOURCE, _resident.ENTRY, _resident.IgemmWgmmaHalf1x1ResidentFwdConfig,
+         _resident.supports, _resident, _resident.total_traffic_elements, _resident.onchip_elements,
+         _resident.traffic_elements,
+         "1×1 bfloat16 / float16 on Hopper's warpgroup MMA, persistent: about one block per SM holds its filter rows "
+         "(all of C) in shared memory and walks the pixel tiles with one copy ring across tiles (epilogues overlap "
+         "the next tile's copies), x N-major straight from NCHW; stride 1, no padding, H·W a multiple of 4, filter "
+         "rows within shared memory; sm_90 only",
+         choice_classes=("bfloat16", "float16"), predict_s=_resident.predict_s),
     _row(_tf32_1x1.FAMILY, _launcher.SOURCE, _tf32_1x1.ENTRY, _tf32_1x1.IgemmWgmma1x1FwdConfig, _tf32_1x1.supports,
          _tf32_1x1, _tf32_1x1.total_traffic_words, _launcher.onchip_words, _tf32_1x1.traffic_words,
          "1×1 TF32 on Hopper's warpgroup MMA straight from NCHW x (no layout change): x's channel rows of pixels "

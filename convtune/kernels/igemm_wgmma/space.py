@@ -21,6 +21,7 @@ from functools import cache, partial
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
+from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
 from convtune.kernels.igemm_wgmma.launcher import (
@@ -53,6 +54,9 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
                         "(math='ieee')", partial(derive_plan, plan_class=_half.IgemmWgmmaHalfPlan)),
     _half_1x1.FAMILY: (_half_1x1.IgemmWgmmaHalf1x1FwdConfig, _half_1x1.supports, "bfloat16 / float16 1×1 "
                        "convolutions (stride 1, no padding, H·W a multiple of 4)", _half_1x1.derive_plan),
+    _resident.FAMILY: (_resident.IgemmWgmmaHalf1x1ResidentFwdConfig, _resident.supports, "bfloat16 / float16 1×1 "
+                       "convolutions (stride 1, no padding, H·W a multiple of 4) whose filter rows fit shared memory",
+                       _resident.derive_plan),
     _tf32_1x1.FAMILY: (_tf32_1x1.IgemmWgmma1x1FwdConfig, _tf32_1x1.supports, "TF32 1×1 convolutions (math='tf32', "
                        "stride 1, no padding, H·W a multiple of 4)", _tf32_1x1.derive_plan),
 }
@@ -131,7 +135,8 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
                  f"tma=1: the TMA im2col box cannot describe this convolution ({tma_limit})", field="tma"),
         )
     m = p.N * p.P * p.Q
-    rows, cols = (p.K, m) if family == _half_1x1.FAMILY else (m, p.K)   # the 1×1 GEMM's rows are output channels
+    # the 16-bit 1×1 GEMMs' rows are output channels
+    rows, cols = (p.K, m) if family in (_half_1x1.FAMILY, _resident.FAMILY) else (m, p.K)
     max_m, max_n = max(64, _pow2_at_least(rows)), max(64, _pow2_at_least(cols))
     prune = [
         Rule("tile_m_extent", ("warpgroups", "m_blocks"), lambda v: _tile_m(v) <= max_m,
@@ -168,6 +173,10 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
         prune.append(Rule("chunk_padding", ("chunk", "row_taps"), chunk_pads_less,
                           lambda v: f"chunk={v['chunk']} pads more than a smaller chunk for C={p.C}"
                                     f"{' (folded)' if folded(v) else ''}", field="chunk"))
+    if family == _resident.FAMILY:   # the whole reduction in one block
+        values["splits"] = (1,)
+        rules += (Rule("splits_resident", ("splits",), lambda v: v["splits"] == 1,
+                       f"splits={{splits}}: {family} reduces all of C in one block (allowed 1)", field="splits"),)
     return SearchSpace(values, rules, tuple(prune))
 
 

@@ -24,6 +24,7 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import half
 from convtune.kernels.igemm_wgmma.half import IgemmWgmmaHalfFwdConfig
 from convtune.kernels.igemm_wgmma.half_1x1 import IgemmWgmmaHalf1x1FwdConfig
+from convtune.kernels.igemm_wgmma.half_1x1_resident import IgemmWgmmaHalf1x1ResidentFwdConfig as ResidentConfig
 from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY, fold_channels
 from convtune.kernels.igemm_wgmma.space import plan
 from convtune.kernels.registry import get_spec
@@ -51,6 +52,15 @@ CONFIGS_1X1 = {
     "1x1_n64_mi1_wg2_s6_x3": IgemmWgmmaHalf1x1FwdConfig(64, 1, 2, 6, 3),
     "1x1_n128_mi1_wg1_s6": IgemmWgmmaHalf1x1FwdConfig(128, 1, 1, 6, 1),
 }
+#: the persistent 1×1 kernel (filters resident in shared memory, pixel tiles walked by about one block per SM): tiles
+#: of 64..256 rows and pixels, 4 and 6 stages, problems from one chunk (C ≤ 64) to several, several tiles a block
+CONFIGS_RESIDENT = {
+    "res_n64_mi2_wg2_s4": ResidentConfig(64, 2, 2, 4, 1),
+    "res_n128_mi1_wg2_s6": ResidentConfig(128, 1, 2, 6, 1),
+    "res_n256_mi1_wg1_s4": ResidentConfig(256, 1, 1, 4, 1),
+    "res_n64_mi1_wg1_s6": ResidentConfig(64, 1, 1, 6, 1),
+    "res_n128_mi2_wg1_s4": ResidentConfig(128, 2, 1, 4, 1),
+}
 #: folded taps (row_taps = the problem's S, set per problem): C ≤ 8, chunks holding S·Cq columns
 CONFIGS_FOLD = {
     "fold_n64_mi1_wg1_s4_c16": IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 16),
@@ -72,11 +82,20 @@ PROBLEMS_PER_CONFIG = 26
 PROBLEMS_PER_FOLD_CONFIG = 12
 PROBLEMS_PER_1X1_CONFIG = 12
 PROBLEMS_PER_TMA_CONFIG = 6   # a dtype
+PROBLEMS_PER_RESIDENT_CONFIG = 12
+#: the resident kernel on problems large enough that blocks walk several pixel tiles (the random ones fit one wave)
+RESIDENT_WALKS = (
+    ("N=8 C=256 H=52 W=52 K=255 R=1 S=1", "res_n64_mi2_wg2_s4"),     # the yolov3 head: 3 tiles a block, 4 chunks
+    ("N=32 C=100 H=20 W=20 K=77 R=1 S=1", "res_n64_mi1_wg1_s6"),     # 2 row tiles, 4 tiles a block
+    ("N=16 C=13 H=30 W=30 K=300 R=1 S=1", "res_n128_mi2_wg1_s4"),    # one chunk per tile, 2 row tiles
+    ("N=64 C=200 H=14 W=14 K=130 R=1 S=1", "res_n256_mi1_wg1_s4"),   # 8-byte copies, 3 row tiles
+)
 H200 = MachineModel.preset("h200")
 CHUNK_CHANNELS = 64
 
 
-def _random_1x1(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig, dtype: str) -> ConvProblem | None:
+def _random_1x1(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig | ResidentConfig,
+                dtype: str) -> ConvProblem | None:
     n = int(rng.choice([1, 1, 1, 2, 3, 8, 32]))
     c = int(rng.choice([1, 3, 13, 35, 64, 100, 200, 300]))
     k = int(rng.choice([1, 3, 17, 64, 77, 130, 300]))
@@ -106,8 +125,8 @@ def _general(rng: np.random.Generator, config: IgemmWgmmaHalfFwdConfig,
     return None if problem is None else (problem, config)
 
 
-def _one(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig,
-         dtype: str) -> tuple[ConvProblem, IgemmWgmmaHalf1x1FwdConfig] | None:
+def _one(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig | ResidentConfig,
+         dtype: str) -> tuple[ConvProblem, IgemmWgmmaHalf1x1FwdConfig | ResidentConfig] | None:
     problem = _random_1x1(rng, config, dtype)
     return None if problem is None else (problem, config)
 
@@ -125,6 +144,15 @@ def _cases() -> list[Any]:
     for dtype in half.DTYPES:
         for name, config in CONFIGS_TMA.items():
             cases += drawn(f"{dtype}-{name}", PROBLEMS_PER_TMA_CONFIG, partial(_general, rng_tma, config, dtype), gpu)
+    rng_resident = np.random.default_rng(20261205)
+    for dtype in half.DTYPES:
+        for name, config in CONFIGS_RESIDENT.items():
+            cases += drawn(f"{dtype}-{name}", PROBLEMS_PER_RESIDENT_CONFIG,
+                           partial(_one, rng_resident, config, dtype), gpu)
+        for text, name in RESIDENT_WALKS:
+            problem = ConvProblem.parse(f"{text} dtype={dtype}")
+            cases.append(pytest.param(problem, CONFIGS_RESIDENT[name], id=f"{dtype}-{name}-walk-{problem.N}",
+                                      marks=gpu))
     return cases
 
 
@@ -153,6 +181,13 @@ def test_case_count() -> None:
     tma = [c.values for c in CASES if getattr(c.values[1], "tma", 0)]
     assert len(tma) == 2 * 5 * PROBLEMS_PER_TMA_CONFIG and {p.stride_w for p, _ in tma} >= {1, 2}
     assert {cfg.splits for _, cfg in tma} >= {1, 2, 3, 8}
+    walks = [c.values for c in CASES if c.values[1].family == "igemm_wgmma_half_1x1_resident"]
+    assert len(walks) == 2 * (5 * PROBLEMS_PER_RESIDENT_CONFIG + len(RESIDENT_WALKS))
+    assert {p.C for p, _ in walks} >= {1, 13, 200}
+    assert sum((p.H * p.W) % 8 == 4 for p, _ in walks) >= len(walks) // 4
+    walked = [plan(p, c, H200) for p, c in walks]
+    assert any(pl.tiles_per_block >= 3 and pl.chunks >= 4 for pl in walked)
+    assert any(pl.tiles_per_block >= 2 and pl.m_tiles >= 2 for pl in walked)
 
 
 @pytest.fixture(scope="module")
