@@ -53,7 +53,7 @@ $half_families" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half
         while IFS='|' read -r problem config; do
             [ -n "$problem" ] || continue
             echo "== $problem | $config"
-            timeout 120 ncu --clock-control none --kernel-name regex:'igemm_wgmma(_half)?(_1x1)?_fwd' --launch-skip 3 \
+            timeout 120 ncu --clock-control none --kernel-name regex:'igemm_wgmma(_half)?(_1x1)?(_resident)?_fwd' --launch-skip 3 \
                 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
                 --section Occupancy --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
                 python3 benchmarks/igemm_profile.py --problem "$problem" --config "$config"

@@ -87,6 +87,10 @@ class IgemmWgmmaHalf1x1ResidentPlan(IgemmWgmmaHalf1x1Plan):
         return (self.persistent_blocks, self.m_tiles, 1)
 
     @property
+    def blocks(self) -> int:
+        return self.persistent_blocks * self.m_tiles
+
+    @property
     def tiles_per_block(self) -> int:
         """Pixel tiles of the busiest block: ⌈n_tiles / persistent_blocks⌉."""
         return -(-self.n_tiles // self.persistent_blocks)
