@@ -15,9 +15,11 @@
 // runs across tiles, so the copies of the next tile's first chunks are in flight during a tile's epilogue.
 //
 // Shared memory: [filters: NCH x BM x 128 B][ring: STAGES x BN x 128 B][staged tile: BM x (BN + 8) x 2 B][BN pixel
-// offsets x 8 B]; the B stage layout, the descriptors and the epilogue (the tile through shared memory, consecutive
-// threads storing consecutive pixel pairs of one output channel) are igemm_wgmma_half_1x1.cu's. No split: the whole
-// reduction is in the block.
+// offsets x 8 B]; the B stage layout and the descriptors are igemm_wgmma_half_1x1.cu's. The epilogue stages the tile
+// in shared memory like that kernel's, then stores PIX pixels of one output channel per thread (16 or 8 bytes, where
+// that kernel stores 4). Per-thread copy offsets are computed once and a tile's pixel base once per tile (32-bit
+// division), because profiling the first version on the yolov3 head showed it issue-bound: ~6x the instructions of
+// cuBLASLt's kernel for the same GEMM. No split: the whole reduction is in the block.
 #include "igemm_wgmma_half_1x1.cu"
 
 namespace convtune {
@@ -61,35 +63,43 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_resident_body(const T* __re
     cp_async16_zfill(sA0 + ch * A_CHUNK + swizzled_piece<128>(row, c), src, ok);
   }
 
+  // This thread's B copies: channel cl_j of a chunk, PIX pixels at piece * PIX of the tile; their shared-memory
+  // offsets and channel offsets in x are the same for every chunk and tile (only the tile's pixel base moves).
   const int piece = tid % B_PIECES;
+  unsigned b_soff[B_COPIES];
+  int b_cl[B_COPIES];
+#pragma unroll
+  for (int j = 0; j < B_COPIES; ++j) {
+    const int cl = tid / B_PIECES + j * (THREADS / B_PIECES);     // channel of the chunk, 0..63
+    const int p16 = piece * PIX / 8;                              // the 16-byte piece of 8 pixels
+    const int kl = cl & 7, nb = p16 >> 3, pl = p16 & 7;
+    b_cl[j] = cl;
+    b_soff[j] = (cl >> 3) * SBO + nb * 1024 + kl * 128 + ((pl ^ kl) << 4) + (piece * PIX % 8) * 2;
+  }
+  // pixel base of the tile the copies fill: recomputed (one 32-bit division: N*H*W < 2^31) when a tile starts
+  long long b_base = 0;
+  bool b_ok = false;
   auto load_stage = [&](int stage, int it) {      // chunk it of the block's walk: tile it / NCH, chunk it % NCH
     const int i = it / NCH, ch = it - i * NCH;
-    const long long pb = (static_cast<long long>(blockIdx.x) + static_cast<long long>(i) * gridDim.x) * BN +
-                         piece * PIX;
-    const bool b_ok = pb < NP;
-    long long b_base = 0;
-    if (b_ok) {
-      const long long img = pb / HW;
-      b_base = img * C * HW + (pb - img * HW);
+    if (ch == 0) {
+      const int pb = (static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x)) * BN + piece * PIX;
+      b_ok = pb < NP;
+      const int img = b_ok ? pb / HW : 0;
+      b_base = static_cast<long long>(img) * C * HW + (b_ok ? pb - img * HW : 0);
     }
     const unsigned sB = sB0 + stage * B_BYTES;
 #pragma unroll
     for (int j = 0; j < B_COPIES; ++j) {
-      const int cl = tid / B_PIECES + j * (THREADS / B_PIECES);     // channel of the chunk, 0..63
-      const int c = ch * CH + cl;
+      const int c = ch * CH + b_cl[j];
       const bool ok = b_ok && c < C;
-      const T* src = ok ? x + b_base + static_cast<long long>(c) * HW : x;
-      const int p16 = piece * PIX / 8;                              // the 16-byte piece of 8 pixels
-      const int kl = cl & 7, nb = p16 >> 3, pl = p16 & 7;
-      cp_async_zfill<2 * PIX>(sB + (cl >> 3) * SBO + nb * 1024 + kl * 128 + ((pl ^ kl) << 4) +
-                              (piece * PIX % 8) * 2, src, ok);
+      cp_async_zfill<2 * PIX>(sB + b_soff[j], ok ? x + b_base + static_cast<long long>(c) * HW : x, ok);
     }
   };
 
   float acc[MI][BN / 2];
   const int lane = tid & 31, wq = warp & 3, g = lane >> 2, t = lane & 3;
   unsigned* tile = reinterpret_cast<unsigned*>(staged);
-  long long* pix = reinterpret_cast<long long*>(staged + TILE_BYTES);   // y offset of each pixel's channel 0
+  long long* pix = reinterpret_cast<long long*>(staged + TILE_BYTES);   // y offset of each pixel group's channel 0
   unsigned short* yb = reinterpret_cast<unsigned short*>(y);
 
 #pragma unroll
@@ -131,11 +141,11 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_resident_body(const T* __re
     // Epilogue of tile blockIdx.x + i * gridDim.x, while the next tile's first copies are in flight. The staged
     // tile is free: every thread passed at least one loop-top barrier since it last read it.
     wgmma_wait<0>();
-    const long long p0 = (static_cast<long long>(blockIdx.x) + static_cast<long long>(i) * gridDim.x) * BN;
-    for (int q = tid; q < BN; q += THREADS) {   // one division per pixel of the tile, not one per store
-      const long long p = p0 + q;
-      const long long img = p / HW;
-      pix[q] = p < NP ? img * K * HW + (p - img * HW) : 0;
+    const int p0 = (static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x)) * BN;
+    for (int q = tid; q < BN / PIX; q += THREADS) {   // one division per PIX-pixel group of the tile
+      const int p = p0 + q * PIX;
+      const int img = p < NP ? p / HW : 0;
+      pix[q] = p < NP ? static_cast<long long>(img) * K * HW + (p - img * HW) : -1;
     }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -147,12 +157,21 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_resident_body(const T* __re
               static_cast<unsigned>(round_to<T>(acc[mi][j * 4 + 2 * e2]).bits) |
               (static_cast<unsigned>(round_to<T>(acc[mi][j * 4 + 2 * e2 + 1]).bits) << 16);
     __syncthreads();
-    for (int idx = tid; idx < BM * (BN / 2); idx += THREADS) {
-      const int rl = idx / (BN / 2), pr = idx - rl * (BN / 2);
-      const int k = m0 + rl;
-      const long long p = p0 + 2 * pr;
-      if (k >= K || p >= NP) continue;
-      *reinterpret_cast<unsigned*>(yb + pix[2 * pr] + static_cast<long long>(k) * HW) = tile[(rl * LD + 2 * pr) >> 1];
+    // PIX consecutive pixels of one output channel per store (16 or 8 bytes, aligned: H*W % PIX == 0 and tiles
+    // start at multiples of BN), consecutive threads along the channel's pixels
+    constexpr int GROUPS = BN / PIX;
+    const int kmax = min(BM, K - m0);
+    for (int idx = tid; idx < kmax * GROUPS; idx += THREADS) {
+      const int rl = idx / GROUPS, q = idx - rl * GROUPS;
+      const long long base = pix[q];
+      if (base < 0) continue;
+      unsigned short* dst = yb + base + static_cast<long long>(m0 + rl) * HW;
+      const unsigned* src = tile + ((rl * LD + q * PIX) >> 1);
+      if constexpr (PIX == 8) {
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+      } else {
+        *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+      }
     }
   }
   cp_async_wait<0>();   // nothing is left in flight (the last groups are empty); leave no copy behind the exit
