@@ -21,6 +21,7 @@
 // division), because profiling the first version on the yolov3 head showed it issue-bound: ~6x the instructions of
 // cuBLASLt's kernel for the same GEMM. No split: the whole reduction is in the block.
 #include "igemm_wgmma_half_1x1.cu"
+#include "wgmma_half_ss_tb_zd.cuh"
 
 namespace convtune {
 
@@ -103,40 +104,34 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_resident_body(const T* __re
   unsigned short* yb = reinterpret_cast<unsigned short*>(y);
 
 #pragma unroll
+  for (int mi = 0; mi < MI; ++mi)   // defined before the first wgmma; a tile's first k-step overwrites them (scale-d 0)
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j) acc[mi][j] = 0.0f;
+#pragma unroll
   for (int s = 0; s < STAGES - 2; ++s) {
     if (s < total) load_stage(s, s);
     cp_async_commit();
   }
-  for (int it = 0; it < total; ++it) {
-    const int i = it / NCH, ch = it - i * NCH;
-    if (ch == 0) {   // a new tile: the last one's MMAs retired (wait_group 0 before its epilogue)
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int j = 0; j < BN / 2; ++j) acc[mi][j] = 0.0f;
-    }
-    cp_async_wait<STAGES - 3>();
-    fence_proxy_async();  // the copies' words, read next by the tensor cores (async proxy)
-    __syncthreads();      // chunk it landed; every warpgroup retired chunk it - 2 (its stage is reloaded below)
-    wgmma_fence();
-    {
+  // Tiles outer, a tile's chunks inner (the wgmma_pipeline shape: one wgmma group in flight across the inner loop's
+  // back edge, none across the outer one), the copy ring indexed by the block's running chunk count it.
+  for (int i = 0, it = 0; i < my_tiles; ++i) {
+    for (int ch = 0; ch < NCH; ++ch, ++it) {
+      cp_async_wait<STAGES - 3>();
+      fence_proxy_async();  // the copies' words, read next by the tensor cores (async proxy)
+      __syncthreads();      // chunk it landed; every warpgroup retired chunk it - 2 (its stage is reloaded below)
+      wgmma_fence();
       const unsigned sA = sA0 + ch * A_CHUNK + wg * (BM / WG) * 128, sB = sB0 + (it % STAGES) * B_BYTES;
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks)    // k16 steps: 32 bytes across A's rows, two 8-channel groups of B
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-          WgmmaSSTransB<T, BN>::run(acc[mi], swizzled_desc<128>(sA + mi * 64 * 128, ks),
-                                    nmajor_desc(sB + ks * 2 * SBO, SBO));
-    }
-    wgmma_commit();
-    {
+        for (int mi = 0; mi < MI; ++mi)   // a tile's first k-step overwrites the accumulators (scale-d 0)
+          WgmmaSSTransBScaleD<T, BN>::run(acc[mi], swizzled_desc<128>(sA + mi * 64 * 128, ks),
+                                          nmajor_desc(sB + ks * 2 * SBO, SBO), (ch | ks) != 0);
+      wgmma_commit();
       const int next = it + STAGES - 2;
       if (next < total) load_stage(next % STAGES, next);
       cp_async_commit();
-    }
-    if (ch != NCH - 1) {
       wgmma_wait<1>();
-      continue;
     }
     // Epilogue of tile blockIdx.x + i * gridDim.x, while the next tile's first copies are in flight. The staged
     // tile is free: every thread passed at least one loop-top barrier since it last read it.
