@@ -5,6 +5,8 @@ Two sources of plans, on the given machine preset:
 
 * ``--suite S --families F... --top N [--dtype D | --math tf32]``: per conv2d entry and family, the model's top N
   configs, as ``vs_cudnn.py --top N --buckets 0`` picks them;
+* ``--choice``: with ``--suite``, also each entry's untuned choice across every family (what the op runs without a
+  database), in each of ``--classes``;
 * ``--cases FILE.py:NAME``: a GPU test module's list of ``pytest.param(problem, config)`` cases (``CASES``), each
   planned with the space's ``plan``.
 
@@ -47,6 +49,21 @@ def suite_sources(suite: Path, families: list[str], top: int, machine: MachineMo
     return texts
 
 
+def choice_sources(suite: Path, classes: list[str], machine: MachineModel) -> list[str]:
+    """The sources of every conv2d entry's untuned choice (the op's model choice) in each precision class."""
+    from convtune.ops.conv2d import model_choice
+
+    texts = []
+    for entry in json.loads(suite.read_text())["conv2d"]:
+        for cls in classes:
+            dtype, math = (cls, "ieee") if cls in ("bfloat16", "float16") else ("float32", cls)
+            problem = ConvProblem.from_mapping(entry).replace(dtype=dtype, math=math)
+            config = model_choice(problem, machine)
+            pl = get_spec(config.family).plan(problem, config, machine)
+            texts += [pl.source()] if hasattr(pl, "source") else []
+    return texts
+
+
 def case_sources(spec_text: str, machine: MachineModel) -> list[str]:
     """The sources of a test module's cases (``path.py:NAME``, a list of ``pytest.param(problem, config)``)."""
     path, name = spec_text.split(":")
@@ -73,10 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--math", default="ieee")
     ap.add_argument("--cases", nargs="*", default=[], help="test module cases, path.py:NAME")
+    ap.add_argument("--choice", action="store_true", help="also the untuned choice of every --suite entry")
+    ap.add_argument("--classes", nargs="*", default=["bfloat16"], help="precision classes of --choice: ieee (strict "
+                    "float32), tf32, bfloat16, float16")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args(argv)
     machine = MachineModel.preset(args.machine)
-    texts = suite_sources(args.suite, args.families, args.top, machine, args.dtype, args.math) if args.suite else []
+    texts = (suite_sources(args.suite, args.families, args.top, machine, args.dtype, args.math)
+             if args.suite and args.families else [])
+    if args.suite and args.choice:
+        texts += choice_sources(args.suite, args.classes, machine)
     for spec_text in args.cases:
         texts += case_sources(spec_text, machine)
     unique = list(dict.fromkeys(texts))
