@@ -29,6 +29,9 @@
 #     res_1x1   the 16-bit 1×1 families (igemm_wgmma_half_1x1 and its persistent, filters-resident variant): their GPU
 #               tests (xdist workers), then vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16) on benchmarks/suites/
 #               conv1x1.json with both 1×1 families and the general 16-bit one ($RES_1X1_TOP configs each, default 16)
+#     direct_half the 16-bit direct family (CUDA cores, C ≤ 16): its GPU tests (xdist workers), then vs_cudnn.py
+#               --dtype $HALF_DTYPE (default bfloat16) on benchmarks/suites/stems.json with it and the 16-bit
+#               tensor-core families that take stems ($DIRECT_HALF_TOP configs each, default 16)
 #     vs_cudnn  benchmarks/vs_cudnn.py (best of the model's top configs vs cuDNN, same run)
 #     sample    benchmarks/space_sample.py (uniform sample of the unpruned direct space on 3 shapes; $SAMPLE_ARGS,
 #               e.g. the out-of-sample 5×5 shapes with --budget-s / --resume: see its docstring)
@@ -146,6 +149,13 @@ for step in "$@"; do
             --top "${RES_1X1_TOP:-16}" --buckets 0 --suite benchmarks/suites/conv1x1.json --out "$OUT/res_1x1" \
             --families igemm_wgmma_half_1x1 igemm_wgmma_half_1x1_resident igemm_wgmma_half 2>&1 \
             | tee "$OUT/res_1x1.log" | tail -40 ;;
+    direct_half)
+        timeout "${DIRECT_HALF_TESTS_S:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
+            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/direct_half/test_direct_half_gpu.py 2>&1 \
+            | tee "$OUT/gpu_direct_half_tests.txt" | tail -12
+        timeout "${DIRECT_HALF_BENCH_S:-300}" python3 benchmarks/vs_cudnn.py --dtype "${HALF_DTYPE:-bfloat16}" \
+            --top "${DIRECT_HALF_TOP:-16}" --buckets 0 --suite benchmarks/suites/stems.json --out "$OUT/direct_half" \
+            --families direct_half igemm_wgmma_half igemm_half 2>&1 | tee "$OUT/direct_half.log" | tail -30 ;;
     vs_cudnn)
         python3 benchmarks/vs_cudnn.py --out "$OUT" ${VS_CUDNN_ARGS:-} 2>&1 | tee "$OUT/vs_cudnn.log" | tail -30 ;;
     sample)

@@ -67,6 +67,7 @@ FAMILY_PACKAGES: tuple[str, ...] = (
     "convtune.kernels.igemm_wgmma",
     "convtune.kernels.winograd_tf32",
     "convtune.kernels.winograd_large",
+    "convtune.kernels.direct_half",
 )
 #: Entry-point group naming family packages outside convtune (``name = module``).
 ENTRY_POINT_GROUP = "convtune.families"

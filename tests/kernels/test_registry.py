@@ -37,6 +37,8 @@ def sample_problem(family: str) -> ConvProblem:
         return CAUSAL_1D
     if family == "winograd_unfused_large":
         return DENSE_5X5
+    if family == "direct_half":
+        return DENSE.replace(dtype="bfloat16")
     return DEPTHWISE_2D if family.startswith("depthwise2d_") else DENSE
 
 
