@@ -41,8 +41,8 @@ def test_plan_geometry_and_rules() -> None:
     pl = plan(P(LENET), Config(8, 2, 8, 4), H200)
     assert pl.grid == (-(-24 // 16), 24 // 4, 64 * 3) and pl.k_tiles == 3 and pl.threads == 32
     assert pl.smem_bytes == 4 * 8 * 25 and "8, 2, 8, 4, 5, 5, 1, 1, 1, 1>(" in pl.source()
-    for bad, field in ((Config(6, 2, 8, 4), "k_block"), (Config(8, 3, 8, 4), "pixels"), (Config(8, 2, 8, 2), "threads_y"),
-                       (Config(32, 4, 8, 4), "pixels")):
+    for bad, field in ((Config(6, 2, 8, 4), "k_block"), (Config(8, 3, 8, 4), "pixels"),
+                       (Config(8, 2, 8, 2), "threads_y"), (Config(32, 4, 8, 4), "pixels")):
         with pytest.raises(InvalidConfig) as err:
             plan(P(LENET), bad, H200)
         assert err.value.field == field, (bad, err.value)
