@@ -38,7 +38,7 @@ def sample_problem(family: str) -> ConvProblem:
     if family == "winograd_unfused_large":
         return DENSE_5X5
     if family == "direct_half":
-        return DENSE.replace(dtype="bfloat16")
+        return DENSE.replace(C=3, dtype="bfloat16")
     return DEPTHWISE_2D if family.startswith("depthwise2d_") else DENSE
 
 

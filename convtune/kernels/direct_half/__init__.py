@@ -1,5 +1,6 @@
 """The direct convolution on the CUDA cores for bfloat16 / float16 (family ``direct_half``): few-channel layers
-(stems, C ≤ 16) with fp32 accumulation, any stride, padding and dilation, x and w read as they are (one launch).
+with short reductions (C ≤ 16, C·R·S ≤ 64: 3×3 stems, LeNet's first layer) with fp32 accumulation, any stride,
+padding and dilation, x and w read as they are (one launch).
 
 ``SPECS`` is the family's registry row (see :mod:`convtune.kernels.registry`); its bound and floor are the direct
 convolution's.
@@ -21,8 +22,8 @@ SPECS: tuple[KernelSpec, ...] = (
         bound_words=lambda pl, s_words: direct_bound_words(pl.problem, s_words),
         grid_size=_space.grid_size, floor_work=direct_floor_work, launcher=_launcher, algorithm="direct",
         choice_classes=("bfloat16", "float16"),
-        description="direct convolution on the CUDA cores for bfloat16 / float16 few-channel layers (C ≤ 16: "
-                    "stems): fp32 filters in shared memory, a thread's PT outputs × KB channels in fp32 "
-                    "registers, each input row span read once per tap row, x and w as they are (one launch)",
+        description="direct convolution on the CUDA cores for bfloat16 / float16 few-channel layers (C ≤ 16, "
+                    "C·R·S ≤ 64: 3×3 stems): fp32 filters in shared memory, a thread's PT outputs × KB channels in "
+                    "fp32 registers, each input row span read once per tap row, x and w as they are (one launch)",
     ),
 )

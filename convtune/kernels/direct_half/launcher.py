@@ -3,7 +3,8 @@ analytic traffic, model and the prepared launch.
 
 Shapes (16-bit storage, contiguous NCHW): x (N, C, H, W), w (K, C, R, S) as given (no packing: the block converts
 its KB filters to fp32 in shared memory), y (N, K, P, Q); fp32 accumulation, y rounded once (round to nearest even).
-For few-channel layers (C ≤ :data:`MAX_CHANNELS`: stems, LeNet's first layer) where the tensor-core families pad C to
+For few-channel layers with short reductions (C ≤ :data:`MAX_CHANNELS`, C·R·S ≤ :data:`MAX_REDUCTION`: 3×3 stems,
+LeNet's first layer) where the tensor-core families pad C to
 8–64 channels and change x's layout first. Grid (⌈Q/(TX·PT)⌉, ⌈P/TY⌉, N·⌈K/KB⌉), TX × TY threads; a thread computes
 PT consecutive outputs of one row for KB output channels (``direct_half_fwd.cu`` states the loops).
 
@@ -47,6 +48,11 @@ SOURCE = "direct_half_fwd.cu"
 ENTRY = "direct_half_fwd"
 #: the most input channels the family takes: beyond, the tensor-core families' padding is small and they win
 MAX_CHANNELS = 16
+#: the longest reduction C·R·S it takes: on the 13 few-channel layers of benchmarks/suites/stems.json (H100) it was
+#: the fastest 16-bit family on all three with C·R·S ≤ 27 (LeNet conv1, the MobileNetV2 and ENet stems: 1.09–2.1× the
+#: tensor-core families' best) and on none of the ten with C·R·S ≥ 147 (7×7 and 11×11 stems, GoogLeNet's C = 16 5×5:
+#: 1.2–3.3× slower), where the models' under-prediction of both sides made the untuned choice fragile
+MAX_REDUCTION = 64
 #: fp32 filter bytes a block may stage (the 48 KB every GPU gives without an opt-in attribute)
 MAX_FILTER_BYTES = 48 * 1024
 CUDA_TYPES = {"bfloat16": "convtune::bfloat16", "float16": "convtune::half16"}
@@ -56,6 +62,9 @@ TOLERANCES = {"bfloat16": 4e-3, "float16": 6e-4}
 LAUNCH_OVERHEAD_S = 3e-6
 #: fraction of the fp32 FMA peak the unrolled loop reaches (loads, shared broadcasts and the row loop between FMAs)
 FMA_EFFICIENCY = 0.5
+#: resident warps per SM the FMA rate needs (a few-block grid of 128-thread blocks on GoogLeNet's 14×14 5×5 layer ran
+#: at a quarter of the rate the model gave it: 24 µs against 8.4 predicted on an H100)
+ACTIVE_WARPS = 16
 #: the L2 bandwidth the blocks' requests see, relative to DRAM copy bandwidth
 L2_OVER_DRAM = 3.0
 
@@ -82,9 +91,10 @@ class DirectHalfFwdConfig(KernelConfig):
 
 
 def supports(problem: ConvProblem) -> bool:
-    """bfloat16 / float16, groups = 1, not causal, C ≤ :data:`MAX_CHANNELS`."""
+    """bfloat16 / float16, groups = 1, not causal, C ≤ :data:`MAX_CHANNELS` and C·R·S ≤ :data:`MAX_REDUCTION`."""
     p = problem
-    return p.dtype in CUDA_TYPES and p.groups == 1 and not p.causal and p.C <= MAX_CHANNELS
+    return (p.dtype in CUDA_TYPES and p.groups == 1 and not p.causal and p.C <= MAX_CHANNELS
+            and p.C * p.R * p.S <= MAX_REDUCTION)
 
 
 def span(problem: ConvProblem, config: DirectHalfFwdConfig) -> int:
@@ -159,8 +169,8 @@ def derive_plan(problem: ConvProblem, config: DirectHalfFwdConfig,
     """
     p, c = problem, config
     if not supports(p):
-        raise InvalidConfig("problem", f"{FAMILY} runs bfloat16 / float16 convolutions with C ≤ {MAX_CHANNELS}, "
-                                       f"groups=1, not causal; got {p.key()}")
+        raise InvalidConfig("problem", f"{FAMILY} runs bfloat16 / float16 convolutions with C ≤ {MAX_CHANNELS} and "
+                                       f"C·R·S ≤ {MAX_REDUCTION}, groups=1, not causal; got {p.key()}")
     x_tiles, y_tiles, k_tiles = -(-p.Q // (c.threads_x * c.pixels)), -(-p.P // c.threads_y), -(-p.K // c.k_block)
     if y_tiles > 65535 or p.N * k_tiles > 65535:
         raise InvalidConfig("threads_y" if y_tiles > 65535 else "k_block",
@@ -220,7 +230,8 @@ def tile_efficiency(pl: DirectHalfFwdPlan) -> float:
 
 def predict_s(pl: DirectHalfFwdPlan, machine: MachineModel) -> float:
     """Model time: max(FMA time of the computed MACs at ``FMA_EFFICIENCY`` of the fp32 peak over the SMs the grid
-    fills, the requested bytes at ``L2_OVER_DRAM`` × copy bandwidth, compulsory bytes at copy bandwidth) + a launch."""
+    fills, scaled down below ``ACTIVE_WARPS`` resident warps per SM; the requested bytes at ``L2_OVER_DRAM`` × copy
+    bandwidth; compulsory bytes at copy bandwidth) + a launch."""
     p, c = pl.problem, pl.config
     bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
     if bps == 0:
@@ -228,8 +239,11 @@ def predict_s(pl: DirectHalfFwdPlan, machine: MachineModel) -> float:
     busy = min(1.0, pl.blocks / machine.sm_count)                     # SMs with work
     waves = -(-pl.blocks // (bps * machine.sm_count))
     fill = pl.blocks / (waves * bps * machine.sm_count)                # the last wave's share
+    # a thread's FMAs form KB·PT chains between loads: below ACTIVE_WARPS warps an SM cannot hide their latency
+    warps = min(bps, -(-pl.blocks // machine.sm_count)) * c.threads / 32
+    occupancy = min(1.0, warps / ACTIVE_WARPS)
     macs = p.N * p.K * p.P * p.Q * p.C * p.R * p.S / tile_efficiency(pl)
-    fma_s = 2 * macs / (FMA_EFFICIENCY * machine.fp32_peak_flops_per_s * busy * max(fill, 1 / waves))
+    fma_s = 2 * macs / (FMA_EFFICIENCY * machine.fp32_peak_flops_per_s * busy * max(fill, 1 / waves) * occupancy)
     l2_s = 2 * total_traffic_elements(pl) / (L2_OVER_DRAM * machine.copy_bandwidth_bytes_per_s)
     dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
     return max(fma_s, l2_s, dram_s) + LAUNCH_OVERHEAD_S

@@ -14,6 +14,7 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.direct_half.launcher import (
     FAMILY,
     MAX_CHANNELS,
+    MAX_REDUCTION,
     DirectHalfFwdConfig,
     DirectHalfFwdPlan,
     derive_plan,
@@ -44,7 +45,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
     p = problem
     rules = (
         Rule("problem", (), lambda v: supports(p), f"{FAMILY} runs bfloat16 / float16 convolutions with C ≤ "
-             f"{MAX_CHANNELS}, groups=1, not causal; got {p.key()}", field="problem"),
+             f"{MAX_CHANNELS} and C·R·S ≤ {MAX_REDUCTION}, groups=1, not causal; got {p.key()}", field="problem"),
         Rule("k_block", ("k_block",), lambda v: v["k_block"] in K_BLOCK, f"k_block={{k_block}}: allowed {K_BLOCK}"),
         Rule("pixels", ("pixels",), lambda v: v["pixels"] in PIXELS, f"pixels={{pixels}}: allowed {PIXELS}"),
         Rule("threads_x", ("threads_x",), lambda v: v["threads_x"] in THREADS_X,

@@ -27,7 +27,9 @@ def P(text: str) -> ConvProblem:
 @pytest.mark.parametrize(("text", "ok"), [
     (LENET, True),
     ("N=2 C=3 H=9 W=11 K=7 R=3 S=3 stride=2 pad=1 dtype=float16", True),
-    ("N=2 C=16 H=9 W=11 K=7 R=3 S=3 dilation=2 dtype=bfloat16", True),
+    ("N=2 C=16 H=9 W=11 K=7 R=2 S=2 dilation=2 dtype=bfloat16", True),      # C·R·S = 64
+    ("N=2 C=16 H=9 W=11 K=7 R=3 S=3 dtype=bfloat16", False),                 # C·R·S = 144: tensor cores win
+    ("N=16 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 dtype=bfloat16", False),   # a 7×7 stem
     ("N=2 C=17 H=9 W=11 K=7 R=3 S=3 dtype=bfloat16", False),                 # C above the family's range
     ("N=2 C=3 H=9 W=11 K=7 R=3 S=3 dtype=float32", False),
     ("N=2 C=3 H=9 W=11 K=6 R=3 S=3 groups=3 dtype=bfloat16", False),
@@ -46,9 +48,9 @@ def test_plan_geometry_and_rules() -> None:
         with pytest.raises(InvalidConfig) as err:
             plan(P(LENET), bad, H200)
         assert err.value.field == field, (bad, err.value)
-    with pytest.raises(InvalidConfig) as err:   # 32 channels × 16 × 11 × 11 fp32 filters: 248 KB
-        plan(P("N=1 C=16 H=32 W=32 K=64 R=11 S=11 dtype=bfloat16"), Config(32, 1, 32, 4), H200)
-    assert err.value.field == "k_block" and "49152 B" in str(err.value)
+    with pytest.raises(InvalidConfig) as err:
+        plan(P("N=1 C=16 H=32 W=32 K=64 R=3 S=3 dtype=bfloat16"), Config(32, 1, 32, 4), H200)
+    assert err.value.field == "problem" and "C·R·S ≤ 64" in str(err.value)
     plans = list(enumerate_plans(P(LENET), H200))
     assert plans and {pl.config.k_block for pl in plans} == {4, 8, 16, 32}
     assert all(pl.config.threads_x * pl.config.pixels <= 32 for pl in plans)        # Q = 24: rows of ≤ 32 outputs
@@ -89,7 +91,7 @@ def _simulated_traffic(pl: launcher.DirectHalfFwdPlan) -> dict[str, int]:
     ("N=2 C=3 H=9 W=11 K=7 R=3 S=3 stride=2 pad=1 dtype=float16", Config(4, 2, 8, 4)),
     ("N=1 C=2 H=13 W=17 K=9 R=5 S=3 pad=2 dilation=2 dtype=bfloat16", Config(8, 1, 8, 4)),
     ("N=2 C=1 H=20 W=20 K=5 R=5 S=5 dtype=bfloat16", Config(4, 4, 8, 8)),
-    ("N=1 C=3 H=30 W=33 K=16 R=7 S=7 stride=2 pad=3 dtype=bfloat16", Config(16, 2, 16, 2)),
+    ("N=1 C=1 H=30 W=33 K=16 R=7 S=7 stride=2 pad=3 dtype=bfloat16", Config(16, 2, 16, 2)),
 ])
 def test_traffic_formula_matches_the_loads(text: str, config: Config) -> None:
     pl = plan(P(text), config, H200)
@@ -121,8 +123,8 @@ def test_registry_row_and_the_choice_on_small_stems() -> None:
 REPRESENTATIVE = [
     ("lenet_k8_p1", LENET, Config(8, 1, 8, 4)),
     ("stem_s2_k16_p4", "N=64 C=3 H=224 W=224 K=32 R=3 S=3 stride=2 pad=1 dtype=bfloat16", Config(16, 4, 16, 4)),
-    ("stem7_k32_p2_f16", "N=16 C=3 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 dtype=float16", Config(32, 2, 32, 2)),
-    ("c16_dil_k4_p4", "N=2 C=16 H=40 W=40 K=12 R=3 S=3 pad=2 dilation=2 dtype=bfloat16", Config(4, 4, 32, 8)),
+    ("c1_7x7_k32_p2_f16", "N=16 C=1 H=224 W=224 K=64 R=7 S=7 stride=2 pad=3 dtype=float16", Config(32, 2, 32, 2)),
+    ("c16_dil_k4_p4", "N=2 C=16 H=40 W=40 K=12 R=2 S=2 pad=2 dilation=2 dtype=bfloat16", Config(4, 4, 32, 8)),
 ]
 
 
