@@ -4,8 +4,9 @@ checked without one).
 
 Per dtype, random few-channel problems (C 1–16, C·R·S ≤ 64, filters 1–7 non-square, strides and dilations 1–3,
 padding 0–3, padding-dominated maps, batch 1 mostly) × configs covering every k_block and pixels value; fresh normal
-inputs rounded to the dtype, y poisoned with NaN before the launch; the reference is the float64 convolution of the rounded inputs.
-Each case's error must meet the family's tolerance and be at most twice cuDNN's on the same inputs (+1e-6).
+inputs rounded to the dtype, y poisoned with NaN before the launch; the reference is the float64 convolution of the
+rounded inputs. Each case's error must meet the family's tolerance and be at most twice cuDNN's on the same inputs
+(+1e-6).
 """
 
 from __future__ import annotations
