@@ -1,0 +1,72 @@
+"""The tuner on this session's two 16-bit families by replay of their H100 measurements: the persistent 1×1 kernel
+(``igemm_wgmma_half_1x1_resident``) on the 1×1 layers and the CUDA-core direct kernel (``direct_half``) on the stems.
+
+``tests/data/replay_h100_bf16_1x1_stems.json.gz`` was made by ``benchmarks/make_replay.py`` from the committed runs
+``benchmarks/results/igemm_wgmma_h200/resident_1x1/v3_scale_d/vs_cudnn_bf16.json`` (the 14 1×1 shapes of
+``benchmarks/suites/conv1x1.json``: both 1×1 families and the general wgmma one) and
+``benchmarks/results/igemm_wgmma_h200/direct_half_stems/vs_cudnn_bf16.json`` (the 13 few-channel layers of
+``benchmarks/suites/stems.json``: direct_half, igemm_wgmma_half, igemm_half), both on an H100 (the device tool gave
+no H200). What a CI machine can check without a GPU: the new families are searched next to the others, their
+measured rows are stored under the bfloat16 problem, the best is the fastest measured row the search reached (or a
+tie) and is the new family where it measured fastest, and every efficiency is at most 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+from tuner_samples import run_measurements
+
+from convtune.kernels.registry import get_spec
+from convtune.problem import ConvProblem
+from convtune.storage import queries as repo
+from convtune.storage import session_scope
+from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
+from convtune.tuner.tune import TIE_TOLERANCE, tune
+
+TABLE_PATH = Path(__file__).resolve().parents[1] / "data" / "replay_h100_bf16_1x1_stems.json.gz"
+NEW = {"igemm_wgmma_half_1x1_resident.fwd", "direct_half.fwd"}
+#: (problem, the family that measured fastest on it): the yolov3 52×52 head and a MobileNetV2 expansion (the resident
+#: 1×1 kernel), LeNet conv1 and the MobileNetV2 stem (direct_half: C·R·S = 25 and 27)
+CASES = [
+    (ConvProblem.parse("N=8 C=256 H=52 W=52 K=255 R=1 S=1 dtype=bfloat16"), "igemm_wgmma_half_1x1_resident"),
+    (ConvProblem.parse("N=32 C=24 H=56 W=56 K=144 R=1 S=1 dtype=bfloat16"), "igemm_wgmma_half_1x1_resident"),
+    (ConvProblem.parse("N=64 C=1 H=28 W=28 K=20 R=5 S=5 dtype=bfloat16"), "direct_half"),
+    (ConvProblem.parse("N=64 C=3 H=224 W=224 K=32 R=3 S=3 stride=2 pad=1 dtype=bfloat16"), "direct_half"),
+]
+
+
+@pytest.fixture(scope="module")
+def table() -> ReplayTable:
+    return ReplayTable.load(TABLE_PATH)
+
+
+def test_table_holds_todays_kernels(table: ReplayTable) -> None:
+    assert NEW <= set(table.kernel_sha256)
+    for kind, sha in table.kernel_sha256.items():
+        assert sha == get_spec(kind.split(".")[0]).source_sha256(), kind
+    assert "H100" in table.device.name and table.device.machine.bf16_peak_flops_per_s > 600e12
+    assert all(key.endswith("dtype=bfloat16") for key in table.problems)
+
+
+@pytest.mark.parametrize(("problem", "fastest"), CASES, ids=["yolov3_head", "mnv2_expand", "lenet_conv1", "mnv2_stem"])
+def test_the_new_family_wins_by_replay_where_it_measured_fastest(problem: ConvProblem, fastest: str,
+                                                                 table: ReplayTable, sqlite_engine: Engine) -> None:
+    recorded = table.problems[problem.key()]
+    best_recorded = min(recorded.items(), key=lambda kv: kv[1]["median_ms"])
+    assert best_recorded[0].split(".")[0] == fastest                     # the table says so
+    result = tune(problem, ReplayBenchmarker(table), sqlite_engine, budget_trials=40, warm_start=16, seed=0)
+    assert result.best_config is not None and result.time_ms is not None
+    rows = run_measurements(sqlite_engine, result.run_id)
+    with session_scope(sqlite_engine) as session:
+        keys = [repo.get_config(session, m.config_id).key for m in rows]
+        assert all(repo.get_problem(session, m.problem_id).key == problem.key() for m in rows)
+    ok = [(m.median_ms, k) for m, k in zip(rows, keys, strict=True) if m.status == "ok"]
+    assert any(k.split(".")[0] == fastest for _, k in ok), "the new family was not searched"
+    for m, k in zip(rows, keys, strict=True):
+        if m.status == "ok":
+            assert m.median_ms == pytest.approx(recorded[k]["median_ms"])    # the H100's number, unedited
+    assert min(ok)[0] <= result.time_ms <= min(ok)[0] * (1 + TIE_TOLERANCE)
+    assert result.best_config.split(".")[0] == fastest
+    assert result.efficiency is not None and 0 < result.efficiency <= 1
