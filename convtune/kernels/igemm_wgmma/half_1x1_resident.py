@@ -69,10 +69,10 @@ class IgemmWgmmaHalf1x1ResidentFwdConfig(WgmmaConfig):
 
 
 def supports(problem: ConvProblem) -> bool:
-    """The 16-bit 1×1 family's problems (1×1, stride 1, no padding, H·W a multiple of 4) whose pixel indices fit
-    32-bit grids (N·H·W < 2³¹)."""
+    """The 16-bit 1×1 family's problems (1×1, stride 1, no padding, H·W a multiple of 4) whose pixel indices, a tile
+    past the last pixel included, fit the kernel's 32-bit arithmetic (N·H·W + 256 < 2³¹)."""
     p = problem
-    return _half_1x1.supports(p) and p.N * p.H * p.W < 2**31
+    return _half_1x1.supports(p) and p.N * p.H * p.W + 256 < 2**31
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +146,7 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig,
     p = problem
     if not supports(p):
         raise InvalidConfig("problem", f"{FAMILY} runs bfloat16 / float16 1×1 convolutions (stride 1, no padding, "
-                                       f"H·W a multiple of 4, N·H·W < 2^31); got {p.key()}")
+                                       f"H·W a multiple of 4, N·H·W + 256 < 2^31); got {p.key()}")
     if config.splits != 1:
         raise InvalidConfig("splits", f"{FAMILY} reduces all of C in one block: splits must be 1, got "
                                       f"{config.splits}")

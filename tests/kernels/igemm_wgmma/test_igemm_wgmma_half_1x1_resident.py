@@ -34,6 +34,8 @@ def P(text: str) -> ConvProblem:
     ("N=2 C=64 H=8 W=8 K=64 R=1 S=1 stride=2 dtype=bfloat16", False),
     ("N=2 C=64 H=8 W=8 K=64 R=3 S=3 pad=1 dtype=bfloat16", False),
     ("N=2 C=64 H=8 W=8 K=64 R=1 S=1 math=tf32", False),
+    ("N=33554428 C=1 H=8 W=8 K=1 R=1 S=1 dtype=bfloat16", False),   # N·H·W + 256 ≥ 2^31: 32-bit pixel indices
+    ("N=33554427 C=1 H=8 W=8 K=1 R=1 S=1 dtype=bfloat16", True),
 ])
 def test_supports_the_16bit_1x1_problems(text: str, ok: bool) -> None:
     assert resident.supports(P(text)) is ok
