@@ -53,7 +53,6 @@ from convtune.problem import ConvProblem
 FAMILY = "igemm_wgmma_half_1x1_resident"
 SOURCE = "igemm_wgmma_half_1x1_resident.cu"
 ENTRY = "igemm_wgmma_half_1x1_resident_fwd"
-CHANNELS_PER_CHUNK = 64
 #: SMs assumed where no machine is given (the H100 / H200 SXM count); the grid only sets how the tiles are dealt
 DEFAULT_SMS = 132
 TOLERANCES = _half.TOLERANCES
@@ -98,7 +97,7 @@ class IgemmWgmmaHalf1x1ResidentPlan(IgemmWgmmaHalf1x1Plan):
     def source(self) -> str:
         c = self.config
         targs = ", ".join(str(a) for a in (*self.template_args(), _half_1x1.pixels_per_copy(self.problem),
-                                           self.cp // CHANNELS_PER_CHUNK))
+                                           self.chunks))
         return _family_source() + _WRAPPER.format(threads=c.threads, targs=targs,
                                                   t=_half.CUDA_TYPES[self.problem.dtype])
 
@@ -124,9 +123,8 @@ def _family_source() -> str:
 def smem_bytes(problem: ConvProblem, config: WgmmaConfig) -> int:
     """Cp·tile_m·2 (resident filters) + stages·tile_n·128 (x ring) + tile_m·(tile_n + 8)·2 (staged tile) +
     8·tile_n (pixel offsets) + 1024 (alignment to the swizzle's period)."""
-    cp = -(-problem.C // CHANNELS_PER_CHUNK) * CHANNELS_PER_CHUNK
     c = config
-    return cp * c.tile_m * 2 + c.stages * c.tile_n * 128 + c.tile_m * (c.tile_n + 8) * 2 + 8 * c.tile_n + 1024
+    return _tf32.padded_channels(problem, c) * c.tile_m * 2 + c.stages * c.tile_n * 128 + c.tile_m * (c.tile_n + 8) * 2 + 8 * c.tile_n + 1024
 
 
 def regs_estimate(config: WgmmaConfig) -> int:
@@ -152,7 +150,7 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig,
                                       f"{config.splits}")
     smem, regs = smem_bytes(p, config), regs_estimate(config)
     if machine is not None and smem > machine.smem_per_block_bytes:
-        filters = -(-p.C // CHANNELS_PER_CHUNK) * CHANNELS_PER_CHUNK * config.tile_m * 2
+        filters = _tf32.padded_channels(p, config) * config.tile_m * 2
         raise InvalidConfig("m_blocks", f"{smem} B of shared memory ({filters} B of them the resident filter rows, "
                                         f"Cp·tile_m·2) exceed the {machine.smem_per_block_bytes} B per block of "
                                         f"{machine.name}: fewer rows (m_blocks, warpgroups) or stages")
