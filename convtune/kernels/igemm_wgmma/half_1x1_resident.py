@@ -124,7 +124,8 @@ def smem_bytes(problem: ConvProblem, config: WgmmaConfig) -> int:
     """Cp·tile_m·2 (resident filters) + stages·tile_n·128 (x ring) + tile_m·(tile_n + 8)·2 (staged tile) +
     8·tile_n (pixel offsets) + 1024 (alignment to the swizzle's period)."""
     c = config
-    return _tf32.padded_channels(problem, c) * c.tile_m * 2 + c.stages * c.tile_n * 128 + c.tile_m * (c.tile_n + 8) * 2 + 8 * c.tile_n + 1024
+    return (_tf32.padded_channels(problem, c) * c.tile_m * 2 + c.stages * c.tile_n * 128
+            + c.tile_m * (c.tile_n + 8) * 2 + 8 * c.tile_n + 1024)
 
 
 def regs_estimate(config: WgmmaConfig) -> int:
