@@ -158,7 +158,8 @@ def channel_split_rules(channels: int) -> tuple[Rule, Rule]:
     return split_rules(channels)
 
 
-def _pow2_at_least(n: int) -> int:
+def pow2_at_least(n: int) -> int:
+    """The least power of two ≥ n (1 for n ≤ 1): the extent a tile may reach in the spaces' pruning rules."""
     return 1 << max(0, (n - 1).bit_length())
 
 
@@ -168,7 +169,7 @@ def pixel_gemm_prune_rules(problem: Any, machine: Any | None) -> tuple[Rule, ...
     with ``machine``, no split of a grid that already has two blocks per SM."""
     p = problem
     m = p.N * p.P * p.Q
-    max_m, max_n = max(32, _pow2_at_least(m)), max(32, _pow2_at_least(p.K))
+    max_m, max_n = max(32, pow2_at_least(m)), max(32, pow2_at_least(p.K))
     rules = [
         Rule("tile_m_extent", ("tile_m",), lambda v: v["tile_m"] <= max_m, f"tile_m={{tile_m}} exceeds {max_m}"),
         Rule("tile_n_extent", ("tile_n",), lambda v: v["tile_n"] <= max_n, f"tile_n={{tile_n}} exceeds {max_n}"),

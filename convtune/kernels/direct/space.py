@@ -14,7 +14,7 @@ from functools import cache
 from convtune.errors import InvalidConfig
 from convtune.kernels.direct.launcher import WARP, DirectFwdConfig, DirectFwdPlan, derive_plan
 from convtune.kernels.direct.model import DirectPrediction, predict
-from convtune.kernels.search_space import Rule, SearchSpace, Values, channel_split_rules
+from convtune.kernels.search_space import Rule, SearchSpace, Values, channel_split_rules, pow2_at_least
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -32,10 +32,6 @@ MAX_ACCUMULATORS = 64
 MIN_THREADS, MAX_THREADS = 64, 512
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def _threads(v: Values) -> int:
     return (v["tile_h"] // v["thread_h"]) * (v["tile_w"] // v["thread_w"]) * (v["tile_k"] // v["thread_k"])
 
@@ -49,7 +45,7 @@ def space(problem: ConvProblem) -> SearchSpace:
     search's pruning rules (tiles no larger than the next power of two of the extent they cover, 64..512
     threads, at most 64 accumulators per thread)."""
     p = problem
-    max_h, max_w, max_k = _pow2_at_least(p.P), max(4, _pow2_at_least(p.Q)), max(16, _pow2_at_least(p.K))
+    max_h, max_w, max_k = pow2_at_least(p.P), max(4, pow2_at_least(p.Q)), max(16, pow2_at_least(p.K))
 
     rules = (
         Rule("groups", (), lambda v: p.groups == 1, f"direct kernel supports groups=1 only, got {p.groups}",

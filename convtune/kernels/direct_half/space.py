@@ -20,7 +20,7 @@ from convtune.kernels.direct_half.launcher import (
     derive_plan,
     supports,
 )
-from convtune.kernels.search_space import Rule, SearchSpace, Values
+from convtune.kernels.search_space import Rule, SearchSpace, Values, pow2_at_least
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -29,10 +29,6 @@ PIXELS = (1, 2, 4)
 THREADS_X = (8, 16, 32)
 THREADS_Y = (1, 2, 4, 8)
 MAX_ACCUMULATORS = 64   # fp32 accumulators per thread (KB·PT): more leave too few registers for the row's span
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def _threads(v: Values) -> int:
@@ -58,7 +54,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None) -> SearchSp
              lambda v: f"k_block·pixels = {v['k_block'] * v['pixels']} accumulators per thread exceed "
                        f"{MAX_ACCUMULATORS}", field="pixels"),
     )
-    max_k, max_q, max_p = max(4, _pow2_at_least(p.K)), max(8, _pow2_at_least(p.Q)), _pow2_at_least(p.P)
+    max_k, max_q, max_p = max(4, pow2_at_least(p.K)), max(8, pow2_at_least(p.Q)), pow2_at_least(p.P)
     prune = (
         Rule("k_block_extent", ("k_block",), lambda v: v["k_block"] <= max_k, f"k_block={{k_block}} exceeds {max_k}"),
         Rule("row_extent", ("threads_x", "pixels"), lambda v: v["threads_x"] * v["pixels"] <= max_q,

@@ -27,7 +27,7 @@ from convtune.kernels.igemm.launcher import (
     reduction_length,
     supports,
 )
-from convtune.kernels.search_space import Rule, SearchSpace, Values, split_rules
+from convtune.kernels.search_space import Rule, SearchSpace, Values, pow2_at_least, split_rules
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -51,10 +51,6 @@ MAX_A_COPIES = 32        # 4-byte gathers per thread and chunk: each costs ~8 in
 #: (the estimate is conservative at 128 accumulators: 272 for 128×128×16 over 2×2 warps, which takes 254–255).
 MAX_PIPELINED_REGS_ESTIMATE = 288
 MAX_NHWC_A_COPIES = 16   # 16-byte copies per thread and chunk of the NHWC variant: 4 registers each, all live
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def _threads(v: Values) -> int:
@@ -133,7 +129,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, variant: st
     """The igemm forward space of ``problem`` (see the module docstring) for ``variant``, a family of
     :data:`~convtune.kernels.igemm.launcher.VARIANTS`: the NHWC and 1×1 variants copy A in 16-byte pieces."""
     p = problem
-    max_m, max_n = max(32, _pow2_at_least(p.N * p.P * p.Q)), max(32, _pow2_at_least(p.K))
+    max_m, max_n = max(32, pow2_at_least(p.N * p.P * p.Q)), max(32, pow2_at_least(p.K))
     needs, extra = _VARIANT_PROBLEMS[variant]
     rules = (
         Rule("problem", (), lambda v: supports(p) and extra(p), f"the tensor-core kernel runs float32 problems "

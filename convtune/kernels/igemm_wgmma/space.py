@@ -32,7 +32,7 @@ from convtune.kernels.igemm_wgmma.launcher import (
     derive_plan,
     fold_channels,
 )
-from convtune.kernels.search_space import Rule, SearchSpace, Values
+from convtune.kernels.search_space import Rule, SearchSpace, Values, pow2_at_least
 from convtune.kernels.tensor_map import im2col_limits
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -62,10 +62,6 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
 }
 #: the general kernel's families: channels per chunk (rows of 128, 64, 32 bytes) and stages
 CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES)}
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def _tile_m(v: Values) -> int:
@@ -137,7 +133,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     m = p.N * p.P * p.Q
     # the 16-bit 1×1 GEMMs' rows are output channels
     rows, cols = (p.K, m) if family in (_half_1x1.FAMILY, _resident.FAMILY) else (m, p.K)
-    max_m, max_n = max(64, _pow2_at_least(rows)), max(64, _pow2_at_least(cols))
+    max_m, max_n = max(64, pow2_at_least(rows)), max(64, pow2_at_least(cols))
     prune = [
         Rule("tile_m_extent", ("warpgroups", "m_blocks"), lambda v: _tile_m(v) <= max_m,
              lambda v: f"64·warpgroups·m_blocks = {_tile_m(v)} exceeds {max_m}", field="m_blocks"),

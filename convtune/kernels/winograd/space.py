@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.search_space import Rule, SearchSpace, Values
+from convtune.kernels.search_space import Rule, SearchSpace, Values, pow2_at_least
 from convtune.kernels.winograd.launcher import WARP, WinogradFwdConfig, WinogradFwdPlan, applies, derive_plan
 from convtune.kernels.winograd.transforms import POINTS
 from convtune.kernels.winograd.unfused import WinogradUnfusedConfig, WinogradUnfusedPlan
@@ -28,10 +28,6 @@ THREAD_N = (1, 2, 4)
 THREAD_K = (1, 2, 4, 8)
 STAGES = (1, 2)
 MIN_THREADS, MAX_THREADS = 64, 512
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def problem_rules(p: ConvProblem, why: str | None, points: Any, name: str) -> tuple[Rule, ...]:
@@ -64,7 +60,7 @@ def space(problem: ConvProblem) -> SearchSpace:
     search's pruning rules (tile_n no larger than the next power of two of the tile count, tile_k than that of
     K, 64..512 threads)."""
     p = problem
-    max_k = max(8, _pow2_at_least(p.K))
+    max_k = max(8, pow2_at_least(p.K))
     rules = (
         *_problem_rules(p),
         Rule("thread_n", ("tile_n", "thread_n"), lambda v: v["tile_n"] % v["thread_n"] == 0,
@@ -81,8 +77,8 @@ def space(problem: ConvProblem) -> SearchSpace:
         Rule("stages", ("stages",), lambda v: v["stages"] in (1, 2), "stages={stages}: allowed 1 or 2"),
     )
     prune = (
-        Rule("tile_n_extent", ("m", "tile_n"), lambda v: v["tile_n"] <= max(16, _pow2_at_least(_tiles(p, v["m"]))),
-             lambda v: f"tile_n={v['tile_n']} exceeds {max(16, _pow2_at_least(_tiles(p, v['m'])))}"),
+        Rule("tile_n_extent", ("m", "tile_n"), lambda v: v["tile_n"] <= max(16, pow2_at_least(_tiles(p, v["m"]))),
+             lambda v: f"tile_n={v['tile_n']} exceeds {max(16, pow2_at_least(_tiles(p, v['m'])))}"),
         Rule("tile_k_extent", ("tile_k",), lambda v: v["tile_k"] <= max_k, f"tile_k={{tile_k}} exceeds {max_k}"),
         Rule("threads_searched", _FUSED_BLOCK, lambda v: MIN_THREADS <= _fused_threads(v) <= MAX_THREADS,
              lambda v: f"{_fused_threads(v)} threads: searched {MIN_THREADS}..{MAX_THREADS}", field="threads"),
@@ -149,11 +145,11 @@ def unfused_space_with(problem: ConvProblem, problem_rules: tuple[Rule, ...],
         Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 4, "stages={stages}: allowed 2..4"),
         Rule("chunk_c", ("chunk_c",), lambda v: v["chunk_c"] <= 32, "chunk_c={chunk_c}: allowed 1..32"),
     )
-    max_k = max(32, _pow2_at_least(p.K))
+    max_k = max(32, pow2_at_least(p.K))
     prune = (
         Rule("tile_k_extent", ("tile_k",), lambda v: v["tile_k"] <= max_k, f"tile_k={{tile_k}} exceeds {max_k}"),
-        Rule("tile_t_extent", ("m", "tile_t"), lambda v: v["tile_t"] <= max(32, _pow2_at_least(_tiles(p, v["m"]))),
-             lambda v: f"tile_t={v['tile_t']} exceeds {max(32, _pow2_at_least(_tiles(p, v['m'])))}"),
+        Rule("tile_t_extent", ("m", "tile_t"), lambda v: v["tile_t"] <= max(32, pow2_at_least(_tiles(p, v["m"]))),
+             lambda v: f"tile_t={v['tile_t']} exceeds {max(32, pow2_at_least(_tiles(p, v['m'])))}"),
         Rule("threads_searched", _GEMM_BLOCK, lambda v: GEMM_MIN_THREADS <= _gemm_threads(v) <= GEMM_MAX_THREADS,
              lambda v: f"{_gemm_threads(v)} GEMM threads: searched {GEMM_MIN_THREADS}..{GEMM_MAX_THREADS}",
              field="threads"),

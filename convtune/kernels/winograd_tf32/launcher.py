@@ -33,7 +33,7 @@ from convtune.kernels import experimental
 from convtune.kernels.compile import kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.prepared import PreparedLaunch, driver
-from convtune.kernels.search_space import Rule, SearchSpace, Values
+from convtune.kernels.search_space import Rule, SearchSpace, Values, pow2_at_least
 from convtune.kernels.winograd import unfused as _fp32
 from convtune.kernels.winograd.launcher import applies
 from convtune.kernels.winograd.transforms import POINTS, device_code
@@ -196,10 +196,6 @@ def _tiles(p: ConvProblem, m: int) -> int:
     return p.N * -(-p.P // m) * -(-p.Q // m)
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def _threads(v: Values) -> int:
     return 32 * v["warps_k"] * v["warps_t"]
 
@@ -226,11 +222,11 @@ def space(problem: ConvProblem) -> SearchSpace:
              "chunk_c={chunk_c}: a multiple of 8 up to 32"),
         Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 4, "stages={stages}: allowed 2..4"),
     )
-    max_k = max(32, _pow2_at_least(p.K))
+    max_k = max(32, pow2_at_least(p.K))
     prune = (
         Rule("tile_k_extent", ("tile_k",), lambda v: v["tile_k"] <= max_k, f"tile_k={{tile_k}} exceeds {max_k}"),
-        Rule("tile_t_extent", ("m", "tile_t"), lambda v: v["tile_t"] <= max(64, _pow2_at_least(_tiles(p, v["m"]))),
-             lambda v: f"tile_t={v['tile_t']} exceeds {max(64, _pow2_at_least(_tiles(p, v['m'])))}"),
+        Rule("tile_t_extent", ("m", "tile_t"), lambda v: v["tile_t"] <= max(64, pow2_at_least(_tiles(p, v["m"]))),
+             lambda v: f"tile_t={v['tile_t']} exceeds {max(64, pow2_at_least(_tiles(p, v['m'])))}"),
         Rule("threads_searched", ("warps_k", "warps_t"), lambda v: MIN_THREADS <= _threads(v) <= MAX_THREADS,
              lambda v: f"{_threads(v)} threads: searched {MIN_THREADS}..{MAX_THREADS}", field="threads"),
     )
