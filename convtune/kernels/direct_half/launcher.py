@@ -27,7 +27,7 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
+from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.launch_geometry import checked_min_blocks, resident_blocks
 from convtune.kernels.prepared import (
@@ -268,8 +268,6 @@ def prepare_plan(pl: DirectHalfFwdPlan, device: int = 0, kernels: LoadedKernel |
 
 def prepare_filters(pl: DirectHalfFwdPlan, w: Any) -> Any:
     """The filter operand ``launch`` takes: w (K, C, R, S) itself, contiguous 16-bit (bfloat16 as uint16 bits)."""
-    from convtune.kernels.compile import cupy_module
-
     return cupy_module().ascontiguousarray(w)
 
 
