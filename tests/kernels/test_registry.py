@@ -25,7 +25,7 @@ def sample_problem(family: str) -> ConvProblem:
     """A small problem the family runs (the depthwise families take depthwise problems only, pointwise 1×1)."""
     if family == "pointwise":
         return POINTWISE
-    if family in ("igemm_1x1", "igemm_wgmma_1x1"):
+    if family in ("igemm_1x1", "igemm_wgmma_1x1", "igemm_wgmma_1x1_resident"):
         return POINTWISE.replace(math="tf32")
     if family in ("igemm_half", "igemm_wgmma_half"):
         return DENSE.replace(dtype="bfloat16")

@@ -5,8 +5,9 @@ template over 16-bit elements, :mod:`~convtune.kernels.igemm_wgmma.half`) with i
 ``igemm_wgmma_half_1x1`` (x read as it is, NCHW: :mod:`~convtune.kernels.igemm_wgmma.half_1x1`), and the TF32 1×1
 family ``igemm_wgmma_1x1`` (x read from NCHW into registers: :mod:`~convtune.kernels.igemm_wgmma.tf32_1x1`).
 
-``igemm_wgmma_half_1x1_resident`` is the 16-bit 1×1 family's persistent variant with the filter rows resident in
-shared memory (:mod:`~convtune.kernels.igemm_wgmma.half_1x1_resident`).
+``igemm_wgmma_half_1x1_resident`` and ``igemm_wgmma_1x1_resident`` are the 16-bit and TF32 1×1 families' persistent
+variants with the filter rows resident in shared memory (:mod:`~convtune.kernels.igemm_wgmma.half_1x1_resident`,
+:mod:`~convtune.kernels.igemm_wgmma.tf32_1x1_resident`).
 
 ``SPECS`` are the families' registry rows (see :mod:`convtune.kernels.registry`); their bound and floor are the
 direct convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's.
@@ -26,6 +27,7 @@ from convtune.kernels.igemm_wgmma import launcher as _launcher
 from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.igemm_wgmma import space as _space
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
+from convtune.kernels.igemm_wgmma import tf32_1x1_resident as _tf32_resident
 from convtune.kernels.spec import KernelSpec
 from convtune.problem import ConvProblem
 
@@ -98,4 +100,15 @@ SPECS: tuple[KernelSpec, ...] = (
          # it breaks the models' ties at the DRAM floor of memory-bound 1×1 layers in favour of this family, which
          # measured faster than igemm_1x1 on all four 1×1 shapes of the suites (family_choice_tf32)
          choice_scale=2 ** -0.25),
+    _row(_tf32_resident.FAMILY, _tf32_resident.SOURCE, _tf32_resident.ENTRY,
+         _tf32_resident.IgemmWgmma1x1ResidentFwdConfig, _tf32_resident.supports, _tf32_resident,
+         _tf32_resident.total_traffic_words, _launcher.onchip_words, _tf32_resident.traffic_words,
+         "1×1 TF32 on Hopper's warpgroup MMA, persistent: about one block per SM and column tile holds its filter "
+         "rows (all of C, TF32-rounded) in shared memory and walks the pixel tiles with one x ring across tiles; x "
+         "read from NCHW into two alternating register sets and rounded to TF32 (wgmma with A in registers), 16-byte "
+         "NCHW stores of a staged tile; stride 1, no padding, H·W a multiple of 4, filter rows within shared memory; "
+         "sm_90 only",
+         # the 16-bit resident family's choice scale (× 2^-0.5, fitted there on the 14 conv1x1 shapes); not yet fitted
+         # on TF32 measurements of this family
+         choice_scale=2 ** -0.5, predict_s=_tf32_resident.predict_s),
 )

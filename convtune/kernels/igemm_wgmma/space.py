@@ -24,6 +24,7 @@ from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
 from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
+from convtune.kernels.igemm_wgmma import tf32_1x1_resident as _tf32_resident
 from convtune.kernels.igemm_wgmma.launcher import (
     IgemmWgmmaFwdConfig,
     IgemmWgmmaFwdPlan,
@@ -59,7 +60,12 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
                        _resident.derive_plan),
     _tf32_1x1.FAMILY: (_tf32_1x1.IgemmWgmma1x1FwdConfig, _tf32_1x1.supports, "TF32 1×1 convolutions (math='tf32', "
                        "stride 1, no padding, H·W a multiple of 4)", _tf32_1x1.derive_plan),
+    _tf32_resident.FAMILY: (_tf32_resident.IgemmWgmma1x1ResidentFwdConfig, _tf32_resident.supports, "TF32 1×1 "
+                            "convolutions (math='tf32', stride 1, no padding, H·W a multiple of 4) whose filter rows "
+                            "fit shared memory", _tf32_resident.derive_plan),
 }
+#: the persistent families with filters resident in shared memory: the whole reduction in one block (no split)
+RESIDENT = (_resident.FAMILY, _tf32_resident.FAMILY)
 #: the general kernel's families: channels per chunk (rows of 128, 64, 32 bytes) and stages
 CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES)}
 
@@ -169,7 +175,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
         prune.append(Rule("chunk_padding", ("chunk", "row_taps"), chunk_pads_less,
                           lambda v: f"chunk={v['chunk']} pads more than a smaller chunk for C={p.C}"
                                     f"{' (folded)' if folded(v) else ''}", field="chunk"))
-    if family == _resident.FAMILY:   # the whole reduction in one block
+    if family in RESIDENT:   # the whole reduction in one block
         values["splits"] = (1,)
         rules += (Rule("splits_resident", ("splits",), lambda v: v["splits"] == 1,
                        f"splits={{splits}}: {family} reduces all of C in one block (allowed 1)", field="splits"),)

@@ -26,6 +26,7 @@ from convtune.kernels.igemm_wgmma import launcher
 from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, fold_channels
 from convtune.kernels.igemm_wgmma.space import plan
 from convtune.kernels.igemm_wgmma.tf32_1x1 import IgemmWgmma1x1FwdConfig
+from convtune.kernels.igemm_wgmma.tf32_1x1_resident import IgemmWgmma1x1ResidentFwdConfig
 from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -58,6 +59,23 @@ CONFIGS_1X1 = {
     "1x1_n64_mi2_wg1_s6_x3": IgemmWgmma1x1FwdConfig(64, 2, 1, 6, 3),
     "1x1_n128_mi1_wg1_s6": IgemmWgmma1x1FwdConfig(128, 1, 1, 6, 1),
 }
+#: the persistent 1×1 family (filter rows resident in shared memory, two A register sets): every tile_n, m_blocks and
+#: warpgroups, 3/4/6 stages, odd and even chunk counts
+CONFIGS_1X1_RESIDENT = {
+    "res_n128_mi1_wg1_s4": IgemmWgmma1x1ResidentFwdConfig(128, 1, 1, 4, 1),
+    "res_n64_mi2_wg1_s4": IgemmWgmma1x1ResidentFwdConfig(64, 2, 1, 4, 1),
+    "res_n128_mi1_wg2_s3": IgemmWgmma1x1ResidentFwdConfig(128, 1, 2, 3, 1),
+    "res_n256_mi1_wg1_s4": IgemmWgmma1x1ResidentFwdConfig(256, 1, 1, 4, 1),
+    "res_n64_mi2_wg2_s3": IgemmWgmma1x1ResidentFwdConfig(64, 2, 2, 3, 1),
+    "res_n64_mi1_wg1_s6": IgemmWgmma1x1ResidentFwdConfig(64, 1, 1, 6, 1),
+}
+#: long walks of the persistent 1×1 family: many pixel tiles per block, a partial last tile, images straddling tiles
+RESIDENT_WALKS = [
+    ("N=8 C=256 H=52 W=52 K=255 R=1 S=1 math=tf32", IgemmWgmma1x1ResidentFwdConfig(128, 1, 1, 4, 1)),
+    ("N=8 C=256 H=52 W=52 K=255 R=1 S=1 math=tf32", IgemmWgmma1x1ResidentFwdConfig(64, 1, 2, 3, 1)),
+    ("N=32 C=96 H=28 W=28 K=256 R=1 S=1 math=tf32", IgemmWgmma1x1ResidentFwdConfig(256, 1, 1, 4, 1)),
+    ("N=7 C=200 H=30 W=34 K=70 R=1 S=1 math=tf32", IgemmWgmma1x1ResidentFwdConfig(64, 2, 1, 4, 1)),
+]
 #: both operands by TMA (warp-specialised: a producer warpgroup, im2col and tile maps): every chunk, 3 stages, one and
 #: two consumer warpgroups, splits
 CONFIGS_TMA = {
@@ -71,6 +89,7 @@ PROBLEMS_PER_CONFIG = 26
 PROBLEMS_PER_FOLD_CONFIG = 12
 PROBLEMS_PER_1X1_CONFIG = 12
 PROBLEMS_PER_TMA_CONFIG = 12
+PROBLEMS_PER_RESIDENT_CONFIG = 12
 H200 = MachineModel.preset("h200")
 
 
@@ -110,6 +129,11 @@ def _cases() -> list[Any]:
     rng_tma = np.random.default_rng(20261205)   # its own draws: the cases above stay as they were
     for name, config in CONFIGS_TMA.items():
         cases += drawn(name, PROBLEMS_PER_TMA_CONFIG, partial(_general, rng_tma, config), gpu)
+    rng_res = np.random.default_rng(20261206)
+    for name, config in CONFIGS_1X1_RESIDENT.items():
+        cases += drawn(name, PROBLEMS_PER_RESIDENT_CONFIG, partial(_one, rng_res, config), gpu)
+    cases += [pytest.param(ConvProblem.parse(text), config, id=f"res_walk{i}", marks=gpu)
+              for i, (text, config) in enumerate(RESIDENT_WALKS)]
     return cases
 
 
@@ -136,6 +160,11 @@ def test_case_count() -> None:
     tma = [c.values for c in GENERAL if c.values[1].tma]
     assert len(tma) == 5 * PROBLEMS_PER_TMA_CONFIG and {p.stride_w for p, _ in tma} >= {1, 2, 3}
     assert {p.dil_h for p, _ in tma} >= {1, 2} and any(p.P * p.Q <= 4 and p.R * p.S >= 9 for p, _ in tma)
+    res = [c.values for c in CASES if c.values[1].family == IgemmWgmma1x1ResidentFwdConfig.family]
+    assert len(res) == 6 * PROBLEMS_PER_RESIDENT_CONFIG + len(RESIDENT_WALKS)
+    assert {p.C for p, _ in res} >= {1, 3, 35, 200} and any(-(-p.C // 32) % 2 for p, _ in res)   # odd chunk counts
+    walks = [plan(p, cfg, H200) for p, cfg in res]
+    assert max(pl.tiles_per_block for pl in walks) >= 6 and any(pl.n_tiles > 1 for pl in walks)
 
 
 @pytest.fixture(scope="module")
