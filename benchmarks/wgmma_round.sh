@@ -12,7 +12,8 @@
 #                compile, 16-bit and autocast), r50 (ResNet-50 b32 converted and tuned against cuDNN in the class:
 #                $R50_MATH bf16 (autocast, default) or tf32; $R50_TRIALS a conv), calls (the public and wide suites
 #                called through convtune.ops.torch.conv2d against F.conv2d in each class of $CALLS_CLASSES, default
-#                tf32 bfloat16; suites $CALLS_SUITES: tuned = the replay table's fastest configs, untuned = the model's
+#                tf32 bfloat16; suites $CALLS_SUITES: tuned = the replay table's fastest configs ($CALLS_TABLE_TF32,
+#                $CALLS_TABLE_BF16; default the H200 tables in tests/data), untuned = the model's
 #                choice; eager,
 #                CUDA graph and kernel µs per call)
 set -uo pipefail
@@ -50,6 +51,9 @@ $half_families" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half
         OUT=$WORK/half_public TF32_TOP=${WGMMA_TOP:-8} TF32_ARGS="--families $half_families" \
             timeout "${WGMMA_PUBLIC_S:-150}" bash benchmarks/gpu_check.sh half ;;
     ncu)   # Nsight Compute on one shape and config per line of $WGMMA_NCU ("problem|config"), the GEMM kernel only
+        # (the profiled script imports convtune: the checkout and gpu_check.sh's wheels on the path)
+        export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+        [ -d /tmp/site ] && export PYTHONPATH=/tmp/site:$PYTHONPATH
         while IFS='|' read -r problem config; do
             [ -n "$problem" ] || continue
             echo "== $problem | $config"
@@ -73,7 +77,8 @@ $half_families" timeout "${WGMMA_WIDE_S:-300}" bash benchmarks/gpu_check.sh half
             MODEL_BUDGET_TRIALS=${R50_TRIALS:-20} timeout "${WGMMA_R50_S:-200}" bash benchmarks/gpu_check.sh models ;;
     calls)   # one process per class and suite: cuDNN once, the op tuned (the replay table's configs) and untuned
         for cls in ${CALLS_CLASSES:-tf32 bfloat16}; do
-            table=tests/data/replay_h200_$([ "$cls" = tf32 ] && echo tf32 || echo bf16).json.gz
+            [ "$cls" = tf32 ] && table=${CALLS_TABLE_TF32:-tests/data/replay_h200_tf32.json.gz} \
+                || table=${CALLS_TABLE_BF16:-tests/data/replay_h200_bf16.json.gz}
             for suite in ${CALLS_SUITES:-public wide}; do
                 [ "$suite" = public ] && limit=${CALLS_PUBLIC_S:-120} || limit=${CALLS_S:-190}
                 PYTHONFAULTHANDLER=1 timeout "$limit" python3 benchmarks/user_suite.py --class "$cls" \
