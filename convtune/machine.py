@@ -15,8 +15,9 @@ for the on-chip floor, and ``launch_floor_s`` (the least time any kernel took in
 Precision classes (docs/design.md): the ceilings above are the CUDA cores' strict fp32 ones, what every floor uses
 today (a strict config also serves a tf32 problem). The tensor cores' compute ceilings are carried beside them for
 the families that use them — :meth:`MachineModel.peak_flops_per_s` by arithmetic: ``tf32_peak_flops_per_s``
-(measured TF32 GEMM; H200: 389 TFLOP/s) with its datasheet figure ``datasheet_tf32_flops_per_s`` (H200 SXM: 494.7
-TFLOP/s dense), and ``bf16_peak_flops_per_s`` (not measured yet). 0 = unknown: no floor may be built on it.
+(measured TF32 GEMM; H200: 389 TFLOP/s, H100: 413.3) with its datasheet figure ``datasheet_tf32_flops_per_s`` (H100 /
+H200 SXM: 494.7 TFLOP/s dense), and ``bf16_peak_flops_per_s`` (measured bf16 GEMM; H100: 794.8 TFLOP/s; the H200's
+not in its preset yet). 0 = unknown: no floor may be built on it.
 
 The kernels copy global memory to shared memory with ``cp.async``, which needs compute capability 8.0
 (Ampere) or newer: presets below it (V100, P100) are *bounds-only* — ``convtune bounds`` and the model
@@ -49,6 +50,12 @@ OPTIMISTIC_CLOCK_HZ = 2.0e9
 #: a one-word store the same. The floor is 0.5 µs, below the least measured. (It replaces an assumed 2.0 µs.)
 #: Presets without measurements carry 0 (no launch floor).
 H200_LAUNCH_FLOOR_S = 0.5e-6
+#: Where the H100 preset's ceilings were measured (`python benchmarks/device_ceilings.py` on the device tool's H100
+#: 80GB HBM3, 2026-12-05): copy bandwidth, GEMM rates per class, the empty kernel's time.
+H100_CEILINGS_SOURCE = "benchmarks/results/igemm_wgmma_h200/six_families_h100/ceilings/device_ceilings.md"
+#: The H100's launch floor: its empty kernel took 0.864 µs median, 0.832 µs least by the CUDA profiler (H100_CEILINGS_
+#: SOURCE); the floor is 0.8 µs, below the least measured.
+H100_LAUNCH_FLOOR_S = 0.8e-6
 #: TF32 tensor-core GEMM throughput measured on the project's H200, FLOP/s (docs/design.md, "Measurement protocol";
 #: the shared baseline): the compute ceiling of a family that multiplies on the tensor cores in TF32.
 H200_TF32_PEAK_FLOPS_PER_S = 389e12
@@ -246,11 +253,18 @@ PRESETS: dict[str, MachineModel] = {
                          l2_bandwidth_bytes_per_s=optimistic_l2_bandwidth(132), launch_floor_s=H200_LAUNCH_FLOOR_S,
                          tf32_peak_flops_per_s=H200_TF32_PEAK_FLOPS_PER_S,
                          datasheet_tf32_flops_per_s=H200_DATASHEET_TF32_FLOPS_PER_S),
-    # Vendor data below: H100 SXM5 80 GB, A100 SXM4 80 GB, V100 SXM2, P100 SXM2.
-    "h100": MachineModel("NVIDIA H100", (9, 0), 132, 232_448, 233_472, 65_536, 52_428_800, 3.35e12, 66.9e12,
+    # Measured on the device tool's H100 80GB HBM3 (H100_CEILINGS_SOURCE): copy 3.04 TB/s, SGEMM 51.7 TFLOP/s, TF32
+    # GEMM 413.3, bf16 794.8 TFLOP/s, an empty kernel 0.832 µs least. Until 2026-12-05 this preset carried the
+    # datasheet's 3.35 TB/s and 66.9 TFLOP/s as its ceilings, which the models (fitted against measured H200 ceilings)
+    # read as a 31% faster CUDA-core issue rate: the untuned op's stems on an H100 ran 0.38–0.45× cuDNN TF32.
+    "h100": MachineModel("NVIDIA H100", (9, 0), 132, 232_448, 233_472, 65_536, 52_428_800, 3.04e12, 51.7e12,
+                         ceilings_source=f"measured (H100, {H100_CEILINGS_SOURCE})",
                          datasheet_bandwidth_bytes_per_s=3.35e12, datasheet_fp32_flops_per_s=67e12,
                          datasheet_source="datasheet (NVIDIA H100 SXM5)",
-                         l2_bandwidth_bytes_per_s=optimistic_l2_bandwidth(132)),
+                         l2_bandwidth_bytes_per_s=optimistic_l2_bandwidth(132), launch_floor_s=H100_LAUNCH_FLOOR_S,
+                         tf32_peak_flops_per_s=413.3e12, datasheet_tf32_flops_per_s=494.7e12,
+                         bf16_peak_flops_per_s=794.8e12),
+    # Vendor data below: A100 SXM4 80 GB, V100 SXM2, P100 SXM2.
     "a100": MachineModel("NVIDIA A100", (8, 0), 108, 166_912, 167_936, 65_536, 41_943_040, 2.039e12, 19.5e12,
                          datasheet_bandwidth_bytes_per_s=2.039e12, datasheet_fp32_flops_per_s=19.5e12,
                          datasheet_source="datasheet (NVIDIA A100 SXM4 80GB)",

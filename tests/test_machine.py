@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,10 +163,24 @@ def test_h200_carries_the_tf32_ceilings() -> None:
         m.peak_flops_per_s("ieee")
 
 
-@pytest.mark.parametrize("name", ["h100", "a100", "v100", "p100"])
+@pytest.mark.parametrize("name", ["a100", "v100", "p100"])
 def test_presets_without_tensor_core_figures_say_unknown(name: str) -> None:
     m = MachineModel.preset(name)
     assert m.peak_flops_per_s("tf32") == 0.0 and m.datasheet().peak_flops_per_s("tf32") == 0.0
+
+
+def test_the_h100_preset_carries_its_measured_ceilings_and_keeps_the_datasheet_apart() -> None:
+    """Measured on the device tool's H100 (machine.H100_CEILINGS_SOURCE): the ceilings the models rank with; the
+    datasheet's figures stay the separate peaks efficiency is also stated against."""
+    from convtune.machine import H100_CEILINGS_SOURCE
+
+    m = MachineModel.preset("h100")
+    assert (m.copy_bandwidth_bytes_per_s, m.fp32_peak_flops_per_s) == (3.04e12, 51.7e12)
+    assert (m.peak_flops_per_s("tf32"), m.peak_flops_per_s("bf16")) == (413.3e12, 794.8e12)
+    assert m.launch_floor_s == 0.8e-6 and H100_CEILINGS_SOURCE in m.ceilings_source
+    assert (Path(__file__).parents[1] / H100_CEILINGS_SOURCE).is_file()
+    sheet = m.datasheet()
+    assert sheet.copy_bandwidth_bytes_per_s == 3.35e12 and sheet.peak_flops_per_s("tf32") == 494.7e12
 
 
 def test_a_machine_table_written_before_the_tf32_fields_gets_them_from_its_preset() -> None:
