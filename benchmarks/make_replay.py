@@ -11,13 +11,16 @@ Later reports' rows win on a clash, so list the newest last.
 
     python benchmarks/make_replay.py benchmarks/results/vs_cudnn.json -o tests/data/replay_h200_vs_cudnn.json.gz
     python benchmarks/make_replay.py \
-        benchmarks/results/igemm_wgmma_h200/unified_v2/{public,wide}/tf32/vs_cudnn_tf32.json \
-        -o tests/data/replay_h200_tf32.json.gz        # the TF32 class (the four TF32 families), its TF32 peak kept
+        benchmarks/results/igemm_wgmma_h200/six_families_h200/tf32_{public,wide}/vs_cudnn_tf32.json \
+        -o tests/data/replay_h200_tf32.json.gz        # the TF32 class (the six TF32 families), its TF32 peak kept
     python benchmarks/make_replay.py \
-        benchmarks/results/igemm_wgmma_h200/unified_v3/half4_wide/half/vs_cudnn_bf16.json \
-        benchmarks/results/igemm_wgmma_h200/unified_v4/{half_public,half_small_c}/half/vs_cudnn_bf16.json \
-        --stale benchmarks/results/igemm_wgmma_h200/unified_v3/half4_wide/half/vs_cudnn_bf16.json=igemm_half.fwd \
-        -o tests/data/replay_h200_bf16.json.gz        # the bfloat16 class (the four 16-bit families), its peak kept
+        benchmarks/results/igemm_wgmma_h200/six_families_h200/half_{public,wide}/vs_cudnn_bf16.json \
+        -o tests/data/replay_h200_bf16.json.gz        # the bfloat16 class (the six 16-bit families), its peak kept
+    python benchmarks/make_replay.py \
+        benchmarks/results/igemm_wgmma_h200/resident_1x1_tf32/v1/vs_cudnn_tf32.json \
+        benchmarks/results/igemm_wgmma_h200/six_families_h100/tf32_{wide,public}/vs_cudnn_tf32.json \
+        -o tests/data/replay_h100_tf32.json.gz        # the same on the H100 (and its conv1x1 run); bf16 likewise
+    (--stale REPORT=family.fwd drops a family's rows from a report measured before kernel hashes were recorded)
 """
 
 from __future__ import annotations

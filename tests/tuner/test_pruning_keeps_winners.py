@@ -1,6 +1,7 @@
 """Pruning never drops every measured winner: on each shape of the H200 TF32 and bf16 replay tables, one config within
 3% of the shape's best measured time survives the shipped limits (with the earlier 16× traffic / 1.5× predicted limits
-none did on 3 TF32 and 12 bf16 shapes: benchmarks/results/tuner_efficiency/pruning_limits.md)."""
+none did on 3 TF32 and 12 bf16 shapes of the tables of the time, benchmarks/results/tuner_efficiency/pruning_limits.md;
+on the tables remade from the six-family H200 runs of 2026-12-05, 2 TF32 and 13 bf16 shapes)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.benchmark_scripts import load_benchmark
 pruning_limits = load_benchmark("pruning_limits")
 
 
-@pytest.mark.parametrize(("table", "lost_before"), [("tests/data/replay_h200_tf32.json.gz", 3),
+@pytest.mark.parametrize(("table", "lost_before"), [("tests/data/replay_h200_tf32.json.gz", 2),
                                                     ("tests/data/replay_h200_bf16.json.gz", 13)])
 def test_every_shape_keeps_a_3pct_best_config(table: str, lost_before: int) -> None:
     replay = ReplayTable.load(table)

@@ -1,13 +1,12 @@
-"""The tuner on the bfloat16 class by replay of H200 measurements of the four 16-bit tensor-core families (igemm_half,
-igemm_half_1x1, igemm_wgmma_half, igemm_wgmma_half_1x1): ``tests/data/replay_h200_bf16.json.gz``, made by
-``benchmarks/make_replay.py`` (its docstring has the command) from the committed
-``benchmarks/results/igemm_wgmma_h200/unified_v4/{half_public,half_small_c}`` runs (all four families, the public suite
-and the wide suite's C < 8 shapes) and ``unified_v3/half4_wide`` (the wide suite; its igemm_half rows dropped: measured
-before igemm_half.cu, another version). The table's kernel versions are this checkout's source hashes. What a CI
-machine can check without a GPU: the families are searched and their measured rows stored under the bfloat16
-problem, the best is the fastest measured row the search reached (or a tie), the floor uses the table's measured
-16-bit GEMM ceiling (not the fp32 one, which the families beat), every efficiency is at most 1, and nothing is
-stored for the float32 problem of the same shape."""
+"""The tuner on the bfloat16 class by replay of H200 measurements of the six 16-bit families (igemm_half,
+igemm_half_1x1, igemm_wgmma_half, igemm_wgmma_half_1x1, igemm_wgmma_half_1x1_resident, direct_half):
+``tests/data/replay_h200_bf16.json.gz``, made by ``benchmarks/make_replay.py`` (its docstring has the command) from
+the committed ``benchmarks/results/igemm_wgmma_h200/six_families_h200/{half_public,half_wide}`` runs (all six families
+in one run per suite, 2026-12-05). The table's kernel versions are this checkout's source hashes. What a CI machine can
+check without a GPU: the families are searched and their measured rows stored under the bfloat16 problem, the best is
+the fastest measured row the search reached (or a tie), the floor uses the table's measured 16-bit GEMM ceiling (not
+the fp32 one, which the families beat), every efficiency is at most 1, and nothing is stored for the float32 problem of
+the same shape."""
 
 from __future__ import annotations
 
@@ -25,10 +24,12 @@ from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
 from convtune.tuner.tune import TIE_TOLERANCE, tune
 
 TABLE_PATH = Path(__file__).resolve().parents[1] / "data" / "replay_h200_bf16.json.gz"
-KINDS = {"igemm_half.fwd", "igemm_half_1x1.fwd", "igemm_wgmma_half.fwd", "igemm_wgmma_half_1x1.fwd"}
-#: resnet50_3x3_256_b32, a wide-suite strided layer (resnet50_layer4_conv2_s2_b64: the wgmma family's rows alone),
-#: resnet50_1x1_256_64_b32 (all four families) and ResNet-50's stem at batch 32 (C = 3: igemm_half's padded workspace
-#: and the wgmma family's chunks of 16 channels)
+KINDS = {"igemm_half.fwd", "igemm_half_1x1.fwd", "igemm_wgmma_half.fwd", "igemm_wgmma_half_1x1.fwd",
+         "igemm_wgmma_half_1x1_resident.fwd", "direct_half.fwd"}
+GENERAL = {"igemm_half.fwd", "igemm_wgmma_half.fwd"}
+#: resnet50_3x3_256_b32, a wide-suite strided layer (resnet50_layer4_conv2_s2_b64), resnet50_1x1_256_64_b32 (the five
+#: families that take 1×1) and ResNet-50's stem at batch 32 (C = 3: igemm_half's padded workspace and the wgmma
+#: family's chunks of 16 channels; C·R·S = 147, past direct_half's 64)
 PROBLEMS = [ConvProblem.parse("N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 dtype=bfloat16"),
             ConvProblem.parse("N=64 C=512 H=14 W=14 K=512 R=3 S=3 stride=2 pad=1 dtype=bfloat16"),
             ConvProblem.parse("N=32 C=256 H=56 W=56 K=64 R=1 S=1 dtype=bfloat16"),
@@ -36,9 +37,7 @@ PROBLEMS = [ConvProblem.parse("N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 dtype=bf
 
 
 def kinds_for(problem: ConvProblem) -> set[str]:
-    if problem.stride_h > 1 and problem.C % 8 == 0:   # the wide suite's row: igemm_half not re-measured there
-        return {"igemm_wgmma_half.fwd"}
-    return KINDS if problem.R == problem.S == 1 else {"igemm_half.fwd", "igemm_wgmma_half.fwd"}
+    return KINDS - {"direct_half.fwd"} if problem.R == problem.S == 1 else GENERAL
 
 
 @pytest.fixture(scope="module")

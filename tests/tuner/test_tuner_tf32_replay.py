@@ -1,11 +1,12 @@
-"""The tuner on the TF32 class by replay of H200 measurements of the tensor-core families (igemm, igemm_nhwc, igemm_1x1,
-igemm_wgmma, igemm_wgmma_1x1): ``tests/data/replay_h200_tf32.json.gz``, made by ``benchmarks/make_replay.py`` from
-the committed ``benchmarks/results/igemm_wgmma_h200/unified_v2/{public,wide}/tf32/vs_cudnn_tf32.json`` (the five
-families in one run; the kernel sources measured there are the ones in this checkout: the table's kernel versions are
-their hashes). What a CI machine can check without a GPU: the tensor-core families are searched and their measured
-rows stored under the tf32 problem, the best is the fastest measured row the search reached (or a tie with it), the
-floor uses the table's measured TF32 ceiling, every efficiency is at most 1, and nothing is stored for (or served to)
-the strict problem."""
+"""The tuner on the TF32 class by replay of H200 measurements of the six TF32 tensor-core families (igemm, igemm_nhwc,
+igemm_1x1, igemm_wgmma, igemm_wgmma_1x1, igemm_wgmma_1x1_resident): ``tests/data/replay_h200_tf32.json.gz``, made by
+``benchmarks/make_replay.py`` from the committed
+``benchmarks/results/igemm_wgmma_h200/six_families_h200/{tf32_public,tf32_wide}/vs_cudnn_tf32.json`` (the six
+families in one run per suite, 2026-12-05; the kernel sources measured there are the ones in this checkout: the
+table's kernel versions are their hashes). What a CI machine can check without a GPU: the tensor-core families are
+searched and their measured rows stored under the tf32 problem, the best is the fastest measured row the search
+reached (or a tie with it), the floor uses the table's measured TF32 ceiling, every efficiency is at most 1, and
+nothing is stored for (or served to) the strict problem."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
 from convtune.tuner.tune import TIE_TOLERANCE, tune
 
 TABLE_PATH = Path(__file__).resolve().parents[1] / "data" / "replay_h200_tf32.json.gz"
-KINDS = {"igemm.fwd", "igemm_nhwc.fwd", "igemm_1x1.fwd", "igemm_wgmma.fwd", "igemm_wgmma_1x1.fwd"}
-ONE_BY_ONE = {"igemm_1x1.fwd", "igemm_wgmma_1x1.fwd"}
+KINDS = {"igemm.fwd", "igemm_nhwc.fwd", "igemm_1x1.fwd", "igemm_wgmma.fwd", "igemm_wgmma_1x1.fwd",
+         "igemm_wgmma_1x1_resident.fwd"}
+ONE_BY_ONE = {"igemm_1x1.fwd", "igemm_wgmma_1x1.fwd", "igemm_wgmma_1x1_resident.fwd"}
 #: resnet50_3x3_256_b32 and a wide-suite 5×5 layer (alexnet_conv2_b64), measured for the NCHW, NHWC and wgmma
-#: families; resnet50_1x1_256_64_b32, for all five
+#: families; resnet50_1x1_256_64_b32, for all six
 PROBLEMS = [ConvProblem.parse("N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 math=tf32"),
             ConvProblem.parse("N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2 math=tf32"),
             ConvProblem.parse("N=32 C=256 H=56 W=56 K=64 R=1 S=1 math=tf32")]
