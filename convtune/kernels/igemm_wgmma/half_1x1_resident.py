@@ -33,10 +33,14 @@ from convtune.kernels.igemm.half import HalfFilters, HalfKernels
 from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
 from convtune.kernels.igemm_wgmma import launcher as _tf32
-from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.igemm_wgmma.half_1x1 import IgemmWgmmaHalf1x1Plan
 from convtune.kernels.igemm_wgmma.launcher import WgmmaConfig
-from convtune.kernels.launch_geometry import resident_blocks
+from convtune.kernels.igemm_wgmma.persistent import (
+    PersistentWalk,
+    persistent_blocks,
+    pixel_indices_fit,
+    predict_walk_s,
+)
 from convtune.kernels.prepared import (
     Launch,
     PreparedLaunch,
@@ -53,8 +57,6 @@ from convtune.problem import ConvProblem
 FAMILY = "igemm_wgmma_half_1x1_resident"
 SOURCE = "igemm_wgmma_half_1x1_resident.cu"
 ENTRY = "igemm_wgmma_half_1x1_resident_fwd"
-#: SMs assumed where no machine is given (the H100 / H200 SXM count); the grid only sets how the tiles are dealt
-DEFAULT_SMS = 132
 TOLERANCES = _half.TOLERANCES
 
 
@@ -71,28 +73,24 @@ def supports(problem: ConvProblem) -> bool:
     """The 16-bit 1×1 family's problems (1×1, stride 1, no padding, H·W a multiple of 4) whose pixel indices, a tile
     past the last pixel included, fit the kernel's 32-bit arithmetic (N·H·W + 256 < 2³¹)."""
     p = problem
-    return _half_1x1.supports(p) and p.N * p.H * p.W + 256 < 2**31
+    return _half_1x1.supports(p) and pixel_indices_fit(p)
 
 
 @dataclass(frozen=True, slots=True)
-class IgemmWgmmaHalf1x1ResidentPlan(IgemmWgmmaHalf1x1Plan):
-    """The 1×1 plan with the persistent grid's width: ``persistent_blocks`` blocks per row tile walk the
-    ``n_tiles`` pixel tiles; ``chunks_per_split`` stays Cp/64 (one tile's chunks)."""
+class IgemmWgmmaHalf1x1ResidentPlan(PersistentWalk, IgemmWgmmaHalf1x1Plan):
+    """The 1×1 plan with the persistent grid's width: ``persistent_blocks`` blocks per row tile (the GEMM is
+    transposed: ``m_tiles`` tiles of output channels) walk the ``n_tiles`` pixel tiles; ``chunks_per_split`` stays
+    Cp/64 (one tile's chunks)."""
 
     persistent_blocks: int = 1
 
     @property
-    def grid(self) -> tuple[int, int, int]:
-        return (self.persistent_blocks, self.m_tiles, 1)
+    def pixel_tiles(self) -> int:
+        return self.n_tiles
 
     @property
-    def blocks(self) -> int:
-        return self.persistent_blocks * self.m_tiles
-
-    @property
-    def tiles_per_block(self) -> int:
-        """Pixel tiles of the busiest block: ⌈n_tiles / persistent_blocks⌉."""
-        return -(-self.n_tiles // self.persistent_blocks)
+    def resident_tiles(self) -> int:
+        return self.m_tiles
 
     def source(self) -> str:
         c = self.config
@@ -157,10 +155,8 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig,
                                         f"{machine.name}: fewer rows (m_blocks, warpgroups) or stages")
     pl = _tf32.derive_plan(p, config, machine, IgemmWgmmaHalf1x1ResidentPlan, transposed=True, smem=smem, regs=regs)
     assert isinstance(pl, IgemmWgmmaHalf1x1ResidentPlan)
-    per_sm = resident_blocks(config.threads, smem, regs, machine) if machine is not None else 1
-    sms = machine.sm_count if machine is not None else DEFAULT_SMS
-    blocks = max(1, min(pl.n_tiles, max(1, per_sm) * sms // pl.m_tiles))
-    return replace(pl, persistent_blocks=blocks)
+    return replace(pl, persistent_blocks=persistent_blocks(pl.n_tiles, pl.m_tiles, config.threads, smem, regs,
+                                                           machine))
 
 
 # ---- traffic and model ----------------------------------------------------------------------------------------
@@ -185,8 +181,7 @@ def onchip_elements(pl: IgemmWgmmaHalf1x1ResidentPlan) -> int:
 def predict_s(pl: IgemmWgmmaHalf1x1ResidentPlan, machine: MachineModel) -> float:
     """The wgmma model (:mod:`~convtune.kernels.igemm_wgmma.model`) of the walk: one wave of ``persistent_blocks``
     blocks, each running its tiles' chunks (``tiles_per_block`` · Cp/64) through one pipeline."""
-    walk = replace(pl, chunks_per_split=pl.tiles_per_block * pl.chunks)
-    return _model.predict(walk, machine, traffic_elements).time_s
+    return predict_walk_s(pl, machine, traffic_elements)
 
 
 # ---- launching ----------------------------------------------------------------------------------------------

@@ -33,11 +33,15 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.igemm.nhwc import NhwcFilters
 from convtune.kernels.igemm_wgmma import launcher as _tf32
-from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
 from convtune.kernels.igemm_wgmma.launcher import WgmmaConfig
+from convtune.kernels.igemm_wgmma.persistent import (
+    PersistentWalk,
+    persistent_blocks,
+    pixel_indices_fit,
+    predict_walk_s,
+)
 from convtune.kernels.igemm_wgmma.tf32_1x1 import IgemmWgmma1x1Plan
-from convtune.kernels.launch_geometry import resident_blocks
 from convtune.kernels.prepared import (
     Launch,
     PreparedLaunch,
@@ -54,8 +58,6 @@ from convtune.problem import ConvProblem
 FAMILY = "igemm_wgmma_1x1_resident"
 SOURCE = "igemm_wgmma_1x1_resident.cu"
 ENTRY = "igemm_wgmma_1x1_resident_fwd"
-#: SMs assumed where no machine is given (the H100 / H200 SXM count); the grid only sets how the tiles are dealt
-DEFAULT_SMS = 132
 A_ROW_PAD = 8       # words past the tile's pixels in each channel row of the x ring (conflict-free fragment reads)
 TILE_ROW_PAD = 4    # words past the tile's pixels in each channel row of the staged tile
 TOLERANCE = _tf32.TOLERANCE
@@ -74,28 +76,23 @@ def supports(problem: ConvProblem) -> bool:
     """The TF32 1×1 family's problems (1×1, stride 1, no padding, H·W a multiple of 4) whose pixel indices, a tile
     past the last pixel included, fit the kernel's 32-bit arithmetic (N·H·W + 256 < 2³¹)."""
     p = problem
-    return _tf32_1x1.supports(p) and p.N * p.H * p.W + 256 < 2**31
+    return _tf32_1x1.supports(p) and pixel_indices_fit(p)
 
 
 @dataclass(frozen=True, slots=True)
-class IgemmWgmma1x1ResidentPlan(IgemmWgmma1x1Plan):
+class IgemmWgmma1x1ResidentPlan(PersistentWalk, IgemmWgmma1x1Plan):
     """The TF32 1×1 plan with the persistent grid's width: ``persistent_blocks`` blocks per column tile walk the
     ``m_tiles`` pixel tiles; ``chunks_per_split`` stays Cp/32 (one tile's chunks)."""
 
     persistent_blocks: int = 1
 
     @property
-    def grid(self) -> tuple[int, int, int]:
-        return (self.persistent_blocks, self.n_tiles, 1)
+    def pixel_tiles(self) -> int:
+        return self.m_tiles
 
     @property
-    def blocks(self) -> int:
-        return self.persistent_blocks * self.n_tiles
-
-    @property
-    def tiles_per_block(self) -> int:
-        """Pixel tiles of the busiest block: ⌈m_tiles / persistent_blocks⌉."""
-        return -(-self.m_tiles // self.persistent_blocks)
+    def resident_tiles(self) -> int:
+        return self.n_tiles
 
     def source(self) -> str:
         c = self.config
@@ -162,10 +159,8 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig,
                                       f"{machine.name}: fewer rows (tile_n), a smaller pixel tile or fewer stages")
     pl = _tf32.derive_plan(p, config, machine, IgemmWgmma1x1ResidentPlan, smem=smem, regs=regs)
     assert isinstance(pl, IgemmWgmma1x1ResidentPlan)
-    per_sm = resident_blocks(config.threads, smem, regs, machine) if machine is not None else 1
-    sms = machine.sm_count if machine is not None else DEFAULT_SMS
-    blocks = max(1, min(pl.m_tiles, max(1, per_sm) * sms // pl.n_tiles))
-    return replace(pl, persistent_blocks=blocks)
+    return replace(pl, persistent_blocks=persistent_blocks(pl.m_tiles, pl.n_tiles, config.threads, smem, regs,
+                                                           machine))
 
 
 # ---- traffic and model ----------------------------------------------------------------------------------------
@@ -186,8 +181,7 @@ def total_traffic_words(pl: IgemmWgmma1x1ResidentPlan) -> int:
 def predict_s(pl: IgemmWgmma1x1ResidentPlan, machine: MachineModel) -> float:
     """The wgmma model (:mod:`~convtune.kernels.igemm_wgmma.model`) of the walk: one wave of ``persistent_blocks``
     blocks per column tile, each running its tiles' chunks (``tiles_per_block`` · Cp/32) through one pipeline."""
-    walk = replace(pl, chunks_per_split=pl.tiles_per_block * pl.chunks)
-    return _model.predict(walk, machine, traffic_words).time_s
+    return predict_walk_s(pl, machine, traffic_words)
 
 
 # ---- launching ----------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from wgmma_cases import assert_within_launch_bounds, compile_unit
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import nvcc_available, required_arch
+from convtune.kernels.igemm_wgmma import persistent
 from convtune.kernels.igemm_wgmma import tf32_1x1_resident as resident
 from convtune.kernels.igemm_wgmma.space import enumerate_plans, plan
 from convtune.kernels.igemm_wgmma.tf32_1x1 import traffic_words
@@ -53,7 +54,7 @@ def test_persistent_grid_and_resources() -> None:
     small = plan(P("N=1 C=13 H=4 W=6 K=70 R=1 S=1 math=tf32"), Config(64, 1, 1, 4, 1), H200)
     assert small.grid == (1, 2, 1)                                                 # one pixel tile: one block a column
     no_machine = plan(P(YOLO_HEAD), Config(128, 1, 1, 4, 1))
-    assert no_machine.grid == (resident.DEFAULT_SMS // 2, 2, 1)
+    assert no_machine.grid == (persistent.DEFAULT_SMS // 2, 2, 1)
 
 
 def test_refuses_splits_and_filters_that_do_not_fit() -> None:

@@ -11,6 +11,7 @@ from wgmma_cases import assert_within_launch_bounds, compile_unit
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import nvcc_available, required_arch
 from convtune.kernels.igemm_wgmma import half_1x1_resident as resident
+from convtune.kernels.igemm_wgmma import persistent
 from convtune.kernels.igemm_wgmma.half_1x1 import pixels_per_copy, traffic_elements
 from convtune.kernels.igemm_wgmma.half_1x1_resident import IgemmWgmmaHalf1x1ResidentFwdConfig as Config
 from convtune.kernels.igemm_wgmma.space import enumerate_plans, plan
@@ -53,7 +54,7 @@ def test_persistent_grid_and_resources() -> None:
     small = plan(P("N=1 C=13 H=4 W=6 K=70 R=1 S=1 dtype=float16"), Config(64, 1, 1, 4, 1), H200)
     assert small.grid == (1, 2, 1)                                                 # one pixel tile: one block a row
     no_machine = plan(P(YOLO_HEAD), Config(64, 2, 2, 4, 1))
-    assert no_machine.grid == (resident.DEFAULT_SMS, 1, 1)
+    assert no_machine.grid == (persistent.DEFAULT_SMS, 1, 1)
 
 
 def test_refuses_splits_and_filters_that_do_not_fit() -> None:
