@@ -118,6 +118,15 @@ def test_registry_row_and_the_choice_on_small_stems() -> None:
     pl = plan(P(LENET), Config(8, 2, 8, 4), H200)
     assert spec.traffic_words(pl) > 0 and spec.onchip_words(pl) > 0 and 0 < spec.predict_s(pl, H200) < 1
     assert spec.algorithm == "direct" and spec.choice_classes == ("bfloat16", "float16")
+    # the untuned choice takes it on the three stems with C·R·S ≤ 27, where it measured fastest on the H100 and the
+    # H200 (the MobileNetV2 stem only since its choice scale matched igemm_wgmma_half's: six_families_h200/README.md)
+    from convtune.ops.conv2d import model_choice
+
+    assert spec.choice_scale == 2 ** -0.75
+    for machine in (H200, MachineModel.preset("h100")):
+        for text in (LENET, "N=4 C=3 H=224 W=224 K=13 R=3 S=3 stride=2 pad=1 dtype=bfloat16",
+                     "N=64 C=3 H=224 W=224 K=32 R=3 S=3 stride=2 pad=1 dtype=bfloat16"):
+            assert model_choice(P(text), machine).family == "direct_half", (machine.name, text)
 
 
 REPRESENTATIVE = [
