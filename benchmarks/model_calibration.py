@@ -71,12 +71,12 @@ def terms(family: str, pl: Any, machine: MachineModel) -> tuple[float, ...]:
     if family == "direct":
         d = direct_model.predict(pl, machine)
         launch = direct_model.LAUNCH_OVERHEAD_S * (2 if pl.config.splits > 1 else 1)
-        return d.issue_s, d.l2_s, d.dram_s, d.atomic_s, launch, direct_model.TIE_BREAK_FRACTION * max(d.issue_s, d.l2_s)
+        return d.issue_s, d.l2_s, d.dram_s, d.atomic_s, launch, d.tie_s
     if family == "pointwise":
         from convtune.kernels.pointwise import model as pointwise_model
         d = pointwise_model.predict(pl, machine)
         launch = direct_model.LAUNCH_OVERHEAD_S * (2 if pl.config.splits > 1 else 1)
-        return d.issue_s, d.l2_s, d.dram_s, d.atomic_s, launch, direct_model.TIE_BREAK_FRACTION * max(d.issue_s, d.l2_s)
+        return d.issue_s, d.l2_s, d.dram_s, d.atomic_s, launch, d.tie_s
     if family == "winograd":
         w = wino_model.predict_fused(pl, machine)
         return w.issue_s, w.l2_s, w.dram_s, direct_model.LAUNCH_OVERHEAD_S
@@ -97,9 +97,8 @@ def terms(family: str, pl: Any, machine: MachineModel) -> tuple[float, ...]:
         from convtune.kernels.igemm_wgmma import model as wgmma_model
         from convtune.kernels.igemm_wgmma.launcher import traffic_words
         traffic = half_1x1.traffic_elements if family == "igemm_wgmma_half_1x1" else traffic_words
-        from convtune.kernels.igemm_wgmma.launcher import folded
         wg = wgmma_model.predict(pl, machine, traffic)
-        fold = wgmma_model.FOLD_FACTOR if folded(pl.config) else 1.0   # scales the max: each of its terms
+        fold = wgmma_model.fold_factor(pl.config)   # scales the max: each of its terms
         return fold * wg.sm_s, fold * wg.l2_s, fold * wg.dram_s, wg.added_s
     raise ValueError(f"no term split for family {family!r}")
 

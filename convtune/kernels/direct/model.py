@@ -68,6 +68,7 @@ class DirectPrediction:
     waves: float
     tile_efficiency: float
     atomic_s: float = 0.0
+    tie_s: float = 0.0      # the DRAM-floor tie-break, included in time_s
 
     @property
     def bound_by(self) -> str:
@@ -133,4 +134,4 @@ def predict_launch(pl: Any, machine: MachineModel, bps: int, instructions: int, 
     # configs at the DRAM floor tie on the max: the tie-break term ranks them by their on-chip time
     tie_s = TIE_BREAK_FRACTION * max(issue_s, l2_s)
     return DirectPrediction(max(issue_s, l2_s, dram_s) + atomic_s + overhead + tie_s, issue_s, l2_s, dram_s, bps,
-                            wave_count, tile_eff, atomic_s)
+                            wave_count, tile_eff, atomic_s, tie_s)

@@ -37,6 +37,7 @@ from convtune.kernels.igemm_wgmma.half_1x1 import IgemmWgmmaHalf1x1Plan
 from convtune.kernels.igemm_wgmma.launcher import WgmmaConfig
 from convtune.kernels.igemm_wgmma.persistent import (
     PersistentWalk,
+    check_resident,
     persistent_blocks,
     pixel_indices_fit,
     predict_walk_s,
@@ -144,15 +145,9 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig,
     if not supports(p):
         raise InvalidConfig("problem", f"{FAMILY} runs bfloat16 / float16 1×1 convolutions (stride 1, no padding, "
                                        f"H·W a multiple of 4, N·H·W + 256 < 2^31); got {p.key()}")
-    if config.splits != 1:
-        raise InvalidConfig("splits", f"{FAMILY} reduces all of C in one block: splits must be 1, got "
-                                      f"{config.splits}")
     smem, regs = smem_bytes(p, config), regs_estimate(config)
-    if machine is not None and smem > machine.smem_per_block_bytes:
-        filters = _tf32.padded_channels(p, config) * config.tile_m * 2
-        raise InvalidConfig("m_blocks", f"{smem} B of shared memory ({filters} B of them the resident filter rows, "
-                                        f"Cp·tile_m·2) exceed the {machine.smem_per_block_bytes} B per block of "
-                                        f"{machine.name}: fewer rows (m_blocks, warpgroups) or stages")
+    check_resident(FAMILY, config, smem, _tf32.padded_channels(p, config) * config.tile_m * 2, "Cp·tile_m·2",
+                   "m_blocks", "fewer rows (m_blocks, warpgroups) or stages", machine)
     pl = _tf32.derive_plan(p, config, machine, IgemmWgmmaHalf1x1ResidentPlan, transposed=True, smem=smem, regs=regs)
     assert isinstance(pl, IgemmWgmmaHalf1x1ResidentPlan)
     return replace(pl, persistent_blocks=persistent_blocks(pl.n_tiles, pl.m_tiles, config.threads, smem, regs,

@@ -58,6 +58,11 @@ FALLBACK_TF32_FLOPS = 494.7e12
 FALLBACK_BF16_FLOPS = 989.4e12
 
 
+def fold_factor(config: Any) -> float:
+    """The factor on the max of a config's terms: ``FOLD_FACTOR`` for folded taps, else 1."""
+    return FOLD_FACTOR if folded(config) else 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class WgmmaPrediction:
     time_s: float
@@ -110,5 +115,5 @@ def predict(pl: IgemmWgmmaFwdPlan, machine: MachineModel,
         atomics_s += LAUNCH_OVERHEAD_S + 6 * p.output_elements / machine.copy_bandwidth_bytes_per_s
     launches = 2 if layout_words else 1
     added_s = launches * LAUNCH_OVERHEAD_S + item * layout_words / machine.copy_bandwidth_bytes_per_s + atomics_s
-    time_s = max(sm_s, l2_s, dram_s) * (FOLD_FACTOR if folded(c) else 1.0) + added_s
+    time_s = max(sm_s, l2_s, dram_s) * fold_factor(c) + added_s
     return WgmmaPrediction(time_s, sm_s, l2_s, dram_s, bps, eff, added_s)

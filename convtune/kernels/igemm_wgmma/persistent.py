@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.launch_geometry import resident_blocks
 from convtune.machine import MachineModel
@@ -25,6 +26,23 @@ MAX_PIXEL_TILE = 256
 def pixel_indices_fit(problem: ConvProblem) -> bool:
     """N·H·W + the largest pixel tile < 2³¹: the kernels' 32-bit pixel arithmetic holds."""
     return problem.N * problem.H * problem.W + MAX_PIXEL_TILE < 2**31
+
+
+def check_resident(family: str, config: Any, smem_bytes: int, filter_bytes: int, formula: str, field: str,
+                   remedy: str, machine: MachineModel | None) -> None:
+    """The limits every resident family shares: the whole reduction in one block (``splits`` 1), and the block's
+    shared memory (``filter_bytes`` of it the resident filter rows, ``formula``) within ``machine``'s block limit.
+
+    Raises:
+        InvalidConfig: ``splits``; or ``field`` (the config field that sets the resident rows) with ``remedy``.
+    """
+    if config.splits != 1:
+        raise InvalidConfig("splits", f"{family} reduces all of C in one block: splits must be 1, got "
+                                      f"{config.splits}")
+    if machine is not None and smem_bytes > machine.smem_per_block_bytes:
+        raise InvalidConfig(field, f"{smem_bytes} B of shared memory ({filter_bytes} B of them the resident filter "
+                                   f"rows, {formula}) exceed the {machine.smem_per_block_bytes} B per block of "
+                                   f"{machine.name}: {remedy}")
 
 
 def persistent_blocks(pixel_tiles: int, resident_tiles: int, threads: int, smem_bytes: int, regs: int,

@@ -30,13 +30,14 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
+from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
 from convtune.kernels.igemm.nhwc import NhwcFilters
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
 from convtune.kernels.igemm_wgmma.launcher import WgmmaConfig
 from convtune.kernels.igemm_wgmma.persistent import (
     PersistentWalk,
+    check_resident,
     persistent_blocks,
     pixel_indices_fit,
     predict_walk_s,
@@ -60,7 +61,6 @@ SOURCE = "igemm_wgmma_1x1_resident.cu"
 ENTRY = "igemm_wgmma_1x1_resident_fwd"
 A_ROW_PAD = 8       # words past the tile's pixels in each channel row of the x ring (conflict-free fragment reads)
 TILE_ROW_PAD = 4    # words past the tile's pixels in each channel row of the staged tile
-TOLERANCE = _tf32.TOLERANCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,15 +148,9 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig,
     if not supports(p):
         raise InvalidConfig("problem", f"{FAMILY} runs TF32 1×1 convolutions (math='tf32', stride 1, no padding, "
                                        f"H·W a multiple of 4, N·H·W + 256 < 2^31); got {p.key()}")
-    if config.splits != 1:
-        raise InvalidConfig("splits", f"{FAMILY} reduces all of C in one block: splits must be 1, got "
-                                      f"{config.splits}")
     smem, regs = smem_bytes(p, config), regs_estimate(config)
-    if machine is not None and smem > machine.smem_per_block_bytes:
-        filters = _tf32.padded_channels(p, config) * config.tile_n * 4
-        raise InvalidConfig("tile_n", f"{smem} B of shared memory ({filters} B of them the resident filter rows, "
-                                      f"Cp·tile_n·4) exceed the {machine.smem_per_block_bytes} B per block of "
-                                      f"{machine.name}: fewer rows (tile_n), a smaller pixel tile or fewer stages")
+    check_resident(FAMILY, config, smem, _tf32.padded_channels(p, config) * config.tile_n * 4, "Cp·tile_n·4",
+                   "tile_n", "fewer rows (tile_n), a smaller pixel tile or fewer stages", machine)
     pl = _tf32.derive_plan(p, config, machine, IgemmWgmma1x1ResidentPlan, smem=smem, regs=regs)
     assert isinstance(pl, IgemmWgmma1x1ResidentPlan)
     return replace(pl, persistent_blocks=persistent_blocks(pl.m_tiles, pl.n_tiles, config.threads, smem, regs,
@@ -207,12 +201,8 @@ def prepare_plan(pl: IgemmWgmma1x1ResidentPlan, device: int = 0,
                           workspace_bytes=0, filters=_tf32.filter_layout(pl, device), output_shape=(p.N, p.K, p.H, p.W))
 
 
-def prepare_filters(pl: IgemmWgmma1x1ResidentPlan, w: Any) -> NhwcFilters:
-    """w (K, C, 1, 1) float32 CuPy → the packed filters (K, Cp), TF32-rounded (no workspace)."""
-    cp = cupy_module()
-    return NhwcFilters(_tf32.pack_filters(_tf32.filter_layout(pl, driver().get_device()), w, cp.float32), None)
-
-
+#: w (K, C, 1, 1) float32 → the packed filters (K, Cp), TF32-rounded: the first TF32 1×1 family's packing
+prepare_filters = _tf32_1x1.prepare_filters
 #: plans with equal keys share packed filters: the general TF32 plans' (K, Cp) layout
 filters_key = _tf32.layout_key
 
@@ -228,5 +218,5 @@ def launch(pl: IgemmWgmma1x1ResidentPlan, kernels: LoadedKernel, x: Any, filters
     prepared((data_pointer(x), data_pointer(filters.filt), data_pointer(y)), stream_pointer(stream))
 
 
-def tolerance(pl: IgemmWgmma1x1ResidentPlan) -> float:
-    return TOLERANCE
+#: the TF32 wgmma families' tolerance
+tolerance = _tf32_1x1.tolerance
