@@ -7,6 +7,8 @@ Two sources of plans, on the given machine preset:
   configs, as ``vs_cudnn.py --top N --buckets 0`` picks them;
 * ``--choice``: with ``--suite``, also each entry's untuned choice across every family (what the op runs without a
   database), in each of ``--classes``;
+* ``--table T``: the fastest correct config of every problem of a replay table (what ``user_suite.py --configs-from
+  T`` serves: the ``calls`` step's tuned column);
 * ``--cases FILE.py:NAME``: a GPU test module's list of ``pytest.param(problem, config)`` cases (``CASES``), each
   planned with the space's ``plan``.
 
@@ -64,6 +66,24 @@ def choice_sources(suite: Path, classes: list[str], machine: MachineModel) -> li
     return texts
 
 
+def table_sources(path: Path, machine: MachineModel) -> list[str]:
+    """The sources of each problem's fastest ``ok`` config in replay table ``path`` (gzip or plain JSON)."""
+    import gzip
+
+    from convtune.kernels.config import parse_config_key
+
+    raw = path.read_bytes()
+    table = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    texts = []
+    for key, rows in table["problems"].items():
+        ok = [(r["median_ms"], c) for c, r in rows.items() if r.get("status") == "ok"]
+        if ok:
+            config = parse_config_key(min(ok)[1])
+            pl = get_spec(config.family).plan(ConvProblem.parse(key), config, machine)
+            texts += [pl.source()] if hasattr(pl, "source") else []
+    return texts
+
+
 def case_sources(spec_text: str, machine: MachineModel) -> list[str]:
     """The sources of a test module's cases (``path.py:NAME``, a list of ``pytest.param(problem, config)``)."""
     path, name = spec_text.split(":")
@@ -89,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=16)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--math", default="ieee")
+    ap.add_argument("--table", nargs="*", type=Path, default=[], help="replay tables: each problem's fastest config")
     ap.add_argument("--cases", nargs="*", default=[], help="test module cases, path.py:NAME")
     ap.add_argument("--choice", action="store_true", help="also the untuned choice of every --suite entry")
     ap.add_argument("--classes", nargs="*", default=["bfloat16"], help="precision classes of --choice: ieee (strict "
@@ -100,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
              if args.suite and args.families else [])
     if args.suite and args.choice:
         texts += choice_sources(args.suite, args.classes, machine)
+    for table in args.table:
+        texts += table_sources(table, machine)
     for spec_text in args.cases:
         texts += case_sources(spec_text, machine)
     unique = list(dict.fromkeys(texts))
