@@ -29,7 +29,8 @@ def sample_problem(family: str) -> ConvProblem:
         return POINTWISE.replace(math="tf32")
     if family in ("igemm_half", "igemm_wgmma_half"):
         return DENSE.replace(dtype="bfloat16")
-    if family in ("igemm_half_1x1", "igemm_wgmma_half_1x1", "igemm_wgmma_half_1x1_resident"):
+    if family in ("igemm_half_1x1", "igemm_wgmma_half_1x1", "igemm_wgmma_half_1x1_resident",
+                  "igemm_wgmma_half_1x1_pingpong"):
         return POINTWISE.replace(dtype="bfloat16")
     if family.startswith("igemm") or family == "winograd_unfused_tf32":
         return DENSE_TF32

@@ -7,7 +7,8 @@ family ``igemm_wgmma_1x1`` (x read from NCHW into registers: :mod:`~convtune.ker
 
 ``igemm_wgmma_half_1x1_resident`` and ``igemm_wgmma_1x1_resident`` are the 16-bit and TF32 1×1 families' persistent
 variants with the filter rows resident in shared memory (:mod:`~convtune.kernels.igemm_wgmma.half_1x1_resident`,
-:mod:`~convtune.kernels.igemm_wgmma.tf32_1x1_resident`).
+:mod:`~convtune.kernels.igemm_wgmma.tf32_1x1_resident`); ``igemm_wgmma_half_1x1_pingpong`` is the 16-bit one with
+two or three warpgroups taking turns over the tiles (:mod:`~convtune.kernels.igemm_wgmma.half_1x1_pingpong`).
 
 ``SPECS`` are the families' registry rows (see :mod:`convtune.kernels.registry`); their bound and floor are the
 direct convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's.
@@ -22,6 +23,7 @@ from typing import Any
 from convtune.kernels.direct import direct_bound_words, direct_floor_work
 from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
+from convtune.kernels.igemm_wgmma import half_1x1_pingpong as _pingpong
 from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
 from convtune.kernels.igemm_wgmma import launcher as _launcher
 from convtune.kernels.igemm_wgmma import model as _model
@@ -90,6 +92,14 @@ SPECS: tuple[KernelSpec, ...] = (
          # 14 shapes of benchmarks/suites/conv1x1.json (H100, in sample) the choice's geomean regret 1.619 (× 1) →
          # 1.097 (benchmarks/results/igemm_wgmma_h200/resident_1x1)
          choice_scale=2 ** -0.5, choice_classes=("bfloat16", "float16"), predict_s=_resident.predict_s),
+    _row(_pingpong.FAMILY, _pingpong.SOURCE, _pingpong.ENTRY, _pingpong.IgemmWgmmaHalf1x1PingpongFwdConfig,
+         _pingpong.supports, _pingpong, _pingpong.total_traffic_elements, _pingpong.onchip_elements,
+         _pingpong.traffic_elements,
+         "1×1 bfloat16 / float16 on Hopper's warpgroup MMA, persistent, filters resident: two or three warpgroups "
+         "share one copy of the block's filter rows (all of C) and take turns over its pixel tiles, each with its own "
+         "copy ring, so one's epilogue and copy waits overlap another's MMAs; x N-major straight from NCHW, stores "
+         "from registers; stride 1, no padding, H·W a multiple of 4, filter rows within shared memory; sm_90 only",
+         choice_scale=2 ** -0.5, choice_classes=("bfloat16", "float16"), predict_s=_pingpong.predict_s),
     _row(_tf32_1x1.FAMILY, _launcher.SOURCE, _tf32_1x1.ENTRY, _tf32_1x1.IgemmWgmma1x1FwdConfig, _tf32_1x1.supports,
          _tf32_1x1, _tf32_1x1.total_traffic_words, _launcher.onchip_words, _tf32_1x1.traffic_words,
          "1×1 TF32 on Hopper's warpgroup MMA straight from NCHW x (no layout change): x's channel rows of pixels "

@@ -83,9 +83,10 @@ class PersistentWalk:
         return -(-self.pixel_tiles // self.persistent_blocks)
 
 
-def predict_walk_s(pl: Any, machine: MachineModel, traffic: Any) -> float:
+def predict_walk_s(pl: Any, machine: MachineModel, traffic: Any, concurrent_tiles: int = 1) -> float:
     """The wgmma model (:mod:`~convtune.kernels.igemm_wgmma.model`) of the walk: one wave of ``persistent_blocks``
-    blocks per resident tile, each running its tiles' chunks (``tiles_per_block`` · ``chunks``) through one pipeline;
-    ``traffic`` the family's request count."""
-    walk = replace(pl, chunks_per_split=pl.tiles_per_block * pl.chunks)
+    blocks per resident tile, each running its tiles' chunks through ``concurrent_tiles`` pipelines (the busiest
+    pipeline ⌈``tiles_per_block`` / ``concurrent_tiles``⌉ · ``chunks`` of them); ``traffic`` the family's request
+    count."""
+    walk = replace(pl, chunks_per_split=-(-pl.tiles_per_block // concurrent_tiles) * pl.chunks)
     return _model.predict(walk, machine, traffic).time_s

@@ -21,6 +21,7 @@ from functools import cache, partial
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
+from convtune.kernels.igemm_wgmma import half_1x1_pingpong as _pingpong
 from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
@@ -58,6 +59,9 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
     _resident.FAMILY: (_resident.IgemmWgmmaHalf1x1ResidentFwdConfig, _resident.supports, "bfloat16 / float16 1×1 "
                        "convolutions (stride 1, no padding, H·W a multiple of 4) whose filter rows fit shared memory",
                        _resident.derive_plan),
+    _pingpong.FAMILY: (_pingpong.IgemmWgmmaHalf1x1PingpongFwdConfig, _pingpong.supports, "bfloat16 / float16 1×1 "
+                       "convolutions (stride 1, no padding, H·W a multiple of 4) whose filter rows fit shared memory",
+                       _pingpong.derive_plan),
     _tf32_1x1.FAMILY: (_tf32_1x1.IgemmWgmma1x1FwdConfig, _tf32_1x1.supports, "TF32 1×1 convolutions (math='tf32', "
                        "stride 1, no padding, H·W a multiple of 4)", _tf32_1x1.derive_plan),
     _tf32_resident.FAMILY: (_tf32_resident.IgemmWgmma1x1ResidentFwdConfig, _tf32_resident.supports, "TF32 1×1 "
@@ -65,13 +69,21 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
                             "fit shared memory", _tf32_resident.derive_plan),
 }
 #: the persistent families with filters resident in shared memory: the whole reduction in one block (no split)
-RESIDENT = (_resident.FAMILY, _tf32_resident.FAMILY)
+RESIDENT = (_resident.FAMILY, _tf32_resident.FAMILY, _pingpong.FAMILY)
+#: the ping-pong family: every warpgroup covers all 64 · m_blocks rows (up to the 256 of a K ≤ 256 layer), and two or
+#: three warpgroups take turns over the tiles
+PINGPONG_M_BLOCKS = (1, 2, 4)
+PINGPONG_WARPGROUPS = (2, 3)
+#: the GEMMs whose rows are the K output channels (the 16-bit 1×1 kernels read x N-major)
+TRANSPOSED = (_half_1x1.FAMILY, _resident.FAMILY, _pingpong.FAMILY)
 #: the general kernel's families: channels per chunk (rows of 128, 64, 32 bytes) and stages
 CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES)}
 
 
-def _tile_m(v: Values) -> int:
-    return 64 * v["warpgroups"] * v["m_blocks"]
+def _tile_m(v: Values, family: str = TF32_FAMILY) -> int:
+    """Rows of a block's tile: 64 · warpgroups · m_blocks (the warpgroups split them), or 64 · m_blocks where every
+    warpgroup covers all of them (the ping-pong family)."""
+    return 64 * v["m_blocks"] * (1 if family == _pingpong.FAMILY else v["warpgroups"])
 
 
 @cache
@@ -82,6 +94,9 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     _, supports, runs, _ = FAMILIES[family]
     general = family in CHUNKED     # the general kernel: chunk, row_taps and 3 stages
     chunk_values, stage_values = CHUNKED.get(family, ((), STAGES))
+    pingpong = family == _pingpong.FAMILY
+    m_blocks_values = PINGPONG_M_BLOCKS if pingpong else M_BLOCKS
+    warpgroup_values = PINGPONG_WARPGROUPS if pingpong else WARPGROUPS
 
     cq = fold_channels(p) if general and p.S > 1 else 0     # folded taps: a pixel's channels, 0 where C is more
 
@@ -105,10 +120,10 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
         Rule("problem", (), lambda v: supports(p), f"{family} runs {runs}, groups=1, not causal; got {p.key()}",
              field="problem"),
         Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] in TILE_N, f"tile_n={{tile_n}}: allowed {TILE_N}"),
-        Rule("m_blocks", ("m_blocks",), lambda v: v["m_blocks"] in M_BLOCKS, f"m_blocks={{m_blocks}}: allowed "
-             f"{M_BLOCKS}"),
-        Rule("warpgroups", ("warpgroups",), lambda v: v["warpgroups"] in WARPGROUPS,
-             f"warpgroups={{warpgroups}}: allowed {WARPGROUPS}"),
+        Rule("m_blocks", ("m_blocks",), lambda v: v["m_blocks"] in m_blocks_values, f"m_blocks={{m_blocks}}: allowed "
+             f"{m_blocks_values}"),
+        Rule("warpgroups", ("warpgroups",), lambda v: v["warpgroups"] in warpgroup_values,
+             f"warpgroups={{warpgroups}}: allowed {warpgroup_values}"),
         Rule("accumulators", ("m_blocks", "tile_n"), lambda v: v["m_blocks"] * v["tile_n"] // 2 <= MAX_ACCUMULATORS,
              lambda v: f"m_blocks·tile_n/2 = {v['m_blocks'] * v['tile_n'] // 2} accumulators per thread exceed "
                        f"{MAX_ACCUMULATORS}", field="tile_n"),
@@ -138,24 +153,25 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
         )
     m = p.N * p.P * p.Q
     # the 16-bit 1×1 GEMMs' rows are output channels
-    rows, cols = (p.K, m) if family in (_half_1x1.FAMILY, _resident.FAMILY) else (m, p.K)
+    rows, cols = (p.K, m) if family in TRANSPOSED else (m, p.K)
     max_m, max_n = max(64, pow2_at_least(rows)), max(64, pow2_at_least(cols))
     prune = [
-        Rule("tile_m_extent", ("warpgroups", "m_blocks"), lambda v: _tile_m(v) <= max_m,
-             lambda v: f"64·warpgroups·m_blocks = {_tile_m(v)} exceeds {max_m}", field="m_blocks"),
+        Rule("tile_m_extent", ("warpgroups", "m_blocks"), lambda v: _tile_m(v, family) <= max_m,
+             lambda v: f"the {_tile_m(v, family)} rows of a tile exceed {max_m}", field="m_blocks"),
         Rule("tile_n_extent", ("tile_n",), lambda v: v["tile_n"] <= max_n, f"tile_n={{tile_n}} exceeds {max_n}"),
     ]
     if machine is not None:
         sm_count = machine.sm_count
 
         def tiles(v: Values) -> int:
-            return -(-rows // _tile_m(v)) * -(-cols // v["tile_n"])
+            return -(-rows // _tile_m(v, family)) * -(-cols // v["tile_n"])
 
         prune.append(Rule("split_needed", ("warpgroups", "m_blocks", "tile_n", "splits"),
                           lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
                           lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
                           field="splits"))
-    values = {"tile_n": TILE_N, "m_blocks": M_BLOCKS, "warpgroups": WARPGROUPS, "stages": STAGES, "splits": SPLITS}
+    values = {"tile_n": TILE_N, "m_blocks": m_blocks_values, "warpgroups": warpgroup_values, "stages": STAGES,
+              "splits": SPLITS}
     if general:
         values["chunk"] = chunk_values
         values["stages"] = stage_values

@@ -24,6 +24,7 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import half
 from convtune.kernels.igemm_wgmma.half import IgemmWgmmaHalfFwdConfig
 from convtune.kernels.igemm_wgmma.half_1x1 import IgemmWgmmaHalf1x1FwdConfig
+from convtune.kernels.igemm_wgmma.half_1x1_pingpong import IgemmWgmmaHalf1x1PingpongFwdConfig as PingpongConfig
 from convtune.kernels.igemm_wgmma.half_1x1_resident import IgemmWgmmaHalf1x1ResidentFwdConfig as ResidentConfig
 from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY, fold_channels
 from convtune.kernels.igemm_wgmma.space import plan
@@ -61,6 +62,15 @@ CONFIGS_RESIDENT = {
     "res_n64_mi1_wg1_s6": ResidentConfig(64, 1, 1, 6, 1),
     "res_n128_mi2_wg1_s4": ResidentConfig(128, 2, 1, 4, 1),
 }
+#: the ping-pong 1×1 kernel (two or three warpgroups taking turns over a block's tiles, each covering all 64·MI rows,
+#: stores from registers): 64..256 rows, 64 and 128 pixels, 4 and 6 stages
+CONFIGS_PINGPONG = {
+    "pp_n64_mi4_wg2_s6": PingpongConfig(64, 4, 2, 6, 1),
+    "pp_n64_mi2_wg3_s6": PingpongConfig(64, 2, 3, 6, 1),
+    "pp_n128_mi2_wg2_s4": PingpongConfig(128, 2, 2, 4, 1),
+    "pp_n64_mi1_wg2_s4": PingpongConfig(64, 1, 2, 4, 1),
+    "pp_n128_mi1_wg3_s4": PingpongConfig(128, 1, 3, 4, 1),
+}
 #: folded taps (row_taps = the problem's S, set per problem): C ≤ 8, chunks holding S·Cq columns
 CONFIGS_FOLD = {
     "fold_n64_mi1_wg1_s4_c16": IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 16),
@@ -83,6 +93,7 @@ PROBLEMS_PER_FOLD_CONFIG = 12
 PROBLEMS_PER_1X1_CONFIG = 12
 PROBLEMS_PER_TMA_CONFIG = 6   # a dtype
 PROBLEMS_PER_RESIDENT_CONFIG = 12
+PROBLEMS_PER_PINGPONG_CONFIG = 12
 #: the resident kernel on problems large enough that blocks walk several pixel tiles (the random ones fit one wave)
 RESIDENT_WALKS = (
     ("N=8 C=256 H=52 W=52 K=255 R=1 S=1", "res_n64_mi2_wg2_s4"),     # the yolov3 head: 3 tiles a block, 4 chunks
@@ -90,11 +101,18 @@ RESIDENT_WALKS = (
     ("N=16 C=13 H=30 W=30 K=300 R=1 S=1", "res_n128_mi2_wg1_s4"),    # one chunk per tile, 2 row tiles
     ("N=64 C=200 H=14 W=14 K=130 R=1 S=1", "res_n256_mi1_wg1_s4"),   # 8-byte copies, 3 row tiles
 )
+#: the ping-pong kernel's walks: the last warpgroup of a block with fewer tiles than warpgroups idles, the others run 2+
+PINGPONG_WALKS = (
+    ("N=8 C=256 H=52 W=52 K=255 R=1 S=1", "pp_n64_mi4_wg2_s6"),     # the yolov3 head: 3 tiles a block, 2 / 1 a wg
+    ("N=32 C=100 H=20 W=20 K=77 R=1 S=1", "pp_n64_mi2_wg3_s6"),     # 2 tiles a block of 3 warpgroups
+    ("N=16 C=13 H=30 W=30 K=300 R=1 S=1", "pp_n128_mi2_wg2_s4"),    # one chunk per tile, 3 row tiles
+    ("N=64 C=200 H=14 W=14 K=130 R=1 S=1", "pp_n128_mi1_wg3_s4"),   # 8-byte copies, 3 row tiles, 3 tiles a block
+)
 H200 = MachineModel.preset("h200")
 CHUNK_CHANNELS = 64
 
 
-def _random_1x1(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig | ResidentConfig,
+def _random_1x1(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig | ResidentConfig | PingpongConfig,
                 dtype: str) -> ConvProblem | None:
     n = int(rng.choice([1, 1, 1, 2, 3, 8, 32]))
     c = int(rng.choice([1, 3, 13, 35, 64, 100, 200, 300]))
@@ -153,6 +171,15 @@ def _cases() -> list[Any]:
             problem = ConvProblem.parse(f"{text} dtype={dtype}")
             cases.append(pytest.param(problem, CONFIGS_RESIDENT[name], id=f"{dtype}-{name}-walk-{problem.N}",
                                       marks=gpu))
+    rng_pingpong = np.random.default_rng(20261207)
+    for dtype in half.DTYPES:
+        for name, config in CONFIGS_PINGPONG.items():
+            cases += drawn(f"{dtype}-{name}", PROBLEMS_PER_PINGPONG_CONFIG,
+                           partial(_one, rng_pingpong, config, dtype), gpu)
+        for text, name in PINGPONG_WALKS:
+            problem = ConvProblem.parse(f"{text} dtype={dtype}")
+            cases.append(pytest.param(problem, CONFIGS_PINGPONG[name], id=f"{dtype}-{name}-walk-{problem.N}",
+                                      marks=gpu))
     return cases
 
 
@@ -188,6 +215,12 @@ def test_case_count() -> None:
     walked = [plan(p, c, H200) for p, c in walks]
     assert any(pl.tiles_per_block >= 3 and pl.chunks >= 4 for pl in walked)
     assert any(pl.tiles_per_block >= 2 and pl.m_tiles >= 2 for pl in walked)
+    turns = [c.values for c in CASES if c.values[1].family == "igemm_wgmma_half_1x1_pingpong"]
+    assert len(turns) == 2 * (5 * PROBLEMS_PER_PINGPONG_CONFIG + len(PINGPONG_WALKS))
+    assert {p.C for p, _ in turns} >= {1, 13, 200} and sum((p.H * p.W) % 8 == 4 for p, _ in turns) >= len(turns) // 4
+    turned = [plan(p, c, H200) for p, c in turns]
+    assert any(pl.tiles_per_block > pl.config.warpgroups and pl.chunks >= 4 for pl in turned)   # 2+ tiles a wg
+    assert any(pl.tiles_per_block < pl.config.warpgroups for pl in turned)                       # an idle wg
 
 
 @pytest.fixture(scope="module")
