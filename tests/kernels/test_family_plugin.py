@@ -85,8 +85,8 @@ def test_a_plugin_cannot_take_a_built_in_key(monkeypatch: pytest.MonkeyPatch, tm
 
 def test_registry_keys_are_the_pre_layout_ones_in_order() -> None:
     """The rows recorded before the move keep their order; families added since (igemm, igemm_simt, igemm_wgmma,
-    igemm_wgmma_half, igemm_wgmma_half_1x1 and its resident and ping-pong variants, igemm_wgmma_1x1 and its resident variant,
-    winograd_unfused_tf32,
+    igemm_wgmma_half, igemm_wgmma_half_1x1 and its resident and ping-pong variants, igemm_wgmma_1x1 and its resident
+    variant, winograd_unfused_tf32,
     winograd_unfused_large, direct_half) follow them."""
     recorded = json.loads((REPO / "tests/data/pre_layout/kernel_versions.json").read_text())["registry"]
     keys = [f"{f}.{d}" for f, d in registry.REGISTRY]
