@@ -16,9 +16,8 @@
 // keeps WG x (STAGES - 2) chunks of x in flight. Every warpgroup covers all BM = 64 * MI filter rows of the block.
 //
 // Shared memory: [filters: NCH x BM x 128 B][WG rings: STAGES x BN x 128 B each]; the B stage layout and descriptors
-// are igemm_wgmma_half_1x1.cu's. No staged tile: the epilogue stores each thread's accumulator pairs (two pixels of
-// one output channel, 4 bytes; the four threads of a quad fill 16 contiguous bytes) straight from registers, which
-// leaves the shared memory to the rings. A warpgroup synchronises only its own 128 threads (named barrier 1 + w).
+// are igemm_wgmma_half_1x1.cu's. No staged tile: the epilogue stores straight from registers (16 bytes a thread after
+// a transpose across each quad), which leaves the shared memory to the rings. A warpgroup synchronises only its own 128 threads (named barrier 1 + w).
 #include "igemm_wgmma_half_1x1.cu"
 #include "wgmma_half_ss_tb_zd.cuh"
 
@@ -26,6 +25,22 @@ namespace convtune {
 
 __device__ __forceinline__ void warpgroup_barrier(int id) {   // the 128 threads of one warpgroup
   asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
+}
+
+// A 4 x 4 transpose across the lanes of a quad (lane & 3 = t): w[u] = lane u's v[t]. Round r: a lane sends its
+// v[(t - r) & 3] and receives lane ((t + r) & 3)'s, which is that lane's v[t]; selects keep the indices static.
+__device__ __forceinline__ void quad_transpose(const unsigned (&v)[4], unsigned (&w)[4], int lane) {
+  const int t = lane & 3;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) w[q] = 0u;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int s = (t - r) & 3, u = (t + r) & 3;
+    const unsigned send = s == 0 ? v[0] : s == 1 ? v[1] : s == 2 ? v[2] : v[3];
+    const unsigned got = __shfl_sync(0xffffffffu, send, (lane & ~3) | u);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) w[q] = q == u ? got : w[q];
+  }
 }
 
 template <class T, int BN, int MI, int WG, int STAGES, int PIX, int NCH>
@@ -111,7 +126,7 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_pingpong_body(const T* __re
 
   float acc[MI][BN / 2];
   const int lane = tid & 31, wq = (wtid >> 5) & 3, g = lane >> 2, t = lane & 3;
-  unsigned* yw = reinterpret_cast<unsigned*>(y);   // pairs of 16-bit outputs (H*W even: pairs stay aligned)
+  unsigned short* yb = reinterpret_cast<unsigned short*>(y);
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)   // defined before the first wgmma; a tile's first k-step overwrites them (scale-d 0)
 #pragma unroll
@@ -138,23 +153,40 @@ __device__ __forceinline__ void igemm_wgmma_half_1x1_pingpong_body(const T* __re
     }
     wgmma_wait<0>();
     // Epilogue: accumulator j * 4 + 2 * e2 + h of row block mi is output channel m0 + mi*64 + wq*16 + g + 8*e2 at
-    // pixel 8j + 2t + h of the tile; the pair h = 0, 1 is one 4-byte store (H*W % 4 == 0: never across images).
+    // pixel 8j + 2t + h of the tile, so the four threads of a quad hold 16 contiguous bytes of one channel per j. A
+    // 4 x 4 transpose across the quad (pixel pairs of j = 4jg .. 4jg + 3) gives each thread the 8 pixels of one j:
+    // 16-byte stores (8-byte halves where H*W % 8 == 4), a warp's store then fills whole 32-byte sectors, where
+    // the untransposed pairs (4-byte stores) write half sectors of 8 rows per instruction.
     const int p0 = tile_of(i) * BN;
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int p = p0 + 8 * j + 2 * t;
-      if (p >= NP) continue;
-      const int img = p / HW;
-      const long long base = static_cast<long long>(img) * K * HW + (p - img * HW);
+    for (int jg = 0; jg < BN / 32; ++jg) {
+      long long base[8 / PIX];
+      bool ok[8 / PIX];
+#pragma unroll
+      for (int h = 0; h < 8 / PIX; ++h) {   // PIX pixels of one image (H*W % PIX == 0)
+        const int p = p0 + 32 * jg + 8 * t + h * PIX;
+        ok[h] = p < NP;
+        const int img = ok[h] ? p / HW : 0;
+        base[h] = static_cast<long long>(img) * K * HW + (ok[h] ? p - img * HW : 0);
+      }
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
         for (int e2 = 0; e2 < 2; ++e2) {
-          const int k = m0 + mi * 64 + wq * 16 + g + 8 * e2;
-          if (k < K)
-            yw[(base + static_cast<long long>(k) * HW) >> 1] =
-                static_cast<unsigned>(round_to<T>(acc[mi][j * 4 + 2 * e2]).bits) |
-                (static_cast<unsigned>(round_to<T>(acc[mi][j * 4 + 2 * e2 + 1]).bits) << 16);
+          unsigned v[4], w[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            v[q] = static_cast<unsigned>(round_to<T>(acc[mi][(4 * jg + q) * 4 + 2 * e2]).bits) |
+                   (static_cast<unsigned>(round_to<T>(acc[mi][(4 * jg + q) * 4 + 2 * e2 + 1]).bits) << 16);
+          quad_transpose(v, w, lane);
+          const long long k = m0 + mi * 64 + wq * 16 + g + 8 * e2;
+          if (k >= K) continue;
+          if constexpr (PIX == 8) {
+            if (ok[0]) *reinterpret_cast<uint4*>(yb + base[0] + k * HW) = make_uint4(w[0], w[1], w[2], w[3]);
+          } else {
+            if (ok[0]) *reinterpret_cast<uint2*>(yb + base[0] + k * HW) = make_uint2(w[0], w[1]);
+            if (ok[1]) *reinterpret_cast<uint2*>(yb + base[1] + k * HW) = make_uint2(w[2], w[3]);
+          }
         }
     }
   }
