@@ -2,7 +2,8 @@
 # One device call of experiments on single shapes (runs on the GPU host, after gpu_check.sh's wheel and cubin set-up
 # line): for each block of $PROBE_FILE ("problem: <key>" then config keys, one per line, blank line between blocks)
 # config_probe.py times the configs against cuDNN in the class, the space's rules bypassed; then Nsight Compute on
-# each "ncu: <problem key> | <config key or cudnn>" line. Everything under $WORK, packed into $OUT/probe_round.tgz.
+# each "ncu: <problem key> | <config key or cudnn>" line, and the stall reasons (warps stalled per issued instruction,
+# by reason, and the instruction mix) on each "stalls: <problem key> | <config key>" line. Everything under $WORK, packed into $OUT/probe_round.tgz.
 #   bash benchmarks/probe_round.sh benchmarks/probes/yolov3_head.txt
 set -uo pipefail
 PROBE_FILE=${1:?a probe file}
@@ -40,6 +41,15 @@ while IFS= read -r line || [ -n "$line" ]; do
                 $NCU_SECTIONS python3 benchmarks/igemm_profile.py --problem "$p" --config "$c" >> "$WORK/ncu.txt" 2>&1
         fi
         echo "ncu exit $?" ;;
+    "stalls: "*)
+        flush_block; problem=
+        spec=${line#stalls: }; p=${spec%% | *}; c=${spec#* | }
+        echo "== stalls $p | $c" | tee -a "$WORK/stalls.txt"
+        timeout 120 ncu --clock-control none --kernel-name regex:'_fwd$' --launch-skip 3 --launch-count 1 \
+            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,gpu__time_duration.sum,smsp__inst_executed.sum,sm__cycles_active.avg,smsp__warps_active.avg.per_cycle_active' \
+            python3 benchmarks/igemm_profile.py --problem "$p" --config "$c" 2>&1 \
+            | grep -E "stalled|duration|inst_executed|cycles_active|warps_active" | awk '$NF+0 >= 0.05 || !/stalled/' \
+            | tee -a "$WORK/stalls.txt" ;;
     "") flush_block ;;
     *) configs+=("$line") ;;
     esac

@@ -12,6 +12,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 POSTGRES_URL_ENV = "CONVTUNE_TEST_POSTGRES_URL"
+# the untuned choice's cross-process cache stays off unless a test points it at its own file: a user's cache (or
+# one test's) must not answer another test's model_choice
+os.environ["CONVTUNE_CHOICE_CACHE"] = "off"
 
 settings.register_profile("ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None)

@@ -33,6 +33,7 @@ Inputs that do not start 16-byte aligned (a view at an odd offset) run on a copy
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable
 from functools import cache
@@ -46,7 +47,7 @@ from convtune.kernels.devices import device_machine
 from convtune.kernels.prepared import OPERAND_ALIGN_BYTES, PreparedLaunch, prepare_plan
 from convtune.kernels.registry import KernelSpec, get_spec, model_fastest, specs_for
 from convtune.machine import MachineModel
-from convtune.ops import resolver
+from convtune.ops import choice_cache, resolver
 from convtune.problem import MATH_MODES, ConvProblem
 
 __all__ = ["ALGORITHMS", "check_math", "clear_caches", "clear_filter_cache", "conv2d", "device_machine",
@@ -179,10 +180,17 @@ def _specs(problem: ConvProblem, algorithm: str) -> list[KernelSpec]:
 
 @cache
 def model_choice(problem: ConvProblem, machine: MachineModel, algorithm: str = "auto") -> KernelConfig:
-    """The configuration the analytic models predict fastest among ``algorithm``'s families (cached)."""
-    best = model_fastest(problem, machine, _specs(problem, algorithm))
+    """The configuration the analytic models predict fastest among ``algorithm``'s families (cached in the process,
+    and across processes by :mod:`convtune.ops.choice_cache`: the search costs up to seconds on some shapes)."""
+    specs = _specs(problem, algorithm)
+    stored = choice_cache.lookup(problem, machine, specs)
+    if stored is not None:
+        with contextlib.suppress(InvalidConfig):
+            return parse_config_key(stored)
+    best = model_fastest(problem, machine, specs)
     if best is None:
         raise InvalidConfig("problem", f"no valid {algorithm} configuration for {problem.key()}")
+    choice_cache.store(problem, machine, specs, best[1].key())
     return best[1]
 
 

@@ -11,6 +11,7 @@ from test_igemm_wgmma_half_1x1_resident import _simulated_traffic
 from wgmma_cases import assert_within_launch_bounds, compile_unit
 
 from convtune.errors import InvalidConfig
+from convtune.kernels import experimental
 from convtune.kernels.compile import nvcc_available, required_arch
 from convtune.kernels.igemm_wgmma import half_1x1_pingpong as pingpong
 from convtune.kernels.igemm_wgmma import half_1x1_resident as resident
@@ -31,8 +32,10 @@ def P(text: str) -> ConvProblem:
 @pytest.mark.parametrize("text", [YOLO_HEAD, "N=3 C=13 H=5 W=5 K=70 R=1 S=1 dtype=float16",
                                   "N=2 C=64 H=8 W=8 K=64 R=1 S=1 stride=2 dtype=bfloat16",
                                   "N=2 C=64 H=8 W=8 K=64 R=1 S=1 math=tf32"])
-def test_supports_what_the_resident_family_supports(text: str) -> None:
+def test_supports_what_the_resident_family_supports_when_opted_in(text: str, monkeypatch) -> None:
     assert pingpong.supports(P(text)) is resident.supports(P(text))
+    assert get_spec(pingpong.FAMILY) not in specs_for(P(text))    # the op, tuner and service leave it alone
+    monkeypatch.setenv(experimental.ENV, pingpong.FAMILY)
     assert (get_spec(pingpong.FAMILY) in specs_for(P(text))) is resident.supports(P(text))
 
 
