@@ -170,8 +170,8 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
                           lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
                           lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
                           field="splits"))
-    values = {"tile_n": TILE_N, "m_blocks": m_blocks_values, "warpgroups": warpgroup_values, "stages": STAGES,
-              "splits": SPLITS}
+    values: dict[str, tuple[int, ...]] = {"tile_n": TILE_N, "m_blocks": m_blocks_values,
+                                          "warpgroups": warpgroup_values, "stages": STAGES, "splits": SPLITS}
     if general:
         values["chunk"] = chunk_values
         values["stages"] = stage_values
