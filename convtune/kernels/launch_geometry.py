@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -20,13 +21,15 @@ def span_inside(start: int, length: int, extent: int) -> int:
     return max(0, min(start + length, extent) - max(start, 0))
 
 
+@lru_cache(maxsize=65536)
 def spans_inside(count: int, step: int, offset: int, length: int, extent: int) -> int:
     """Σ_{t < count} span_inside(t·step + offset, length, extent): the words ``count`` windows of ``length``
     at a stride of ``step`` (the first at ``offset``) read from [0, extent).
 
     Windows wholly inside — ``0 <= t·step + offset`` and ``t·step + offset + length <= extent`` — each read
     ``length``; they are counted in closed form and only the windows at the two edges one by one, so the cost
-    is O(edge windows), not O(count): a 46,000-row map costs what a 46-row one does.
+    is O(edge windows), not O(count): a 46,000-row map costs what a 46-row one does. Memoised: a search scores
+    10⁴–10⁵ plans of one problem over a few dozen distinct tile windows.
     """
     if length <= 0:
         return 0
