@@ -1,8 +1,9 @@
 """The untuned choice, remembered across processes: a small JSON file of (problem, machine, families) → config key.
 
 The analytic models' choice (:func:`convtune.ops.conv2d.model_choice`) is exhaustive, and on shapes where the direct
-family's floor is under the best tensor-core prediction it scores its 10⁴–10⁵ plans: 0.1–4 s of host time on the
-first call of each distinct untuned shape (measured on the wide suite; ``benchmarks/results/model_choice_host``).
+family's floor is under the best tensor-core prediction it scores its 10⁴–10⁵ plans: up to 2.9 s of host time on the
+first call of a distinct untuned shape (median 0.12 s over the public and wide suites' 165 choices on a 2-core
+machine; ``benchmarks/results/model_choice_host``).
 A process caches the choice in memory; this file keeps it for the next process, so a model's second run pays
 nothing. An entry is valid only for the code that made it: its key holds a fingerprint of convtune's source files
 (the models, spaces and kernels that decide the choice), the machine model (name and every ceiling), and each
