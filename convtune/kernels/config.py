@@ -8,7 +8,6 @@ Every family defines a subclass with its own integer fields. A config's canonica
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from functools import cache
 from typing import Any, ClassVar
 
 from convtune.errors import InvalidConfig
@@ -49,12 +48,17 @@ class KernelConfig:
         return asdict(self)
 
 
-@cache
+_FIELD_MINIMUMS: dict[type, tuple[tuple[str, int], ...]] = {}
+
+
 def _field_minimums(cls: type[KernelConfig]) -> tuple[tuple[str, int], ...]:
     """(name, smallest allowed value) of each field of a config class, in order: ``metadata["min"]``, else 1 (a
     switch says 0: ``field(default=0, metadata={"min": 0})``). Cached per class: every plan a search scores builds
     a config, and ``dataclasses.fields`` was a fifth of the untuned choice's host time."""
-    return tuple((f.name, f.metadata.get("min", 1)) for f in fields(cls))
+    found = _FIELD_MINIMUMS.get(cls)
+    if found is None:
+        found = _FIELD_MINIMUMS[cls] = tuple((f.name, f.metadata.get("min", 1)) for f in fields(cls))
+    return found
 
 
 def config_class(kind: str) -> type[KernelConfig]:

@@ -26,16 +26,15 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import cupy_module, kernel_text, load_kernel
+from convtune.kernels.compile import kernel_text, load_kernel
 from convtune.kernels.igemm.half import HalfFilters, HalfKernels
 from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
 from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
 from convtune.kernels.igemm_wgmma import launcher as _tf32
-from convtune.kernels.igemm_wgmma.half_1x1 import IgemmWgmmaHalf1x1Plan
+from convtune.kernels.igemm_wgmma.half_1x1_resident import IgemmWgmmaHalf1x1ResidentPlan
 from convtune.kernels.igemm_wgmma.launcher import WgmmaConfig
 from convtune.kernels.igemm_wgmma.persistent import (
-    PersistentWalk,
     check_resident,
     persistent_blocks,
     predict_walk_s,
@@ -80,20 +79,8 @@ def supports(problem: ConvProblem) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class IgemmWgmmaHalf1x1PingpongPlan(PersistentWalk, IgemmWgmmaHalf1x1Plan):
-    """The 1×1 plan with the persistent grid's width: ``persistent_blocks`` blocks per row tile (the GEMM is
-    transposed: ``m_tiles`` tiles of output channels) walk the ``n_tiles`` pixel tiles; ``chunks_per_split`` stays
-    Cp/64 (one tile's chunks)."""
-
-    persistent_blocks: int = 1
-
-    @property
-    def pixel_tiles(self) -> int:
-        return self.n_tiles
-
-    @property
-    def resident_tiles(self) -> int:
-        return self.m_tiles
+class IgemmWgmmaHalf1x1PingpongPlan(IgemmWgmmaHalf1x1ResidentPlan):
+    """The resident kernel's plan (its persistent grid and walk); only the source differs."""
 
     def source(self) -> str:
         c = self.config
@@ -162,22 +149,15 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig,
 
 
 # ---- traffic and model ----------------------------------------------------------------------------------------
-def traffic_elements(pl: IgemmWgmmaHalf1x1PingpongPlan) -> dict[str, int]:
-    """Elements (2 bytes) the kernel requests (module docstring)."""
-    p, c = pl.problem, pl.config
-    return {
-        "input": pl.m_tiles * p.C * p.N * p.H * p.W,
-        "weight": pl.persistent_blocks * pl.m_tiles * c.tile_m * pl.cp,
-        "output": p.output_elements,
-    }
-
-
-def total_traffic_elements(pl: IgemmWgmmaHalf1x1PingpongPlan) -> int:
-    return sum(traffic_elements(pl).values())
-
-
-def onchip_elements(pl: IgemmWgmmaHalf1x1PingpongPlan) -> int:
-    return _half.onchip_elements(pl)
+#: the resident kernel's request count, on-chip words, arguments, workspace (none), filter packing and tolerance:
+#: the warpgroups split a block's tiles, not what it reads or how it is called
+traffic_elements = _resident.traffic_elements
+total_traffic_elements = _resident.total_traffic_elements
+onchip_elements = _resident.onchip_elements
+workspace_bytes = _resident.workspace_bytes
+gemm_arguments = _resident.gemm_arguments
+prepare_filters = _resident.prepare_filters
+tolerance = _resident.tolerance
 
 
 def predict_s(pl: IgemmWgmmaHalf1x1PingpongPlan, machine: MachineModel) -> float:
@@ -192,16 +172,6 @@ def compile_plan(pl: IgemmWgmmaHalf1x1PingpongPlan) -> HalfKernels:
     return HalfKernels(None, load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes), None)
 
 
-def workspace_bytes(pl: IgemmWgmmaHalf1x1PingpongPlan) -> int:
-    """None: no layout change, no split."""
-    return 0
-
-
-def gemm_arguments(pl: IgemmWgmmaHalf1x1PingpongPlan) -> tuple[int, ...]:
-    p = pl.problem
-    return (p.C, p.H * p.W, p.K, p.N * p.H * p.W, pl.cp, pl.n_tiles)
-
-
 def prepare_plan(pl: IgemmWgmmaHalf1x1PingpongPlan, device: int = 0,
                  kernels: HalfKernels | None = None) -> PreparedLaunch:
     """Operands (x, filters, y): one launch."""
@@ -213,13 +183,6 @@ def prepare_plan(pl: IgemmWgmmaHalf1x1PingpongPlan, device: int = 0,
                   gemm_arguments(pl))
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y"), steps=[step], kernels=kernels,
                           workspace_bytes=0, filters=_half.filter_layout(pl, device), output_shape=(p.N, p.K, p.H, p.W))
-
-
-def prepare_filters(pl: IgemmWgmmaHalf1x1PingpongPlan, w: Any) -> HalfFilters:
-    """w (K, C, 1, 1) 16-bit CuPy (bfloat16 as uint16 bits) → the packed filters (K, Cp), shared with the other
-    16-bit wgmma families' packing; no workspace."""
-    cp = cupy_module()
-    return HalfFilters(_tf32.pack_filters(_half.filter_layout(pl, driver().get_device()), w, cp.uint16), None)
 
 
 def filters_key(pl: IgemmWgmmaHalf1x1PingpongPlan) -> tuple[Any, ...]:
@@ -237,6 +200,3 @@ def launch(pl: IgemmWgmmaHalf1x1PingpongPlan, kernels: HalfKernels, x: Any, filt
     prepared = cached_prepared(pl, kernels, prepare_plan)
     prepared((data_pointer(x), data_pointer(filters.filt), data_pointer(y)), stream_pointer(stream))
 
-
-def tolerance(pl: IgemmWgmmaHalf1x1PingpongPlan) -> float:
-    return TOLERANCES[pl.problem.dtype]
