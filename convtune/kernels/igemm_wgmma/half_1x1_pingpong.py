@@ -23,11 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any
+from typing import ClassVar
 
 from convtune.errors import InvalidConfig
-from convtune.kernels.compile import kernel_text, load_kernel
-from convtune.kernels.igemm.half import HalfFilters, HalfKernels
+from convtune.kernels.compile import kernel_text
 from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
 from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
@@ -40,16 +39,6 @@ from convtune.kernels.igemm_wgmma.persistent import (
     predict_walk_s,
 )
 from convtune.kernels.launch_geometry import round_regs
-from convtune.kernels.prepared import (
-    Launch,
-    PreparedLaunch,
-    cached_prepared,
-    data_pointer,
-    driver,
-    grid3,
-    pointers,
-    stream_pointer,
-)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -73,14 +62,17 @@ class IgemmWgmmaHalf1x1PingpongFwdConfig(WgmmaConfig):
         return 64 * self.m_blocks
 
 
-def supports(problem: ConvProblem) -> bool:
-    """The resident family's problems (:func:`~convtune.kernels.igemm_wgmma.half_1x1_resident.supports`)."""
-    return _resident.supports(problem)
+#: the resident family's problems (:func:`~convtune.kernels.igemm_wgmma.half_1x1_resident.supports`)
+supports = _resident.supports
+#: the resident kernel's estimate: the same copies, a register epilogue in place of the staged one
+regs_estimate = _resident.regs_estimate
 
 
 @dataclass(frozen=True, slots=True)
 class IgemmWgmmaHalf1x1PingpongPlan(IgemmWgmmaHalf1x1ResidentPlan):
-    """The resident kernel's plan (its persistent grid and walk); only the source differs."""
+    """The resident kernel's plan (its persistent grid and walk); only the source and its entry differ."""
+
+    entry: ClassVar[str] = ENTRY
 
     def source(self) -> str:
         c = self.config
@@ -113,12 +105,6 @@ def smem_bytes(problem: ConvProblem, config: WgmmaConfig) -> int:
     to the swizzle's period)."""
     c = config
     return _tf32.padded_channels(problem, c) * c.tile_m * 2 + c.warpgroups * c.stages * c.tile_n * 128 + 1024
-
-
-def regs_estimate(config: WgmmaConfig) -> int:
-    """Accumulators + 48 (the resident kernel's estimate: the same copies, a register epilogue in place of the
-    staged one)."""
-    return config.accumulators + 48
 
 
 def derive_plan(problem: ConvProblem, config: WgmmaConfig,
@@ -166,37 +152,8 @@ def predict_s(pl: IgemmWgmmaHalf1x1PingpongPlan, machine: MachineModel) -> float
     return predict_walk_s(pl, machine, traffic_elements, concurrent_tiles=pl.config.warpgroups)
 
 
-# ---- launching ----------------------------------------------------------------------------------------------
-def compile_plan(pl: IgemmWgmmaHalf1x1PingpongPlan) -> HalfKernels:
-    """The GEMM alone (no layout change, no split's conversion)."""
-    return HalfKernels(None, load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes), None)
-
-
-def prepare_plan(pl: IgemmWgmmaHalf1x1PingpongPlan, device: int = 0,
-                 kernels: HalfKernels | None = None) -> PreparedLaunch:
-    """Operands (x, filters, y): one launch."""
-    p, c = pl.problem, pl.config
-    if kernels is None:
-        with driver().use_device(device):
-            kernels = compile_plan(pl)
-    step = Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(0, 1, 2),
-                  gemm_arguments(pl))
-    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y"), steps=[step], kernels=kernels,
-                          workspace_bytes=0, filters=_half.filter_layout(pl, device), output_shape=(p.N, p.K, p.H, p.W))
-
-
-def filters_key(pl: IgemmWgmmaHalf1x1PingpongPlan) -> tuple[Any, ...]:
-    p = pl.problem
-    return (FAMILY, p.dtype, p.K, p.C)
-
-
-def launch(pl: IgemmWgmmaHalf1x1PingpongPlan, kernels: HalfKernels, x: Any, filters: HalfFilters, y: Any,
-           stream: Any | None = None) -> None:
-    """Run the kernel on contiguous 16-bit CuPy arrays (``filters`` from :func:`prepare_filters`).
-
-    Raises:
-        LaunchError: a launch failed.
-    """
-    prepared = cached_prepared(pl, kernels, prepare_plan)
-    prepared((data_pointer(x), data_pointer(filters.filt), data_pointer(y)), stream_pointer(stream))
-
+# ---- launching: the resident kernel's (one launch of x, filters, y; compiled by the plan's source and entry) ------
+compile_plan = _resident.compile_plan
+prepare_plan = _resident.prepare_plan
+filters_key = _resident.filters_key
+launch = _resident.launch

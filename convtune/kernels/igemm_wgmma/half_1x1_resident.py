@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import cupy_module, kernel_text, load_kernel
@@ -81,8 +81,10 @@ def supports(problem: ConvProblem) -> bool:
 class IgemmWgmmaHalf1x1ResidentPlan(PersistentWalk, IgemmWgmmaHalf1x1Plan):
     """The 1×1 plan with the persistent grid's width: ``persistent_blocks`` blocks per row tile (the GEMM is
     transposed: ``m_tiles`` tiles of output channels) walk the ``n_tiles`` pixel tiles; ``chunks_per_split`` stays
-    Cp/64 (one tile's chunks)."""
+    Cp/64 (one tile's chunks). ``entry``: the kernel's entry point in :meth:`source` (a variant with its own
+    source names its own)."""
 
+    entry: ClassVar[str] = ENTRY
     persistent_blocks: int = 1
 
     @property
@@ -182,7 +184,7 @@ def predict_s(pl: IgemmWgmmaHalf1x1ResidentPlan, machine: MachineModel) -> float
 # ---- launching ----------------------------------------------------------------------------------------------
 def compile_plan(pl: IgemmWgmmaHalf1x1ResidentPlan) -> HalfKernels:
     """The GEMM alone (no layout change, no split's conversion)."""
-    return HalfKernels(None, load_kernel(pl.source(), ENTRY, dynamic_smem_bytes=pl.smem_bytes), None)
+    return HalfKernels(None, load_kernel(pl.source(), pl.entry, dynamic_smem_bytes=pl.smem_bytes), None)
 
 
 def workspace_bytes(pl: IgemmWgmmaHalf1x1ResidentPlan) -> int:
@@ -217,7 +219,7 @@ def prepare_filters(pl: IgemmWgmmaHalf1x1ResidentPlan, w: Any) -> HalfFilters:
 
 def filters_key(pl: IgemmWgmmaHalf1x1ResidentPlan) -> tuple[Any, ...]:
     p = pl.problem
-    return (FAMILY, p.dtype, p.K, p.C)
+    return (pl.config.family, p.dtype, p.K, p.C)
 
 
 def launch(pl: IgemmWgmmaHalf1x1ResidentPlan, kernels: HalfKernels, x: Any, filters: HalfFilters, y: Any,
