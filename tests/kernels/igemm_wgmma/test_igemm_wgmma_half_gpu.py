@@ -162,24 +162,16 @@ def _cases() -> list[Any]:
     for dtype in half.DTYPES:
         for name, config in CONFIGS_TMA.items():
             cases += drawn(f"{dtype}-{name}", PROBLEMS_PER_TMA_CONFIG, partial(_general, rng_tma, config, dtype), gpu)
-    rng_resident = np.random.default_rng(20261205)
-    for dtype in half.DTYPES:
-        for name, config in CONFIGS_RESIDENT.items():
-            cases += drawn(f"{dtype}-{name}", PROBLEMS_PER_RESIDENT_CONFIG,
-                           partial(_one, rng_resident, config, dtype), gpu)
-        for text, name in RESIDENT_WALKS:
-            problem = ConvProblem.parse(f"{text} dtype={dtype}")
-            cases.append(pytest.param(problem, CONFIGS_RESIDENT[name], id=f"{dtype}-{name}-walk-{problem.N}",
-                                      marks=gpu))
-    rng_pingpong = np.random.default_rng(20261207)
-    for dtype in half.DTYPES:
-        for name, config in CONFIGS_PINGPONG.items():
-            cases += drawn(f"{dtype}-{name}", PROBLEMS_PER_PINGPONG_CONFIG,
-                           partial(_one, rng_pingpong, config, dtype), gpu)
-        for text, name in PINGPONG_WALKS:
-            problem = ConvProblem.parse(f"{text} dtype={dtype}")
-            cases.append(pytest.param(problem, CONFIGS_PINGPONG[name], id=f"{dtype}-{name}-walk-{problem.N}",
-                                      marks=gpu))
+    # the persistent 1×1 families: random problems from each family's own draws, then its long walks
+    for seed, configs, count, walks in ((20261205, CONFIGS_RESIDENT, PROBLEMS_PER_RESIDENT_CONFIG, RESIDENT_WALKS),
+                                        (20261207, CONFIGS_PINGPONG, PROBLEMS_PER_PINGPONG_CONFIG, PINGPONG_WALKS)):
+        rng_walk = np.random.default_rng(seed)
+        for dtype in half.DTYPES:
+            for name, config in configs.items():
+                cases += drawn(f"{dtype}-{name}", count, partial(_one, rng_walk, config, dtype), gpu)
+            for text, name in walks:
+                problem = ConvProblem.parse(f"{text} dtype={dtype}")
+                cases.append(pytest.param(problem, configs[name], id=f"{dtype}-{name}-walk-{problem.N}", marks=gpu))
     return cases
 
 
