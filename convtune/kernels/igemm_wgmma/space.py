@@ -80,10 +80,10 @@ TRANSPOSED = (_half_1x1.FAMILY, _resident.FAMILY, _pingpong.FAMILY)
 CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES)}
 
 
-def _tile_m(v: Values, family: str = TF32_FAMILY) -> int:
-    """Rows of a block's tile: 64 · warpgroups · m_blocks (the warpgroups split them), or 64 · m_blocks where every
-    warpgroup covers all of them (the ping-pong family)."""
-    return 64 * v["m_blocks"] * (1 if family == _pingpong.FAMILY else v["warpgroups"])
+def _tile_m(v: Values, config_class: type[WgmmaConfig]) -> int:
+    """Rows of a block's tile, as the family's config reads ``m_blocks`` and ``warpgroups`` (64 · warpgroups ·
+    m_blocks where the warpgroups split them, 64 · m_blocks where each covers all of them)."""
+    return config_class(m_blocks=v["m_blocks"], warpgroups=v["warpgroups"]).tile_m
 
 
 @cache
@@ -91,7 +91,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     """The space of ``problem`` in ``family``: the values, the kernel's rules (``plan`` enforces them) and the
     search's pruning rules (module docstring)."""
     p = problem
-    _, supports, runs, _ = FAMILIES[family]
+    config_class, supports, runs, _ = FAMILIES[family]
     general = family in CHUNKED     # the general kernel: chunk, row_taps and 3 stages
     chunk_values, stage_values = CHUNKED.get(family, ((), STAGES))
     pingpong = family == _pingpong.FAMILY
@@ -156,15 +156,15 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     rows, cols = (p.K, m) if family in TRANSPOSED else (m, p.K)
     max_m, max_n = max(64, pow2_at_least(rows)), max(64, pow2_at_least(cols))
     prune = [
-        Rule("tile_m_extent", ("warpgroups", "m_blocks"), lambda v: _tile_m(v, family) <= max_m,
-             lambda v: f"the {_tile_m(v, family)} rows of a tile exceed {max_m}", field="m_blocks"),
+        Rule("tile_m_extent", ("warpgroups", "m_blocks"), lambda v: _tile_m(v, config_class) <= max_m,
+             lambda v: f"the {_tile_m(v, config_class)} rows of a tile exceed {max_m}", field="m_blocks"),
         Rule("tile_n_extent", ("tile_n",), lambda v: v["tile_n"] <= max_n, f"tile_n={{tile_n}} exceeds {max_n}"),
     ]
     if machine is not None:
         sm_count = machine.sm_count
 
         def tiles(v: Values) -> int:
-            return -(-rows // _tile_m(v, family)) * -(-cols // v["tile_n"])
+            return -(-rows // _tile_m(v, config_class)) * -(-cols // v["tile_n"])
 
         prune.append(Rule("split_needed", ("warpgroups", "m_blocks", "tile_n", "splits"),
                           lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
