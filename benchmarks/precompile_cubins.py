@@ -67,20 +67,16 @@ def choice_sources(suite: Path, classes: list[str], machine: MachineModel) -> li
 
 
 def table_sources(path: Path, machine: MachineModel) -> list[str]:
-    """The sources of each problem's fastest ``ok`` config in replay table ``path`` (gzip or plain JSON)."""
-    import gzip
-
+    """The sources of each problem's fastest ``ok`` config of a current kernel version in replay table ``path``
+    (:meth:`ReplayTable.fastest_configs`, what ``user_suite.py --configs-from`` serves)."""
     from convtune.kernels.config import parse_config_key
+    from convtune.tuner.benchmark import ReplayTable
 
-    raw = path.read_bytes()
-    table = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
     texts = []
-    for key, rows in table["problems"].items():
-        ok = [(r["median_ms"], c) for c, r in rows.items() if r.get("status") == "ok"]
-        if ok:
-            config = parse_config_key(min(ok)[1])
-            pl = get_spec(config.family).plan(ConvProblem.parse(key), config, machine)
-            texts += [pl.source()] if hasattr(pl, "source") else []
+    for key, config_key in ReplayTable.load(path).fastest_configs().items():
+        config = parse_config_key(config_key)
+        pl = get_spec(config.family).plan(ConvProblem.parse(key), config, machine)
+        texts += [pl.source()] if hasattr(pl, "source") else []
     return texts
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gzip
 import json
 import os
 import statistics
@@ -54,6 +53,7 @@ from convtune.kernels.registry import get_spec, specs_for
 from convtune.ops import resolver
 from convtune.ops.conv2d import model_choice
 from convtune.problem import ConvProblem
+from convtune.tuner.benchmark import ReplayTable
 
 TOLERANCE = {"direct": 1e-5, "winograd": 1e-4, "winograd_unfused": 1e-3,   # F(4) at worst (the kernel tests')
              "winograd_unfused_large": 2e-4}
@@ -92,20 +92,12 @@ def resolved(p: ConvProblem, machine: Any) -> resolver.Resolution:
 def table_configs(path: str, device_name: str) -> dict[str, str]:
     """Per problem key: the fastest ``ok`` config of a replay table measured on ``device_name``, among the families
     whose recorded kernel version is this checkout's (the others are skipped, named on stderr)."""
-    raw = Path(path).read_bytes()
-    table = json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)
-    if table["device"]["name"] != device_name:
-        raise SystemExit(f"--configs-from: {path} was measured on {table['device']['name']!r}, not {device_name!r}")
-    current = {kind for kind, sha in table["kernel_sha256"].items()
-               if get_spec(*kind.split(".")).source_sha256() == sha}
-    for kind in sorted(set(table["kernel_sha256"]) - current):
+    table = ReplayTable.load(path)
+    if table.device.name != device_name:
+        raise SystemExit(f"--configs-from: {path} was measured on {table.device.name!r}, not {device_name!r}")
+    for kind in sorted(set(table.kernel_sha256) - table.current_kinds()):
         print(f"--configs-from: {kind} rows skipped (another kernel version than this checkout's)", file=sys.stderr)
-    best: dict[str, str] = {}
-    for key, rows in table["problems"].items():
-        ok = [(r["median_ms"], c) for c, r in rows.items() if r.get("status") == "ok" and c.split()[0] in current]
-        if ok:
-            best[ConvProblem.parse(key).key()] = min(ok)[1]
-    return best
+    return table.fastest_configs()
 
 
 def precompile_resolved(problems: list[ConvProblem], machine: Any, jobs: int) -> None:

@@ -153,6 +153,23 @@ class ReplayTable:
             json.dump({"format": REPLAY_FORMAT, "device": self.device.to_dict(), "kernel_sha256": self.kernel_sha256,
                        "source": self.source, "problems": self.problems}, f, separators=(",", ":"))
 
+    def current_kinds(self) -> set[str]:
+        """The kinds whose recorded kernel version is this checkout's source (the others' rows are stale)."""
+        from convtune.kernels.registry import get_spec
+
+        return {kind for kind, sha in self.kernel_sha256.items() if get_spec(*kind.split(".")).source_sha256() == sha}
+
+    def fastest_configs(self) -> dict[str, str]:
+        """Per problem (its canonical key): the config key of the fastest ``ok`` row of a current kind
+        (:meth:`current_kinds`); problems without one are left out."""
+        current = self.current_kinds()
+        best: dict[str, str] = {}
+        for key, rows in self.problems.items():
+            ok = [(r["median_ms"], c) for c, r in rows.items() if r.get("status") == "ok" and c.split()[0] in current]
+            if ok:
+                best[ConvProblem.parse(key).key()] = min(ok)[1]
+        return best
+
     def merge(self, other: ReplayTable) -> None:
         """Add ``other``'s rows (its rows win on a clash) and the kernel versions of families it adds."""
         for problem, rows in other.problems.items():

@@ -1,5 +1,6 @@
 """``benchmarks/precompile_cubins.py --table`` without nvcc: the sources it would compile are the kernels of each
-problem's fastest correct config in a replay table (what ``user_suite.py --configs-from`` serves), one per problem."""
+problem's fastest correct config of a current kernel version in a replay table (what ``user_suite.py --configs-from``
+serves, both through ``ReplayTable.fastest_configs``), one per problem."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from convtune.kernels.config import parse_config_key
 from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
+from convtune.tuner.benchmark import REPLAY_FORMAT, DeviceInfo
 from tests.benchmark_scripts import load_benchmark
 
 H200 = MachineModel.preset("h200")
@@ -32,7 +34,10 @@ def _source(problem: str, key: str) -> str:
 
 def test_table_sources_are_each_problems_fastest_correct_config(tmp_path: Path) -> None:
     script = load_benchmark("precompile_cubins")
-    table = {"problems": {
+    table = {"format": REPLAY_FORMAT, "device": DeviceInfo.from_machine(H200).to_dict(),
+             "kernel_sha256": {kind: get_spec(kind.split(".")[0]).source_sha256() for kind in (FAST.split()[0],
+                                                                                              SLOW.split()[0])},
+             "problems": {
         ONE: {SLOW: _row(0.021), FAST: _row(0.016), WRONG: _row(0.001, "wrong")},   # a wrong row never serves
         TWO: {SLOW: _row(0.030, "compile_error")},                                  # nothing correct: nothing
     }}
