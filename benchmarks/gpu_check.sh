@@ -51,6 +51,8 @@
 #     user_suite benchmarks/user_suite.py: the public conv2d suite via convtune.ops.torch.conv2d vs cuDNN fp32, eager,
 #               CUDA graph, torch.compile (tuned configs from $USER_SUITE_DB, e.g. the tune step's database, or
 #               tuned first for $USER_SUITE_TUNE_S seconds in all into $USER_SUITE_DB / /tmp/convtune-user-suite.db)
+#     residue   benchmarks/profiler_residue.py: eager and graph walls before and after a CUDA profiler session, same
+#               process ($RESIDUE_CLASS, $RESIDUE_TABLE, $RESIDUE_ENTRIES of the wide suite)
 #     eager_profile benchmarks/eager_profile.py: cProfile of converted models' eager forwards ($EAGER_PROFILE_MODELS,
 #               name:batch, default vgg16:1 resnet50:32 mobilenet_v2:32; untuned: the models' choices)
 #     models    benchmarks/model_inference.py: $MODELS (default resnet50 vgg16 mobilenet_v2) tuned
@@ -201,6 +203,11 @@ for step in "$@"; do
     call_overhead)
         python3 benchmarks/call_overhead.py --out "$OUT/call_overhead" ${CALL_OVERHEAD_ARGS:-} 2>&1 \
             | tee "$OUT/call_overhead.log" | tail -45 ;;
+    residue)
+        python3 benchmarks/profiler_residue.py --out "$OUT/profiler_residue" --class "${RESIDUE_CLASS:-bfloat16}" \
+            --configs-from "${RESIDUE_TABLE:-tests/data/replay_h200_bf16.json.gz}" \
+            --only ${RESIDUE_ENTRIES:-alexnet_conv1_b1 zfnet_conv1_b1 yolov2_voc_head_b1 resnet50_conv1_b1 yolov3_head_52_b8} \
+            2>&1 | tee "$OUT/profiler_residue.log" | tail -12 ;;
     user_suite)
         python3 benchmarks/user_suite.py --out "$OUT/user_suite" ${USER_SUITE_DB:+--db "$USER_SUITE_DB"} \
             ${USER_SUITE_TUNE_S:+--tune-budget-s "$USER_SUITE_TUNE_S"} ${USER_SUITE_ARGS:-} 2>&1 \

@@ -11,7 +11,10 @@ Per model:
    output's relative error against cuDNN fp32 (target ≤ 1e-4) and the two timings.
 
 ms per forward = wall time of 20 back-to-back forwards (no grad, weights frozen) / 20, the median of 3; the graph
-column replays a CUDA graph of one forward. Speedups: cuDNN's ms / convtune's ms. Targets (issue 14), against
+column replays a CUDA graph of one forward. The class's own baseline (cuDNN fp32, TF32 or bf16 for ``--math``
+ieee, tf32, bf16) is timed again after tuning, in 5 rounds that take an unconverted copy of the model and the
+converted one in turn (medians; the figure from before tuning is kept as ``<baseline>_before_tuning``).
+Speedups: cuDNN's ms / convtune's ms. Targets (issue 14), against
 cuDNN fp32: ResNet-50 ≥ 1.3×, VGG-16 ≥ 2.0×, MobileNetV2 ≥ 1.3×. The per-layer table (shape, family, tuned ms,
 floor ms, efficiency, share of the model's convolution time) is the tuner's. Models use random weights
 (``weights=None``: nothing is downloaded). Writes ``model_inference.md`` / ``.json`` under ``--out``.
@@ -28,8 +31,10 @@ autocast does; tuned in the bfloat16 class): the gate is cuDNN bf16's error × 2
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime as dt
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,6 +48,8 @@ from convtune.ops.torch.modules import support
 MODELS = {"resnet50": 32, "vgg16": 1, "mobilenet_v2": 32}
 TARGETS = {"resnet50": 1.3, "vgg16": 2.0, "mobilenet_v2": 1.3}
 FORWARDS = 20
+#: per --math: the row of the class's own baseline
+BASELINE_OF = {"ieee": "cudnn_fp32", "tf32": "cudnn_tf32", "bf16": "cudnn_bf16"}
 
 
 def _ms_per_forward(fn: Any) -> float:
@@ -54,6 +61,27 @@ def _timings(model: Any, x: Any) -> dict[str, float]:
         eager = _ms_per_forward(lambda: model(x))
         graph = cuda_graph(lambda: model(x))
         return {"eager_ms": eager, "graph_ms": _ms_per_forward(graph.replay)}
+
+
+PAIRED_ROUNDS = 5
+
+
+def _paired_timings(ours: Any, base: Any, x: Any) -> tuple[dict[str, float], dict[str, float]]:
+    """(ours, base) ms per forward, eager and graph, each the median of :data:`PAIRED_ROUNDS` rounds that time the
+    two in turn: a batch-32 eager forward is bound by the host, whose speed drifts over the minutes tuning takes
+    (cuDNN's eager ResNet-50 bf16 forward measured 4.6–8.8 ms in runs whose graph replay stayed at 3.82 ms), so
+    the class's baseline is timed again next to convtune rather than compared with a figure from before tuning."""
+    with torch.no_grad():
+        graphs = (cuda_graph(lambda: ours(x)), cuda_graph(lambda: base(x)))
+        eager: tuple[list[float], list[float]] = ([], [])
+        graph: tuple[list[float], list[float]] = ([], [])
+        for _ in range(PAIRED_ROUNDS):
+            for i, model in enumerate((ours, base)):
+                eager[i].append(host_and_wall_us(lambda m=model: m(x), calls=FORWARDS, warmup=3, repeats=1)[1] / 1e3)
+                graph[i].append(host_and_wall_us(graphs[i].replay, calls=FORWARDS, warmup=3, repeats=1)[1] / 1e3)
+    med = statistics.median
+    return ({"eager_ms": med(eager[0]), "graph_ms": med(graph[0])},
+            {"eager_ms": med(eager[1]), "graph_ms": med(graph[1])})
 
 
 def _layer_kernel_ms(model: Any, x: Any) -> list[dict[str, Any]]:
@@ -158,12 +186,16 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
     tuning = ct.tune(run, x, budget_s=budget_s, budget_trials=budget_trials, db=db, show=False)
     row["tuning"] = tuning.to_dict()
     row["layer_table"] = tuning.table()
+    baseline = copy.deepcopy(run)   # the class's cuDNN model, timed again in turn with the converted one
     ct.convert(model)
     row["converted"] = len(ct.converted(model))
     with torch.no_grad():
         out = run(x)
     row["rel_error_vs_cudnn_fp32"] = rel_error(out, reference)
-    row["convtune"] = _timings(run, x)
+    base = BASELINE_OF[math]
+    row[f"{base}_before_tuning"] = row[base]
+    row["convtune"], row[base] = _paired_timings(run, baseline, x)
+    del baseline
     ct.revert(model)
     if not bf16:   # the per-convolution table times fp32 calls: not the bf16 class's
         row["layers_kernel"] = _layer_kernel_ms(model, x)

@@ -19,7 +19,8 @@ then three ways of calling, each for convtune and for cuDNN:
   spread reaches both; cuDNN is timed again next to the untuned variant);
 * compile: ``torch.compile(fullgraph=True)`` of the call (``--no-compile`` skips it);
 
-plus kernel µs per call from the CUDA profiler. Speedup = cuDNN's µs / convtune's µs per mode; geometric means
+plus kernel µs per call from the CUDA profiler, in a second pass after every entry's walls (a profiler session
+slows the process's later launches: ``profiler_residue.py``). Speedup = cuDNN's µs / convtune's µs per mode; geometric means
 over the suite. Issue 14's targets (eager ≥ 2.0×, graph or compile ≥ 2.3×) are evaluated from these numbers.
 Writes ``user_suite.md`` and ``user_suite.json`` under ``--out``.
 
@@ -33,12 +34,14 @@ Every config the entries resolve to is compiled first, by nvcc in parallel (``--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
 import statistics
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,9 +150,9 @@ def _paired_walls(ours: Any, base: Any, calls: int) -> tuple[float, float]:
 
 
 def _time(fn: Any, calls: int, compile_too: bool, base: Any, base_graph: Any) -> dict[str, Any]:
-    """eager, kernel, graph (and compile) µs per call of ``fn``; eager and graph paired with the baseline's
+    """eager, graph (and compile) µs per call of ``fn``; eager and graph paired with the baseline's
     (``base_eager``, ``base_graph``: ``base`` and its CUDA graph ``base_graph`` timed in the same rounds)."""
-    times: dict[str, Any] = {"kernel": kernel_us(fn)[0]}
+    times: dict[str, Any] = {}
     times["eager"], times["base_eager"] = _paired_walls(fn, base, calls)
     times["graph"], times["base_graph"] = _paired_walls(cuda_graph(fn).replay, base_graph.replay, calls)
     if compile_too:
@@ -162,21 +165,9 @@ def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str
     """One suite entry: cuDNN's times and the op's with the resolver's config; with ``untuned_too`` also the op's
     with the model's choice (lookups off, nothing remembered: what a user gets before tuning), fields
     ``untuned_*``, against the same cuDNN times."""
-    dtype = CLASSES[precision][1]
-    p = entry_problem(entry, precision)
+    p, x, w, ours, cudnn = _calls(entry, precision)
     machine = device_machine(0)
-    g = torch.Generator(device="cuda").manual_seed(len(entry["name"]))
-    x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g).to(dtype)
-    w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g).to(dtype)
-    # every geometry field of the entry: a call without the dilation runs another problem than the one resolved
     st, pd, dl = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w)
-
-    def ours() -> Any:
-        return ct.conv2d(x, w, None, st, pd, dl)
-
-    def cudnn() -> Any:
-        return F.conv2d(x, w, None, st, pd, dl)
-
     reference = F.conv2d(x.double(), w.double(), None, st, pd, dl)
     cudnn_err = rel_error(cudnn(), reference)
     floor_err = (rel_error(F.conv2d(round_tf32(x).double(), round_tf32(w).double(), None, st, pd, dl), reference)
@@ -184,15 +175,10 @@ def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str
     row: dict[str, Any] = {"name": entry["name"], "problem": p.key(), "cudnn_rel_error": cudnn_err,
                            "tf32_floor_rel_error": floor_err}
     cudnn_graph = cuda_graph(cudnn)
-    row["cudnn_kernel_us"] = kernel_us(cudnn)[0]
     if compile_too:
         row["cudnn_compile_us"] = _compiled_wall(cudnn, calls)
-    variants = [("", None)] + ([("untuned_", False)] if untuned_too else [])
-    for prefix, lookup in variants:
-        if lookup is False:   # the model's choice: nothing stored serves
-            resolver.forget_remembered()
-            resolver.set_lookup(False)
-        try:
+    for prefix in ("", "untuned_") if untuned_too else ("",):
+        with _variant(prefix, table, machine.name):
             found = resolved(p, machine)
             y = ours()
             if tuple(y.shape) != (p.N, p.K, p.P, p.Q):
@@ -213,11 +199,55 @@ def measure(entry: dict[str, Any], calls: int, compile_too: bool, precision: str
                 base = row.get(f"cudnn_{prefix}{mode}_us", row.get(f"cudnn_{mode}_us"))
                 if isinstance(us, float) and isinstance(base, float):
                     row[f"speedup_{prefix}{mode}"] = base / us
-        finally:
-            if lookup is False:
-                resolver.set_lookup(None)
-                serve_table(table or {}, machine.name)
     return row
+
+
+def add_kernel_times(row: dict[str, Any], entry: dict[str, Any], precision: str, table: dict[str, str] | None,
+                     untuned_too: bool) -> None:
+    """The CUDA profiler's kernel µs per call of cuDNN and of each variant :func:`measure` timed, into ``row``.
+
+    Called after every entry's walls are taken: a profiler session leaves CUPTI attached to the process (kineto
+    does not always tear it down), and every later launch then pays its callbacks — more for the op that launches
+    more kernels per call (``profiler_residue.py`` measures it), so no wall is taken after a profiler session."""
+    p, _x, _w, ours, cudnn = _calls(entry, precision)
+    row["cudnn_kernel_us"] = kernel_us(cudnn)[0]
+    machine = device_machine(0)
+    for prefix in ("", "untuned_") if untuned_too else ("",):
+        if f"{prefix}config" not in row:
+            continue
+        with _variant(prefix, table, machine.name):
+            if resolved(p, machine).config.key() != row[f"{prefix}config"]:
+                raise RuntimeError(f"{entry['name']}: the {prefix or 'tuned '}config changed between the passes")
+            us = row[f"convtune_{prefix}kernel_us"] = kernel_us(ours)[0]
+            row[f"speedup_{prefix}kernel"] = row["cudnn_kernel_us"] / us
+
+
+def _calls(entry: dict[str, Any], precision: str) -> tuple[ConvProblem, Any, Any, Any, Any]:
+    """(problem, x, w, convtune's call, cuDNN's call) of a suite entry: the same random tensors at every call."""
+    dtype = CLASSES[precision][1]
+    p = entry_problem(entry, precision)
+    g = torch.Generator(device="cuda").manual_seed(len(entry["name"]))
+    x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g).to(dtype)
+    w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g).to(dtype)
+    # every geometry field of the entry: a call without the dilation runs another problem than the one resolved
+    st, pd, dl = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w)
+    return p, x, w, lambda: ct.conv2d(x, w, None, st, pd, dl), lambda: F.conv2d(x, w, None, st, pd, dl)
+
+
+@contextlib.contextmanager
+def _variant(prefix: str, table: dict[str, str] | None, device_name: str) -> Iterator[None]:
+    """The resolver set for a variant: ``""`` as it is (the table served), ``"untuned_"`` the model's choice
+    (lookups off, nothing remembered), restored after."""
+    if not prefix:
+        yield
+        return
+    resolver.forget_remembered()
+    resolver.set_lookup(False)
+    try:
+        yield
+    finally:
+        resolver.set_lookup(None)
+        serve_table(table or {}, device_name)
 
 
 #: per class: the baseline's name and how it runs
@@ -321,15 +351,23 @@ def main(argv: list[str] | None = None) -> int:
                             "configs_from": args.configs_from, "untuned_too": args.untuned_too,
                             "suite": args.suite}
     text = ""
-    for entry in entries:
-        print(f"== {entry['name']}", file=sys.stderr, flush=True)
-        rows.append(measure(entry, args.calls, not args.no_compile, args.precision, table, args.untuned_too))
-        # written after every shape: a run cut short by a time limit keeps every row it measured
+
+    def write() -> str:   # after every shape: a run cut short by a time limit keeps every row it measured
         summary = {f"{prefix}{mode}": geomean([r.get(f"speedup_{prefix}{mode}", float("nan")) for r in rows])
                    for prefix in ("", "untuned_") for mode in ("eager", "graph", "compile", "kernel")}
         (out / "user_suite.json").write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
         text = markdown(rows, summary, meta)
         (out / "user_suite.md").write_text(text)
+        return text
+
+    for entry in entries:   # walls first, no profiler session before any of them (add_kernel_times)
+        print(f"== {entry['name']}", file=sys.stderr, flush=True)
+        rows.append(measure(entry, args.calls, not args.no_compile, args.precision, table, args.untuned_too))
+        text = write()
+    for entry, row in zip(entries, rows, strict=True):
+        print(f"== kernel time {entry['name']}", file=sys.stderr, flush=True)
+        add_kernel_times(row, entry, args.precision, table, args.untuned_too)
+        text = write()
     print(text)
     return 0
 
