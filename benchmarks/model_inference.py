@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime as dt
+import functools
 import json
 import statistics
 import sys
@@ -84,10 +85,19 @@ def _paired_timings(ours: Any, base: Any, x: Any) -> tuple[dict[str, float], dic
             {"eager_ms": med(eager[1]), "graph_ms": med(graph[1])})
 
 
-def _layer_kernel_ms(model: Any, x: Any) -> list[dict[str, Any]]:
+def _layer_kernel_ms(model: Any, x: Any, tf32: bool = False) -> list[dict[str, Any]]:
     """Per distinct convolution of ``model`` (an unconverted forward's shapes): the CUDA profiler's kernel ms per
-    call of cuDNN fp32 (``F.conv2d``, ``allow_tf32=False``) and of convtune (``convtune.ops.torch.conv2d`` /
-    ``depthwise_conv2d``, the resolver's config: the tuned one), on the same tensors; where the model's time goes."""
+    call of cuDNN (``F.conv2d``; TF32 allowed for both sides with ``tf32``, else strict fp32) and of convtune
+    (``convtune.ops.torch.conv2d`` / ``depthwise_conv2d``, the resolver's config: the tuned one), on the same
+    tensors; where the model's time goes."""
+    _set_tf32(tf32)
+    try:
+        return _layer_rows(model, x)
+    finally:
+        _set_tf32(False)
+
+
+def _layer_rows(model: Any, x: Any) -> list[dict[str, Any]]:
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def hook(module: Any, args: Any, _out: Any) -> None:
@@ -197,8 +207,8 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
     row["convtune"], row[base] = _paired_timings(run, baseline, x)
     del baseline
     ct.revert(model)
-    if not bf16:   # the per-convolution table times fp32 calls: not the bf16 class's
-        row["layers_kernel"] = _layer_kernel_ms(model, x)
+    if not bf16:   # the per-convolution table times fp32 calls: not the bf16 class's (taken by main, last)
+        row["layers_kernel"] = functools.partial(_layer_kernel_ms, model, x, tf32)
     for base in ("cudnn_fp32", "cudnn_tf32", "cudnn_bf16"):
         for mode in ("eager_ms", "graph_ms"):
             if base in row:
@@ -264,7 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in args.models:
         rows.append(run_model(name, MODELS[name], args.budget_s, args.budget_trials, args.db, args.math))
-        print(markdown(rows[-1:], device_info() | {"date": ""}), file=sys.stderr, flush=True)
+    # the per-layer kernel tables after every model's forwards: a CUDA profiler session slows every later launch
+    # of the process (benchmarks/profiler_residue.py), and the next model's eager forwards are host-bound
+    for row in rows:
+        if "layers_kernel" in row:
+            row["layers_kernel"] = row["layers_kernel"]()
+        print(markdown([row], device_info() | {"date": ""}), file=sys.stderr, flush=True)
     meta = device_info() | {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "budget_s": args.budget_s,
                             "budget_trials": args.budget_trials, "db": args.db}
     out = Path(args.out)
