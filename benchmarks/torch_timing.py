@@ -8,6 +8,10 @@ call-overhead, user-suite and model benchmarks).
 * kernel µs per call: the device time of every kernel and memset the calls ran, from the CUDA profiler
   (``torch.profiler``, CUPTI: kernels launched through ``cuLaunchKernel`` and by graph replays are recorded
   like torch's own), divided by ``calls``.
+
+A profiler session can leave CUPTI attached to the process, and every later launch then pays its callbacks (more
+for a call of more launches): take every host and wall figure of a process before its first :func:`kernel_us`
+(``profiler_residue.py`` measures the effect).
 """
 
 from __future__ import annotations
