@@ -20,8 +20,9 @@ then three ways of calling, each for convtune and for cuDNN:
 * compile: ``torch.compile(fullgraph=True)`` of the call (``--no-compile`` skips it);
 
 plus kernel µs per call from the CUDA profiler, in a second pass after every entry's walls (a profiler session
-slows the process's later launches: ``profiler_residue.py``). Speedup = cuDNN's µs / convtune's µs per mode; geometric means
-over the suite. Issue 14's targets (eager ≥ 2.0×, graph or compile ≥ 2.3×) are evaluated from these numbers.
+slows the process's later launches: ``profiler_residue.py``). Speedup = cuDNN's µs / convtune's µs per mode;
+geometric means over the suite. Issue 14's targets (eager ≥ 2.0×, graph or compile ≥ 2.3×) are evaluated from
+these numbers.
 Writes ``user_suite.md`` and ``user_suite.json`` under ``--out``.
 
     python benchmarks/user_suite.py --db sqlite:////tmp/convtune-tune-suite.db --out benchmarks/results/user_suite
