@@ -23,13 +23,21 @@ _dispatch_stack_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
 _function_mode_enabled = getattr(torch._C, "_is_torch_function_mode_enabled", None)
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
 _PROBES_AVAILABLE = None not in (_dispatch_stack_len, _function_mode_enabled, _functorch_active)
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 def direct_call_ok(*tensors: Any) -> bool:
     """Whether the implementation may run without the dispatcher: eager (not compiling), only plain
     ``torch.Tensor`` / ``Parameter`` arguments (``None`` allowed), no dispatch or function mode, no functorch
     transform. False whenever a probe this torch build lacks would be needed."""
-    if not _PROBES_AVAILABLE or torch.compiler.is_compiling():
+    return not _is_compiling() and plain_eager(*tensors)
+
+
+def plain_eager(*tensors: Any) -> bool:
+    """:func:`direct_call_ok` for a caller that has already checked it is not compiling (each probe costs host
+    time on every eager call)."""
+    if not _PROBES_AVAILABLE:
         return False
     for t in tensors:
         if t is not None and type(t) not in _PLAIN:
@@ -39,4 +47,9 @@ def direct_call_ok(*tensors: Any) -> bool:
 
 def needs_grad(*tensors: Any) -> bool:
     """Whether autograd must record this call (grad mode on and some input requires grad)."""
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    if not _grad_enabled():
+        return False
+    for t in tensors:
+        if t is not None and t.requires_grad:
+            return True
+    return False

@@ -48,7 +48,7 @@ from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY as WGMMA_CO
 from convtune.ops.conv2d import conv2d as kernel_conv2d
 from convtune.ops.conv2d import on_clear
 from convtune.ops.conv2d import runner as kernel_runner
-from convtune.ops.torch._dispatch import direct_call_ok, needs_grad
+from convtune.ops.torch._dispatch import needs_grad, plain_eager
 
 __all__ = ["conv2d", "conv2d_geometry", "cudnn_conv_tf32", "math_of"]
 
@@ -307,7 +307,7 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, s
     geometry, run = entry
     x = x if x.is_contiguous() else x.contiguous()
     w = w if w.is_contiguous() else w.contiguous()
-    if not direct_call_ok(x, w, bias):
+    if not plain_eager(x, w, bias):   # not compiling: checked above
         return _conv2d_op(x, w, bias, *geometry)
     if needs_grad(x, w, bias):
         return _Conv2dFunction.apply(x, w, bias, geometry)
