@@ -207,9 +207,9 @@ def add_kernel_times(row: dict[str, Any], entry: dict[str, Any], precision: str,
                      untuned_too: bool) -> None:
     """The CUDA profiler's kernel µs per call of cuDNN and of each variant :func:`measure` timed, into ``row``.
 
-    Called after every entry's walls are taken: a profiler session leaves CUPTI attached to the process (kineto
-    does not always tear it down), and every later launch then pays its callbacks — more for the op that launches
-    more kernels per call (``profiler_residue.py`` measures it), so no wall is taken after a profiler session."""
+    Called after every entry's walls are taken: a profiler session can leave CUPTI attached to the process, and
+    every later launch then pays its callbacks — more for the op that launches more kernels per call
+    (``profiler_residue.py`` measures it), so no wall is taken after a profiler session."""
     p, _x, _w, ours, cudnn = _calls(entry, precision)
     row["cudnn_kernel_us"] = kernel_us(cudnn)[0]
     machine = device_machine(0)

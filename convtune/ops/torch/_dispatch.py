@@ -49,7 +49,7 @@ def needs_grad(*tensors: Any) -> bool:
     """Whether autograd must record this call (grad mode on and some input requires grad)."""
     if not _grad_enabled():
         return False
-    for t in tensors:
+    for t in tensors:  # noqa: SIM110 - a loop, not any(generator): this runs on every eager call
         if t is not None and t.requires_grad:
             return True
     return False
