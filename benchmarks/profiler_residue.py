@@ -73,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         ours(), cudnn()
     torch.cuda.synchronize()
     before = walls(pairs, args.calls)
-    kernels = {name: {"kernel_us": kernel_us(ours)[0], "launches": kernel_us(ours)[1],
-                      "cudnn_kernel_us": kernel_us(cudnn)[0]} for name, (ours, cudnn) in pairs.items()}
+    kernels = {}
+    for name, (ours, cudnn) in pairs.items():
+        us, launches = kernel_us(ours)
+        kernels[name] = {"kernel_us": us, "launches": launches, "cudnn_kernel_us": kernel_us(cudnn)[0]}
     after = walls(pairs, args.calls)
     rows = [{"name": n, "before": before[n], "after": after[n]} | kernels[n] for n in pairs]
     lines = [f"# Walls before and after a CUDA profiler session ({device_info()['device']}, class {args.precision})",
