@@ -16,6 +16,7 @@ import io
 import pstats
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -29,36 +30,40 @@ from convtune.problem import ConvProblem
 DTYPES = {"tf32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-def profile_problem(spec: str, precision: str, calls: int, top: int) -> str:
+def _calls(spec: str, precision: str) -> tuple[Any, Any]:
+    """(convtune's call, cuDNN's call) of one problem on fresh random tensors of the class."""
     p = ConvProblem.parse(spec).replace(**({"math": "tf32"} if precision == "tf32" else {"dtype": precision}))
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g).to(DTYPES[precision])
     w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g).to(DTYPES[precision])
     st, pd, dl = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w)
+    return (lambda: ct.conv2d(x, w, None, st, pd, dl)), (lambda: F.conv2d(x, w, None, st, pd, dl))
 
-    def ours() -> torch.Tensor:
-        return ct.conv2d(x, w, None, st, pd, dl)
 
-    def cudnn() -> torch.Tensor:
-        return F.conv2d(x, w, None, st, pd, dl)
-
-    lines = [f"## {spec} ({precision})", ""]
-    for name, fn in (("convtune", ours), ("cuDNN", cudnn)):
-        host, wall = host_and_wall_us(fn, calls=calls)
-        kern, launches = kernel_us(fn)
-        lines.append(f"- {name}: host {host:.1f} µs, wall {wall:.1f} µs, kernel {kern:.1f} µs, {launches:.1f} "
-                     "launches per call")
-    profiler = cProfile.Profile()
-    torch.cuda.synchronize()
-    profiler.enable()
-    for _ in range(calls):
-        ours()
-    profiler.disable()
-    torch.cuda.synchronize()
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
-    lines += ["", "```", text.getvalue().strip(), "```", ""]
-    return "\n".join(lines)
+def profile_problems(specs: list[str], precision: str, calls: int, top: int) -> str:
+    """Every problem's host and wall µs first (no CUDA profiler session before them: it can slow the process's
+    later launches), then each one's kernel µs and the cProfile of the op."""
+    pairs = {spec: _calls(spec, precision) for spec in specs}
+    walls = {spec: [host_and_wall_us(fn, calls=calls) for fn in pair] for spec, pair in pairs.items()}
+    sections = []
+    for spec, pair in pairs.items():
+        lines = [f"## {spec} ({precision})", ""]
+        for name, fn, (host, wall) in zip(("convtune", "cuDNN"), pair, walls[spec], strict=True):
+            kern, launches = kernel_us(fn)
+            lines.append(f"- {name}: host {host:.1f} µs, wall {wall:.1f} µs, kernel {kern:.1f} µs, {launches:.1f} "
+                         "launches per call")
+        profiler = cProfile.Profile()
+        torch.cuda.synchronize()
+        profiler.enable()
+        for _ in range(calls):
+            pair[0]()
+        profiler.disable()
+        torch.cuda.synchronize()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+        lines += ["", "```", text.getvalue().strip(), "```", ""]
+        sections.append("\n".join(lines))
+    return "\n".join(sections)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         serve_table(table_configs(args.configs_from, machine.name), machine.name)
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
-    text = "\n".join(profile_problem(spec, args.precision, args.calls, args.top) for spec in args.problem)
+    text = profile_problems(args.problem, args.precision, args.calls, args.top)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"op_host_profile_{args.precision}.md").write_text(text)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -27,9 +28,19 @@ import torch
 CALLS = 200
 
 
+#: whether this process has run a CUDA profiler session (:func:`kernel_us`): walls taken after one may be slowed
+_profiled = False
+
+
 def host_and_wall_us(fn: Callable[[], Any], calls: int = CALLS, warmup: int = 20,
-                     repeats: int = 3) -> tuple[float, float]:
-    """(host µs, wall µs) per call, the median of ``repeats`` runs of ``calls`` back-to-back calls."""
+                     repeats: int = 3, after_profiler_ok: bool = False) -> tuple[float, float]:
+    """(host µs, wall µs) per call, the median of ``repeats`` runs of ``calls`` back-to-back calls.
+
+    Warns (once per call site) when the process has already run a profiler session, unless
+    ``after_profiler_ok`` (the module docstring: take every wall first)."""
+    if _profiled and not after_profiler_ok:
+        warnings.warn("a wall timed after a CUDA profiler session in this process: launches may be slowed "
+                      "(take every wall before the first kernel_us)", RuntimeWarning, stacklevel=2)
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -51,6 +62,8 @@ def kernel_us(fn: Callable[[], Any], calls: int = 50) -> tuple[float, float]:
     """(device µs per call, kernels + memsets per call) from the CUDA profiler."""
     from torch.profiler import ProfilerActivity, profile
 
+    global _profiled
+    _profiled = True
     fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
