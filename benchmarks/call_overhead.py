@@ -113,15 +113,14 @@ def _noop_op(x: torch.Tensor) -> torch.Tensor:
     return x.new_empty(())
 
 
-def _modes_dense(case: Case, machine: Any) -> tuple[dict[str, Callable[[], Any]], float, int]:
-    """The callables of every mode, the float64 check's relative error, and the convtune launch count; the ops
-    are told to serve the case's config (:func:`_serve`)."""
+def _modes_dense(case: Case, machine: Any) -> tuple[dict[str, Callable[[], Any]], float, int, str]:
+    """The callables of every mode, the float64 check's relative error, the convtune launch count and the config
+    key every mode runs (the ops resolve to it while :func:`_serve` says so)."""
     p = ConvProblem.parse(case.spec)
     spec = get_spec(case.family)
     best = model_fastest(p, machine, [spec])
     assert best is not None, f"no {case.family} configuration for {case.spec}"
     key = best[1].key()
-    _serve(case, machine)
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g)
     w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g)
@@ -147,17 +146,14 @@ def _modes_dense(case: Case, machine: Any) -> tuple[dict[str, Callable[[], Any]]
         "api+autograd": lambda: ct.conv2d(xg, wg, None, stride, pad, dil),
         "ours": ours,
     }
-    return modes, err, launches
+    return modes, err, launches, key
 
 
-def _serve(case: Case, machine: Any) -> None:
-    """Have the ops resolve a dense case to the config its plain calls name (the family's model-best); two cases of
-    one problem name two configs, so this is said again before each case's second pass."""
-    if case.kind == "dense":
-        p = ConvProblem.parse(case.spec)
-        best = model_fastest(p, machine, [get_spec(case.family)])
-        assert best is not None
-        resolver.remember(p, machine.name, best[1].key())
+def _serve(case: Case, machine: Any, key: str | None) -> None:
+    """Have the ops resolve a dense case to the config its plain calls name (``key``; None for the depthwise
+    cases); two cases of one problem name two configs, so this is said again before each case's second pass."""
+    if key is not None:
+        resolver.remember(ConvProblem.parse(case.spec), machine.name, key)
 
 
 def _modes_depthwise(case: Case) -> tuple[dict[str, Callable[[], Any]], float, int]:
@@ -248,7 +244,7 @@ _FLOOR_INPUT: Any = None
 
 def run(cases: list[Case], calls: int) -> list[dict[str, Any]]:
     """Every case's walls first, then (second pass) every timed callable's kernel µs: a CUDA profiler session
-    leaves CUPTI attached and slows every later launch of the process (``profiler_residue.py``), so no wall is
+    can leave CUPTI attached and slow every later launch of the process (``profiler_residue.py``), so no wall is
     taken after one. A compiled callable may compile again in the second pass (later cases reset dynamo);
     ``kernel_us`` calls it once before its profiler session."""
     global _FLOOR_INPUT
@@ -256,13 +252,16 @@ def run(cases: list[Case], calls: int) -> list[dict[str, Any]]:
     strict_fp32()
     torch.backends.cudnn.benchmark = True
     machine = device_machine(0)
-    rows, timed_of = [], []
+    rows, timed_of, served = [], [], []
     for case in cases:
         print(f"== {case.name}", file=sys.stderr, flush=True)
+        key = None
         if case.kind == "dense":
-            modes, err, launches = _modes_dense(case, machine)
+            modes, err, launches, key = _modes_dense(case, machine)
         else:
             modes, err, launches = _modes_depthwise(case)
+        _serve(case, machine, key)
+        served.append(key)
         timed = {name: fn for name, fn in modes.items() if name != "ours"}
         if not case.backward:   # the public function in eager mode without autograd (inference)
             timed["api"] = modes["ours"]
@@ -286,9 +285,9 @@ def run(cases: list[Case], calls: int) -> list[dict[str, Any]]:
         rows.append({"case": case.name, "family": case.family, "backward": case.backward, "launches": launches,
                      "rel_error_vs_float64": err, "modes": results, "checks": checks})
         resolver.forget_remembered()
-    for case, row, timed in zip(cases, rows, timed_of, strict=True):
+    for case, row, timed, key in zip(cases, rows, timed_of, served, strict=True):
         print(f"== kernel time {case.name}", file=sys.stderr, flush=True)
-        _serve(case, machine)
+        _serve(case, machine, key)
         for name, fn in timed.items():
             row["modes"][name] |= _kernel(fn)
         resolver.forget_remembered()
