@@ -37,6 +37,7 @@ import functools
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +169,9 @@ class _Autocast(torch.nn.Module):
 
 
 def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: str,
-              math: str = "ieee") -> dict[str, Any]:
+              math: str = "ieee") -> tuple[dict[str, Any], Callable[[], list[dict[str, Any]]] | None]:
+    """The model's row, and (fp32 classes) the per-layer kernel table to take once every model's forwards are
+    timed (``main``: no forward after a profiler session)."""
     import torchvision
 
     torch.manual_seed(0)
@@ -207,8 +210,8 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
     row["convtune"], row[base] = _paired_timings(run, baseline, x)
     del baseline
     ct.revert(model)
-    if not bf16:   # the per-convolution table times fp32 calls: not the bf16 class's (taken by main, last)
-        row["layers_kernel"] = functools.partial(_layer_kernel_ms, model, x, tf32)
+    # the per-convolution table times fp32 calls: not the bf16 class's
+    layers = None if bf16 else functools.partial(_layer_kernel_ms, model, x, tf32)
     for base in ("cudnn_fp32", "cudnn_tf32", "cudnn_bf16"):
         for mode in ("eager_ms", "graph_ms"):
             if base in row:
@@ -218,7 +221,7 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
     gate = 2 * row[f"cudnn_{math}_rel_error"] + 1e-6 if (tf32 or bf16) else 1e-4
     row["accuracy_gate"] = gate
     row["accuracy_ok"] = row["rel_error_vs_cudnn_fp32"] <= gate
-    return row
+    return row, layers
 
 
 def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -271,14 +274,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="convtune's precision class: ieee (strict fp32), tf32 (PyTorch's default for convolutions) "
                          "or bf16 (the forward under torch.autocast bfloat16, vs cuDNN bf16)")
     args = ap.parse_args(argv)
+    measured = [run_model(name, MODELS[name], args.budget_s, args.budget_trials, args.db, args.math)
+                for name in args.models]
+    # the per-layer kernel tables after every model's forwards: a CUDA profiler session can slow every later
+    # launch of the process (benchmarks/profiler_residue.py), and the next model's eager forwards are host-bound
     rows = []
-    for name in args.models:
-        rows.append(run_model(name, MODELS[name], args.budget_s, args.budget_trials, args.db, args.math))
-    # the per-layer kernel tables after every model's forwards: a CUDA profiler session slows every later launch
-    # of the process (benchmarks/profiler_residue.py), and the next model's eager forwards are host-bound
-    for row in rows:
-        if "layers_kernel" in row:
-            row["layers_kernel"] = row["layers_kernel"]()
+    for row, layers in measured:
+        if layers is not None:
+            row["layers_kernel"] = layers()
+        rows.append(row)
         print(markdown([row], device_info() | {"date": ""}), file=sys.stderr, flush=True)
     meta = device_info() | {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "budget_s": args.budget_s,
                             "budget_trials": args.budget_trials, "db": args.db}
