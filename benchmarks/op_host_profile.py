@@ -19,11 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch_timing import host_and_wall_us, kernel_us
-from user_suite import serve_table, table_configs
+from user_suite import problem_calls, serve_table, table_configs
 
-import convtune.ops.torch as ct
 from convtune.kernels.devices import device_machine
 from convtune.problem import ConvProblem
 
@@ -33,11 +31,7 @@ DTYPES = {"tf32": torch.float32, "bfloat16": torch.bfloat16}
 def _calls(spec: str, precision: str) -> tuple[Any, Any]:
     """(convtune's call, cuDNN's call) of one problem on fresh random tensors of the class."""
     p = ConvProblem.parse(spec).replace(**({"math": "tf32"} if precision == "tf32" else {"dtype": precision}))
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g).to(DTYPES[precision])
-    w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g).to(DTYPES[precision])
-    st, pd, dl = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w)
-    return (lambda: ct.conv2d(x, w, None, st, pd, dl)), (lambda: F.conv2d(x, w, None, st, pd, dl))
+    return problem_calls(p, DTYPES[precision], seed=0)[2:]
 
 
 def profile_problems(specs: list[str], precision: str, calls: int, top: int) -> str:

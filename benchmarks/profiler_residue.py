@@ -25,23 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch_timing import cuda_graph, device_info, kernel_us
-from user_suite import CLASSES, _paired_walls, entry_problem, serve_table, table_configs
+from user_suite import CLASSES, _paired_walls, entry_problem, problem_calls, serve_table, table_configs
 
-import convtune.ops.torch as ct
 from convtune.kernels.devices import device_machine
 
 
 def calls_of(entry: dict[str, Any], precision: str) -> tuple[Any, Any]:
-    """(convtune's call, cuDNN's call) of one suite entry on fresh random tensors of the class."""
+    """(convtune's call, cuDNN's call) of one suite entry, on the tensors ``user_suite.py`` times it on."""
     p = entry_problem(entry, precision)
-    dtype = CLASSES[precision][1]
-    g = torch.Generator(device="cuda").manual_seed(len(entry["name"]))
-    x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g).to(dtype)
-    w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g).to(dtype)
-    st, pd, dl = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w)
-    return (lambda: ct.conv2d(x, w, None, st, pd, dl)), (lambda: F.conv2d(x, w, None, st, pd, dl))
+    return problem_calls(p, CLASSES[precision][1], seed=len(entry["name"]))[2:]
 
 
 def walls(pairs: dict[str, tuple[Any, Any]], calls: int) -> dict[str, dict[str, float]]:

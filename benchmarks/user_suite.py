@@ -225,14 +225,19 @@ def add_kernel_times(row: dict[str, Any], entry: dict[str, Any], precision: str,
 
 def _calls(entry: dict[str, Any], precision: str) -> tuple[ConvProblem, Any, Any, Any, Any]:
     """(problem, x, w, convtune's call, cuDNN's call) of a suite entry: the same random tensors at every call."""
-    dtype = CLASSES[precision][1]
     p = entry_problem(entry, precision)
-    g = torch.Generator(device="cuda").manual_seed(len(entry["name"]))
+    return (p, *problem_calls(p, CLASSES[precision][1], seed=len(entry["name"])))
+
+
+def problem_calls(p: ConvProblem, dtype: torch.dtype, seed: int) -> tuple[Any, Any, Any, Any]:
+    """(x, w, convtune's call ``ct.conv2d``, cuDNN's call ``F.conv2d``) of a problem on random normal tensors of
+    ``dtype`` drawn from ``seed`` (x (N, C, H, W), w (K, C, R, S))."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
     x = torch.randn(p.N, p.C, p.H, p.W, device="cuda", generator=g).to(dtype)
     w = torch.randn(p.K, p.C, p.R, p.S, device="cuda", generator=g).to(dtype)
-    # every geometry field of the entry: a call without the dilation runs another problem than the one resolved
+    # every geometry field of the problem: a call without the dilation runs another problem than the one resolved
     st, pd, dl = (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w)
-    return p, x, w, lambda: ct.conv2d(x, w, None, st, pd, dl), lambda: F.conv2d(x, w, None, st, pd, dl)
+    return x, w, lambda: ct.conv2d(x, w, None, st, pd, dl), lambda: F.conv2d(x, w, None, st, pd, dl)
 
 
 @contextlib.contextmanager
