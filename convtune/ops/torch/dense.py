@@ -184,13 +184,23 @@ class _Conv2dFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
-                geometry: tuple[int, ...]) -> torch.Tensor:
+                geometry: tuple[int, ...], run: Any) -> torch.Tensor:
         _setup(ctx, (x, w, bias, *geometry), None)  # type: ignore[arg-type]
-        return _conv2d_impl(x, w, bias, *geometry)
+        if run is None:
+            return _conv2d_impl(x, w, bias, *geometry)
+        return _run_with_bias(run, x, w, bias)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
-        return (*_backward(ctx, dy)[:3], None)
+        return (*_backward(ctx, dy)[:3], None, None)
+
+
+def _run_with_bias(run: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """What :func:`_conv2d_impl` does on CUDA float32 with the signature's runner: no checks, no lookup."""
+    y = run(x, w)
+    if bias is not None:
+        y.add_(bias.view(1, -1, 1, 1))
+    return y
 
 
 # ---- arguments ---------------------------------------------------------------------------------------------
@@ -310,10 +320,7 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, s
     if not plain_eager(x, w, bias):   # not compiling: checked above
         return _conv2d_op(x, w, bias, *geometry)
     if needs_grad(x, w, bias):
-        return _Conv2dFunction.apply(x, w, bias, geometry)
+        return _Conv2dFunction.apply(x, w, bias, geometry, run)
     if run is None:
         return _conv2d_impl(x, w, bias, *geometry)
-    y = run(x, w)  # what _conv2d_impl does on CUDA float32, without its checks and the kernels' signature lookup
-    if bias is not None:
-        y.add_(bias.view(1, -1, 1, 1))
-    return y
+    return _run_with_bias(run, x, w, bias)

@@ -206,3 +206,27 @@ def test_tune_records_dense_layers_in_their_class() -> None:
     assert [layer.problem.math for layer in tune_model.collect_layers(model, x)] == ["ieee", "ieee"]
     forced = tune_model.layer_of("l", model[0], (1, 3, 10, 10), torch.float32, math="tf32")
     assert forced.problem is not None and forced.problem.precision == "tf32"
+
+
+def test_the_autograd_path_launches_the_signature_runner(rec: Any, problems: list[ConvProblem],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradients needed: the kernels run through the runner kept per signature (no second signature lookup in
+    :func:`convtune.ops.conv2d.conv2d`), and the gradients are PyTorch's of the same convolution."""
+    lookups: list[int] = []
+    real = ops.conv2d
+    monkeypatch.setattr(dense, "kernel_conv2d", lambda *a, **k: lookups.append(1) or real(*a, **k))
+    x = torch.randn(*X_SHAPE, requires_grad=True)
+    w, b = torch.randn(*W_SHAPE, requires_grad=True), torch.randn(W_SHAPE[0], requires_grad=True)
+    torch.backends.cudnn.allow_tf32 = False
+    for _ in range(3):
+        y = ct.conv2d(x, w, b, padding=1)
+    assert not lookups and len(problems) == 1
+    assert sum(c.name != "dw_reduce" for c in rec.launches()) >= 3
+    assert y.grad_fn is not None
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    ref = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+    F.conv2d(*ref, padding=1).backward(dy)
+    for got, want in zip((x, w, b), ref, strict=True):
+        assert got.grad is not None and want.grad is not None
+        assert torch.allclose(got.grad, want.grad, rtol=1e-5, atol=1e-5)
