@@ -51,6 +51,19 @@ def suite_sources(suite: Path, families: list[str], top: int, machine: MachineMo
     return texts
 
 
+def warm_start_sources(problems: list[ConvProblem], n: int, machine: MachineModel) -> list[str]:
+    """The sources of the first ``n`` configs the tuner measures on each problem: the pruning survivors' warm-start
+    order (:func:`convtune.tuner.prune.warm_start_order`), so a tuning run on the GPU host loads instead of
+    compiling its first ``n`` trials."""
+    from convtune.tuner.prune import prune, warm_start_order
+
+    texts = []
+    for problem in problems:
+        survivors = prune(problem, machine, specs_for(problem)).survivors
+        texts += [c.plan.source() for c in warm_start_order(survivors, n) if hasattr(c.plan, "source")]
+    return texts
+
+
 def choice_sources(suite: Path, classes: list[str], machine: MachineModel) -> list[str]:
     """The sources of every conv2d entry's untuned choice (the op's model choice) in each precision class."""
     from convtune.ops.conv2d import model_choice
@@ -110,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--choice", action="store_true", help="also the untuned choice of every --suite entry")
     ap.add_argument("--classes", nargs="*", default=["bfloat16"], help="precision classes of --choice: ieee (strict "
                     "float32), tf32, bfloat16, float16")
+    ap.add_argument("--warm-start", type=int, default=0, help="also the tuner's first N trials of every --suite "
+                    "entry (in --dtype / --math) and every --problems line")
+    ap.add_argument("--problems", type=Path, help="a file of problem keys, one per line (e.g. a model's layers)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args(argv)
     machine = MachineModel.preset(args.machine)
@@ -117,6 +133,13 @@ def main(argv: list[str] | None = None) -> int:
              if args.suite and args.families else [])
     if args.suite and args.choice:
         texts += choice_sources(args.suite, args.classes, machine)
+    if args.warm_start:
+        problems = [ConvProblem.parse(line) for line in args.problems.read_text().splitlines()
+                    if line.strip()] if args.problems else []
+        if args.suite:
+            problems += [ConvProblem.from_mapping(entry).replace(dtype=args.dtype, math=args.math)
+                         for entry in json.loads(args.suite.read_text())["conv2d"]]
+        texts += warm_start_sources(problems, args.warm_start, machine)
     for table in args.table:
         texts += table_sources(table, machine)
     for spec_text in args.cases:
