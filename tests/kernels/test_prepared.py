@@ -337,9 +337,12 @@ MAP_B = Im2colMap("bfloat16", n=2, h=9, w=7, c=64, lower=(-1, -1), upper=(-1, -1
 
 def _compiled_steps(launch: prepared.PreparedLaunch) -> list[tuple]:
     """The per-step tuples ``_build_call`` keeps (white box: the ``kernelParams`` arrays and the map slots are only
-    reachable there); found through the closures of the call function (``run`` of the general path)."""
+    reachable there); found through the closures of the call function (the general path's generated ``run`` keeps
+    them as its global ``_keep``)."""
     call = launch._call
     for _ in range(3):
+        if "_keep" in call.__globals__ and call.__globals__ is not prepared.__dict__:
+            return call.__globals__["_keep"]
         cells = dict(zip(call.__code__.co_freevars, (c.cell_contents for c in call.__closure__ or ()), strict=True))
         if "compiled" in cells:
             return cells["compiled"]
