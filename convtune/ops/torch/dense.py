@@ -48,7 +48,7 @@ from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY as WGMMA_CO
 from convtune.ops.conv2d import conv2d as kernel_conv2d
 from convtune.ops.conv2d import on_clear
 from convtune.ops.conv2d import runner as kernel_runner
-from convtune.ops.torch._dispatch import needs_grad, plain_eager
+from convtune.ops.torch._dispatch import eager_apply, needs_grad, plain_eager
 
 __all__ = ["conv2d", "conv2d_geometry", "cudnn_conv_tf32", "math_of"]
 
@@ -195,6 +195,9 @@ class _Conv2dFunction(torch.autograd.Function):
         return (*_backward(ctx, dy)[:3], None, None)
 
 
+_conv2d_function = eager_apply(_Conv2dFunction)
+
+
 def _run_with_bias(run: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """What :func:`_conv2d_impl` does on CUDA float32 with the signature's runner: no checks, no lookup."""
     y = run(x, w)
@@ -320,7 +323,7 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, s
     if not plain_eager(x, w, bias):   # not compiling: checked above
         return _conv2d_op(x, w, bias, *geometry)
     if needs_grad(x, w, bias):
-        return _Conv2dFunction.apply(x, w, bias, geometry, run)
+        return _conv2d_function(x, w, bias, geometry, run)
     if run is None:
         return _conv2d_impl(x, w, bias, *geometry)
     return _run_with_bias(run, x, w, bias)

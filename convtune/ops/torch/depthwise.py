@@ -48,7 +48,7 @@ import torch.nn.grad  # conv2d_input / conv2d_weight: a submodule torch.nn does 
 from convtune.errors import InvalidConfig, InvalidInput
 from convtune.ops import resolver
 from convtune.ops.conv2d import as_pair
-from convtune.ops.torch._dispatch import direct_call_ok, needs_grad
+from convtune.ops.torch._dispatch import direct_call_ok, eager_apply, needs_grad
 from convtune.problem import ConvProblem
 
 __all__ = ["depthwise_conv1d", "depthwise_conv2d"]
@@ -348,6 +348,9 @@ class _Dw1dFunction(torch.autograd.Function):
         return _dw1d_backward(ctx, dy)
 
 
+_dw1d_function = eager_apply(_Dw1dFunction)
+
+
 def _check_1d(x: torch.Tensor, w: torch.Tensor) -> None:
     if x.dim() != 3:
         raise InvalidInput("x", f"must be 3-D (B, C, L), got shape {tuple(x.shape)}")
@@ -390,7 +393,7 @@ def depthwise_conv1d(x: torch.Tensor, w: torch.Tensor, causal: bool = True) -> t
     if not direct_call_ok(x, w):
         return _dw1d_fwd_op(x, w.flip(-1))
     if needs_grad(x, w):
-        return _Dw1dFunction.apply(x, w.flip(-1))     # flip recorded by autograd: dw maps back to PyTorch's order
+        return _dw1d_function(x, w.flip(-1))     # flip recorded by autograd: dw maps back to PyTorch's order
     return _dw1d_fwd_impl(x, _lag_taps(w))
 
 
@@ -521,6 +524,9 @@ class _Dw2dFunction(torch.autograd.Function):
         return (*_dw2d_backward(ctx, dy)[:2], None)
 
 
+_dw2d_function = eager_apply(_Dw2dFunction)
+
+
 def _check_2d(x: torch.Tensor, w: torch.Tensor, stride: Any, padding: Any) -> tuple[int, int, int, int]:
     """(sh, sw, ph, pw) of valid arguments.
 
@@ -577,7 +583,7 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, 
     if not direct_call_ok(x, w):
         return _dw2d_fwd_op(x, w, *geometry)
     if needs_grad(x, w):
-        return _Dw2dFunction.apply(x, w, geometry)
+        return _dw2d_function(x, w, geometry)
     return _dw2d_fwd_impl(x, w, *geometry)
 
 

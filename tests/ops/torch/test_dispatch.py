@@ -44,3 +44,41 @@ def test_needs_grad_follows_grad_mode_and_every_input() -> None:
     assert not _dispatch.needs_grad(x, None)
     with torch.no_grad():
         assert not _dispatch.needs_grad(x, w)
+
+
+class _Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[no-untyped-def]
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[no-untyped-def]
+        return dy * 2
+
+
+class _WithSetupContext(torch.autograd.Function):
+    @staticmethod
+    def forward(x):  # type: ignore[no-untyped-def]
+        return x * 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
+        pass
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[no-untyped-def]
+        return dy * 2
+
+
+def test_eager_apply_records_the_same_graph_as_apply() -> None:
+    apply = _dispatch.eager_apply(_Twice)
+    assert apply is not _Twice.apply
+    x = torch.randn(4, requires_grad=True)
+    y = apply(x)
+    assert type(y.grad_fn).__name__ == "_TwiceBackward"
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.full((4,), 2.0))
+
+
+def test_eager_apply_keeps_the_wrapper_where_it_does_work() -> None:
+    assert _dispatch.eager_apply(_WithSetupContext) == _WithSetupContext.apply

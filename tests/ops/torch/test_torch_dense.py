@@ -126,9 +126,9 @@ def test_torch_compile_of_a_converted_model() -> None:
 def test_eager_calls_skip_the_dispatcher(monkeypatch) -> None:
     """No grad needed → the implementation; grad needed → the autograd.Function; a mode active → the op."""
     routes = []
-    real_impl, real_fn = dense._conv2d_impl, dense._Conv2dFunction.apply
+    real_impl, real_fn = dense._conv2d_impl, dense._conv2d_function
     monkeypatch.setattr(dense, "_conv2d_impl", lambda *a: routes.append("impl") or real_impl(*a))
-    monkeypatch.setattr(dense._Conv2dFunction, "apply", lambda *a: routes.append("function") or real_fn(*a))
+    monkeypatch.setattr(dense, "_conv2d_function", lambda *a: routes.append("function") or real_fn(*a))
     x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)
     ct.conv2d(x, w)
     assert routes[0] == "impl"
