@@ -48,7 +48,7 @@ import torch.nn.grad  # conv2d_input / conv2d_weight: a submodule torch.nn does 
 from convtune.errors import InvalidConfig, InvalidInput
 from convtune.ops import resolver
 from convtune.ops.conv2d import as_pair
-from convtune.ops.torch._dispatch import direct_call_ok, eager_apply, needs_grad
+from convtune.ops.torch._dispatch import direct_call_ok, eager_apply, needs_grad, plain_eager
 from convtune.problem import ConvProblem
 
 __all__ = ["depthwise_conv1d", "depthwise_conv2d"]
@@ -390,7 +390,7 @@ def depthwise_conv1d(x: torch.Tensor, w: torch.Tensor, causal: bool = True) -> t
         _check_1d(x, w)
         _checked_1d.add(key)
     x = x if x.is_contiguous() else x.contiguous()
-    if not direct_call_ok(x, w):
+    if not plain_eager(x, w):   # not compiling: checked above
         return _dw1d_fwd_op(x, w.flip(-1))
     if needs_grad(x, w):
         return _dw1d_function(x, w.flip(-1))     # flip recorded by autograd: dw maps back to PyTorch's order
@@ -580,7 +580,7 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, 
         geometry = _check_2d(x, w, stride, padding)
     x = x if x.is_contiguous() else x.contiguous()
     w = w if w.is_contiguous() else w.contiguous()
-    if not direct_call_ok(x, w):
+    if not plain_eager(x, w):   # not compiling: checked above
         return _dw2d_fwd_op(x, w, *geometry)
     if needs_grad(x, w):
         return _dw2d_function(x, w, geometry)
