@@ -196,6 +196,7 @@ def _remember(key: tuple[Any, ...], run: Callable[..., torch.Tensor]) -> Callabl
 def clear_cache() -> None:
     """Forget every prepared call (the resolver calls this when it clears)."""
     _runners.clear()
+    _checked_2d.clear()
     _NO_PLAN.clear()
     _lag_taps_cache.clear()
 
@@ -417,11 +418,16 @@ def _runner_2d(path: str, t: torch.Tensor, geometry: tuple[int, ...],
     return reference if prepared is None else _kernel_runner(prepared, t.dtype)
 
 
+def _fwd2_key(x: torch.Tensor, w: torch.Tensor, geometry: tuple[int, int, int, int]) -> tuple[Any, ...]:
+    """The 2-D forward runner's key in ``_runners``: shapes, dtype, device and (sh, sw, ph, pw)."""
+    return ("fwd2", x.shape, w.shape, x.dtype, x.get_device(), *geometry)
+
+
 def _dw2d_fwd_impl(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pad_h: int,
                    pad_w: int) -> torch.Tensor:
     """y (N, C, P, Q) of x (N, C, H, W) and w (C, 1, R, S), groups = C; both contiguous (float32, float16 or
     bfloat16 on the kernels)."""
-    key = ("fwd2", x.shape, w.shape, x.dtype, x.get_device(), stride_h, stride_w, pad_h, pad_w)
+    key = _fwd2_key(x, w, (stride_h, stride_w, pad_h, pad_w))
     run = _runners.get(key)
     if run is None:
         N, C, H, W = x.shape
@@ -550,7 +556,9 @@ def _check_2d(x: torch.Tensor, w: torch.Tensor, stride: Any, padding: Any) -> tu
     return sh, sw, ph, pw
 
 
-_checked_2d: dict[tuple[Any, ...], tuple[int, int, int, int]] = {}
+#: per call signature: [checked geometry (sh, sw, ph, pw), the forward's runner once an eager call made it (None
+#: before)] — a hit then goes straight to the launch (cleared with the runners: :func:`clear_cache`)
+_checked_2d: dict[tuple[Any, ...], list[Any]] = {}
 
 
 def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, int] = 1,
@@ -573,18 +581,23 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, 
         return _dw2d_fwd_op(x.contiguous(), w.contiguous(), *_check_2d(x, w, stride, padding))
     try:
         key = (x.shape, w.shape, x.dtype, w.dtype, x.get_device(), w.get_device(), stride, padding)
-        geometry = _checked_2d.get(key)
-        if geometry is None:  # the argument checks once per signature
-            geometry = _checked_2d[key] = _check_2d(x, w, stride, padding)
+        entry = _checked_2d.get(key)
+        if entry is None:  # the argument checks once per signature
+            entry = _checked_2d[key] = [_check_2d(x, w, stride, padding), None]
     except TypeError:  # an unhashable argument (a list)
-        geometry = _check_2d(x, w, stride, padding)
+        entry = [_check_2d(x, w, stride, padding), None]
+    geometry, run = entry
     x = x if x.is_contiguous() else x.contiguous()
     w = w if w.is_contiguous() else w.contiguous()
     if not plain_eager(x, w):   # not compiling: checked above
         return _dw2d_fwd_op(x, w, *geometry)
     if needs_grad(x, w):
         return _dw2d_function(x, w, geometry)
-    return _dw2d_fwd_impl(x, w, *geometry)
+    if run is not None:
+        return run(x, w)
+    y = _dw2d_fwd_impl(x, w, *geometry)
+    entry[1] = _runners.get(_fwd2_key(x, w, geometry))
+    return y
 
 
 resolver.on_clear(clear_cache)
