@@ -8,6 +8,10 @@
 #     vgg16          VGG-16 b1 strict fp32, tuned ($VGG_BUDGET_S, default 50 s), against cuDNN fp32 in turn
 #     calls          the wide suite through the op in $CALLS_CLASSES (default bfloat16 tf32), tuned = the card's table
 #     call_overhead  benchmarks/call_overhead.py (host / kernel µs per call; kernel pass after every wall)
+#     fp32_models    ResNet-50 and MobileNetV2 b32 strict fp32, tuned ($FP32_BUDGET_S each, default 180 s, 12 trials
+#                    a layer), against cuDNN fp32 in turn. Carry the tuner's first trials precompiled, or the budget
+#                    goes to nvcc: precompile_cubins.py --machine <card> --warm-start 12 \
+#                    --problems benchmarks/suites/models_b32_fp32_problems.txt (53 problems, ~360 sources, ~4 min)
 # Kernels: precompile off the device (benchmarks/precompile_cubins.py --table tests/data/replay_<card>_*.json.gz
 # --suite benchmarks/suites/wide.json --choice ...; tar cJf cubins.tar.xz .cubins) and carry .whl and cubins.tar.xz;
 # start the command with the line ../shared/tools/device-wheels prints (wgmma_round.sh installs no wheels), e.g.
@@ -42,6 +46,10 @@ for step in ${DELIVERED_STEPS:-residue r50 vgg16 calls call_overhead}; do
     call_overhead)
         OUT=$WORK/call_overhead timeout "${CALL_OVERHEAD_S:-120}" bash benchmarks/gpu_check.sh call_overhead \
             | tail -50 ;;
+    fp32_models)
+        OUT=$WORK/fp32_models MODELS="resnet50 mobilenet_v2" MODEL_BUDGET_S=${FP32_BUDGET_S:-180} \
+            MODEL_BUDGET_TRIALS=12 timeout "${FP32_MODELS_S:-480}" bash benchmarks/gpu_check.sh models \
+            | grep -E "^\| (resnet50|mobilenet_v2) \|" ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
     pack "$step"
