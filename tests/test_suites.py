@@ -109,3 +109,13 @@ def test_cli_bounds_reads_the_wide_suite(capsys):
     reports = json.loads(out)
     assert len(reports) == sum(sum(c.values()) for c in EXPECTED_CLASSES.values())
     assert all(r["reported"]["words"] > 0 and r["reported"]["valid"] for r in reports)
+
+
+def test_the_model_problem_keys_parse_as_batch_32_float32_problems() -> None:
+    """benchmarks/suites/models_b32_fp32_problems.txt (ResNet-50 and MobileNetV2 at batch 32, what
+    ``precompile_cubins.py --warm-start --problems`` reads): every line a distinct float32 problem of batch 32."""
+    lines = (REPO / "benchmarks" / "suites" / "models_b32_fp32_problems.txt").read_text().splitlines()
+    problems = [ConvProblem.parse(line) for line in lines]
+    assert len(problems) == len({p.key() for p in problems}) == 53
+    assert all(p.N == 32 and p.dtype == "float32" for p in problems)
+    assert sum(p.groups > 1 for p in problems) > 0 and sum(p.groups == 1 for p in problems) > 23
