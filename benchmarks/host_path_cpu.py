@@ -58,6 +58,7 @@ def main() -> int:
             ("convtune.conv2d hit (unfused, 3 launches + workspace)", lambda: convtune.conv2d(x, w, 1, 1,
                                                                                           config=unfused)),
             ("convtune.ops.torch.conv2d eager, no grad (+bias)", lambda: ct.conv2d(x, w, b, 1, 1)),
+            ("convtune.ops.torch.conv2d eager, no grad", lambda: ct.conv2d(x, w, None, 1, 1)),
             ("convtune.ops.torch.conv2d eager, autograd.Function", lambda: ct.conv2d(xg, wg, None, 1, 1)),
             ("convtune.ops.torch.depthwise_conv1d eager, no grad", lambda: ct.depthwise_conv1d(x1, w1)),
             ("convtune.ops.torch.depthwise_conv2d eager, no grad", lambda: ct.depthwise_conv2d(x2, w2, 1, 1)),
