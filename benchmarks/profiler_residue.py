@@ -5,7 +5,8 @@ after entry, so every eager figure but the first was taken after a profiler sess
 the session (kineto keeps it when it does not tear down), every later launch pays its callbacks — more for the op
 that launches more kernels and memsets per call. This probe times the same calls three times in one process:
 
-1. eager and graph walls of every entry before any profiler session (paired rounds, convtune and cuDNN in turn);
+1. eager and graph walls of every entry before any profiler session (paired rounds, convtune and cuDNN in turn),
+   after one untimed pass of the same walls (the process's warm-up);
 2. every entry's kernel µs by the CUDA profiler (``torch_timing.kernel_us``);
 3. the walls of step 1 again.
 
@@ -68,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     for ours, cudnn in pairs.values():   # compile, prepare, pick cuDNN's algorithm
         ours(), cudnn()
     torch.cuda.synchronize()
+    # one whole untimed pass first: on the H200 (2026-12-06) the first entry a process timed read 23.2 µs before
+    # the session and 19.2 after, the others 15.7–22.9 before and slower after — the process's own warm-up
+    walls(pairs, args.calls)
     before = walls(pairs, args.calls)
     kernels = {}
     for name, (ours, cudnn) in pairs.items():
