@@ -17,6 +17,9 @@ Usage::
     python benchmarks/precompile_cubins.py --out .cubins --suite benchmarks/suites/conv1x1.json --dtype bfloat16 \\
         --families igemm_wgmma_half_1x1 igemm_wgmma_half_1x1_resident --top 16 \\
         --cases tests/kernels/igemm_wgmma/test_igemm_wgmma_half_gpu.py:CASES
+    # a model tuning run on the GPU host: the tuner's first 12 trials of every layer, loaded instead of compiled
+    python benchmarks/precompile_cubins.py --out .cubins --machine h200 --warm-start 12 \
+        --problems benchmarks/suites/models_b32_fp32_problems.txt
     tar cJf cubins.tar.xz .cubins
 """
 
