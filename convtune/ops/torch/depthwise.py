@@ -583,6 +583,8 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, 
         key = (x.shape, w.shape, x.dtype, w.dtype, x.get_device(), w.get_device(), stride, padding)
         entry = _checked_2d.get(key)
         if entry is None:  # the argument checks once per signature
+            if len(_checked_2d) >= RUNNER_ENTRIES:
+                _checked_2d.clear()
             entry = _checked_2d[key] = [_check_2d(x, w, stride, padding), None]
     except TypeError:  # an unhashable argument (a list)
         entry = [_check_2d(x, w, stride, padding), None]
