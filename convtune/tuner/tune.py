@@ -40,7 +40,7 @@ from convtune.storage.session import session_scope
 from convtune.tuner.benchmark import Benchmarker, TrialResult
 from convtune.tuner.efficiency import best_floor, efficiency
 from convtune.tuner.neighbours import LocalSearch
-from convtune.tuner.prune import Candidate, PruneSettings, prune, warm_start_order
+from convtune.tuner.prune import Candidate, PruneResult, PruneSettings, prune, warm_start_order
 from convtune.tuner.study import ConfigSpace, make_sampler, open_study, study_name
 
 #: Why a search stopped, as stored in a job's ``stop_reason`` (the run keeps the sentence, e.g.
@@ -164,7 +164,7 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
          force: bool = False, progress: Callable[[Progress], None] | None = None,
          stop_at_ms: float | None = None, job_id: int | None = None, on_run: Callable[[int], None] | None = None,
          check: Callable[[], None] | None = None, fail_orphans: bool = False,
-         prune_progress: Callable[[str, int], None] | None = None,
+         prune_progress: Callable[[str, int], None] | None = None, pruned: PruneResult | None = None,
          clock: Callable[[], float] = time.monotonic) -> TuneResult:
     """Tune ``problem`` on ``benchmarker``'s device; every trial is stored through ``engine``.
 
@@ -180,6 +180,10 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
             them); the job queue guarantees that no other process tunes this study at the same time.
         budget_s: seconds of search after pruning (see the module docstring).
         prune_progress: called as pruning goes, ``(stage, count)``: see :func:`~convtune.tuner.prune.prune`.
+        pruned: ``prune(problem, machine, specs_for(problem))`` made ahead for this benchmarker's machine (a
+            whole-model tuning prunes the next layer while this one's trials run). Used only where the tuner
+            would prune exactly that space: no ``families``, no ``settings``, a benchmarker that can measure any
+            config; otherwise pruned anew.
         clock: seconds, monotonic; what the time budget and the reported seconds are measured with (tests
             inject one).
     """
@@ -239,7 +243,8 @@ def tune(problem: ConvProblem, benchmarker: Benchmarker, engine: Engine, *, fami
     result = TuneResult(problem, device.name, backend, run_id, None, None, overall_floor_s * 1e3, None,
                         floors_ms={f: s * 1e3 for f, s in floors.items()}, **floor_info)
     try:
-        pruned = prune(problem, machine, specs, settings, check=check, report=prune_progress, clock=clock)
+        if pruned is None or families is not None or settings is not None or available is not None:
+            pruned = prune(problem, machine, specs, settings, check=check, report=prune_progress, clock=clock)
         survivors = pruned.survivors
         if available is not None:  # a replay table answers only what was measured
             survivors = [c for c in survivors if c.key in available]

@@ -66,3 +66,22 @@ def test_a_model_dry_run_never_replaces_a_measured_best(sqlite_engine: Engine, r
             assert best is not None
             assert not best.provisional
             assert (best.config_key, best.time_ms) == (measured.best_config, measured.time_ms)
+
+
+def test_a_pruning_made_ahead_is_used_only_for_the_space_it_was_made_for(sqlite_engine: Engine,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tune(pruned=...)``: a pruning of the problem's whole space for the machine replaces the tuner's own; with
+    ``families`` (another space) the tuner prunes again."""
+    from convtune.tuner import tune as tune_module
+    from convtune.tuner.prune import prune
+
+    ahead = prune(PROBLEM, H200, specs_for(PROBLEM))
+    calls: list[int] = []
+    real = tune_module.prune
+    monkeypatch.setattr(tune_module, "prune", lambda *a, **k: calls.append(1) or real(*a, **k))
+    result = tune(PROBLEM, ModelBenchmarker(H200), sqlite_engine, budget_trials=3, warm_start=3, pruned=ahead)
+    assert calls == [] and result.trials == 3 and result.pruning_s == ahead.elapsed_s
+    family = specs_for(PROBLEM)[0].family
+    tune(PROBLEM, ModelBenchmarker(H200), sqlite_engine, budget_trials=3, warm_start=3, pruned=ahead,
+         families=[family], force=True)
+    assert calls == [1]

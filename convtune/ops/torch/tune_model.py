@@ -280,8 +280,11 @@ def tune_problems(problems: list[ConvProblem], budget_s: float, budget_trials: i
     deadline = clock() + budget_s
     overheads_s: list[float] = []
     results: dict[str, ProblemResult] = {}
+    machine = _machine_of(benchmarker)
+    ahead = PruneAhead(benchmarker, machine)
     try:
-        ordered = heaviest_first(problems, layer_counts or {}, _machine_of(benchmarker))
+        ordered = heaviest_first(problems, layer_counts or {}, machine)
+        ahead.submit(ordered[:1])
         for i, problem in enumerate(_bar(ordered, progress, "tuning layers")):
             allowance = search_allowance(deadline - clock(), len(ordered) - i, typical_overhead_s(overheads_s))
             if allowance <= 0:
@@ -289,9 +292,11 @@ def tune_problems(problems: list[ConvProblem], budget_s: float, budget_trials: i
                                                        f"not tuned: the model's budget ({budget_s:g} s) ran out")
                 continue
             started = clock()
+            pruned = ahead.take(problem)
+            ahead.submit(ordered[i + 1:i + 2])   # the next layer's pruning runs while this one's trials do
             try:
                 r = tune_problem(problem, benchmarker, engine, budget_s=allowance, budget_trials=budget_trials,
-                                 patience=patience)
+                                 patience=patience, pruned=pruned)
                 overheads_s.append(max(0.0, clock() - started - r.search_s))
                 source = "model" if r.predicted else benchmarker.backend
                 results[problem.key()] = ProblemResult(problem, r.best_config, r.time_ms, r.floor_ms, r.efficiency,
@@ -299,12 +304,52 @@ def tune_problems(problems: list[ConvProblem], budget_s: float, budget_trials: i
             except ConvtuneError as exc:
                 results[problem.key()] = ProblemResult(problem, None, None, None, None, "error", str(exc)[:200])
     finally:
+        ahead.close()
         if own:
             benchmarker.close()
         engine.dispose()
     if url != resolver.database_url():
         resolver.use_database(url)   # serve from where the results went
     return results
+
+
+class PruneAhead:
+    """Prunes the next problem on a background thread while the GPU measures the current one's trials (pruning is
+    CPU work: 1–6 s a ResNet-50 layer on a 2-core host, which a whole-model budget otherwise spends with the GPU
+    idle). Only where the tuner would prune the same space: a machine model and a benchmarker that can measure any
+    config (``available`` None, asked here on the calling thread: a trial worker's pipe is not shared with the
+    pruning thread). A pruning that fails is left to the tuner to do again."""
+
+    def __init__(self, benchmarker: Any, machine: Any) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._benchmarker, self._machine = benchmarker, machine
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="convtune-prune") if machine else None
+        self._futures: dict[str, Any] = {}
+
+    def submit(self, problems: Sequence[ConvProblem]) -> None:
+        from convtune.kernels.registry import specs_for
+        from convtune.tuner.prune import prune
+
+        for problem in problems:
+            if self._pool is None or problem.key() in self._futures:
+                continue
+            if self._benchmarker.available(problem) is None:
+                self._futures[problem.key()] = self._pool.submit(prune, problem, self._machine, specs_for(problem))
+
+    def take(self, problem: ConvProblem) -> Any:
+        """The problem's pruning (waiting for it if it is still running), or None."""
+        future = self._futures.pop(problem.key(), None)
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except Exception:  # the tuner prunes again and reports its own error
+            return None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)   # a running pruning ends on its own
 
 
 def _machine_of(benchmarker: Any) -> Any:

@@ -252,3 +252,32 @@ def test_a_slow_first_problem_does_not_starve_the_rest(tmp_path: Path, monkeypat
     assert all(r.config is not None for r in results.values()), [r.note for r in results.values() if r.config is None]
     assert len(allowances) == 23 and min(allowances) >= tune_model.MIN_SEARCH_S
     assert now[0] <= 270 + 12
+
+
+def test_the_next_layer_is_pruned_while_this_one_tunes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole-model tuning hands each problem's tuner a pruning made ahead: the first on the way in, every later
+    one on the background thread while the layer before it was tuned."""
+    import threading
+
+    from convtune.tuner import prune as prune_module
+    from convtune.tuner import tune as tuner
+    from convtune.tuner.benchmark import ModelBenchmarker
+
+    pruned_on: dict[str, str] = {}
+    real_prune = prune_module.prune
+
+    def spy_prune(problem: ConvProblem, *args: object, **kwargs: object) -> object:
+        pruned_on[problem.key()] = threading.current_thread().name
+        return real_prune(problem, *args, **kwargs)
+
+    monkeypatch.setattr(prune_module, "prune", spy_prune)
+    handed: list[object] = []
+    real_tune = tuner.tune
+    monkeypatch.setattr(tuner, "tune", lambda *a, **k: handed.append(k.get("pruned")) or real_tune(*a, **k))
+    problems = [ConvProblem.parse(f"N=1 C=8 H=12 W=12 K={k} R=3 S=3 pad=1") for k in (8, 16, 24)]
+    results = tune_model.tune_problems(problems, budget_s=600, budget_trials=2, db=f"sqlite:///{tmp_path / 'p.db'}",
+                                       benchmarker=ModelBenchmarker(H200), progress=False)
+    assert all(r.config is not None for r in results.values())
+    assert len(handed) == 3 and all(p is not None and p.survivors for p in handed)
+    assert sorted(pruned_on) == sorted(p.key() for p in problems)
+    assert all(name.startswith("convtune-prune") for name in pruned_on.values())
