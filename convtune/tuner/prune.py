@@ -64,14 +64,16 @@ class Candidate:
     predicted_s: float
     traffic_words: int
     bound_words: float
+    #: the config's key, made once: ranking, the warm start, replay filters and the stored decisions each read it
+    #: (3–4 ``KernelConfig.key()`` calls a candidate were 3 s of a 128k-config layer's tuning overhead)
+    key: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", self.plan.config.key())
 
     @property
     def config(self) -> KernelConfig:
         return self.plan.config
-
-    @property
-    def key(self) -> str:
-        return self.plan.config.key()
 
     @property
     def traffic_ratio(self) -> float:

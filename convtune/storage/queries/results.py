@@ -438,7 +438,9 @@ def record_pruning_decisions(session: Session, run_id: int, device_id: int, prob
              "reason": reason, "numbers": json_safe(numbers), "created_at": now}
             for key, (_, stage, reason, numbers) in zip(keys, decisions, strict=True)]
     if rows:
-        session.execute(insert(PruningDecision), rows)
+        # a Core executemany: the ORM's bulk insert spent 3 of its 4.4 s on 128k rows collecting per-row commands
+        table: Any = PruningDecision.__table__
+        session.execute(insert(table), rows)
     return len(rows)
 
 
