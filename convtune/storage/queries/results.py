@@ -95,7 +95,7 @@ def json_safe(value: Any) -> Any:
         return value
     if kind is float:
         return value if math.isfinite(value) else ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
-    if kind is dict and all(type(k) is str and (type(v) is int or type(v) is float and math.isfinite(v))
+    if kind is dict and all(type(k) is str and (type(v) is int or (type(v) is float and math.isfinite(v)))
                             for k, v in value.items()):
         return value   # a flat dict of finite numbers (a pruning decision's): already standard JSON
     if isinstance(value, Mapping):
