@@ -33,12 +33,12 @@ _profiled = False
 
 
 def host_and_wall_us(fn: Callable[[], Any], calls: int = CALLS, warmup: int = 20,
-                     repeats: int = 3, after_profiler_ok: bool = False) -> tuple[float, float]:
+                     repeats: int = 3) -> tuple[float, float]:
     """(host µs, wall µs) per call, the median of ``repeats`` runs of ``calls`` back-to-back calls.
 
-    Warns (once per call site) when the process has already run a profiler session, unless
-    ``after_profiler_ok`` (the module docstring: take every wall first)."""
-    if _profiled and not after_profiler_ok:
+    Warns (once per call site) when the process has already run a profiler session (the module docstring: take
+    every wall first; a caller that times after one on purpose filters the warning)."""
+    if _profiled:
         warnings.warn("a wall timed after a CUDA profiler session in this process: launches may be slowed "
                       "(take every wall before the first kernel_us)", RuntimeWarning, stacklevel=2)
     for _ in range(warmup):

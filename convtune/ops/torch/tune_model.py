@@ -284,7 +284,7 @@ def tune_problems(problems: list[ConvProblem], budget_s: float, budget_trials: i
     ahead = PruneAhead(benchmarker, machine)
     try:
         ordered = heaviest_first(problems, layer_counts or {}, machine)
-        ahead.submit(ordered[:1])
+        ahead.submit(ordered[0] if ordered else None)
         for i, problem in enumerate(_bar(ordered, progress, "tuning layers")):
             allowance = search_allowance(deadline - clock(), len(ordered) - i, typical_overhead_s(overheads_s))
             if allowance <= 0:
@@ -293,7 +293,8 @@ def tune_problems(problems: list[ConvProblem], budget_s: float, budget_trials: i
                 continue
             started = clock()
             pruned = ahead.take(problem)
-            ahead.submit(ordered[i + 1:i + 2])   # the next layer's pruning runs while this one's trials do
+            # the next layer's pruning runs while this one's trials do
+            ahead.submit(ordered[i + 1] if i + 1 < len(ordered) else None)
             try:
                 r = tune_problem(problem, benchmarker, engine, budget_s=allowance, budget_trials=budget_trials,
                                  patience=patience, pruned=pruned)
@@ -327,15 +328,15 @@ class PruneAhead:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="convtune-prune") if machine else None
         self._futures: dict[str, Any] = {}
 
-    def submit(self, problems: Sequence[ConvProblem]) -> None:
+    def submit(self, problem: ConvProblem | None) -> None:
+        """Start pruning ``problem`` (None, one already started, or one the tuner prunes its own way: nothing)."""
         from convtune.kernels.registry import specs_for
         from convtune.tuner.prune import prune
 
-        for problem in problems:
-            if self._pool is None or problem.key() in self._futures:
-                continue
-            if self._benchmarker.available(problem) is None:
-                self._futures[problem.key()] = self._pool.submit(prune, problem, self._machine, specs_for(problem))
+        if self._pool is None or problem is None or problem.key() in self._futures:
+            return
+        if self._benchmarker.available(problem) is None:
+            self._futures[problem.key()] = self._pool.submit(prune, problem, self._machine, specs_for(problem))
 
     def take(self, problem: ConvProblem) -> Any:
         """The problem's pruning (waiting for it if it is still running), or None."""
