@@ -68,6 +68,7 @@ FAMILY_PACKAGES: tuple[str, ...] = (
     "convtune.kernels.winograd_tf32",
     "convtune.kernels.winograd_large",
     "convtune.kernels.direct_half",
+    "convtune.kernels.pointwise_sliced",
 )
 #: Entry-point group naming family packages outside convtune (``name = module``).
 ENTRY_POINT_GROUP = "convtune.families"
@@ -157,8 +158,8 @@ def model_fastest(problem: ConvProblem, machine: MachineModel,
     the exhaustive one (the direct family's 10⁴–10⁵ plans are skipped wherever a tensor-core or Winograd plan beats
     its compute and DRAM floor)."""
     best: tuple[float, str, KernelConfig, float] | None = None
-    floors = sorted(((spec.choice_floor_s(problem, machine), i, spec) for i, spec in enumerate(specs)),
-                    key=lambda f: f[:2])
+    floors = sorted(((spec.choice_floor_s(problem, machine), i, spec) for i, spec in enumerate(specs)
+                     if spec.chosen_untuned), key=lambda f: f[:2])
     for floor, _, spec in floors:
         if best is not None and floor > best[0]:
             continue

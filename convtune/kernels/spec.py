@@ -46,6 +46,9 @@ class KernelSpec:
     # a lower bound on predict_s of every plan of the family for a problem (None: none known), which lets the
     # untuned choice skip a family's whole space when another family's choice is already faster
     floor_s: Callable[[ConvProblem, MachineModel], float] | None = None
+    # False: the family's model is not calibrated against the others' yet; the untuned choice and the provisional
+    # answer leave it out (the tuner measures it like any family)
+    chosen_untuned: bool = True
 
     @property
     def kind(self) -> str:

@@ -23,7 +23,7 @@ DENSE_TF32 = DENSE.replace(math="tf32")
 
 def sample_problem(family: str) -> ConvProblem:
     """A small problem the family runs (the depthwise families take depthwise problems only, pointwise 1×1)."""
-    if family == "pointwise":
+    if family in ("pointwise", "pointwise_sliced"):
         return POINTWISE
     if family in ("igemm_1x1", "igemm_wgmma_1x1", "igemm_wgmma_1x1_resident"):
         return POINTWISE.replace(math="tf32")
