@@ -102,8 +102,8 @@ def supports(problem: ConvProblem) -> bool:
     """1×1 filters, no padding, groups = 1, float32 / bfloat16 / float16 (any stride), not causal; until a GPU has
     verified the family, only where ``CONVTUNE_EXPERIMENTAL`` names it (:mod:`convtune.kernels.experimental`)."""
     p = problem
-    return (experimental.enabled(FAMILY) and p.R == 1 and p.S == 1 and p.pad_h == 0 and p.pad_w == 0 and p.groups == 1 and p.dtype in CUDA_TYPES
-            and not p.causal)
+    return (experimental.enabled(FAMILY) and p.R == 1 and p.S == 1 and p.pad_h == 0 and p.pad_w == 0
+            and p.groups == 1 and p.dtype in CUDA_TYPES and not p.causal)
 
 
 def smem_bytes(config: PointwiseSlicedFwdConfig) -> int:
