@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The pointwise_sliced family's first GPU round (2026-12-06): its GPU tests, then kernel time against cuDNN on
+# benchmarks/suites/small_gemm_1x1.json in each class next to the families that ran those shapes until now, then the
+# same shapes called through convtune.ops.torch.conv2d (eager / graph / kernel against F.conv2d), the op served the
+# fastest config this run measured. Each step under its own timeout, logs and tables under $OUT.
+#   SLICED_STEPS  default: tests bf16 tf32 fp32 calls
+#     tests   pytest -m gpu tests/kernels/pointwise_sliced (xdist workers)
+#     bf16    vs_cudnn.py --dtype bfloat16 on the three detection heads: pointwise_sliced, igemm_half, igemm_wgmma_half
+#     tf32    vs_cudnn.py --math tf32 on the three heads: pointwise_sliced, igemm, igemm_wgmma
+#     fp32    vs_cudnn.py (strict fp32) on every entry: pointwise_sliced, pointwise, igemm_simt
+#     calls   per class measured above: make_replay.py of its report, then user_suite.py --configs-from it
+# Kernels: precompile off the device (precompile_cubins.py --suite benchmarks/suites/small_gemm_1x1.json --families
+# ... --top $SLICED_TOP with CONVTUNE_EXPERIMENTAL=pointwise_sliced, and --cases of the GPU test module).
+set -uo pipefail
+OUT=${OUT:-benchmarks/results/sliced_round}
+mkdir -p "$OUT"
+export CONVTUNE_EXPERIMENTAL=pointwise_sliced
+SUITE=benchmarks/suites/small_gemm_1x1.json
+HEADS="yolov2_voc_head_b1 faster_rcnn_rpn_bbox_b1 openpose_stage1_paf_b4"
+TOP=${SLICED_TOP:-48}
+vs() {   # vs() NAME ARGS...: one vs_cudnn.py run into $OUT/NAME
+    local name=$1
+    shift
+    timeout "${SLICED_BENCH_S:-240}" python3 benchmarks/vs_cudnn.py --suite "$SUITE" --top "$TOP" --buckets 0 \
+        --out "$OUT/$name" "$@" 2>&1 | tee "$OUT/$name.log" | tail -20
+}
+for step in ${SLICED_STEPS:-tests bf16 tf32 fp32 calls}; do
+    echo "== $step ($(date -u +%H:%M:%S))"
+    case $step in
+    tests)
+        timeout "${SLICED_TESTS_S:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
+            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/pointwise_sliced 2>&1 | tee "$OUT/gpu_tests.txt" | tail -8 ;;
+    bf16) vs bf16 --dtype bfloat16 --only $HEADS --families pointwise_sliced igemm_half igemm_wgmma_half ;;
+    tf32) vs tf32 --math tf32 --only $HEADS --families pointwise_sliced igemm igemm_wgmma ;;
+    fp32) vs fp32 --families pointwise_sliced pointwise igemm_simt ;;
+    calls)
+        for cls in ${SLICED_CALL_CLASSES:-bfloat16 tf32 ieee}; do
+            case $cls in
+            bfloat16) report=$OUT/bf16/vs_cudnn_bf16.json only=$HEADS ;;
+            tf32) report=$OUT/tf32/vs_cudnn_tf32.json only=$HEADS ;;
+            *) report=$OUT/fp32/vs_cudnn.json only="" ;;
+            esac
+            [ -f "$report" ] || { echo "no $report: $cls skipped"; continue; }
+            python3 benchmarks/make_replay.py "$report" -o "$OUT/replay_$cls.json.gz" | tail -2
+            timeout "${SLICED_CALLS_S:-150}" python3 benchmarks/user_suite.py --class "$cls" --suite "$SUITE" \
+                ${only:+--only $only} --no-compile --calls 100 --configs-from "$OUT/replay_$cls.json.gz" \
+                --out "$OUT/calls_$cls" 2>&1 | tee "$OUT/calls_$cls.log" | tail -22
+        done ;;
+    *) echo "unknown step $step"; exit 2 ;;
+    esac
+done
