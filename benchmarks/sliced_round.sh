@@ -18,10 +18,10 @@ export CONVTUNE_EXPERIMENTAL=pointwise_sliced
 SUITE=benchmarks/suites/small_gemm_1x1.json
 HEADS="yolov2_voc_head_b1 faster_rcnn_rpn_bbox_b1 openpose_stage1_paf_b4"
 TOP=${SLICED_TOP:-48}
-vs() {   # vs() NAME ARGS...: one vs_cudnn.py run into $OUT/NAME
-    local name=$1
-    shift
-    timeout "${SLICED_BENCH_S:-240}" python3 benchmarks/vs_cudnn.py --suite "$SUITE" --top "$TOP" --buckets 0 \
+vs() {   # vs() NAME SECONDS ARGS...: one vs_cudnn.py run into $OUT/NAME under a timeout (its JSON is written per shape)
+    local name=$1 limit=$2
+    shift 2
+    timeout "$limit" python3 benchmarks/vs_cudnn.py --suite "$SUITE" --top "$TOP" --buckets 0 \
         --out "$OUT/$name" "$@" 2>&1 | tee "$OUT/$name.log" | tail -20
 }
 for step in ${SLICED_STEPS:-tests bf16 tf32 fp32 calls}; do
@@ -30,9 +30,9 @@ for step in ${SLICED_STEPS:-tests bf16 tf32 fp32 calls}; do
     tests)
         timeout "${SLICED_TESTS_S:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/pointwise_sliced 2>&1 | tee "$OUT/gpu_tests.txt" | tail -8 ;;
-    bf16) vs bf16 --dtype bfloat16 --only $HEADS --families pointwise_sliced igemm_half igemm_wgmma_half ;;
-    tf32) vs tf32 --math tf32 --only $HEADS --families pointwise_sliced igemm igemm_wgmma ;;
-    fp32) vs fp32 --families pointwise_sliced pointwise igemm_simt ;;
+    bf16) vs bf16 "${SLICED_BF16_S:-120}" --dtype bfloat16 --only $HEADS --families pointwise_sliced igemm_half igemm_wgmma_half ;;
+    tf32) vs tf32 "${SLICED_TF32_S:-120}" --math tf32 --only $HEADS --families pointwise_sliced igemm igemm_wgmma ;;
+    fp32) vs fp32 "${SLICED_FP32_S:-240}" --families pointwise_sliced pointwise igemm_simt ;;
     calls)
         for cls in ${SLICED_CALL_CLASSES:-bfloat16 tf32 ieee}; do
             case $cls in
