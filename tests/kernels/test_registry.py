@@ -88,7 +88,7 @@ def test_specs_for_filters_unsupported_problems() -> None:
     strided = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 stride=2 pad=1")
     assert [s.family for s in specs_for(strided)] == ["direct", "igemm_simt"]
     pointwise = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=1 S=1")
-    assert [s.family for s in specs_for(pointwise)] == ["direct", "pointwise", "igemm_simt"]
+    assert [s.family for s in specs_for(pointwise)] == ["direct", "pointwise", "igemm_simt", "pointwise_sliced"]
     assert [s.family for s in specs_for(pointwise.replace(pad_h=1, pad_w=1))] == ["direct", "igemm_simt"]
 
 
@@ -107,9 +107,9 @@ def test_launcher_protocol(key: tuple[str, str], every_family: None) -> None:
 
 
 def _exhaustive(problem: ConvProblem, machine: MachineModel) -> tuple[float, object]:
-    """model_fastest without floors: every plan of every family, by (choice_s, key)."""
+    """model_fastest without floors: every plan of every family the untuned choice takes, by (choice_s, key)."""
     best = min(((spec.choice_s(pl, machine), pl.config.key(), spec.predict_s(pl, machine), pl.config)
-                for spec in specs_for(problem) for pl in spec.enumerate_plans(problem, machine)),
+                for spec in specs_for(problem) if spec.chosen_untuned for pl in spec.enumerate_plans(problem, machine)),
                key=lambda c: c[:2])
     return best[2], best[3]
 

@@ -26,7 +26,6 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
-from convtune.kernels import experimental
 from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.igemm.launcher import pack_layout, run_pack
@@ -99,10 +98,9 @@ class PointwiseSlicedFwdConfig(KernelConfig):
 
 
 def supports(problem: ConvProblem) -> bool:
-    """1×1 filters, no padding, groups = 1, float32 / bfloat16 / float16 (any stride), not causal; until a GPU has
-    verified the family, only where ``CONVTUNE_EXPERIMENTAL`` names it (:mod:`convtune.kernels.experimental`)."""
+    """1×1 filters, no padding, groups = 1, float32 / bfloat16 / float16 (any stride), not causal."""
     p = problem
-    return (experimental.enabled(FAMILY) and p.R == 1 and p.S == 1 and p.pad_h == 0 and p.pad_w == 0
+    return (p.R == 1 and p.S == 1 and p.pad_h == 0 and p.pad_w == 0
             and p.groups == 1 and p.dtype in CUDA_TYPES and not p.causal)
 
 

@@ -254,7 +254,8 @@ def test_1x1_variant_takes_pointwise_problems_and_needs_no_layout_change() -> No
     from convtune.kernels.describe import describe
 
     assert [s.kind for s in specs_for(PW16)] == ["igemm_half.fwd", "igemm_half_1x1.fwd", "igemm_wgmma_half.fwd",
-                                              "igemm_wgmma_half_1x1.fwd", "igemm_wgmma_half_1x1_resident.fwd"]
+                                              "igemm_wgmma_half_1x1.fwd", "igemm_wgmma_half_1x1_resident.fwd",
+                                              "pointwise_sliced.fwd"]
     for bad in (PW16.replace(W=5), PW16.replace(R=3, S=3, pad_h=1, pad_w=1), PW16.replace(stride_h=2, stride_w=2)):
         assert "igemm_half_1x1.fwd" not in [s.kind for s in specs_for(bad)], bad.key()
     src = describe(PW16, half.IgemmHalfPointwiseFwdConfig(32, 32, 8, 1, 2, 2, 1), H200)

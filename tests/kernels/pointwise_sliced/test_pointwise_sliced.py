@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from convtune.errors import InvalidConfig
-from convtune.kernels import experimental
 from convtune.kernels.compile import nvcc_available
 from convtune.kernels.pointwise_sliced import launcher
 from convtune.kernels.pointwise_sliced import space as sliced_space
@@ -25,11 +24,6 @@ from convtune.problem import ConvProblem
 H200 = MachineModel.preset("h200")
 YOLOV2_HEAD_B1 = ConvProblem.parse("N=1 C=1024 H=13 W=13 K=125 R=1 S=1 dtype=bfloat16")
 MNV2_7X7_B32 = ConvProblem.parse("N=32 C=576 H=7 W=7 K=160 R=1 S=1")
-
-
-@pytest.fixture(autouse=True)
-def enabled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(experimental.ENV, launcher.FAMILY)
 
 
 def emulate(pl: PointwiseSlicedFwdPlan, x: np.ndarray, wpk: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
@@ -165,12 +159,11 @@ def test_shared_memory_over_the_budget_is_refused() -> None:
     assert err.value.field == "chunk_c"
 
 
-def test_unsupported_problems_and_the_experimental_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert launcher.supports(YOLOV2_HEAD_B1)
+def test_unsupported_problems() -> None:
+    assert launcher.supports(YOLOV2_HEAD_B1) and launcher.supports(YOLOV2_HEAD_B1.replace(dtype="float16"))
     assert not launcher.supports(ConvProblem.parse("N=1 C=8 H=8 W=8 K=8 R=3 S=3 pad=1"))
     assert not launcher.supports(ConvProblem.parse("N=1 C=8 H=8 W=8 K=8 R=1 S=1 pad=1"))
-    monkeypatch.setenv(experimental.ENV, "")
-    assert not launcher.supports(YOLOV2_HEAD_B1)
+    assert not launcher.supports(ConvProblem.parse("N=1 C=8 H=8 W=8 K=8 R=1 S=1 groups=8"))
 
 
 def test_the_untuned_choice_leaves_the_family_out() -> None:

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from convtune.errors import InvalidConfig
-from convtune.kernels import experimental
 from convtune.kernels.pointwise_sliced import launcher
 from convtune.kernels.pointwise_sliced.launcher import PointwiseSlicedFwdConfig as Config
 from convtune.kernels.pointwise_sliced.space import plan
@@ -36,11 +35,6 @@ CONFIGS = {
 PROBLEMS_PER_CONFIG = 12
 
 
-@pytest.fixture(autouse=True)
-def enabled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(experimental.ENV, launcher.FAMILY)
-
-
 def _random_problem(rng: np.random.Generator, config: Config, dtype: str) -> ConvProblem | None:
     n = int(rng.choice([1, 1, 1, 2, 3, 8]))
     c = int(rng.choice([3, 13, 37, 64, 125, 256, 1024]))
@@ -58,22 +52,20 @@ def _random_problem(rng: np.random.Generator, config: Config, dtype: str) -> Con
 def _cases() -> list[Any]:
     rng = np.random.default_rng(20261206)
     cases = []
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv(experimental.ENV, launcher.FAMILY)
-        for dtype in launcher.CUDA_TYPES:
-            for name, config in CONFIGS.items():
-                drawn = 0
-                for _ in range(100 * PROBLEMS_PER_CONFIG):   # a config no problem takes fails test_case_count
-                    if drawn == PROBLEMS_PER_CONFIG:
-                        break
-                    problem = _random_problem(rng, config, dtype)
-                    if problem is not None:
-                        cases.append(pytest.param(problem, config, id=f"{dtype}-{name}-{drawn}", marks=gpu))
-                        drawn += 1
-            for text in ("N=1 C=1024 H=13 W=13 K=125 R=1 S=1", "N=32 C=576 H=7 W=7 K=160 R=1 S=1"):
-                problem = ConvProblem.parse(f"{text} dtype={dtype}")   # the YOLOv2 head b1, a MobileNetV2 7×7 layer
-                cases.append(pytest.param(problem, CONFIGS["16x16k8s4t2x2"], id=f"{dtype}-{problem.N}-{problem.K}",
-                                          marks=gpu))
+    for dtype in launcher.CUDA_TYPES:
+        for name, config in CONFIGS.items():
+            drawn = 0
+            for _ in range(100 * PROBLEMS_PER_CONFIG):   # a config no problem takes fails test_case_count
+                if drawn == PROBLEMS_PER_CONFIG:
+                    break
+                problem = _random_problem(rng, config, dtype)
+                if problem is not None:
+                    cases.append(pytest.param(problem, config, id=f"{dtype}-{name}-{drawn}", marks=gpu))
+                    drawn += 1
+        for text in ("N=1 C=1024 H=13 W=13 K=125 R=1 S=1", "N=32 C=576 H=7 W=7 K=160 R=1 S=1"):
+            problem = ConvProblem.parse(f"{text} dtype={dtype}")   # the YOLOv2 head b1, a MobileNetV2 7×7 layer
+            cases.append(pytest.param(problem, CONFIGS["16x16k8s4t2x2"], id=f"{dtype}-{problem.N}-{problem.K}",
+                                      marks=gpu))
     return cases
 
 
@@ -92,9 +84,7 @@ def test_case_count() -> None:
 @pytest.fixture(scope="module")
 def precompiled(machine, cubin_cache) -> None:
     """Compile every distinct kernel of this module with nvcc in parallel before the first GPU test."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv(experimental.ENV, launcher.FAMILY)
-        cubin_cache(plan(p.values[0], p.values[1], machine).source() for p in CASES)
+    cubin_cache(plan(p.values[0], p.values[1], machine).source() for p in CASES)
 
 
 def _float32_error(problem: ConvProblem, pl: Any) -> float:
