@@ -2,7 +2,7 @@
 
 Import as ``convtune.ops.torch`` (the rest of convtune never imports torch).
 
-* :func:`conv2d` — dense convolution (groups = 1) as the ``convtune::conv2d`` custom op (:mod:`.dense`);
+* :func:`conv2d` — dense convolution (groups = 1) as the ``convtune::conv2d`` operator (:mod:`.dense`);
 * :func:`depthwise_conv1d` (causal) and :func:`depthwise_conv2d` — the depthwise ops (:mod:`.depthwise`);
 * :class:`Conv2d`, :class:`DepthwiseConv2d`, :func:`convert`, :func:`revert` — ``nn.Conv2d`` drop-ins
   (:mod:`.modules`);

@@ -1,6 +1,6 @@
 """PyTorch dense convolution on convtune's kernels: ``conv2d(x, w, bias, stride, padding, dilation)``.
 
-``convtune::conv2d`` is a ``torch.library`` custom op with a fake implementation (so it traces under
+``convtune::conv2d`` is a ``torch.library`` operator with a fake implementation (so it traces under
 ``torch.compile(fullgraph=True)``) and autograd; in plain eager mode :func:`conv2d` reaches the
 implementation without the dispatcher (:mod:`convtune.ops.torch._dispatch`).
 
@@ -35,7 +35,6 @@ Example:
     >>> y = ct.conv2d(x, w, bias, stride=1, padding=1)   # == F.conv2d(x, w, bias, 1, 1)  # doctest: +SKIP
 """
 
-# No ``from __future__ import annotations``: torch.library.custom_op reads the schema from the type hints.
 import functools
 import weakref
 from typing import Any
@@ -48,7 +47,7 @@ from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY as WGMMA_CO
 from convtune.ops.conv2d import conv2d as kernel_conv2d
 from convtune.ops.conv2d import on_clear
 from convtune.ops.conv2d import runner as kernel_runner
-from convtune.ops.torch._dispatch import eager_apply, needs_grad, plain_eager
+from convtune.ops.torch._dispatch import eager_apply, library_op, needs_grad, plain_eager
 
 __all__ = ["conv2d", "conv2d_geometry", "cudnn_conv_tf32", "math_of"]
 
@@ -140,15 +139,11 @@ def _conv2d_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, st
     return y
 
 
-_conv2d_op = torch.library.custom_op("convtune::conv2d", _conv2d_impl, mutates_args=())
-
-
 def _out_size(n: int, k: int, stride: int, pad: int, dil: int) -> int:
     return (n + 2 * pad - dil * (k - 1) - 1) // stride + 1
 
 
-@_conv2d_op.register_fake
-def _(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride_h: int, stride_w: int, pad_h: int,
+def _conv2d_fake(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride_h: int, stride_w: int, pad_h: int,
       pad_w: int, dil_h: int, dil_w: int) -> torch.Tensor:
     N, _, H, W = x.shape
     K, _, R, S = w.shape
@@ -175,7 +170,9 @@ def _backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
     return (dx if mask[0] else None, dw if mask[1] else None, db if mask[2] else None) + (None,) * 6
 
 
-_conv2d_op.register_autograd(_backward, setup_context=_setup)
+_conv2d_op = library_op("conv2d", "(Tensor x, Tensor w, Tensor? bias, SymInt stride_h, SymInt stride_w, SymInt pad_h, "
+                                   "SymInt pad_w, SymInt dil_h, SymInt dil_w) -> Tensor",
+                        _conv2d_impl, _conv2d_fake, _backward, _setup)
 
 
 class _Conv2dFunction(torch.autograd.Function):

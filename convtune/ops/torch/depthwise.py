@@ -1,6 +1,6 @@
 """PyTorch operators on convtune's depthwise kernels: ``depthwise_conv1d`` (causal) and ``depthwise_conv2d``.
 
-Both are ``torch.library`` custom ops with autograd and fake (meta) implementations, so they work under
+Both are ``torch.library`` operators with autograd and fake (meta) implementations, so they work under
 ``torch.compile`` and in CUDA graphs; in plain eager mode the public functions reach the implementations
 without the dispatcher (:mod:`convtune.ops.torch._dispatch`):
 
@@ -26,7 +26,7 @@ without the dispatcher (:mod:`convtune.ops.torch._dispatch`):
 Backward runs the input- and weight-gradient kernels (1-D: ``plan1d`` dgrad/wgrad; 2-D: ``plan2d_dgrad``,
 ``plan2d_wgrad``), each only when its input needs a gradient (``ctx.needs_input_grad``), the weight gradient
 in deterministic mode (per-block fp32 partials summed in a fixed order: bitwise repeatable). Each gradient is
-a custom op of its own (``convtune::depthwise_conv{1,2}d_{dgrad,wgrad}``) with a fake implementation, so the
+an operator of its own (``convtune::depthwise_conv{1,2}d_{dgrad,wgrad}``) with a fake implementation, so the
 backward graph traces under ``torch.compile``; on the reference path they are PyTorch's formulas (2-D:
 ``torch.nn.grad.conv2d_input`` / ``conv2d_weight``, grouped).
 
@@ -35,8 +35,6 @@ Example:
     >>> y = ct.depthwise_conv1d(x, w)   # == F.conv1d(F.pad(x, (K-1, 0)), w[:, None], groups=C)  # doctest: +SKIP
 """
 
-# No ``from __future__ import annotations`` here: torch.library.custom_op reads the operators' schemas from
-# their evaluated type hints.
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -48,7 +46,7 @@ import torch.nn.grad  # conv2d_input / conv2d_weight: a submodule torch.nn does 
 from convtune.errors import InvalidConfig, InvalidInput
 from convtune.ops import resolver
 from convtune.ops.conv2d import as_pair
-from convtune.ops.torch._dispatch import direct_call_ok, eager_apply, needs_grad, plain_eager
+from convtune.ops.torch._dispatch import direct_call_ok, eager_apply, library_op, needs_grad, plain_eager
 from convtune.problem import ConvProblem
 
 __all__ = ["depthwise_conv1d", "depthwise_conv2d"]
@@ -251,7 +249,7 @@ def _ref_wgrad(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
     return torch.einsum("bct,bckt->ck", dy, windows).flip(-1)
 
 
-# ---- 1-D: implementations (what the custom ops register) --------------------------------------------------------
+# ---- 1-D: implementations (what the operators register) --------------------------------------------------------
 def _runner_1d(path: str, a: torch.Tensor, K: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The first call of a 1-D signature: the kernels' runner, or the reference formula (looked up at call
     time, so tests may replace it)."""
@@ -291,24 +289,22 @@ def _dw1d_wgrad_impl(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
     return run(_c(x), _c(dy))
 
 
-_dw1d_fwd_op = torch.library.custom_op("convtune::depthwise_conv1d_fwd", _dw1d_fwd_impl, mutates_args=())
-_dw1d_dgrad_op = torch.library.custom_op("convtune::depthwise_conv1d_dgrad", _dw1d_dgrad_impl, mutates_args=())
-_dw1d_wgrad_op = torch.library.custom_op("convtune::depthwise_conv1d_wgrad", _dw1d_wgrad_impl, mutates_args=())
-
-
-@_dw1d_fwd_op.register_fake
-def _(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def _dw1d_fwd_fake(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
-@_dw1d_dgrad_op.register_fake
-def _(dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def _dw1d_dgrad_fake(dy: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(dy)
 
 
-@_dw1d_wgrad_op.register_fake
-def _(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
+def _dw1d_wgrad_fake(x: torch.Tensor, dy: torch.Tensor, K: int) -> torch.Tensor:
     return x.new_empty((x.shape[1], K))
+
+
+_dw1d_dgrad_op = library_op("depthwise_conv1d_dgrad", "(Tensor dy, Tensor w) -> Tensor", _dw1d_dgrad_impl,
+                            _dw1d_dgrad_fake)
+_dw1d_wgrad_op = library_op("depthwise_conv1d_wgrad", "(Tensor x, Tensor dy, SymInt K) -> Tensor", _dw1d_wgrad_impl,
+                            _dw1d_wgrad_fake)
 
 
 # the gradients as the backward calls them: the implementation directly in eager mode, else the op
@@ -333,7 +329,8 @@ def _dw1d_backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, tor
     return dx, dw
 
 
-_dw1d_fwd_op.register_autograd(_dw1d_backward, setup_context=_dw1d_setup)
+_dw1d_fwd_op = library_op("depthwise_conv1d_fwd", "(Tensor x, Tensor w) -> Tensor", _dw1d_fwd_impl, _dw1d_fwd_fake,
+                          _dw1d_backward, _dw1d_setup)
 
 
 class _Dw1dFunction(torch.autograd.Function):
@@ -468,27 +465,28 @@ def _dw2d_wgrad_impl(x: torch.Tensor, dy: torch.Tensor, R: int, S: int, stride_h
     return run(_c(x), _c(dy))
 
 
-_dw2d_fwd_op = torch.library.custom_op("convtune::depthwise_conv2d_fwd", _dw2d_fwd_impl, mutates_args=())
-_dw2d_dgrad_op = torch.library.custom_op("convtune::depthwise_conv2d_dgrad", _dw2d_dgrad_impl, mutates_args=())
-_dw2d_wgrad_op = torch.library.custom_op("convtune::depthwise_conv2d_wgrad", _dw2d_wgrad_impl, mutates_args=())
-
-
-@_dw2d_fwd_op.register_fake
-def _(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pad_h: int, pad_w: int) -> torch.Tensor:
+def _dw2d_fwd_fake(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pad_h: int,
+                   pad_w: int) -> torch.Tensor:
     N, C, H, W = x.shape
     return x.new_empty((N, C, _out_size(H, w.shape[2], stride_h, pad_h), _out_size(W, w.shape[3], stride_w, pad_w)))
 
 
-@_dw2d_dgrad_op.register_fake
-def _(dy: torch.Tensor, w: torch.Tensor, H: int, W: int, stride_h: int, stride_w: int, pad_h: int,
-      pad_w: int) -> torch.Tensor:
+def _dw2d_dgrad_fake(dy: torch.Tensor, w: torch.Tensor, H: int, W: int, stride_h: int, stride_w: int, pad_h: int,
+                     pad_w: int) -> torch.Tensor:
     return dy.new_empty((dy.shape[0], dy.shape[1], H, W))
 
 
-@_dw2d_wgrad_op.register_fake
-def _(x: torch.Tensor, dy: torch.Tensor, R: int, S: int, stride_h: int, stride_w: int, pad_h: int,
-      pad_w: int) -> torch.Tensor:
+def _dw2d_wgrad_fake(x: torch.Tensor, dy: torch.Tensor, R: int, S: int, stride_h: int, stride_w: int, pad_h: int,
+                     pad_w: int) -> torch.Tensor:
     return x.new_empty((x.shape[1], 1, R, S))
+
+
+_dw2d_dgrad_op = library_op("depthwise_conv2d_dgrad", "(Tensor dy, Tensor w, SymInt H, SymInt W, SymInt stride_h, "
+                                                      "SymInt stride_w, SymInt pad_h, SymInt pad_w) -> Tensor",
+                            _dw2d_dgrad_impl, _dw2d_dgrad_fake)
+_dw2d_wgrad_op = library_op("depthwise_conv2d_wgrad", "(Tensor x, Tensor dy, SymInt R, SymInt S, SymInt stride_h, "
+                                                      "SymInt stride_w, SymInt pad_h, SymInt pad_w) -> Tensor",
+                            _dw2d_wgrad_impl, _dw2d_wgrad_fake)
 
 
 def _dw2d_dgrad(dy: torch.Tensor, w: torch.Tensor, *geometry: int) -> torch.Tensor:
@@ -513,7 +511,9 @@ def _dw2d_backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
     return dx, dw, None, None, None, None
 
 
-_dw2d_fwd_op.register_autograd(_dw2d_backward, setup_context=_dw2d_setup)
+_dw2d_fwd_op = library_op("depthwise_conv2d_fwd", "(Tensor x, Tensor w, SymInt stride_h, SymInt stride_w, "
+                                                  "SymInt pad_h, SymInt pad_w) -> Tensor",
+                          _dw2d_fwd_impl, _dw2d_fwd_fake, _dw2d_backward, _dw2d_setup)
 
 
 class _Dw2dFunction(torch.autograd.Function):
