@@ -11,7 +11,9 @@ op              the ``torch.library`` op through the dispatcher (``torch.ops.con
 op+autograd     the same op on inputs that require grad (the op's registered autograd)
 api+autograd    ``convtune.torch.conv2d`` / ``depthwise_conv*d`` on inputs that require grad (eager autograd.Function)
 api             the same public functions without autograd (inference; forward cases only)
-no-op custom op a ``torch.library`` custom op that launches nothing: the floor of the op mechanism on this host
+no-op custom op a ``torch.library.custom_op`` that launches nothing: that mechanism's floor on this host
+no-op library op the same through ``torch.library.Library`` with a fake and an Autograd kernel, as the convtune ops
+                are defined (:func:`convtune.ops.torch._dispatch.library_op`): their mechanism's floor
 graph           a CUDA graph of one call, replayed (PyTorch's op likewise)
 compile         ``torch.compile(fullgraph=True)`` of the call (PyTorch's op likewise)
 ==============  ===============================================================================================
@@ -111,6 +113,20 @@ def _walls_interleaved(modes: dict[str, Callable[[], Any]], calls: int) -> dict[
 def _noop_op(x: torch.Tensor) -> torch.Tensor:
     """The floor of the custom-op mechanism: a ``torch.library`` op that launches nothing (a 0-d output)."""
     return x.new_empty(())
+
+
+_BENCH_LIBRARY = torch.library.Library("convtune_bench", "FRAGMENT")
+_BENCH_LIBRARY.define("noop_library(Tensor x) -> Tensor")
+_BENCH_LIBRARY.impl("noop_library", lambda x: x.new_empty(()), "CompositeExplicitAutograd")
+torch.library.register_fake("convtune_bench::noop_library", lambda x: x.new_empty(()), lib=_BENCH_LIBRARY)
+_BENCH_LIBRARY.impl("noop_library", lambda x: _noop_library_below(x), "Autograd")
+_noop_library = torch.ops.convtune_bench.noop_library.default
+
+
+def _noop_library_below(x: torch.Tensor) -> torch.Tensor:
+    """The Autograd kernel of the library no-op, as library_op's for inputs that need no gradient."""
+    with torch._C._AutoDispatchBelowAutograd():
+        return _noop_library(x)
 
 
 def _modes_dense(case: Case, machine: Any) -> tuple[dict[str, Callable[[], Any]], float, int, str]:
@@ -266,6 +282,7 @@ def run(cases: list[Case], calls: int) -> list[dict[str, Any]]:
         if not case.backward:   # the public function in eager mode without autograd (inference)
             timed["api"] = modes["ours"]
         timed["no-op custom op"] = lambda: _noop_op(_FLOOR_INPUT)
+        timed["no-op library op"] = lambda: _noop_library(_FLOOR_INPUT)
         results = _walls_interleaved(timed, calls)
         replayed, replay_fns = _graph_and_compile(case, modes, calls)
         results |= replayed
