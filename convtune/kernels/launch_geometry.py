@@ -77,3 +77,19 @@ def checked_min_blocks(threads: int, smem_bytes: int, regs: int, machine: Machin
     if regs > machine.max_regs_per_thread:
         raise InvalidConfig(regs_field, f"~{regs} registers per thread exceed {machine.max_regs_per_thread}")
     return max(1, min(resident_blocks(threads, smem_bytes, regs, machine), 4))
+
+
+def cuda_core_fma_s(macs: float, blocks: int, threads: int, bps: int, fma_efficiency: float, active_warps: int,
+                    machine: MachineModel) -> tuple[float, int, float]:
+    """(seconds, waves, resident warps per busy SM) of ``macs`` fp32 FMAs on the CUDA cores by a grid of ``blocks``
+    blocks of ``threads`` threads, ``bps`` (> 0) resident per SM: ``fma_efficiency`` of the fp32 peak over the SMs
+    the grid fills (its last wave's share), scaled down below ``active_warps`` resident warps per SM (a thread's
+    FMA chains between loads hide their latency only with that many). The CUDA-core families' models
+    (``direct_half``, ``pointwise_sliced``) share it."""
+    busy = min(1.0, blocks / machine.sm_count)                       # SMs with work
+    waves = -(-blocks // (bps * machine.sm_count))
+    fill = blocks / (waves * bps * machine.sm_count)                 # the last wave's share
+    warps = min(bps, -(-blocks // machine.sm_count)) * threads / 32
+    occupancy = min(1.0, warps / active_warps)
+    seconds = 2 * macs / (fma_efficiency * machine.fp32_peak_flops_per_s * busy * max(fill, 1 / waves) * occupancy)
+    return seconds, waves, warps

@@ -29,7 +29,7 @@ from typing import Any
 from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.launch_geometry import checked_min_blocks, resident_blocks
+from convtune.kernels.launch_geometry import checked_min_blocks, cuda_core_fma_s, resident_blocks
 from convtune.kernels.prepared import (
     Launch,
     PreparedLaunch,
@@ -236,14 +236,9 @@ def predict_s(pl: DirectHalfFwdPlan, machine: MachineModel) -> float:
     bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
     if bps == 0:
         return math.inf
-    busy = min(1.0, pl.blocks / machine.sm_count)                     # SMs with work
-    waves = -(-pl.blocks // (bps * machine.sm_count))
-    fill = pl.blocks / (waves * bps * machine.sm_count)                # the last wave's share
     # a thread's FMAs form KB·PT chains between loads: below ACTIVE_WARPS warps an SM cannot hide their latency
-    warps = min(bps, -(-pl.blocks // machine.sm_count)) * c.threads / 32
-    occupancy = min(1.0, warps / ACTIVE_WARPS)
     macs = p.N * p.K * p.P * p.Q * p.C * p.R * p.S / tile_efficiency(pl)
-    fma_s = 2 * macs / (FMA_EFFICIENCY * machine.fp32_peak_flops_per_s * busy * max(fill, 1 / waves) * occupancy)
+    fma_s, _, _ = cuda_core_fma_s(macs, pl.blocks, c.threads, bps, FMA_EFFICIENCY, ACTIVE_WARPS, machine)
     l2_s = 2 * total_traffic_elements(pl) / (L2_OVER_DRAM * machine.copy_bandwidth_bytes_per_s)
     dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
     return max(fma_s, l2_s, dram_s) + LAUNCH_OVERHEAD_S

@@ -29,7 +29,7 @@ from convtune.errors import InvalidConfig
 from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.igemm.launcher import pack_layout, run_pack
-from convtune.kernels.launch_geometry import checked_min_blocks, resident_blocks
+from convtune.kernels.launch_geometry import checked_min_blocks, cuda_core_fma_s, resident_blocks
 from convtune.kernels.prepared import (
     FilterLayout,
     Launch,
@@ -246,13 +246,8 @@ def predict_s(pl: PointwiseSlicedFwdPlan, machine: MachineModel) -> float:
     bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
     if bps == 0:
         return math.inf
-    busy = min(1.0, pl.blocks / machine.sm_count)
-    waves = -(-pl.blocks // (bps * machine.sm_count))
-    fill = pl.blocks / (waves * bps * machine.sm_count)
-    warps = min(bps, -(-pl.blocks // machine.sm_count)) * c.threads / 32
-    occupancy = min(1.0, warps / ACTIVE_WARPS)
     macs = p.N * p.K * p.P * p.Q * p.C / tile_efficiency(pl)
-    fma_s = 2 * macs / (FMA_EFFICIENCY * machine.fp32_peak_flops_per_s * busy * max(fill, 1 / waves) * occupancy)
+    fma_s, waves, warps = cuda_core_fma_s(macs, pl.blocks, c.threads, bps, FMA_EFFICIENCY, ACTIVE_WARPS, machine)
     latency_s = waves * pl.chunks * GLOBAL_LATENCY_S / max(1.0, warps / 4)
     l2_s = traffic_bytes(pl) / (L2_OVER_DRAM * machine.copy_bandwidth_bytes_per_s)
     dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
