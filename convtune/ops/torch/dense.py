@@ -44,8 +44,7 @@ import torch.nn.functional as F
 
 from convtune.errors import InvalidInput
 from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY as WGMMA_COMPUTE_CAPABILITY
-from convtune.ops.conv2d import conv2d as kernel_conv2d
-from convtune.ops.conv2d import on_clear
+from convtune.ops.conv2d import CALL_CACHE_ENTRIES, on_clear
 from convtune.ops.conv2d import runner as kernel_runner
 from convtune.ops.torch._dispatch import eager_apply, library_op, needs_grad, plain_eager
 
@@ -124,6 +123,12 @@ def math_of(x: torch.Tensor) -> str:
     return "tf32" if x.dtype == torch.float32 and cudnn_conv_tf32() else "ieee"
 
 
+#: the op implementation's runners, per (shapes, dtypes, devices, geometry, precision class): the kernels' runner of
+#: contiguous tensors (:func:`convtune.ops.conv2d.runner` checks the arguments once, when it is made)
+_impl_runners: dict[tuple[Any, ...], Any] = {}
+on_clear(_impl_runners.clear)
+
+
 def _conv2d_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride_h: int, stride_w: int,
                  pad_h: int, pad_w: int, dil_h: int, dil_w: int) -> torch.Tensor:
     """y (N, K, P, Q) of x (N, C, H, W) and w (K, C, R, S), contiguous, groups = 1 (the op's implementation)."""
@@ -133,10 +138,15 @@ def _conv2d_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, st
     x = x if x.is_contiguous() else x.contiguous()
     w = w if w.is_contiguous() else w.contiguous()
     # the precision class when the op runs (not when it is traced), as cuDNN reads it
-    y = kernel_conv2d(x, w, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w), math=math_of(x))
-    if bias is not None:
-        y.add_(bias.view(1, -1, 1, 1))
-    return y
+    math = math_of(x)
+    key = (x.shape, w.shape, x.dtype, w.dtype, x.get_device(), w.get_device(), stride_h, stride_w, pad_h, pad_w,
+           dil_h, dil_w, math)
+    run = _impl_runners.get(key)
+    if run is None:
+        if len(_impl_runners) >= CALL_CACHE_ENTRIES:
+            _impl_runners.clear()
+        run = _impl_runners[key] = kernel_runner(x, w, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w), math)
+    return _run_with_bias(run, x, w, bias)
 
 
 def _out_size(n: int, k: int, stride: int, pad: int, dil: int) -> int:
