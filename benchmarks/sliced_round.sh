@@ -9,6 +9,9 @@
 #     tf32    vs_cudnn.py --math tf32 on the three heads: pointwise_sliced, igemm, igemm_wgmma
 #     fp32    vs_cudnn.py (strict fp32) on every entry: pointwise_sliced, pointwise, igemm_simt
 #     calls   per class measured above: make_replay.py of its report, then user_suite.py --configs-from it
+#     wide    the wide suite in bfloat16 through the op, served from the card's six-family bf16 reports
+#             (benchmarks/results/igemm_wgmma_h200/six_families_<card>/half_{public,wide}) plus this run's bf16 report
+#             merged by make_replay.py (the table replay_<card>_bf16 would be with this run's rows)
 # Kernels: precompile off the device (precompile_cubins.py --suite benchmarks/suites/small_gemm_1x1.json --families
 # ... --top $SLICED_TOP with CONVTUNE_EXPERIMENTAL=pointwise_sliced, and --cases of the GPU test module).
 set -uo pipefail
@@ -46,6 +49,15 @@ for step in ${SLICED_STEPS:-tests bf16 tf32 fp32 calls}; do
                 ${only:+--only $only} --no-compile --calls 100 --configs-from "$OUT/replay_$cls.json.gz" \
                 --out "$OUT/calls_$cls" 2>&1 | tee "$OUT/calls_$cls.log" | tail -22
         done ;;
+    wide)
+        card=h200
+        nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100 && card=h100
+        six=benchmarks/results/igemm_wgmma_h200/six_families_$card
+        python3 benchmarks/make_replay.py "$six"/half_public/vs_cudnn_bf16.json "$six"/half_wide/vs_cudnn_bf16.json \
+            "$OUT/bf16/vs_cudnn_bf16.json" -o "$OUT/replay_${card}_bf16.json.gz" | tail -1
+        timeout "${SLICED_WIDE_S:-240}" python3 benchmarks/user_suite.py --class bfloat16 \
+            --suite benchmarks/suites/wide.json --no-compile --calls 100 --configs-from "$OUT/replay_${card}_bf16.json.gz" \
+            --out "$OUT/wide_bf16" 2>&1 | tee "$OUT/wide_bf16.log" | tail -6 ;;
     *) echo "unknown step $step"; exit 2 ;;
     esac
 done
