@@ -52,6 +52,7 @@ from convtune.kernels.devices import device_machine
 from convtune.kernels.prepared import prepare_plan
 from convtune.kernels.registry import get_spec, model_fastest
 from convtune.ops import resolver
+from convtune.ops.torch._dispatch import library_op
 from convtune.problem import ConvProblem
 
 COMPILE_WARNINGS = ("ignore", r".*torch.jit.script_method.*")
@@ -116,17 +117,10 @@ def _noop_op(x: torch.Tensor) -> torch.Tensor:
 
 
 _BENCH_LIBRARY = torch.library.Library("convtune_bench", "FRAGMENT")
-_BENCH_LIBRARY.define("noop_library(Tensor x) -> Tensor")
-_BENCH_LIBRARY.impl("noop_library", lambda x: x.new_empty(()), "CompositeExplicitAutograd")
-torch.library.register_fake("convtune_bench::noop_library", lambda x: x.new_empty(()), lib=_BENCH_LIBRARY)
-_BENCH_LIBRARY.impl("noop_library", lambda x: _noop_library_below(x), "Autograd")
-_noop_library = torch.ops.convtune_bench.noop_library.default
-
-
-def _noop_library_below(x: torch.Tensor) -> torch.Tensor:
-    """The Autograd kernel of the library no-op, as library_op's for inputs that need no gradient."""
-    with torch._C._AutoDispatchBelowAutograd():
-        return _noop_library(x)
+#: the same no-op defined by the convtune ops' own helper (fake, Autograd kernel and all): that mechanism's floor
+_noop_library = library_op("noop_library", "(Tensor x) -> Tensor", lambda x: x.new_empty(()),
+                           lambda x: x.new_empty(()), lambda ctx, dy: (None,), lambda ctx, inputs, output: None,
+                           library=_BENCH_LIBRARY)
 
 
 def _modes_dense(case: Case, machine: Any) -> tuple[dict[str, Callable[[], Any]], float, int, str]:

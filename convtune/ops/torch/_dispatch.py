@@ -74,8 +74,9 @@ def needs_grad(*tensors: Any) -> bool:
 
 def library_op(name: str, schema: str, impl: Callable[..., Any], fake: Callable[..., Any],
                backward: Callable[..., Any] | None = None,
-               setup_context: Callable[..., Any] | None = None) -> Any:
-    """``convtune::<name><schema>`` through ``torch.library.Library``: ``impl`` for every backend
+               setup_context: Callable[..., Any] | None = None, library: Any = LIBRARY) -> Any:
+    """``<namespace>::<name><schema>`` through ``torch.library.Library`` (``library``, default :data:`LIBRARY`:
+    the ``convtune`` namespace; benchmarks define their own): ``impl`` for every backend
     (CompositeExplicitAutograd), ``fake`` for FakeTensor tracing, and with ``backward`` an Autograd kernel —
     ``setup_context(ctx, inputs, output)`` and ``backward(ctx, *grads)`` as ``register_autograd`` takes them — that
     records a node only when grad mode is on and an input requires grad. Returns the ``OpOverload``.
@@ -84,10 +85,10 @@ def library_op(name: str, schema: str, impl: Callable[..., Any], fake: Callable[
     autograd kernel every call runs through) cost 20–30 µs a call against 5–6 µs for a Python kernel registered
     on the Library directly, on a CPU where PyTorch's own relu took 4–6 µs (2026-12-06); opcheck, fake tensors,
     ``torch.compile`` and gradcheck see the same operator."""
-    LIBRARY.define(name + schema)
-    LIBRARY.impl(name, impl, "CompositeExplicitAutograd")
-    torch.library.register_fake(f"convtune::{name}", fake, lib=LIBRARY)
-    op = getattr(torch.ops.convtune, name).default
+    library.define(name + schema)
+    library.impl(name, impl, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{library.ns}::{name}", fake, lib=library)
+    op = getattr(getattr(torch.ops, library.ns), name).default
     if backward is None:
         return op
     if setup_context is None:
@@ -121,5 +122,5 @@ def library_op(name: str, schema: str, impl: Callable[..., Any], fake: Callable[
                     return apply(*args)
         return op.redispatch(keyset & after_autograd, *args)
 
-    LIBRARY.impl(name, autograd_kernel, "Autograd", with_keyset=True)
+    library.impl(name, autograd_kernel, "Autograd", with_keyset=True)
     return op
