@@ -55,9 +55,10 @@
 #               process ($RESIDUE_CLASS, $RESIDUE_TABLE, $RESIDUE_ENTRIES of the wide suite)
 #     eager_profile benchmarks/eager_profile.py: cProfile of converted models' eager forwards ($EAGER_PROFILE_MODELS,
 #               name:batch, default vgg16:1 resnet50:32 mobilenet_v2:32; untuned: the models' choices)
+#     epilogue  benchmarks/epilogue_bench.py: the fused epilogue (bias_act) vs PyTorch's BN + add + activation
 #     models    benchmarks/model_inference.py: $MODELS (default resnet50 vgg16 mobilenet_v2) tuned
 #               ($MODEL_BUDGET_S s, $MODEL_BUDGET_TRIALS trials per convolution; $MODEL_DB; $MODEL_MATH ieee|tf32|bf16)
-#               and converted vs cuDNN
+#               and converted vs cuDNN ($MODEL_FUSE=1: convtune's side fused, cuDNN folded as a second baseline)
 # Python packages missing on the host (optuna, sqlalchemy, ...) come as wheels in .whl/
 # (../shared/tools/device-wheels); they are installed first when present.
 set -uo pipefail
@@ -200,6 +201,8 @@ for step in "$@"; do
             tests/kernels/pointwise/test_pointwise_gpu.py \
             tests/ops/torch/test_torch_dense_gpu.py tests/ops/test_ops_gpu.py tests/ops/torch/test_torch_ops.py tests/ops/torch/test_torch_dense.py \
             tests/ops/test_call_cache.py tests/ops/torch/test_torch_tune.py 2>&1 | tee "$OUT/gpu_dense_torch_tests.txt" | tail -30 ;;
+    epilogue)
+        python3 benchmarks/epilogue_bench.py --out "$OUT/epilogue" 2>&1 | tee "$OUT/epilogue.log" | tail -25 ;;
     call_overhead)
         python3 benchmarks/call_overhead.py --out "$OUT/call_overhead" ${CALL_OVERHEAD_ARGS:-} 2>&1 \
             | tee "$OUT/call_overhead.log" | tail -45 ;;
@@ -216,7 +219,7 @@ for step in "$@"; do
         models=${MODELS:-resnet50 vgg16 mobilenet_v2}
         python3 benchmarks/model_inference.py --models $models --budget-s "${MODEL_BUDGET_S:-150}" \
             --budget-trials "${MODEL_BUDGET_TRIALS:-6}" --db "${MODEL_DB:-sqlite:////tmp/convtune-models.db}" \
-            --math "${MODEL_MATH:-ieee}" \
+            --math "${MODEL_MATH:-ieee}" ${MODEL_FUSE:+--fuse} \
             --out "$OUT/models_${models// /_}" 2>&1 | tee "$OUT/models_${models// /_}.log" | tail -40 ;;
     eager_profile)
         for spec in ${EAGER_PROFILE_MODELS:-vgg16:1 resnet50:32 mobilenet_v2:32}; do

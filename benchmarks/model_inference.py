@@ -19,6 +19,12 @@ cuDNN fp32: ResNet-50 ≥ 1.3×, VGG-16 ≥ 2.0×, MobileNetV2 ≥ 1.3×. The pe
 floor ms, efficiency, share of the model's convolution time) is the tuner's. Models use random weights
 (``weights=None``: nothing is downloaded). Writes ``model_inference.md`` / ``.json`` under ``--out``.
 
+``--fuse`` runs convtune's side as ``convtune.ops.torch.fuse(converted model)``: BatchNorm folded into the filters,
+bias, residual add and ReLU / ReLU6 in one epilogue pass after each convolution. The same folding is then also given
+to cuDNN as a second baseline (``cudnn_fp32_folded``: PyTorch's own ``torch.fx.experimental.optimization.fuse``,
+conv + BN folded, bias, add and activation left as PyTorch's ops), so the table separates what the folding gives
+(anyone can fold) from what the fused epilogue and the kernels give.
+
 ``--math tf32`` tunes and runs convtune in the TF32 class instead (``cudnn.allow_tf32=True`` while tuning and
 running, so the ops pick ``math="tf32"`` and the tensor-core family competes): the accuracy gate is then cuDNN
 TF32's own error against cuDNN fp32, × 2, and the speedup that counts is against cuDNN TF32. ``--math bf16``
@@ -169,7 +175,8 @@ class _Autocast(torch.nn.Module):
 
 
 def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: str,
-              math: str = "ieee") -> tuple[dict[str, Any], Callable[[], list[dict[str, Any]]] | None]:
+              math: str = "ieee",
+              fuse: bool = False) -> tuple[dict[str, Any], Callable[[], list[dict[str, Any]]] | None]:
     """The model's row, and (fp32 classes) the per-layer kernel table to take once every model's forwards are
     timed (``main``: no forward after a profiler session)."""
     import torchvision
@@ -178,7 +185,7 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
     model = getattr(torchvision.models, name)(weights=None).cuda().eval().requires_grad_(False)
     x = torch.randn(batch, 3, 224, 224, device="cuda")
     torch.backends.cudnn.benchmark = True
-    row: dict[str, Any] = {"model": name, "batch": batch, "math": math}
+    row: dict[str, Any] = {"model": name, "batch": batch, "math": math, "fused": fuse}
     tf32, bf16 = math == "tf32", math == "bf16"
     _set_tf32(False)
     with torch.no_grad():
@@ -189,6 +196,15 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
         row["cudnn_tf32_rel_error"] = rel_error(model(x), reference)
     row["cudnn_tf32"] = _timings(model, x)
     _set_tf32(tf32)
+    if fuse and not (tf32 or bf16):
+        # the fair control of --fuse: cuDNN with the same conv + BN folding (PyTorch's own pass)
+        from torch.fx.experimental.optimization import fuse as torch_fold
+
+        folded = torch_fold(model)
+        with torch.no_grad():
+            row["cudnn_fp32_folded_rel_error"] = rel_error(folded(x), reference)
+        row["cudnn_fp32_folded"] = _timings(folded, x)
+        _set_tf32(tf32)
     run = _Autocast(model) if bf16 else model     # the bf16 class: the whole forward under autocast
     if bf16:
         with torch.no_grad():
@@ -202,17 +218,25 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
     baseline = copy.deepcopy(run)   # the class's cuDNN model, timed again in turn with the converted one
     ct.convert(model)
     row["converted"] = len(ct.converted(model))
+    if fuse:
+        fused = ct.fuse(model)
+        row["fused_convolutions"] = len(ct.fused(fused))
+        run = _Autocast(fused) if bf16 else fused
     with torch.no_grad():
         out = run(x)
     row["rel_error_vs_cudnn_fp32"] = rel_error(out, reference)
     base = BASELINE_OF[math]
     row[f"{base}_before_tuning"] = row[base]
     row["convtune"], row[base] = _paired_timings(run, baseline, x)
+    if "cudnn_fp32_folded" in row:   # timed in turn with convtune as well: the host drifts over the tuning minutes
+        row["cudnn_fp32_folded_before_tuning"] = row["cudnn_fp32_folded"]
+        _, row["cudnn_fp32_folded"] = _paired_timings(run, folded, x)
+        del folded
     del baseline
     ct.revert(model)
     # the per-convolution table times fp32 calls: not the bf16 class's
     layers = None if bf16 else functools.partial(_layer_kernel_ms, model, x, tf32)
-    for base in ("cudnn_fp32", "cudnn_tf32", "cudnn_bf16"):
+    for base in ("cudnn_fp32", "cudnn_tf32", "cudnn_bf16", "cudnn_fp32_folded"):
         for mode in ("eager_ms", "graph_ms"):
             if base in row:
                 row[f"speedup_{mode[:-3]}_vs_{base}"] = row[base][mode] / row["convtune"][mode]
@@ -244,6 +268,15 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"{r['speedup_eager_vs_cudnn_tf32']:.2f} / {r['speedup_graph_vs_cudnn_tf32']:.2f} | "
             f"{r['rel_error_vs_cudnn_fp32']:.1e} | {verdict} |")
     for r in rows:
+        if "cudnn_fp32_folded" in r:
+            fo = r["cudnn_fp32_folded"]
+            lines += ["", f"{r['model']}: convtune fused ({r.get('fused_convolutions')} convolutions with BN folded "
+                      "and the epilogue fused) against cuDNN fp32 with the same conv + BN folding "
+                      f"(`torch.fx.experimental.optimization.fuse`): cuDNN folded {fo['eager_ms']:.3f} / "
+                      f"{fo['graph_ms']:.3f} ms eager / graph, **{r['speedup_eager_vs_cudnn_fp32_folded']:.2f}× / "
+                      f"{r['speedup_graph_vs_cudnn_fp32_folded']:.2f}×**; its output error vs the unfolded model "
+                      f"{r['cudnn_fp32_folded_rel_error']:.1e}."]
+    for r in rows:
         if "cudnn_bf16" in r:
             b = r["cudnn_bf16"]
             lines += ["", f"bf16 class (the forward under `torch.autocast(\"cuda\", bfloat16)`, ours and PyTorch's): "
@@ -273,8 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--math", choices=("ieee", "tf32", "bf16"), default="ieee",
                     help="convtune's precision class: ieee (strict fp32), tf32 (PyTorch's default for convolutions) "
                          "or bf16 (the forward under torch.autocast bfloat16, vs cuDNN bf16)")
+    ap.add_argument("--fuse", action="store_true", help="convtune's side fused (BN folded, epilogue in one pass); "
+                                                         "cuDNN with the same folding reported as a second baseline")
     args = ap.parse_args(argv)
-    measured = [run_model(name, MODELS[name], args.budget_s, args.budget_trials, args.db, args.math)
+    measured = [run_model(name, MODELS[name], args.budget_s, args.budget_trials, args.db, args.math, args.fuse)
                 for name in args.models]
     # the per-layer kernel tables after every model's forwards: a CUDA profiler session can slow every later
     # launch of the process (benchmarks/profiler_residue.py), and the next model's eager forwards are host-bound

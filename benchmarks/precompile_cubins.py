@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from convtune.kernels.compile import CompileError, precompile
+from convtune.kernels.epilogue import launcher as epilogue_launcher
 from convtune.kernels.registry import get_spec, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -147,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         texts += table_sources(table, machine)
     for spec_text in args.cases:
         texts += case_sources(spec_text, machine)
+    # the convolution epilogue (convtune.ops.torch.fuse runs it after every fused convolution): one small source
+    texts.append(epilogue_launcher.source())
     unique = list(dict.fromkeys(texts))
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

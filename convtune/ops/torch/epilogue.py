@@ -1,0 +1,152 @@
+"""The convolution epilogue on PyTorch tensors: ``bias_act(y, bias, residual, activation)`` =
+``act(y + bias[k] (+ residual))`` in one pass (:mod:`convtune.kernels.epilogue`).
+
+What :func:`convtune.ops.torch.fuse` runs after each convolution once BatchNorm is folded into the filters: one
+read and one write of the map (plus the residual's read) where PyTorch's BatchNorm, add and ReLU each read and
+write it, and one launch where they take two to four.
+
+* CUDA float32 / bfloat16 / float16, y contiguous (N, K, H, W), a residual of y's shape and dtype: the kernel on the
+  caller's current stream, sums in fp32, rounded once to y's dtype (capturable in a CUDA graph, no host sync);
+  ``inplace=True`` writes y itself (eager, no gradient needed: the fused modules pass their own fresh output).
+* Anything else (CPU, float64, other layouts): the same formula with PyTorch's ops (what gradcheck exercises).
+* ``convtune::bias_act`` is a ``torch.library`` operator (fake implementation, autograd: the activation's mask,
+  the bias's sum over (N, H, W)); eager calls without a mode or gradient skip the dispatcher
+  (:mod:`convtune.ops.torch._dispatch`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from convtune.errors import InvalidInput
+from convtune.kernels.epilogue import launcher as _kernel
+from convtune.ops.conv2d import CALL_CACHE_ENTRIES, on_clear, torch_stream_getter
+from convtune.ops.torch._dispatch import library_op, needs_grad, plain_eager
+
+__all__ = ["ACTIVATIONS", "bias_act"]
+
+#: activation names, in the kernel's code order: identity, max(v, 0), min(max(v, 0), 6)
+ACTIVATIONS: tuple[str, ...] = tuple(_kernel.ACTIVATIONS)
+_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def _torch_bias_act(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None, activation: int) -> Any:
+    """The formula with PyTorch's ops, in the promoted dtype of y and bias, rounded once to y's dtype."""
+    z = y + bias.view(1, -1, 1, 1)
+    if residual is not None:
+        z = z + residual
+    if activation == 1:
+        z = torch.relu(z)
+    elif activation == 2:
+        z = F.hardtanh(z, 0.0, 6.0)
+    return z.to(y.dtype)
+
+
+def _kernels_take(y: torch.Tensor, residual: torch.Tensor | None) -> bool:
+    return (y.is_cuda and y.dtype in _DTYPES and y.dim() == 4 and y.is_contiguous() and 0 < y.numel()
+            <= _kernel.MAX_ELEMENTS and (residual is None or (residual.dtype == y.dtype and residual.is_contiguous()
+                                                                and residual.device == y.device)))
+
+
+#: per (shape, dtype, device, activation, residual?, vector width): the prepared launch
+_prepared: dict[tuple[Any, ...], Any] = {}
+on_clear(_prepared.clear)
+
+
+def _launch(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None, activation: int,
+            out: torch.Tensor) -> torch.Tensor:
+    """The kernel, ``out`` = act(y + bias (+ residual)) (out may be y); the caller checked :func:`_kernels_take`."""
+    if bias.dtype != torch.float32 or not bias.is_contiguous():
+        bias = bias.float().contiguous()
+    N, K, H, W = y.shape
+    dtype = _DTYPES[y.dtype]
+    y_ptr, out_ptr = y.data_ptr(), out.data_ptr()
+    res_ptr = y_ptr if residual is None else residual.data_ptr()
+    vector = _kernel.vector_width(H * W, y_ptr, out_ptr, res_ptr, dtype=dtype)
+    device = y.get_device()
+    key = (y.shape, dtype, device, activation, residual is not None, vector)
+    prepared = _prepared.get(key)
+    if prepared is None:
+        if len(_prepared) >= CALL_CACHE_ENTRIES:
+            _prepared.clear()
+        plan = _kernel.make_plan(dtype, N, K, H * W, ACTIVATIONS[activation], residual is not None, vector)
+        prepared = _prepared[key] = _kernel.prepare(plan, device)
+    prepared((y_ptr, bias.data_ptr(), res_ptr, out_ptr), torch_stream_getter(torch)(device))
+    return out
+
+
+def _bias_act_impl(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None, activation: int) -> Any:
+    if _kernels_take(y, residual):
+        return _launch(y, bias, residual, activation, torch.empty_like(y))
+    return _torch_bias_act(y, bias, residual, activation)
+
+
+def _bias_act_fake(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None, activation: int) -> Any:
+    return torch.empty_like(y)
+
+
+def _setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    _, bias, residual, activation = inputs
+    ctx.save_for_backward(output)
+    ctx.activation, ctx.bias_dtype, ctx.residual = activation, bias.dtype, residual is not None
+
+
+def _backward(ctx: Any, dz: torch.Tensor) -> tuple[Any, ...]:
+    """dy = dres = dz where the activation passes it (z in (0, ∞) for relu, (0, 6) for relu6, everywhere for
+    none), dbias = its sum over (N, H, W)."""
+    (z,) = ctx.saved_tensors
+    if ctx.activation == 1:
+        dz = dz * (z > 0)
+    elif ctx.activation == 2:
+        dz = dz * ((z > 0) & (z < 6))
+    need_y, need_b, need_r = ctx.needs_input_grad[:3]
+    dbias = dz.sum((0, 2, 3)).to(ctx.bias_dtype) if need_b else None
+    return (dz if need_y else None, dbias, dz if need_r and ctx.residual else None, None)
+
+
+_bias_act_op = library_op("bias_act", "(Tensor y, Tensor bias, Tensor? residual, int activation) -> Tensor",
+                          _bias_act_impl, _bias_act_fake, _backward, _setup)
+
+
+def _check(y: Any, bias: Any, residual: Any, activation: str) -> int:
+    if activation not in _kernel.ACTIVATIONS:
+        raise InvalidInput("activation", f"{activation!r}: one of {', '.join(ACTIVATIONS)}")
+    if not isinstance(y, torch.Tensor) or y.dim() != 4:
+        raise InvalidInput("y", f"must be a 4-D tensor (N, K, H, W), got {getattr(y, 'shape', type(y).__name__)}")
+    if not isinstance(bias, torch.Tensor) or bias.shape != (y.shape[1],) or bias.device != y.device:
+        raise InvalidInput("bias", f"must be a ({y.shape[1]},) tensor on {y.device}, got "
+                                   f"{getattr(bias, 'shape', type(bias).__name__)}")
+    if residual is not None and (not isinstance(residual, torch.Tensor) or residual.shape != y.shape
+                                 or residual.device != y.device):
+        raise InvalidInput("residual", f"must be a tensor of y's shape {tuple(y.shape)} on {y.device}, got "
+                                       f"{getattr(residual, 'shape', type(residual).__name__)}")
+    return _kernel.ACTIVATIONS[activation]
+
+
+def bias_act(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None = None, activation: str = "none",
+             inplace: bool = False) -> torch.Tensor:
+    """``act(y + bias.view(1, -1, 1, 1) + residual)`` in one pass.
+
+    Args:
+        y: (N, K, H, W), a convolution's output.
+        bias: (K,) (float32 on the kernel path; other dtypes are converted per call).
+        residual: None or a tensor of y's shape (the kernel path wants y's dtype; others run PyTorch's ops).
+        activation: ``"none"``, ``"relu"`` or ``"relu6"``.
+        inplace: write the result into y when the kernel runs in plain eager mode without a gradient (y must not
+            be needed afterwards); otherwise a new tensor is returned as usual.
+
+    Returns:
+        A tensor of y's shape and dtype, sums in fp32 (or y's promoted dtype on the PyTorch path).
+
+    Raises:
+        InvalidInput: naming ``y``, ``bias``, ``residual`` or ``activation``.
+    """
+    code = _check(y, bias, residual, activation)
+    if torch.compiler.is_compiling() or not plain_eager(y, bias, residual) or needs_grad(y, bias, residual):
+        return _bias_act_op(y, bias, residual, code)
+    if _kernels_take(y, residual):
+        return _launch(y, bias, residual, code, y if inplace else torch.empty_like(y))
+    return _torch_bias_act(y, bias, residual, code)
