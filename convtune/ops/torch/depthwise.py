@@ -47,6 +47,7 @@ from convtune.errors import InvalidConfig, InvalidInput
 from convtune.ops import resolver
 from convtune.ops.conv2d import as_pair
 from convtune.ops.torch._dispatch import direct_call_ok, eager_apply, library_op, needs_grad, plain_eager
+from convtune.ops.torch.dense import autocast_inputs
 from convtune.problem import ConvProblem
 
 __all__ = ["depthwise_conv1d", "depthwise_conv2d"]
@@ -380,6 +381,7 @@ def depthwise_conv1d(x: torch.Tensor, w: torch.Tensor, causal: bool = True) -> t
         raise InvalidInput("causal", "only causal=True is implemented (left padding K−1, output length L)")
     if w.dim() == 3 and w.shape[1] == 1:
         w = w[:, 0, :]
+    x, w, _ = autocast_inputs(x, w, None)   # inside torch.autocast("cuda"): the autocast dtype, as F.conv1d
     if torch.compiler.is_compiling():
         _check_1d(x, w)
         return _dw1d_fwd_op(x.contiguous(), w.flip(-1).contiguous())
@@ -572,11 +574,14 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, 
 
     Returns:
         y (N, C, P, Q) equal to ``F.conv2d(x, w, stride=stride, padding=padding, groups=C)``.
+        Inside ``torch.autocast("cuda")`` CUDA inputs are cast to the autocast dtype first, as PyTorch casts
+        ``F.conv2d``'s (y in that dtype).
 
     Raises:
         InvalidInput: wrong ranks or shapes, stride < 1, padding < 0, devices or dtypes that differ, a CUDA dtype
             other than float32, float16, bfloat16 and float64.
     """
+    x, w, _ = autocast_inputs(x, w, None)   # inside torch.autocast("cuda"): the autocast dtype, as F.conv2d
     if torch.compiler.is_compiling():
         return _dw2d_fwd_op(x.contiguous(), w.contiguous(), *_check_2d(x, w, stride, padding))
     try:

@@ -101,6 +101,7 @@ class _Tracer(fx.Tracer):
 
 #: the forwards of the convolutions fuse() rewrites (a subclass with its own forward is left alone)
 _FORWARDS = (nn.Conv2d.forward, Conv2d.forward, DepthwiseConv2d.forward)
+_HALF = (torch.bfloat16, torch.float16)
 _RELU_FUNCTIONS = (F.relu, torch.relu, torch.relu_)
 _ADD_FUNCTIONS = (operator.add, operator.iadd, torch.add)
 
@@ -163,7 +164,8 @@ def _batch_norm(node: fx.Node, modules: dict[str, nn.Module], source: fx.Node,
 
 def fold_batch_norm(conv: nn.Conv2d, bn: nn.BatchNorm2d | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(w', b') of ``bn(conv(x)) == conv'(x)``: w' = w · s, b' = (b − μ) · s + β with s = γ / √(σ² + ε) per output
-    channel (computed in float64, returned in the weight's dtype); without ``bn`` the conv's own (w, b or 0)."""
+    channel (computed in float64; w' in the weight's dtype, b' in the bias's, float32 for 16-bit ones); without
+    ``bn`` the conv's own (w, b or 0)."""
     w = conv.weight.detach()
     b = conv.bias.detach() if conv.bias is not None else torch.zeros(w.shape[0], dtype=w.dtype, device=w.device)
     if bn is None:
@@ -175,7 +177,8 @@ def fold_batch_norm(conv: nn.Conv2d, bn: nn.BatchNorm2d | None) -> tuple[torch.T
     beta = bn.bias.detach().double() if bn.bias is not None else torch.zeros_like(var)
     scale = gamma / torch.sqrt(var + bn.eps)
     folded_w = (w.double() * scale.view(-1, 1, 1, 1)).to(w.dtype)
-    folded_b = ((b.double() - mean) * scale + beta).to(b.dtype)
+    # the epilogue adds the bias in fp32: a 16-bit model's folded bias is kept in float32, not rounded to 16 bits
+    folded_b = ((b.double() - mean) * scale + beta).to(torch.float32 if b.dtype in _HALF else b.dtype)
     return folded_w, folded_b
 
 
@@ -186,7 +189,8 @@ def fuse(model: nn.Module) -> fx.GraphModule:
     Args:
         model: an ``nn.Module`` in eval mode whose forward ``torch.fx`` can trace (torchvision's ResNets, VGGs,
             MobileNets trace). Plain ``nn.Conv2d`` and convtune's drop-ins are fused; convolutions shared by two
-            call sites, and BatchNorm without running statistics, are left as they are.
+            call sites or whose parameters the forward also reads, and BatchNorm without running statistics, are left as
+            they are.
 
     Returns:
         A ``torch.fx.GraphModule``: same outputs up to rounding, same parameter names for the fused convolutions
@@ -213,16 +217,21 @@ def fuse(model: nn.Module) -> fx.GraphModule:
     gm = fx.GraphModule(copied, graph, copied.__class__.__name__)
     modules = dict(gm.named_modules())
     calls: dict[str, int] = {}
+    read: set[str] = set()     # modules whose parameters or buffers the forward also reads (get_attr)
     for node in gm.graph.nodes:
         if node.op == "call_module":
             calls[node.target] = calls.get(node.target, 0) + 1
+        elif node.op == "get_attr":
+            parts = str(node.target).split(".")
+            read.update(".".join(parts[:i]) for i in range(1, len(parts)))
     for node in list(gm.graph.nodes):
-        if node.op != "call_module" or calls[node.target] != 1 or len(node.args) != 1 or node.kwargs:
+        if (node.op != "call_module" or calls[node.target] != 1 or node.target in read or len(node.args) != 1
+                or node.kwargs):
             continue
         conv = modules[node.target]
         if not isinstance(conv, nn.Conv2d) or isinstance(conv, FusedConv2d) or type(conv).forward not in _FORWARDS:
             continue
-        _fuse_chain(gm, modules, node, conv)
+        _fuse_chain(gm, modules, node, conv, read)
     gm.graph.eliminate_dead_code()
     gm.delete_all_unused_submodules()
     gm.graph.lint()
@@ -230,12 +239,15 @@ def fuse(model: nn.Module) -> fx.GraphModule:
     return gm
 
 
-def _fuse_chain(gm: fx.GraphModule, modules: dict[str, nn.Module], node: fx.Node, conv: nn.Conv2d) -> None:
-    """Rewrite conv → [BatchNorm] → [+ other] → [activation] starting at ``node`` (single-user links only)."""
+def _fuse_chain(gm: fx.GraphModule, modules: dict[str, nn.Module], node: fx.Node, conv: nn.Conv2d,
+                read: set[str]) -> None:
+    """Rewrite conv → [BatchNorm] → [+ other] → [activation] starting at ``node`` (single-user links only; a
+    BatchNorm whose statistics the forward also reads, or that is called elsewhere, is not folded)."""
     end, removed = node, []
     bn = other = activation = None
     nxt = _sole_user(end)
-    if nxt is not None and (bn := _batch_norm(nxt, modules, end, conv.out_channels)) is not None:
+    if (nxt is not None and str(nxt.target) not in read and (bn := _batch_norm(nxt, modules, end, conv.out_channels))
+            is not None):
         end, nxt = nxt, _sole_user(nxt)
         removed.append(end)
     if nxt is not None and (other := _added(nxt, end)) is not None:
