@@ -53,6 +53,10 @@ def main() -> int:
         x1, w1 = torch.randn(4, 32, 64), torch.randn(32, 4)
         x2, w2 = torch.randn(4, 32, 14, 14), torch.randn(32, 1, 3, 3)
         xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+        block = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), torch.nn.BatchNorm2d(64),
+                                    torch.nn.ReLU()).eval()
+        fused = ct.fuse(block)
+        y0 = torch.randn(1, 64, 14, 14)
         rows = [
             ("convtune.conv2d hit (direct, 1 launch)", lambda: convtune.conv2d(x, w, 1, 1, config=key)),
             ("convtune.conv2d hit (unfused, 3 launches + workspace)", lambda: convtune.conv2d(x, w, 1, 1,
@@ -62,6 +66,9 @@ def main() -> int:
             ("convtune.ops.torch.conv2d eager, autograd.Function", lambda: ct.conv2d(xg, wg, None, 1, 1)),
             ("convtune.ops.torch.depthwise_conv1d eager, no grad", lambda: ct.depthwise_conv1d(x1, w1)),
             ("convtune.ops.torch.depthwise_conv2d eager, no grad", lambda: ct.depthwise_conv2d(x2, w2, 1, 1)),
+            ("convtune.ops.torch.bias_act eager, in place", lambda: ct.bias_act(y0, b, None, "relu", inplace=True)),
+            ("conv → BN → ReLU as ct.fuse runs it (FusedConv2d, no grad)", torch.no_grad()(lambda: fused(x))),
+            ("the same as PyTorch modules on the CPU (for scale: real CPU kernels)", torch.no_grad()(lambda: block(x))),
         ]
         print("| call | µs per call (CPU, launch stubbed) |\n|---|---|")
         for name, fn in rows:

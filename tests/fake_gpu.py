@@ -70,10 +70,11 @@ def install_fake_gpu(monkeypatch: Any) -> Recorder:
 
     from convtune.kernels import devices, prepared
     from convtune.kernels.direct import launcher as direct
+    from convtune.kernels.epilogue import launcher as epilogue_launcher
     from convtune.kernels.igemm import launcher as igemm
     from convtune.kernels.winograd import filters as wino_filters
     from convtune.ops import conv2d, resolver
-    from convtune.ops.torch import dense
+    from convtune.ops.torch import dense, epilogue
     from convtune.ops.torch import depthwise as dw
 
     rec = install(monkeypatch)
@@ -105,6 +106,11 @@ def install_fake_gpu(monkeypatch: Any) -> Recorder:
     monkeypatch.setattr(dw, "_device_index", lambda t: 0)
     monkeypatch.setattr(dw, "_compiled", lambda pl, device: fake_kernels(rec, pl))
     monkeypatch.setattr(dw, "_kernel_runner", functools.partial(dw._kernel_runner, device=cpu))
+    bias_act = rec.kernel("bias_act", 4, 5)
+    monkeypatch.setattr(epilogue_launcher, "load_kernel", lambda *a, **k: bias_act)
+    monkeypatch.setattr(epilogue, "_kernels_take", lambda y, residual: y.dtype != torch.float64 and (
+        residual is None or residual.dtype == y.dtype))
+    monkeypatch.setattr(epilogue, "torch_stream_getter", lambda torch_module: (lambda index: 0x5EED))
     resolver.set_lookup(False)
     conv2d.clear_caches()
     dw.clear_cache()

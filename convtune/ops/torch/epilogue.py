@@ -26,7 +26,7 @@ from convtune.kernels.epilogue import launcher as _kernel
 from convtune.ops.conv2d import CALL_CACHE_ENTRIES, on_clear, torch_stream_getter
 from convtune.ops.torch._dispatch import library_op, needs_grad, plain_eager
 
-__all__ = ["ACTIVATIONS", "bias_act"]
+__all__ = ["ACTIVATIONS", "apply_bias_act", "bias_act"]
 
 #: activation names, in the kernel's code order: identity, max(v, 0), min(max(v, 0), 6)
 ACTIVATIONS: tuple[str, ...] = tuple(_kernel.ACTIVATIONS)
@@ -144,7 +144,13 @@ def bias_act(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None 
     Raises:
         InvalidInput: naming ``y``, ``bias``, ``residual`` or ``activation``.
     """
-    code = _check(y, bias, residual, activation)
+    return apply_bias_act(y, bias, residual, _check(y, bias, residual, activation), inplace)
+
+
+def apply_bias_act(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None, code: int,
+                   inplace: bool) -> torch.Tensor:
+    """:func:`bias_act` of checked arguments (``code``: the index of the activation in :data:`ACTIVATIONS`), for
+    callers whose arguments are consistent by construction (:class:`convtune.ops.torch.fuse.FusedConv2d`)."""
     if torch.compiler.is_compiling() or not plain_eager(y, bias, residual) or needs_grad(y, bias, residual):
         return _bias_act_op(y, bias, residual, code)
     if _kernels_take(y, residual):
