@@ -437,3 +437,21 @@ def test_a_16_bit_folded_bias_stays_float32() -> None:
     expected = (-bn.running_mean.double()) * bn.weight.double() / torch.sqrt(bn.running_var.double() + bn.eps) \
         + bn.bias.double()
     torch.testing.assert_close(bias.double(), expected, rtol=1e-6, atol=1e-7)
+
+
+def test_a_fused_model_compiles_with_fullgraph() -> None:
+    """torch.compile traces a fused model end to end (FusedConv2d → the conv2d and bias_act operators, their fake
+    implementations under aot_eager) and gives the fused model's outputs."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(5)
+    model = nn.Sequential(nn.Conv2d(4, 6, 3, padding=1, bias=False), nn.BatchNorm2d(6), nn.ReLU6(),
+                          nn.Conv2d(6, 6, 1), nn.ReLU()).eval()
+    _randomise_bn(model[1].double(), g)
+    model[1].float()
+    fused = ct.fuse(model)
+    x = torch.randn(2, 4, 7, 7, generator=g)
+    compiled = torch.compile(fused, fullgraph=True, backend="aot_eager")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), fused(x), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(fused(x), model(x), rtol=1e-5, atol=1e-5)
+    assert [a for _, a, _ in ct.fused(fused)] == ["relu6", "relu"]
