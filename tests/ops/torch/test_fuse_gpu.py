@@ -14,16 +14,7 @@ ct = pytest.importorskip("convtune.ops.torch")
 epilogue = pytest.importorskip("convtune.ops.torch.epilogue")
 
 
-pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(autouse=True)
-def _strict_fp32():
-    """cuDNN's references in true fp32 (PyTorch's default is TF32 for convolutions); restored afterwards."""
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("strict_fp32")]
 
 
 def _rel(a, b) -> float:

@@ -20,7 +20,7 @@ ct = pytest.importorskip("convtune.ops.torch")
 dense = pytest.importorskip("convtune.ops.torch.dense")
 nn = torch.nn
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("strict_fp32")]
 COMPILE_WARNINGS = pytest.mark.filterwarnings("ignore:.torch.jit.script_method. is deprecated:DeprecationWarning")
 
 DIRECT = ("direct.fwd tile_h=4 tile_w=32 tile_k=64 chunk_c=8 thread_h=1 thread_w=4 thread_k=8 stages=2 vec=1 "
@@ -38,15 +38,6 @@ FAMILIES = [
     pytest.param("N=2 C=8 H=23 W=21 K=12 R=5 S=3 stride=2 pad=2 dilation=1", None, 1e-5, id="resolved-5x3-s2"),
     pytest.param("N=4 C=64 H=14 W=14 K=32 R=1 S=1", None, 1e-5, id="resolved-1x1"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _strict_fp32():
-    """cuDNN's references and PyTorch's gradients in true fp32 (PyTorch's default is TF32 for convolutions)."""
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def _rel(a, b) -> float:
