@@ -27,7 +27,7 @@ ADDED_SOURCES = {"igemm_fwd.cu", "igemm_half.cu", "igemm_half_1x1.cu", "igemm_si
                  "igemm_wgmma_half_1x1.cu", "winograd_unfused_tf32.cu", "winograd_unfused_r.cu",
                  "igemm_wgmma_half_1x1_resident.cu", "direct_half_fwd.cu",
                  "igemm_wgmma_1x1_resident.cu", "igemm_wgmma_half_1x1_pingpong.cu",
-                 "pointwise_sliced_fwd.cu"}
+                 "pointwise_sliced_fwd.cu", "bias_act.cu"}
 
 
 def test_every_registered_family_keeps_its_version() -> None:
