@@ -249,7 +249,9 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
 
 
 def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    lines = [f"# Model inference, fp32 ({meta['device']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, "
+    classes = sorted({r.get("math", "ieee") for r in rows})
+    title = ", ".join({"ieee": "fp32", "tf32": "TF32", "bf16": "bf16 autocast"}[c] for c in classes) or "fp32"
+    lines = [f"# Model inference, {title} ({meta['device']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, "
              f"{meta['date']})", "",
              f"ms per forward (no grad): wall time of {FORWARDS} back-to-back forwards; graph: a CUDA graph of one "
              "forward replayed. convtune: converted and tuned (budget per model in the JSON).", "",
