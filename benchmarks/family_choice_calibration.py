@@ -39,12 +39,13 @@ OFFSETS_S = (0.0, 3e-6, 6e-6, 12e-6)                  # fixed costs per launch a
 FIXED = ("direct", "winograd_unfused")
 
 
-def collect(reports: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float, float]]]:
+def collect(reports: list[dict[str, Any]],
+            preset: str = "h200") -> dict[str, dict[str, tuple[float, float, float]]]:
     """{shape: {family: (predicted s of the model's top config, its measured ms, the family's best measured ms)}}
-    over every family with a measured model-top configuration."""
+    over every family with a measured model-top configuration (``preset``: the card the reports were measured on)."""
     shapes: dict[str, dict[str, tuple[float, float, float]]] = {}
     for report in reports:
-        machine = MachineModel.preset("h200").with_ceilings(report["copy_tbps"] * 1e12, report["sgemm_tflops"] * 1e12,
+        machine = MachineModel.preset(preset).with_ceilings(report["copy_tbps"] * 1e12, report["sgemm_tflops"] * 1e12,
                                                             "measured in the run")
         if report.get("math") == "tf32" and report.get("class_peak_tflops"):   # the run's TF32 GEMM ceiling
             machine = dataclasses.replace(machine, tf32_peak_flops_per_s=report["class_peak_tflops"] * 1e12)
@@ -78,15 +79,16 @@ def geomean(values: list[float]) -> float:
 
 
 def fit(shapes: dict[str, dict[str, tuple[float, float, float]]],
-        families: list[str], fitted: tuple[str, ...] | None = None) -> dict[str, tuple[float, float]]:
+        families: list[str], fitted: tuple[str, ...] | None = None,
+        kept: dict[str, tuple[float, float]] | None = None) -> dict[str, tuple[float, float]]:
     """(scale, offset s) per family minimising the geometric-mean regret over ``shapes`` (ties: the calibration
     nearest the shipped models): every family but the :data:`FIXED` ones (which keep the shipped model) gets a scale
     from :data:`GRID` and an offset from :data:`OFFSETS_S` (a fixed cost per launch its model misses); with
-    ``fitted``, only those families are calibrated (the rest keep the shipped models)."""
+    ``fitted``, only those families are calibrated (the rest keep the shipped models, or their ``kept`` calibration)."""
     options = []
     for f in families:
         if f in FIXED or (fitted is not None and f not in fitted):
-            options.append([(f, (1.0, 0.0))])
+            options.append([(f, (kept or {}).get(f, (1.0, 0.0)))])
             continue
         options.append([(f, (a, b)) for a in GRID for b in OFFSETS_S])
     best: tuple[float, float, dict[str, tuple[float, float]]] | None = None
@@ -105,21 +107,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("reports", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--fit", nargs="*", default=None, help="calibrate only these families (default: all but "
-                                                          f"{', '.join(FIXED)})")
+                                                          f"{', '.join(FIXED)}); the others keep their shipped "
+                                                          "choice calibration")
+    ap.add_argument("--machine", default="h200", help="the preset of the card the reports were measured on")
     args = ap.parse_args(argv)
     fitted = tuple(args.fit) if args.fit is not None else None
-    shapes = collect([json.loads(p.read_text()) for p in args.reports])
+    shapes = collect([json.loads(p.read_text()) for p in args.reports], args.machine)
     shapes = {k: v for k, v in shapes.items() if len(v) >= 2}
     families = sorted({f for s in shapes.values() for f in s})
     shipped = {name: regret(s, {}) for name, s in shapes.items()}
     # what the untuned op compares: each spec's choice_time (its shipped choice_scale · predicted + choice_offset_s)
     as_shipped = {f: (get_spec(f).choice_scale, get_spec(f).choice_offset_s) for f in families}
+    kept = as_shipped if fitted is not None else None
     chosen = {name: regret(s, as_shipped) for name, s in shapes.items()}
+    # with --fit: the untuned op with those families left out of the choice (regret still against every family's best)
+    without = {name: regret({f: v for f, v in s.items() if f not in fitted}, as_shipped)
+               * min(b for f, (_, _, b) in s.items() if f not in fitted) / min(b for _, _, b in s.values())
+               for name, s in shapes.items() if fitted and any(f not in fitted for f in s)} if fitted else {}
     held_out = {}
     for name in shapes:
-        scales = fit({k: v for k, v in shapes.items() if k != name}, families, fitted)
+        scales = fit({k: v for k, v in shapes.items() if k != name}, families, fitted, kept)
         held_out[name] = regret(shapes[name], scales)
-    overall = fit(shapes, families, fitted)
+    overall = fit(shapes, families, fitted, kept)
     lines = ["# Untuned choice across families: the shipped models vs a per-family calibration (held out by shape)", "",
              f"{len(shapes)} shapes with ≥ 2 families measured; families {', '.join(families)}. Regret = measured ms "
              "of the chosen family's model-top config / best measured ms on the shape.", "",
@@ -128,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         cells = ", ".join(f"{f} {s[f][1]:.4f}" for f in sorted(s))
         lines.append(f"| {name} | {cells} | {shipped[name]:.2f} | {held_out[name]:.2f} |")
     lines += ["", "| | geomean regret | max regret | shapes with regret > 1.25 |", "|---|---|---|---|"]
-    for label, values in (("shipped models", shipped), ("shipped models with their choice scales (the untuned op)",
-                                                        chosen), ("per-family calibration, held out", held_out)):
+    rows = [("shipped models", shipped), ("shipped models with their choice scales (the untuned op)", chosen),
+            ("per-family calibration, held out", held_out)]
+    if without:
+        rows.insert(0, (f"the untuned op without {', '.join(fitted or ())}", without))
+    for label, values in rows:
         v = list(values.values())
         lines.append(f"| {label} | {geomean(v):.3f} | {max(v):.2f} | {sum(x > 1.25 for x in v)} |")
     lines += ["", "Calibration fitted on every shape (predicted · scale + offset): " + ", ".join(
@@ -137,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "family_choice.md").write_text("\n".join(lines) + "\n")
     (args.out / "family_choice.json").write_text(json.dumps(
-        {"shapes": shapes, "shipped": shipped, "with_choice_scales": chosen, "held_out": held_out,
+        {"shapes": shapes, "shipped": shipped, "with_choice_scales": chosen, "without_fitted": without,
+         "held_out": held_out,
          "calibration": overall}, indent=1))
     print("\n".join(lines[-6:]))
     return 0

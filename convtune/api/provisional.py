@@ -70,7 +70,7 @@ def rank(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
     best_choice_s = math.inf
     ranked = 0
     try:
-        for spec in sorted((s for s in specs if s.chosen_untuned), key=lambda s: s.grid_size(problem)):
+        for spec in sorted((s for s in specs if s.chosen_for(problem)), key=lambda s: s.grid_size(problem)):
             for pl in spec.enumerate_plans(problem, machine):
                 if deadline is not None and ranked % CLOCK_EVERY == 0 and clock() >= deadline:
                     raise _Cut

@@ -159,7 +159,7 @@ def model_fastest(problem: ConvProblem, machine: MachineModel,
     its compute and DRAM floor)."""
     best: tuple[float, str, KernelConfig, float] | None = None
     floors = sorted(((spec.choice_floor_s(problem, machine), i, spec) for i, spec in enumerate(specs)
-                     if spec.chosen_untuned), key=lambda f: f[:2])
+                     if spec.chosen_for(problem)), key=lambda f: f[:2])
     for floor, _, spec in floors:
         if best is not None and floor > best[0]:
             continue

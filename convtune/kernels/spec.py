@@ -49,6 +49,13 @@ class KernelSpec:
     # False: the family's model is not calibrated against the others' yet; the untuned choice and the provisional
     # answer leave it out (the tuner measures it like any family)
     chosen_untuned: bool = True
+    # the precision classes in which the untuned choice considers the family (None: every class it supports); a
+    # family calibrated in some classes only (measured against the others there) is left out elsewhere
+    untuned_classes: tuple[str, ...] | None = None
+
+    def chosen_for(self, problem: ConvProblem) -> bool:
+        """Whether the untuned choice (and the provisional answer) considers this family for ``problem``."""
+        return self.chosen_untuned and (self.untuned_classes is None or problem.precision in self.untuned_classes)
 
     @property
     def kind(self) -> str:
