@@ -82,3 +82,43 @@ def test_eager_apply_records_the_same_graph_as_apply() -> None:
 
 def test_eager_apply_keeps_the_wrapper_where_it_does_work() -> None:
     assert _dispatch.eager_apply(_WithSetupContext) == _WithSetupContext.apply
+
+
+def _counting_op(name: str) -> tuple[object, list[str]]:
+    """A library_op whose implementation records each call, with a backward (so it has the Autograd kernel)."""
+    lib = torch.library.Library(f"convtune_test_{name}", "DEF")
+    calls: list[str] = []
+
+    def impl(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        calls.append("impl")
+        return x * w
+
+    op = _dispatch.library_op("mul", "(Tensor x, Tensor w) -> Tensor", impl, lambda x, w: torch.empty_like(x),
+                              lambda ctx, dy: (dy * ctx.w, dy * ctx.x),
+                              lambda ctx, inputs, out: setattr(ctx, "x", inputs[0]) or setattr(ctx, "w", inputs[1]),
+                              library=lib)
+    op._test_library = lib  # type: ignore[attr-defined]   # keep the Library (and its registrations) alive
+    return op, calls
+
+
+def test_the_autograd_kernel_skips_the_redispatch_only_for_plain_backends() -> None:
+    """No gradient needed and nothing below autograd but the backend: the implementation runs from the Autograd
+    kernel itself. A mode (or fake tensors, functionalization) still sees the operator through the redispatch."""
+    op, calls = _counting_op("shortcut")
+    x, w = torch.randn(3), torch.randn(3)
+    with torch.no_grad():
+        torch.testing.assert_close(op(x, w), x * w)
+    assert calls == ["impl"]
+    seen: list[str] = []
+
+    class _Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with _Log(), torch.no_grad():
+        op(x, w)
+    assert any("convtune_test_shortcut.mul" in f for f in seen)
+    xg = x.clone().requires_grad_()
+    (dx,) = torch.autograd.grad(op(xg, w).sum(), xg)
+    torch.testing.assert_close(dx, w)
