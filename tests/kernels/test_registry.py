@@ -109,7 +109,8 @@ def test_launcher_protocol(key: tuple[str, str], every_family: None) -> None:
 def _exhaustive(problem: ConvProblem, machine: MachineModel) -> tuple[float, object]:
     """model_fastest without floors: every plan of every family the untuned choice takes, by (choice_s, key)."""
     best = min(((spec.choice_s(pl, machine), pl.config.key(), spec.predict_s(pl, machine), pl.config)
-                for spec in specs_for(problem) if spec.chosen_untuned for pl in spec.enumerate_plans(problem, machine)),
+                for spec in specs_for(problem) if spec.chosen_for(problem)
+                for pl in spec.enumerate_plans(problem, machine)),
                key=lambda c: c[:2])
     return best[2], best[3]
 
