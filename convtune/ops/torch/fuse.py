@@ -28,12 +28,15 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from convtune.errors import InvalidInput
+from convtune.kernels.epilogue.launcher import ACTIVATIONS as ACTIVATION_CODES
 from convtune.ops.torch.dense import conv2d
 from convtune.ops.torch.depthwise import depthwise_conv2d
-from convtune.ops.torch.epilogue import ACTIVATIONS, apply_bias_act
+from convtune.ops.torch.epilogue import _torch_bias_act, apply_bias_act
 from convtune.ops.torch.modules import Conv2d, DepthwiseConv2d, _padding, support
 
 __all__ = ["FusedConv2d", "fold_batch_norm", "fuse", "fused"]
+
+_HALF = (torch.bfloat16, torch.float16)
 
 
 class FusedConv2d(nn.Conv2d):
@@ -55,8 +58,7 @@ class FusedConv2d(nn.Conv2d):
         if hasattr(conv, "_reversed_padding_repeated_twice"):
             self._reversed_padding_repeated_twice = conv._reversed_padding_repeated_twice
         self.weight = nn.Parameter(weight.detach().clone(), requires_grad=conv.weight.requires_grad)
-        self.bias = nn.Parameter(bias.detach().to(torch.float32 if bias.dtype in (torch.bfloat16, torch.float16)
-                                                  else bias.dtype).clone(),
+        self.bias = nn.Parameter(bias.detach().to(torch.float32 if bias.dtype in _HALF else bias.dtype).clone(),
                                  requires_grad=conv.weight.requires_grad)
         self.activation = activation
         self.use_convtune = True
@@ -89,20 +91,12 @@ class FusedConv2d(nn.Conv2d):
 
     def forward(self, input: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         y = self._conv(input)
+        code = ACTIVATION_CODES[self.activation]
         if residual is not None and residual.shape != y.shape:   # a broadcasting add: PyTorch's ops
-            return _broadcast_epilogue(y, self.bias, residual, self.activation)  # type: ignore[arg-type]
+            return _torch_bias_act(y, self.bias, residual, code)  # type: ignore[arg-type]
         # the arguments are consistent by construction (y is the convolution's, the bias has its channels): the
         # epilogue without bias_act's argument checks, in place on the fresh y
-        return apply_bias_act(y, self.bias, residual, ACTIVATIONS.index(self.activation), True)  # type: ignore[arg-type]
-
-
-def _broadcast_epilogue(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, activation: str) -> torch.Tensor:
-    z = (y + bias.view(1, -1, 1, 1)) + residual
-    if activation == "relu":
-        z = torch.relu(z)
-    elif activation == "relu6":
-        z = F.hardtanh(z, 0.0, 6.0)
-    return z.to(y.dtype)
+        return apply_bias_act(y, self.bias, residual, code, True)  # type: ignore[arg-type]
 
 
 # ---- the graph rewrite -------------------------------------------------------------------------------------------
@@ -115,7 +109,6 @@ class _Tracer(fx.Tracer):
 
 #: the forwards of the convolutions fuse() rewrites (a subclass with its own forward is left alone)
 _FORWARDS = (nn.Conv2d.forward, Conv2d.forward, DepthwiseConv2d.forward)
-_HALF = (torch.bfloat16, torch.float16)
 _RELU_FUNCTIONS = (F.relu, torch.relu, torch.relu_)
 _ADD_FUNCTIONS = (operator.add, operator.iadd, torch.add)
 
@@ -169,9 +162,9 @@ def _batch_norm(node: fx.Node, modules: dict[str, nn.Module], source: fx.Node,
     if node.op != "call_module" or node.args != (source,) or node.kwargs:
         return None
     m = modules[str(node.target)]
-    if not isinstance(m, nn.BatchNorm2d):
+    if type(m) is not nn.BatchNorm2d:
         return None
-    ok = (type(m) is nn.BatchNorm2d and m.num_features == channels and m.running_mean is not None
+    ok = (m.num_features == channels and m.running_mean is not None
           and m.running_var is not None and not m.training)
     return m if ok else None
 
