@@ -74,22 +74,22 @@ def _timings(model: Any, x: Any) -> dict[str, float]:
 PAIRED_ROUNDS = 5
 
 
-def _paired_timings(ours: Any, base: Any, x: Any) -> tuple[dict[str, float], dict[str, float]]:
-    """(ours, base) ms per forward, eager and graph, each the median of :data:`PAIRED_ROUNDS` rounds that time the
-    two in turn: a batch-32 eager forward is bound by the host, whose speed drifts over the minutes tuning takes
-    (cuDNN's eager ResNet-50 bf16 forward measured 4.6–8.8 ms in runs whose graph replay stayed at 3.82 ms), so
-    the class's baseline is timed again next to convtune rather than compared with a figure from before tuning."""
+def _paired_timings(x: Any, *models: Any) -> list[dict[str, float]]:
+    """ms per forward of each of ``models`` (convtune's first, then its baselines), eager and graph, each the median
+    of :data:`PAIRED_ROUNDS` rounds that time them in turn: a batch-32 eager forward is bound by the host, whose
+    speed drifts over the minutes tuning takes (cuDNN's eager ResNet-50 bf16 forward measured 4.6–8.8 ms in runs
+    whose graph replay stayed at 3.82 ms), so the baselines are timed again next to convtune rather than compared
+    with a figure from before tuning."""
     with torch.no_grad():
-        graphs = (cuda_graph(lambda: ours(x)), cuda_graph(lambda: base(x)))
-        eager: tuple[list[float], list[float]] = ([], [])
-        graph: tuple[list[float], list[float]] = ([], [])
+        graphs = [cuda_graph(lambda m=model: m(x)) for model in models]
+        eager: list[list[float]] = [[] for _ in models]
+        graph: list[list[float]] = [[] for _ in models]
         for _ in range(PAIRED_ROUNDS):
-            for i, model in enumerate((ours, base)):
+            for i, model in enumerate(models):
                 eager[i].append(host_and_wall_us(lambda m=model: m(x), calls=FORWARDS, warmup=3, repeats=1)[1] / 1e3)
                 graph[i].append(host_and_wall_us(graphs[i].replay, calls=FORWARDS, warmup=3, repeats=1)[1] / 1e3)
     med = statistics.median
-    return ({"eager_ms": med(eager[0]), "graph_ms": med(graph[0])},
-            {"eager_ms": med(eager[1]), "graph_ms": med(graph[1])})
+    return [{"eager_ms": med(e), "graph_ms": med(g)} for e, g in zip(eager, graph, strict=True)]
 
 
 def _layer_kernel_ms(model: Any, x: Any, tf32: bool = False) -> list[dict[str, Any]]:
@@ -227,12 +227,12 @@ def run_model(name: str, batch: int, budget_s: float, budget_trials: int, db: st
     row["rel_error_vs_cudnn_fp32"] = rel_error(out, reference)
     base = BASELINE_OF[math]
     row[f"{base}_before_tuning"] = row[base]
-    row["convtune"], row[base] = _paired_timings(run, baseline, x)
-    if "cudnn_fp32_folded" in row:   # timed in turn with convtune as well: the host drifts over the tuning minutes
-        row["cudnn_fp32_folded_before_tuning"] = row["cudnn_fp32_folded"]
-        _, row["cudnn_fp32_folded"] = _paired_timings(run, folded, x)
-        del folded
-    del baseline
+    # the folded control (--fuse, fp32) in the same rounds: the host drifts over the tuning minutes
+    controls = [folded] if "cudnn_fp32_folded" in row else []
+    row["convtune"], row[base], *folded_timing = _paired_timings(x, run, baseline, *controls)
+    if folded_timing:
+        row["cudnn_fp32_folded_before_tuning"], row["cudnn_fp32_folded"] = row["cudnn_fp32_folded"], folded_timing[0]
+    del baseline, controls
     ct.revert(model)
     # the per-convolution table times fp32 calls: not the bf16 class's
     layers = None if bf16 else functools.partial(_layer_kernel_ms, model, x, tf32)
