@@ -12,6 +12,7 @@
 #     half      benchmarks/vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16): igemm_half vs cuDNN in that dtype
 #               ($TF32_TOP configs per family, $TF32_ARGS e.g. --suite); output $OUT/half
 #     igemm_ncu Nsight Compute (speed of light, warp stalls, scheduler) of one igemm launch ($IGEMM_PROBLEM, $IGEMM_CONFIG)
+#     backward_split benchmarks/backward_host_split.py: a depthwise forward + backward's host time split into parts
 #     ceilings  benchmarks/device_ceilings.py: GEMM peaks per precision class, copy bandwidth, empty-kernel time
 #     tf32      benchmarks/vs_cudnn.py --math tf32: the tensor-core family vs cuDNN TF32 ($TF32_ARGS, e.g. --suite)
 #     api_tests pytest -m gpu: only the operator API, the machine probe and the tuner on the GPU
@@ -206,6 +207,8 @@ for step in "$@"; do
     call_overhead)
         python3 benchmarks/call_overhead.py --out "$OUT/call_overhead" ${CALL_OVERHEAD_ARGS:-} 2>&1 \
             | tee "$OUT/call_overhead.log" | tail -45 ;;
+    backward_split)
+        python3 benchmarks/backward_host_split.py --out "$OUT/backward_split" 2>&1 | tee "$OUT/backward_split.log" | tail -60 ;;
     residue)
         python3 benchmarks/profiler_residue.py --out "$OUT/profiler_residue" --class "${RESIDUE_CLASS:-bfloat16}" \
             --configs-from "${RESIDUE_TABLE:-tests/data/replay_h200_bf16.json.gz}" \
