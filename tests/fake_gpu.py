@@ -106,6 +106,7 @@ def install_fake_gpu(monkeypatch: Any) -> Recorder:
     monkeypatch.setattr(dw, "_device_index", lambda t: 0)
     monkeypatch.setattr(dw, "_compiled", lambda pl, device: fake_kernels(rec, pl))
     monkeypatch.setattr(dw, "_kernel_runner", functools.partial(dw._kernel_runner, device=cpu))
+    monkeypatch.setattr(dw, "_backward_runner", functools.partial(dw._backward_runner, device=cpu))
     bias_act = rec.kernel("bias_act", 4, 5)
     monkeypatch.setattr(epilogue_launcher, "load_kernel", lambda *a, **k: bias_act)
     monkeypatch.setattr(epilogue, "_kernels_take", lambda y, residual: y.dtype != torch.float64 and (

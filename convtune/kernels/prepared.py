@@ -30,7 +30,7 @@ import struct
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -165,16 +165,18 @@ class PreparedLaunch:
         steps: the launches and memsets, in stream order.
         workspace_bytes: scratch bytes the caller allocates per call (any contents; 16-byte aligned).
         filters: the filter layout (:class:`FilterLayout`), None for paths without a weight operand.
-        output_shape: shape of the output operand.
+        output_shape: shape of the output operand (``()`` for a chain: its parts' are theirs).
+        parts: the prepared launches a :func:`chain` runs, in order (empty otherwise).
         kernels: the compiled kernel object(s) the steps launch (kept alive with the launch).
     """
 
-    __slots__ = ("_call", "config", "device", "filters", "kernels", "kind", "operands", "output_shape", "plan",
-                 "problem", "steps", "workspace_bytes")
+    __slots__ = ("_call", "config", "device", "filters", "kernels", "kind", "operands", "output_shape", "parts",
+                 "plan", "problem", "steps", "workspace_bytes")
 
     def __init__(self, *, plan: Any, device: int, operands: Sequence[str], steps: Sequence[Step], kernels: Any,
                  workspace_bytes: int = 0, filters: FilterLayout | None = None,
-                 output_shape: tuple[int, ...] = (), kind: str | None = None) -> None:
+                 output_shape: tuple[int, ...] = (), kind: str | None = None,
+                 parts: Sequence[PreparedLaunch] = ()) -> None:
         self.plan = plan
         self.config = plan.config
         self.problem = plan.problem
@@ -186,6 +188,7 @@ class PreparedLaunch:
         self.workspace_bytes = int(workspace_bytes)
         self.filters = filters
         self.output_shape = tuple(output_shape)
+        self.parts = tuple(parts)
         if (self.workspace_bytes > 0) != ("workspace" in self.operands):
             raise InvalidConfig("workspace", f"{self.kind}: a workspace operand exactly when workspace_bytes > 0")
         for step in self.steps:
@@ -372,6 +375,51 @@ def grid3(grid: int | tuple[int, ...]) -> tuple[int, int, int]:
 def pointers(*indices: int | tuple[int, int]) -> tuple[tuple[int, int], ...]:
     """Pointer arguments: operand indices, or (index, byte offset) pairs."""
     return tuple((i, 0) if isinstance(i, int) else (int(i[0]), int(i[1])) for i in indices)
+
+
+def chain(parts: Sequence[tuple[PreparedLaunch, Sequence[str]]], kind: str) -> PreparedLaunch:
+    """One prepared launch that runs several in stream order (one call, one lock, one device check: what a
+    backward running the input and the weight gradient back to back pays once instead of twice).
+
+    ``parts`` are (prepared launch, names of its operands in the chain); a name given to several parts is one
+    operand (the same pointer). The chain's operands are the names in first-seen order, ``"workspace"`` last:
+    every part with a workspace reads the same one, ``max`` of their ``workspace_bytes`` (they run one after
+    the other on one stream, so none sees another's scratch while it runs).
+
+    Raises:
+        InvalidConfig: a part's names do not match its operands, parts on different devices, or a workspace
+            operand not named ``"workspace"``.
+    """
+    if not parts:
+        raise InvalidConfig("parts", f"{kind}: a chain needs at least one prepared launch")
+    device = parts[0][0].device
+    names: list[str] = []
+    for prep, part_names in parts:
+        if len(part_names) != len(prep.operands):
+            raise InvalidConfig("operands", f"{kind}: {prep.kind} takes {prep.operands}, named {tuple(part_names)}")
+        if prep.device != device:
+            raise InvalidConfig("device", f"{kind}: parts on devices {device} and {prep.device}")
+        for own, name in zip(prep.operands, part_names, strict=True):
+            if (own == "workspace") != (name == "workspace"):
+                raise InvalidConfig("operands", f"{kind}: a workspace operand is named 'workspace' in the chain")
+            if name not in names and name != "workspace":
+                names.append(name)
+    workspace_bytes = max(prep.workspace_bytes for prep, _ in parts)
+    if workspace_bytes:
+        names.append("workspace")
+    index = {name: i for i, name in enumerate(names)}
+    steps: list[Step] = []
+    for prep, part_names in parts:
+        to_chain = [index[name] for name in part_names]
+        for step in prep.steps:
+            if isinstance(step, Memset):
+                steps.append(replace(step, operand=to_chain[step.operand]))
+            else:
+                steps.append(replace(step, pointers=tuple((to_chain[i], off) for i, off in step.pointers),
+                                     maps=tuple((to_chain[i], spec) for i, spec in step.maps)))
+    return PreparedLaunch(plan=parts[0][0].plan, device=device, operands=names, steps=steps,
+                          kernels=tuple(prep.kernels for prep, _ in parts), workspace_bytes=workspace_bytes,
+                          kind=kind, parts=[prep for prep, _ in parts])
 
 
 # ---- look-up by the config's kind ------------------------------------------------------------------------------

@@ -277,6 +277,41 @@ def test_2d_weight_gradient(rec, mode) -> None:
     assert _seen(rec) == expected
 
 
+@pytest.mark.parametrize("mode", [MODE_DETERMINISTIC, MODE_ATOMIC], ids=["deterministic", "atomic"])
+def test_chain_runs_both_gradients_on_shared_operands(rec, mode) -> None:
+    """The chained backward: the input gradient's launch, then the weight gradient's steps (memset or reduction
+    included), each with its own operands taken from the chain's by name."""
+    dg = _first(dw_space.enumerate_plans_2d_dgrad(P2, H200))
+    wg = _first(dw_space.enumerate_plans_2d_wgrad(P2, H200), lambda p: p.config.mode == mode)
+    d = plan2d_dgrad.prepare_plan(dg, 0, rec.kernel("dw2d_dgrad", 3, 3))
+    w = plan2d_wgrad.prepare_plan(wg, 0, plan2d_wgrad.Dw2dWgradKernels(
+        rec.kernel("dw2d_wgrad", 3, 4), rec.kernel("dw_reduce", 2, 5) if wg.needs_reduce else None))
+    names = ("x", "dy", "dw") + (("workspace",) if w.workspace_bytes else ())
+    both = prepared.chain([(d, ("dy", "w", "dx")), (w, names)], "dw2d.bwd")
+    assert both.operands == ("dy", "w", "dx", "x", "dw", *names[3:])
+    assert both.workspace_bytes == w.workspace_bytes and both.parts == (d, w)
+    assert both.launches == d.launches + w.launches
+    ptrs = PTRS[:len(both.operands)]
+    dy, wp, dx, x, dwp = ptrs[:5]
+    both(ptrs, STREAM)
+    seen = _seen(rec)
+    rec.calls.clear()
+    d((dy, wp, dx), STREAM)
+    w((x, dy, dwp, *ptrs[5:]), STREAM)
+    assert seen == _seen(rec)   # the same launches, in order, as the two prepared launches called one by one
+
+
+def test_chain_refuses_mismatched_names(rec) -> None:
+    d = plan2d_dgrad.prepare_plan(_first(dw_space.enumerate_plans_2d_dgrad(P2, H200)), 0,
+                                  rec.kernel("dw2d_dgrad", 3, 3))
+    with pytest.raises(InvalidConfig, match="operands"):
+        prepared.chain([(d, ("dy", "w"))], "short")
+    with pytest.raises(InvalidConfig, match="workspace"):
+        prepared.chain([(d, ("dy", "workspace", "dx"))], "scratch")
+    with pytest.raises(InvalidConfig, match="parts"):
+        prepared.chain([], "empty")
+
+
 # ---- the protocol itself ---------------------------------------------------------------------------------------
 def test_prepare_dispatches_on_the_config_kind(monkeypatch) -> None:
     seen = []

@@ -173,6 +173,36 @@ def test_depthwise_hits_do_no_validation_work(rec, counts, monkeypatch) -> None:
     assert len({c.pointers[1] for c in one_d}) == 1      # w.flip(-1) made once for a weight without grad
 
 
+def test_depthwise_2d_backward_is_one_chained_call(rec, counts) -> None:
+    """Both gradients of a 2-D depthwise call: one chained launch of the input- and weight-gradient kernels on
+    the saved x and w and the incoming dy, the gradients autograd hands back being the launches' outputs; hits
+    build nothing."""
+    import convtune.ops.torch as ct
+    from convtune.ops.torch import depthwise as dw_ops
+
+    x = torch.randn(2, 8, 15, 17, requires_grad=True)
+    w = torch.randn(8, 1, 3, 3, requires_grad=True)
+    for i in range(3):
+        if i == 1:
+            built = dict(counts)
+        rec.calls.clear()
+        y = ct.depthwise_conv2d(x, w, padding=1)
+        dy = torch.randn_like(y)
+        dx, dw = torch.autograd.grad(y, (x, w), dy)
+        names = [c.name for c in rec.launches()]
+        assert names[0].startswith("dw2d") and "dw2d_dgrad" in names and "dw2d_wgrad" in names
+        dgrad = next(c for c in rec.launches() if c.name == "dw2d_dgrad")
+        wgrad = next(c for c in rec.launches() if c.name == "dw2d_wgrad")
+        assert dgrad.pointers == (dy.data_ptr(), w.data_ptr(), dx.data_ptr())
+        assert wgrad.pointers[:2] == (x.data_ptr(), dy.data_ptr())
+        writes_dw = [c for c in rec.calls if dw.data_ptr() in c.pointers]
+        assert writes_dw and writes_dw[-1].pointers[-1] == dw.data_ptr()   # the last step writes dw
+        assert dx.shape == x.shape and dw.shape == w.shape
+    chained = [run for key, run in dw_ops._runners.items() if key[0] == "bwd2"]
+    assert len(chained) == 1 and chained[0] is not None
+    assert counts == built   # hits build nothing
+
+
 def test_op_implementations_take_any_strides(rec) -> None:
     """A compiled graph may hand an op other strides than the wrapper's contiguous ones: the implementations
     launch on a contiguous copy, never on the strided memory."""

@@ -181,11 +181,12 @@ def _kernel_runner(prepared: Any, dtype: torch.dtype,
     return run
 
 
-#: call signature (path, shapes, dtype, device, geometry) -> run(a, b): a kernel runner or a reference formula
-_runners: dict[tuple[Any, ...], Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {}
+#: call signature (path, shapes, dtype, device, geometry) -> run(a, b): a kernel runner or a reference formula;
+#: ("bwd2", ...) -> the 2-D backward's chained runner run(dy, x, w) -> (dx, dw), or None (gradients one by one)
+_runners: dict[tuple[Any, ...], Any] = {}
 
 
-def _remember(key: tuple[Any, ...], run: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+def _remember(key: tuple[Any, ...], run: Any) -> Any:
     if len(_runners) >= RUNNER_ENTRIES:
         _runners.clear()
     _runners[key] = run
@@ -422,19 +423,25 @@ def _fwd2_key(x: torch.Tensor, w: torch.Tensor, geometry: tuple[int, int, int, i
     return ("fwd2", x.shape, w.shape, x.dtype, x.get_device(), *geometry)
 
 
+def _fwd2_run(x: torch.Tensor, w: torch.Tensor,
+              geometry: tuple[int, int, int, int]) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The 2-D forward's ``run(x, w)`` of this signature (made on its first call)."""
+    key = _fwd2_key(x, w, geometry)
+    run = _runners.get(key)
+    if run is None:
+        N, C, H, W = x.shape
+        stride, padding = geometry[:2], geometry[2:]
+        run = _remember(key, _runner_2d(
+            "fwd", x, (N, C, H, W, *w.shape[2:], *geometry),
+            lambda a, b: F.conv2d(a, b, stride=stride, padding=padding, groups=C)))
+    return run
+
+
 def _dw2d_fwd_impl(x: torch.Tensor, w: torch.Tensor, stride_h: int, stride_w: int, pad_h: int,
                    pad_w: int) -> torch.Tensor:
     """y (N, C, P, Q) of x (N, C, H, W) and w (C, 1, R, S), groups = C; both contiguous (float32, float16 or
     bfloat16 on the kernels)."""
-    key = _fwd2_key(x, w, (stride_h, stride_w, pad_h, pad_w))
-    run = _runners.get(key)
-    if run is None:
-        N, C, H, W = x.shape
-        stride, padding = (stride_h, stride_w), (pad_h, pad_w)
-        run = _remember(key, _runner_2d(
-            "fwd", x, (N, C, H, W, *w.shape[2:], stride_h, stride_w, pad_h, pad_w),
-            lambda a, b: F.conv2d(a, b, stride=stride, padding=padding, groups=C)))
-    return run(_c(x), _c(w))
+    return _fwd2_run(x, w, (stride_h, stride_w, pad_h, pad_w))(_c(x), _c(w))
 
 
 def _dw2d_dgrad_impl(dy: torch.Tensor, w: torch.Tensor, H: int, W: int, stride_h: int, stride_w: int, pad_h: int,
@@ -505,11 +512,73 @@ def _dw2d_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None
     ctx.geometry = (sh, sw, ph, pw)
 
 
+def _backward_runner(prepared: Any, dtype: torch.dtype, device: torch.device | None = None) -> Callable[..., Any]:
+    """``run(dy, x, w) -> (dx, dw)`` on a chained input- and weight-gradient launch (operands dy, w, dx, x, dw
+    [, workspace]: :func:`_chain_2d`); inputs not 16-byte aligned run on copies."""
+    from convtune.ops.conv2d import torch_stream_getter, torch_workspace
+
+    device = device if device is not None else torch.device("cuda", prepared.device)
+    index, ws_bytes = prepared.device, prepared.workspace_bytes
+    dx_shape, dw_shape = (part.output_shape for part in prepared.parts)
+    empty = torch.empty
+    stream_of = torch_stream_getter(torch)
+    workspace = torch_workspace(torch, index, device, ws_bytes)
+    launch = prepared
+
+    def run(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        stream = stream_of(index)
+        if dy.data_ptr() & _ALIGN_MASK:
+            dy = dy.clone()
+        if x.data_ptr() & _ALIGN_MASK:
+            x = x.clone()
+        if w.data_ptr() & _ALIGN_MASK:
+            w = w.clone()
+        dx = empty(dx_shape, dtype=dtype, device=device)
+        dw = empty(dw_shape, dtype=dtype, device=device)
+        if ws_bytes:
+            launch((dy.data_ptr(), w.data_ptr(), dx.data_ptr(), x.data_ptr(), dw.data_ptr(),
+                    workspace(stream).data_ptr()), stream)
+        else:
+            launch((dy.data_ptr(), w.data_ptr(), dx.data_ptr(), x.data_ptr(), dw.data_ptr()), stream)
+        return dx, dw
+
+    return run
+
+
+def _chain_2d(x: torch.Tensor, w: torch.Tensor, geometry: tuple[int, int, int, int]) -> Callable[..., Any] | None:
+    """The first backward of a 2-D signature needing both gradients: the input- and the weight-gradient kernels
+    as one chained launch (:func:`convtune.kernels.prepared.chain`); None when either runs the reference
+    formulas (the gradients then run one by one)."""
+    from convtune.kernels.prepared import chain
+
+    if not _use_kernels(x):
+        return None
+    N, C, H, W = x.shape
+    problem = _problem_2d(x, N, C, H, W, *w.shape[2:], *geometry)
+    dgrad = _prepared(problem, _device_index(x), "dgrad")
+    wgrad = _prepared(problem, _device_index(x), "wgrad")
+    if dgrad is None or wgrad is None:
+        return None
+    names = ("x", "dy", "dw") + (("workspace",) if wgrad.workspace_bytes else ())
+    both = chain([(dgrad, ("dy", "w", "dx")), (wgrad, names)], "depthwise2d.dgrad+wgrad")
+    return _backward_runner(both, x.dtype)
+
+
 def _dw2d_backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
     x, w = ctx.saved_tensors
     dy = dy.contiguous()
-    dx = _dw2d_dgrad(dy, w, x.shape[2], x.shape[3], *ctx.geometry) if ctx.needs_input_grad[0] else None
-    dw = _dw2d_wgrad(x, dy, w.shape[2], w.shape[3], *ctx.geometry) if ctx.needs_input_grad[1] else None
+    need_x, need_w = ctx.needs_input_grad[:2]
+    if need_x and need_w and direct_call_ok(dy, x, w):
+        key = ("bwd2", x.shape, w.shape, x.dtype, x.get_device(), *ctx.geometry)
+        try:
+            both = _runners[key]
+        except KeyError:
+            both = _remember(key, _chain_2d(x, w, ctx.geometry))
+        if both is not None and dy.dtype == x.dtype:
+            dx, dw = both(dy, x, w)
+            return dx, dw, None, None, None, None
+    dx = _dw2d_dgrad(dy, w, x.shape[2], x.shape[3], *ctx.geometry) if need_x else None
+    dw = _dw2d_wgrad(x, dy, w.shape[2], w.shape[3], *ctx.geometry) if need_w else None
     return dx, dw, None, None, None, None
 
 
@@ -522,14 +591,15 @@ class _Dw2dFunction(torch.autograd.Function):
     """Eager mode with gradients: the same forward and backward as the op, without the dispatcher."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, geometry: tuple[int, int, int, int]) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, geometry: tuple[int, int, int, int],
+                run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
         ctx.save_for_backward(x, w)
         ctx.geometry = geometry
-        return _dw2d_fwd_impl(x, w, *geometry)
+        return run(x, w)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
-        return (*_dw2d_backward(ctx, dy)[:2], None)
+        return (*_dw2d_backward(ctx, dy)[:2], None, None)
 
 
 _dw2d_function = eager_apply(_Dw2dFunction)
@@ -598,13 +668,11 @@ def depthwise_conv2d(x: torch.Tensor, w: torch.Tensor, stride: int | tuple[int, 
     w = w if w.is_contiguous() else w.contiguous()
     if not plain_eager(x, w):   # not compiling: checked above
         return _dw2d_fwd_op(x, w, *geometry)
+    if run is None:
+        run = entry[1] = _fwd2_run(x, w, geometry)
     if needs_grad(x, w):
-        return _dw2d_function(x, w, geometry)
-    if run is not None:
-        return run(x, w)
-    y = _dw2d_fwd_impl(x, w, *geometry)
-    entry[1] = _runners.get(_fwd2_key(x, w, geometry))
-    return y
+        return _dw2d_function(x, w, geometry, run)
+    return run(x, w)
 
 
 resolver.on_clear(clear_cache)

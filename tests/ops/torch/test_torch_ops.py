@@ -419,15 +419,17 @@ def test_16bit_cpu_tensors_run_the_reference(dtype) -> None:
 
 def test_depthwise_conv2d_eager_hits_launch_the_kept_runner(monkeypatch) -> None:
     """The first eager call of a signature makes the forward's runner; later calls run it without the
-    implementation's own lookup, and clear_cache forgets it with the runners."""
+    implementation's own lookup (with or without autograd), and clear_cache forgets it with the runners."""
     impl_calls: list[int] = []
-    real = dw._dw2d_fwd_impl
-    monkeypatch.setattr(dw, "_dw2d_fwd_impl", lambda *a: impl_calls.append(1) or real(*a))
+    real = dw._fwd2_run
+    monkeypatch.setattr(dw, "_fwd2_run", lambda *a: impl_calls.append(1) or real(*a))
     dw.clear_cache()
     x, w = torch.randn(2, 6, 9, 11, dtype=torch.float64), torch.randn(6, 1, 3, 3, dtype=torch.float64)
     want = torch.nn.functional.conv2d(x, w, stride=2, padding=1, groups=6)
     for _ in range(3):
         assert torch.allclose(ct.depthwise_conv2d(x, w, 2, 1), want, rtol=1e-12, atol=1e-12)
+    wg = w.clone().requires_grad_()
+    assert torch.allclose(ct.depthwise_conv2d(x, wg, 2, 1), want, rtol=1e-12, atol=1e-12)
     assert len(impl_calls) == 1
     dw.clear_cache()
     assert torch.allclose(ct.depthwise_conv2d(x, w, 2, 1), want, rtol=1e-12, atol=1e-12)
