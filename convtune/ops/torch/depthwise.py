@@ -554,7 +554,8 @@ def _chain_2d(x: torch.Tensor, w: torch.Tensor, geometry: tuple[int, int, int, i
     if not _use_kernels(x):
         return None
     N, C, H, W = x.shape
-    problem = _problem_2d(x, N, C, H, W, *w.shape[2:], *geometry)
+    sh, sw, ph, pw = geometry
+    problem = _problem_2d(x, N, C, H, W, w.shape[2], w.shape[3], sh, sw, ph, pw)
     dgrad = _prepared(problem, _device_index(x), "dgrad")
     wgrad = _prepared(problem, _device_index(x), "wgrad")
     if dgrad is None or wgrad is None:
