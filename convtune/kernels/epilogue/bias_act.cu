@@ -1,12 +1,14 @@
 // The convolution epilogue as one pass: out = act(y + bias[k] (+ residual)), NCHW contiguous, float32 / bfloat16 /
 // float16 storage, fp32 arithmetic, bias fp32.
 //
-//   out[n,k,p,q] = act(y[n,k,p,q] + bias[k] + res[n,k,p,q])      act: 0 identity, 1 relu, 2 relu6 (= clamp 0..6)
+//   out[n,k,p,q] = act(y[n,k,p,q] + bias[k] + res[n,k,p,q])
+//   act: 0 identity, 1 relu, 2 relu6 (= clamp 0..6), 3 silu v/(1+e^-v), 4 hardswish v·clamp(v+3, 0, 6)/6,
+//        5 hardsigmoid clamp(v+3, 0, 6)/6, 6 sigmoid 1/(1+e^-v)   (PyTorch's CUDA formulas, expf not __expf)
 //
 // Why: an inference network's conv -> BatchNorm -> ReLU (-> + identity -> ReLU) runs, after BatchNorm is folded into
 // the filters, as conv + this one pass over y (read y and the residual, write out) instead of PyTorch's BatchNorm,
 // add and activation passes (each a read and a write of the whole map, each a launch). ``out`` may be ``y`` (in
-// place). NaN propagates as in PyTorch's relu / hardtanh (a comparison with NaN is false: the value is kept).
+// place). NaN propagates as in PyTorch's activations (a comparison with NaN is false: the value is kept).
 //
 // Thread i handles elements [i*V, i*V + V) of the flat tensor, V = 4 when H*W % 4 == 0 (the four share one channel,
 // one 16- or 8-byte access each; the caller checks the pointers' alignment), else V = 1. total = N*K*H*W < 2^31.
@@ -14,10 +16,18 @@
 
 namespace convtune {
 
+__device__ __forceinline__ float clamp06(float v) { return v < 0.f ? 0.f : (v > 6.f ? 6.f : v); }
+
 __device__ __forceinline__ float activate(float v, int act) {
-  if (act == 1) return v < 0.f ? 0.f : v;
-  if (act == 2) return v < 0.f ? 0.f : (v > 6.f ? 6.f : v);
-  return v;
+  switch (act) {  // uniform across the grid: no divergence
+    case 1: return v < 0.f ? 0.f : v;
+    case 2: return clamp06(v);
+    case 3: return v / (1.f + expf(-v));
+    case 4: return v * clamp06(v + 3.f) / 6.f;
+    case 5: return clamp06(v + 3.f) / 6.f;
+    case 6: return 1.f / (1.f + expf(-v));
+    default: return v;
+  }
 }
 
 template <class T, int V>

@@ -21,7 +21,7 @@ from convtune.kernels.prepared import Launch, PreparedLaunch, driver, grid3, poi
 SOURCE = "bias_act.cu"
 THREADS = 256
 #: activation name -> the kernel's code
-ACTIVATIONS = {"none": 0, "relu": 1, "relu6": 2}
+ACTIVATIONS = {"none": 0, "relu": 1, "relu6": 2, "silu": 3, "hardswish": 4, "hardsigmoid": 5, "sigmoid": 6}
 DTYPES = ("float32", "bfloat16", "float16")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 MAX_ELEMENTS = 2**31 - 1

@@ -28,9 +28,15 @@ from convtune.ops.torch._dispatch import library_op, needs_grad, plain_eager
 
 __all__ = ["ACTIVATIONS", "apply_bias_act", "bias_act"]
 
-#: activation names, in the kernel's code order: identity, max(v, 0), min(max(v, 0), 6)
+#: activation names, in the kernel's code order: identity, max(v, 0), min(max(v, 0), 6), v·σ(v),
+#: v·relu6(v + 3)/6, relu6(v + 3)/6, σ(v)
 ACTIVATIONS: tuple[str, ...] = tuple(_kernel.ACTIVATIONS)
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+#: the activations as PyTorch computes them, by kernel code
+_ACT_FUNCTIONS = (lambda z: z, torch.relu, lambda z: F.hardtanh(z, 0.0, 6.0), F.silu, F.hardswish, F.hardsigmoid,
+                  torch.sigmoid)
 
 
 def _torch_bias_act(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None, activation: int) -> Any:
@@ -38,11 +44,7 @@ def _torch_bias_act(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor 
     z = y + bias.view(1, -1, 1, 1)
     if residual is not None:
         z = z + residual
-    if activation == 1:
-        z = torch.relu(z)
-    elif activation == 2:
-        z = F.hardtanh(z, 0.0, 6.0)
-    return z.to(y.dtype)
+    return _ACT_FUNCTIONS[activation](z).to(y.dtype)
 
 
 def _kernels_take(y: torch.Tensor, residual: torch.Tensor | None) -> bool:
@@ -88,20 +90,53 @@ def _bias_act_fake(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor |
     return torch.empty_like(y)
 
 
+#: activations whose gradient follows from the output alone (identity, relu, relu6); the others save the inputs
+_FROM_OUTPUT = 3
+
+
 def _setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-    _, bias, residual, activation = inputs
-    ctx.save_for_backward(output)
+    y, bias, residual, activation = inputs
+    if activation < _FROM_OUTPUT:
+        ctx.save_for_backward(output)
+    else:
+        ctx.save_for_backward(y, bias, residual)
     ctx.activation, ctx.bias_dtype, ctx.residual = activation, bias.dtype, residual is not None
 
 
+def _activation_grad(ctx: Any, dz: torch.Tensor) -> torch.Tensor:
+    """dz · act'(u), u = y + bias (+ residual): from the saved output z for relu (z > 0) and relu6 (0 < z < 6),
+    else from u recomputed in fp32 (float64 for float64 maps), with PyTorch's derivative formulas: silu
+    σ(u)(1 + u(1 − σ(u))), hardswish 0 below −3, 1 above 3, u/3 + 1/2 between, hardsigmoid 1/6 on (−3, 3),
+    sigmoid σ(u)(1 − σ(u))."""
+    act = ctx.activation
+    if act < _FROM_OUTPUT:
+        (z,) = ctx.saved_tensors
+        if act == 1:
+            return dz * (z > 0)
+        if act == 2:
+            return dz * ((z > 0) & (z < 6))
+        return dz
+    y, bias, residual = ctx.saved_tensors
+    dtype = torch.promote_types(y.dtype, torch.float32)   # fp32 for 16-bit maps, float64 stays float64
+    u = y.to(dtype) + bias.to(dtype).view(1, -1, 1, 1)
+    if residual is not None:
+        u = u + residual.to(dtype)
+    if act == 3:
+        s = torch.sigmoid(u)
+        d = s * (1 + u * (1 - s))
+    elif act == 4:
+        d = torch.where(u < -3, 0.0, torch.where(u <= 3, u / 3 + 0.5, 1.0))
+    elif act == 5:
+        d = ((u > -3) & (u < 3)).to(dtype) / 6
+    else:
+        s = torch.sigmoid(u)
+        d = s * (1 - s)
+    return (dz.to(dtype) * d).to(dz.dtype)
+
+
 def _backward(ctx: Any, dz: torch.Tensor) -> tuple[Any, ...]:
-    """dy = dres = dz where the activation passes it (z in (0, ∞) for relu, (0, 6) for relu6, everywhere for
-    none), dbias = its sum over (N, H, W)."""
-    (z,) = ctx.saved_tensors
-    if ctx.activation == 1:
-        dz = dz * (z > 0)
-    elif ctx.activation == 2:
-        dz = dz * ((z > 0) & (z < 6))
+    """dy = dres = dz·act'(u) (:func:`_activation_grad`), dbias = its sum over (N, H, W)."""
+    dz = _activation_grad(ctx, dz)
     need_y, need_b, need_r = ctx.needs_input_grad[:3]
     dbias = dz.sum((0, 2, 3)).to(ctx.bias_dtype) if need_b else None
     return (dz if need_y else None, dbias, dz if need_r and ctx.residual else None, None)
@@ -134,7 +169,8 @@ def bias_act(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None 
         y: (N, K, H, W), a convolution's output.
         bias: (K,) (float32 on the kernel path; other dtypes are converted per call).
         residual: None or a tensor of y's shape (the kernel path wants y's dtype; others run PyTorch's ops).
-        activation: ``"none"``, ``"relu"`` or ``"relu6"``.
+        activation: one of :data:`ACTIVATIONS`: ``"none"``, ``"relu"``, ``"relu6"``, ``"silu"``, ``"hardswish"``,
+            ``"hardsigmoid"``, ``"sigmoid"`` (PyTorch's definitions).
         inplace: write the result into y when the kernel runs in plain eager mode without a gradient (y must not
             be needed afterwards); otherwise a new tensor is returned as usual.
 

@@ -1,4 +1,4 @@
-"""Inference fusion: fold BatchNorm into the convolutions and run bias, residual add and ReLU / ReLU6 as one
+"""Inference fusion: fold BatchNorm into the convolutions and run bias, residual add and activation as one
 epilogue pass after each convolution (:func:`fuse`, :class:`FusedConv2d`).
 
 An inference network spends much of its time outside the convolutions: MobileNetV2 batch 32 (fp32, H100 and H200)
@@ -6,8 +6,11 @@ spent 1.5 of 2.7 ms per forward in BatchNorm, ReLU6 and adds, ResNet-50 batch 32
 a write of a whole activation map and a launch. :func:`fuse` traces the model with ``torch.fx`` and rewrites every
 chain
 
-    conv → BatchNorm2d (eval statistics) [→ + other] [→ ReLU | ReLU6 | hardtanh(0, 6)]
-    conv [→ + other] → ReLU | ReLU6                                          (no BatchNorm: the conv's own bias)
+    conv → BatchNorm2d (eval statistics) [→ + other] [→ activation]
+    conv [→ + other] → activation                                           (no BatchNorm: the conv's own bias)
+
+activation: ReLU, ReLU6 (or hardtanh(0, 6)), SiLU, Hardswish, Hardsigmoid, Sigmoid — modules, functions or tensor
+methods (YOLO's and EfficientNet's conv → BN → SiLU, MobileNetV3's Hardswish and squeeze-excitation gates)
 
 whose intermediate results have no other user into one :class:`FusedConv2d` call: the convolution on convtune's
 kernels with the folded filters ``w' = w · γ/√(σ² + ε)`` and bias ``b' = (b − μ) · γ/√(σ² + ε) + β``, then
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import operator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -44,10 +48,11 @@ class FusedConv2d(nn.Conv2d):
     ``act(conv(x, weight) + bias (+ residual))``.
 
     An ``nn.Conv2d`` (same attributes: :func:`convtune.ops.torch.tune` sees and tunes it) whose ``bias`` is always
-    set (float32 for 16-bit weights too: the epilogue adds it in fp32) and ``activation`` is ``"none"``, ``"relu"``
-    or ``"relu6"``. Dense (groups = 1) and depthwise convolutions run convtune's kernels, others PyTorch's; the
-    epilogue is one pass (:func:`~convtune.ops.torch.epilogue.bias_act`). ``use_convtune=False`` runs the
-    convolution on PyTorch's ``F.conv2d`` (same epilogue): the control a benchmark compares with.
+    set (float32 for 16-bit weights too: the epilogue adds it in fp32) and ``activation`` is ``"none"`` or one of
+    the epilogue's (:data:`convtune.ops.torch.epilogue.ACTIVATIONS`). Dense (groups = 1) and depthwise
+    convolutions run convtune's kernels, others PyTorch's; the epilogue is one pass
+    (:func:`~convtune.ops.torch.epilogue.bias_act`). ``use_convtune=False`` runs the convolution on PyTorch's
+    ``F.conv2d`` (same epilogue): the control a benchmark compares with.
     """
 
     def __init__(self, conv: nn.Conv2d, weight: torch.Tensor, bias: torch.Tensor, activation: str = "none") -> None:
@@ -118,27 +123,35 @@ def _sole_user(node: fx.Node) -> fx.Node | None:
     return users[0] if len(users) == 1 else None
 
 
+#: activation modules (exact types) and functions / tensor methods of one argument (plus ``inplace``) -> the name
+_ACT_MODULES: dict[type, str] = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.SiLU: "silu", nn.Hardswish: "hardswish",
+                                 nn.Hardsigmoid: "hardsigmoid", nn.Sigmoid: "sigmoid"}
+_ACT_FUNCTIONS: dict[Any, str] = {**dict.fromkeys(_RELU_FUNCTIONS, "relu"), F.relu6: "relu6", F.silu: "silu",
+                                  F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid", torch.sigmoid: "sigmoid",
+                                  F.sigmoid: "sigmoid"}
+_ACT_METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid_": "sigmoid"}
+
+
 def _activation(node: fx.Node, modules: dict[str, nn.Module], source: fx.Node) -> str | None:
-    """``"relu"`` / ``"relu6"`` when ``node`` applies that activation to ``source`` alone, else None."""
+    """The epilogue's name of the activation ``node`` applies to ``source`` alone (relu, relu6 — ``ReLU6`` or
+    ``hardtanh(0, 6)`` — silu, hardswish, hardsigmoid, sigmoid), else None."""
     if not node.args or node.args[0] is not source:
         return None
     if node.op == "call_module":
         m = modules[str(node.target)]
-        if type(m) is nn.ReLU:
-            return "relu"
-        if isinstance(m, nn.Hardtanh) and type(m) in (nn.ReLU6, nn.Hardtanh) and (m.min_val, m.max_val) == (0.0, 6.0):
+        if type(m) is nn.Hardtanh and (m.min_val, m.max_val) == (0.0, 6.0):
             return "relu6"
-        return None
+        return _ACT_MODULES.get(type(m))
     extra = {k: v for k, v in node.kwargs.items() if k != "inplace"}
-    if node.op == "call_function" and node.target in _RELU_FUNCTIONS and len(node.args) == 1 and not extra:
-        return "relu"
-    if node.op == "call_function" and node.target is F.relu6 and len(node.args) == 1 and not extra:
-        return "relu6"
     if node.op == "call_function" and node.target is F.hardtanh:
         bounds = (*node.args[1:3], *(extra.get(k) for k in ("min_val", "max_val") if k in extra))
         return "relu6" if tuple(float(b) for b in bounds) == (0.0, 6.0) else None  # type: ignore[arg-type]
-    if node.op == "call_method" and node.target in ("relu", "relu_") and len(node.args) == 1 and not node.kwargs:
-        return "relu"
+    if len(node.args) != 1 or extra:
+        return None
+    if node.op == "call_function":
+        return _ACT_FUNCTIONS.get(node.target)
+    if node.op == "call_method" and not node.kwargs:
+        return _ACT_METHODS.get(str(node.target))
     return None
 
 
@@ -191,7 +204,7 @@ def fold_batch_norm(conv: nn.Conv2d, bn: nn.BatchNorm2d | None) -> tuple[torch.T
 
 def fuse(model: nn.Module) -> fx.GraphModule:
     """A copy of ``model`` (in eval mode) with BatchNorm folded into its convolutions and each convolution's bias,
-    residual add and ReLU / ReLU6 run as one :class:`FusedConv2d` (module docstring).
+    residual add and activation run as one :class:`FusedConv2d` (module docstring).
 
     Args:
         model: an ``nn.Module`` in eval mode whose forward ``torch.fx`` can trace (torchvision's ResNets, VGGs,

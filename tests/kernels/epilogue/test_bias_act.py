@@ -150,8 +150,10 @@ def test_prepare_loads_on_the_plans_device(monkeypatch) -> None:
 
 
 def test_activation_codes_and_entries() -> None:
-    assert launcher.ACTIVATIONS == {"none": 0, "relu": 1, "relu6": 2}
     text = launcher.source()
+    assert launcher.ACTIVATIONS == {"none": 0, "relu": 1, "relu6": 2, "silu": 3, "hardswish": 4, "hardsigmoid": 5,
+                                    "sigmoid": 6}
+    assert all(f"case {code}:" in text for code in range(1, len(launcher.ACTIVATIONS)))   # a case per code
     entries = set(re.findall(r"CONVTUNE_BIAS_ACT\((bias_act_\w+),", text))
     assert entries == {launcher.entry(d, v) for d in launcher.DTYPES for v in (1, 4)}
     assert "#include" not in text                         # kernel_text expanded storage.cuh

@@ -29,7 +29,8 @@ DTYPES = [pytest.param(torch.float32, id="f32"), pytest.param(torch.bfloat16, id
           pytest.param(torch.float16, id="f16")]
 #: mantissa bits: one unit in the last place of v is at most |v| · 2^-bits (normal numbers)
 MANTISSA = {torch.bfloat16: 7, torch.float16: 10}
-ACTIVATIONS = ("none", "relu", "relu6")
+ACTIVATIONS = ("none", "relu", "relu6", "silu", "hardswish", "hardsigmoid", "sigmoid")
+PIECEWISE = ("none", "relu", "relu6")   # exact sums and clamps: bitwise PyTorch's; the others call expf or divide
 SHAPES = [
     pytest.param((2, 13, 7, 7), id="2x13x7x7"),          # H·W = 49: 1-wide
     pytest.param((3, 24, 8, 12), id="3x24x8x12"),        # H·W = 96: 4-wide
@@ -54,11 +55,9 @@ def _reference(y, bias, res, activation):
     z = y.double() + bias.double().view(1, -1, 1, 1)
     if res is not None:
         z = z + res.double()
-    if activation == "relu":
-        z = z.clamp_min(0)
-    elif activation == "relu6":
-        z = z.clamp(0, 6)
-    return z
+    return {"none": lambda: z, "relu": lambda: z.clamp_min(0), "relu6": lambda: z.clamp(0, 6),
+            "silu": lambda: z / (1 + torch.exp(-z)), "hardswish": lambda: z * (z + 3).clamp(0, 6) / 6,
+            "hardsigmoid": lambda: (z + 3).clamp(0, 6) / 6, "sigmoid": lambda: 1 / (1 + torch.exp(-z))}[activation]()
 
 
 def _torch_fp32(y, bias, res, activation):
@@ -66,11 +65,9 @@ def _torch_fp32(y, bias, res, activation):
     z = y.float() + bias.float().view(1, -1, 1, 1)
     if res is not None:
         z = z + res.float()
-    if activation == "relu":
-        z = torch.relu(z)
-    elif activation == "relu6":
-        z = F.hardtanh(z, 0.0, 6.0)
-    return z.to(y.dtype)
+    act = {"none": lambda t: t, "relu": torch.relu, "relu6": lambda t: F.hardtanh(t, 0.0, 6.0), "silu": F.silu,
+           "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid, "sigmoid": torch.sigmoid}[activation]
+    return act(z).to(y.dtype)
 
 
 def _check(out, y, bias, res, activation) -> None:
@@ -81,16 +78,26 @@ def _check(out, y, bias, res, activation) -> None:
     err = (got - ref).abs()
     scale = float(ref.abs().max())
     magnitude = y.double().abs() + bias.double().abs().view(1, -1, 1, 1) + (0 if res is None else res.double().abs())
+    # the sums' two fp32 roundings, amplified by the activation's slope (≤ 1.5: hardswish at 3), and for the smooth
+    # ones expf and a division (a few fp32 ulps of the result)
+    sums = (2.0**-22 if activation in PIECEWISE else 2.0**-21) * magnitude
+    own = 0 if activation in PIECEWISE else 2.0**-21 * ref.abs()
     if y.dtype == torch.float32:
         assert float(err.max()) <= 1e-6 * scale
-        assert bool((err <= 2.0**-22 * magnitude).all())     # two fp32 roundings of sums of this size
+        assert bool((err <= sums + own).all())
     else:
         bits = MANTISSA[y.dtype]
         assert float(err.max()) <= 2.0**-bits * scale
-        # within one ulp of the float64 value, plus the fp32 sums' rounding and float16's subnormal spacing
-        assert bool((err <= 2.0**-bits * ref.abs() + 2.0**-22 * magnitude + 2.0**-24).all())
-    assert torch.equal(out, _torch_fp32(y, bias, res, activation))
-    if activation != "none":
+        # within one ulp of the float64 value, plus the fp32 arithmetic and float16's subnormal spacing
+        assert bool((err <= 2.0**-bits * ref.abs() + sums + own + 2.0**-24).all())
+    theirs = _torch_fp32(y, bias, res, activation)
+    if activation in PIECEWISE:
+        assert torch.equal(out, theirs)
+    else:   # PyTorch's own fp32 formula, rounded to the dtype: at most one unit of y's dtype apart
+        tiny = 2.0**-24 if y.dtype == torch.float16 else 2.0**-126   # subnormal float16's spacing
+        ulp = 2.0**-(23 if y.dtype == torch.float32 else MANTISSA[y.dtype]) * theirs.double().abs() + tiny
+        assert bool(((out.double() - theirs.double()).abs() <= ulp).all())
+    if activation in ("relu", "relu6"):
         assert bool((got >= 0).all()) and (activation == "relu" or bool((got <= 6).all()))
 
 

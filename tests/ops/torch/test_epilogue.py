@@ -16,7 +16,8 @@ from convtune.errors import InvalidInput  # noqa: E402
 
 # torch.compile imports torch.utils.mkldnn, whose torch.jit.script_method warns (torch 2.11) under filterwarnings=error
 COMPILE_WARNINGS = pytest.mark.filterwarnings("ignore:.torch.jit.script_method. is deprecated:DeprecationWarning")
-ACTIVATIONS = ("none", "relu", "relu6")
+ACTIVATIONS = ("none", "relu", "relu6", "silu", "hardswish", "hardsigmoid", "sigmoid")
+CLAMPS = ("relu", "relu6")   # the activations whose outputs are clamped to [0, ∞) / [0, 6]
 SHAPES = [(2, 13, 7, 7), (3, 24, 8, 12), (1, 5, 1, 1)]
 
 
@@ -25,11 +26,21 @@ def _formula(y, bias, residual, activation):
     z = y.double() + bias.double()[None, :, None, None]
     if residual is not None:
         z = z + residual.double()
-    if activation == "relu":
-        z = torch.where(z > 0, z, torch.zeros_like(z))
-    elif activation == "relu6":
-        z = torch.where(z > 6, torch.full_like(z, 6.0), torch.where(z > 0, z, torch.zeros_like(z)))
-    return z
+    def clamp06(t):
+        return torch.where(t > 6, torch.full_like(t, 6.0), torch.where(t > 0, t, torch.zeros_like(t)))
+
+    return {"none": lambda: z, "relu": lambda: torch.where(z > 0, z, torch.zeros_like(z)), "relu6": lambda: clamp06(z),
+            "silu": lambda: z / (1 + torch.exp(-z)), "hardswish": lambda: z * clamp06(z + 3) / 6,
+            "hardsigmoid": lambda: clamp06(z + 3) / 6, "sigmoid": lambda: 1 / (1 + torch.exp(-z))}[activation]()
+
+
+def _derivative(z, activation):
+    """act'(z) in float64, PyTorch's derivative formulas (the tests keep z off the kinks)."""
+    s = 1 / (1 + torch.exp(-z))
+    return {"none": torch.ones_like(z), "relu": (z > 0).double(), "relu6": ((z > 0) & (z < 6)).double(),
+            "silu": s * (1 + z * (1 - s)),
+            "hardswish": torch.where(z < -3, 0.0, torch.where(z <= 3, z / 3 + 0.5, 1.0)),
+            "hardsigmoid": ((z > -3) & (z < 3)).double() / 6, "sigmoid": s * (1 - s)}[activation]
 
 
 def _inputs(shape, dtype, seed, scale=4.0):
@@ -54,9 +65,9 @@ def test_cpu_matches_the_formula(shape, activation, with_residual, dtype) -> Non
     tol = 1e-15 if dtype == torch.float64 else 1e-6
     assert float((out.double() - ref).abs().max()) <= tol * float(ref.abs().max())
     assert torch.equal(y, y_before)                              # y untouched out of place
-    if activation != "none":
+    if activation in CLAMPS:
         assert bool((out >= 0).all()) and (activation == "relu" or bool((out <= 6).all()))
-    if activation != "none" and out.numel() > 100:       # the clamps were reached
+    if activation in CLAMPS and out.numel() > 100:       # the clamps were reached
         assert bool((out == 0).any()) and (activation == "relu" or bool((out == 6).any()))
 
 
@@ -112,9 +123,11 @@ def test_bad_arguments_name_the_field(call, field) -> None:
 
 # ---- autograd -----------------------------------------------------------------------------------------------------
 def _away_from_kinks(t: torch.Tensor) -> torch.Tensor:
-    """Move values within 0.2 of the activation's kinks (0 and 6) out of reach of gradcheck's finite differences."""
-    t = torch.where((t.abs() < 0.2), t + torch.where(t >= 0, 0.4, -0.4), t)
-    return torch.where(((t - 6).abs() < 0.2), t + torch.where(t >= 6, 0.4, -0.4), t)
+    """Move values within 0.2 of the activations' kinks (−3, 0, 3 and 6) out of reach of gradcheck's finite
+    differences."""
+    for kink in (-3.0, 0.0, 3.0, 6.0):
+        t = torch.where(((t - kink).abs() < 0.2), t + torch.where(t >= kink, 0.4, -0.4), t)
+    return t
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
@@ -128,7 +141,7 @@ def test_gradcheck_float64(activation, with_residual) -> None:
     # choose y so that z = y + bias + res sits away from the kinks: gradcheck perturbs by 1e-6
     base = bias.view(1, -1, 1, 1) + (res if res is not None else 0)
     z = _away_from_kinks(raw)
-    assert float(z.abs().min()) > 0.1 and float((z - 6).abs().min()) > 0.1
+    assert all(float((z - kink).abs().min()) > 0.1 for kink in (-3.0, 0.0, 3.0, 6.0))
     y = (z - base).requires_grad_()
     bias.requires_grad_()
     if res is not None:
@@ -146,17 +159,18 @@ def test_gradcheck_float64(activation, with_residual) -> None:
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_gradients_are_the_masked_upstream(activation) -> None:
+def test_gradients_are_the_upstream_times_the_derivative(activation) -> None:
     y, bias, res = _inputs((2, 4, 3, 5), torch.float64, seed=5)
     y, bias, res = (t.requires_grad_() for t in (y, bias, res))
     out = ct.bias_act(y, bias, res, activation)
     dz = torch.randn_like(out)
     out.backward(dz)
     z = _formula(y.detach(), bias.detach(), res.detach(), "none")
-    mask = {"none": torch.ones_like(z, dtype=torch.bool), "relu": z > 0, "relu6": (z > 0) & (z < 6)}[activation]
-    expected = dz * mask
-    assert torch.allclose(y.grad, expected, rtol=0, atol=0) and torch.allclose(res.grad, expected, rtol=0, atol=0)
-    assert torch.allclose(bias.grad, expected.sum((0, 2, 3)), rtol=1e-14, atol=1e-14)
+    expected = dz * _derivative(z, activation)
+    exact = 0 if activation in (*CLAMPS, "none") else 1e-14   # masks are exact; the smooth ones are computed
+    assert torch.allclose(y.grad, expected, rtol=exact, atol=exact)
+    assert torch.allclose(res.grad, expected, rtol=exact, atol=exact)
+    assert torch.allclose(bias.grad, expected.sum((0, 2, 3)), rtol=1e-13, atol=1e-13)
 
 
 def test_only_needed_gradients() -> None:
@@ -185,7 +199,7 @@ def test_opcheck_schema_fake_and_autograd(with_residual) -> None:
     y.requires_grad_()
     bias.requires_grad_()
     residual = res.requires_grad_() if with_residual else None
-    for code in (0, 1, 2):
+    for code in range(len(ACTIVATIONS)):
         torch.library.opcheck(torch.ops.convtune.bias_act.default, (y, bias, residual, code))
     torch.library.opcheck(torch.ops.convtune.bias_act.default, (y.detach(), bias.detach(), None, 2))
 

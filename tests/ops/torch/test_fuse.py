@@ -1,5 +1,6 @@
 """``convtune.ops.torch.fuse`` on the CPU in float64 (tight comparisons): which chains become :class:`FusedConv2d`
-(conv → BatchNorm → [+ other] → ReLU / ReLU6 / hardtanh(0, 6) in module, functional and method forms, conv with
+(conv → BatchNorm → [+ other] → ReLU / ReLU6 / hardtanh(0, 6) / SiLU / Hardswish / Hardsigmoid / Sigmoid in module,
+functional and method forms, conv with
 its own bias → ReLU, depthwise and grouped convolutions) and which are left alone (a conv called twice, BatchNorm
 without running statistics); outputs against the original model, the original left unchanged, the state_dict's
 names, BatchNorm folding against a direct computation, typed errors, convtune's drop-in modules, and what
@@ -255,7 +256,14 @@ def _pad(x):
     pytest.param(lambda y, x: F.relu6(y), True, [("conv", "relu6", False)], id="F.relu6"),
     pytest.param(lambda y, x: torch.relu_(y), True, [("conv", "relu", False)], id="torch.relu_"),
     pytest.param(lambda y, x: F.leaky_relu(y), True, [("conv", "none", False)], id="leaky-relu-not-fused"),
-    pytest.param(lambda y, x: torch.sigmoid(y), False, [], id="no-bn-sigmoid"),
+    pytest.param(lambda y, x: torch.sigmoid(y), False, [("conv", "sigmoid", False)], id="no-bn-sigmoid"),
+    pytest.param(lambda y, x: F.silu(y), True, [("conv", "silu", False)], id="F.silu"),
+    pytest.param(lambda y, x: F.silu(y, inplace=True), True, [("conv", "silu", False)], id="F.silu-inplace"),
+    pytest.param(lambda y, x: F.hardswish(y + _pad(x)), True, [("conv", "hardswish", True)], id="residual-hardswish"),
+    pytest.param(lambda y, x: F.hardsigmoid(y), False, [("conv", "hardsigmoid", False)], id="no-bn-hardsigmoid"),
+    pytest.param(lambda y, x: y.sigmoid(), True, [("conv", "sigmoid", False)], id="method-sigmoid"),
+    pytest.param(lambda y, x: F.gelu(y), True, [("conv", "none", False)], id="gelu-not-fused"),
+    pytest.param(lambda y, x: y * torch.sigmoid(y), True, [("conv", "none", False)], id="hand-written-silu-not-fused"),
     pytest.param(lambda y, x: _pad(x) + y, True, [("conv", "none", True)], id="other-first"),
     pytest.param(lambda y, x: torch.add(y, _pad(x)), True, [("conv", "none", True)], id="torch.add"),
     pytest.param(lambda y, x: torch.add(y, _pad(x), alpha=2.0), True, [("conv", "none", False)],
@@ -455,3 +463,21 @@ def test_a_fused_model_compiles_with_fullgraph() -> None:
         torch.testing.assert_close(compiled(x), fused(x), rtol=1e-6, atol=1e-6)
         torch.testing.assert_close(fused(x), model(x), rtol=1e-5, atol=1e-5)
     assert [a for _, a, _ in ct.fused(fused)] == ["relu6", "relu"]
+
+
+@pytest.mark.parametrize(("act", "name"), [(nn.SiLU, "silu"), (nn.Hardswish, "hardswish"),
+                                           (nn.Hardsigmoid, "hardsigmoid"), (nn.Sigmoid, "sigmoid")])
+def test_activation_modules_of_modern_blocks(act, name) -> None:
+    """YOLO's / EfficientNet's conv → BN → SiLU block, MobileNetV3's Hardswish, squeeze-excitation gates."""
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Conv2d(4, 6, 3, padding=1, bias=False), nn.BatchNorm2d(6), act(),
+                          nn.Conv2d(6, 6, 3, padding=1, groups=6, bias=False), nn.BatchNorm2d(6), act()).double()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            _randomise_bn(m, torch.Generator().manual_seed(6))
+    model.eval()
+    g = ct.fuse(model)
+    assert ct.fused(g) == [("0", name, False), ("3", name, False)]
+    x = _x(12, (2, 4, 7, 9)) * 3   # values across the activations' kinks (±3)
+    with torch.no_grad():
+        assert _close(g(x), model(x))

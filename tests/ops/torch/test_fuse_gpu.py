@@ -129,3 +129,33 @@ def test_bf16_autocast_is_close_to_the_unfused_model_under_autocast(depthwise) -
     assert _rel(out, ref) <= 2e-2, _rel(out, ref)
     assert out.dtype == ref.dtype == torch.bfloat16              # the last conv ran in bf16 in both
     assert _rel(out, exact) <= 2e-2 and _rel(ref, exact) <= 2e-2
+
+
+@pytest.mark.parametrize("act", [nn.SiLU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid], ids=lambda a: a.__name__)
+def test_modern_activations_fused_on_the_gpu(act, monkeypatch) -> None:
+    """conv → BN → SiLU (YOLO, EfficientNet), Hardswish (MobileNetV3), Hardsigmoid / Sigmoid (squeeze-excitation
+    gates), dense and depthwise, against the unfused model in fp32, every epilogue on the kernel."""
+    torch.manual_seed(8)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), act(),
+                          nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False), nn.BatchNorm2d(16), act(),
+                          nn.Conv2d(16, 8, 1, bias=True), act())
+    g = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.3)
+                m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                m.weight.copy_(torch.randn(m.num_features, generator=g) + 1)
+    model = model.cuda().eval().requires_grad_(False)
+    fused = ct.fuse(model)
+    name = {nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.Sigmoid: "sigmoid"}[act]
+    assert [a for _, a, _ in ct.fused(fused)] == [name] * 3
+    launched = []
+    real = epilogue._launch
+    monkeypatch.setattr(epilogue, "_launch", lambda *a: launched.append(a[3]) or real(*a))
+    x = _x(10, (2, 3, 18, 22)) * 3
+    with torch.no_grad():
+        ref, out = model(x), fused(x)
+    torch.cuda.synchronize()
+    assert bool(torch.isfinite(out).all()) and _rel(out, ref) <= 1e-5, _rel(out, ref)
+    assert len(launched) == 3
