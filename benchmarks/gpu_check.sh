@@ -59,7 +59,9 @@
 #     epilogue  benchmarks/epilogue_bench.py: the fused epilogue (bias_act) vs PyTorch's BN + add + activation
 #     models    benchmarks/model_inference.py: $MODELS (default resnet50 vgg16 mobilenet_v2) tuned
 #               ($MODEL_BUDGET_S s, $MODEL_BUDGET_TRIALS trials per convolution; $MODEL_DB; $MODEL_MATH ieee|tf32|bf16)
-#               and converted vs cuDNN ($MODEL_FUSE=1: convtune's side fused, cuDNN folded as a second baseline)
+#               and converted vs cuDNN ($MODEL_FUSE=1: convtune's side fused, cuDNN folded as a second baseline;
+#               $MODEL_PRECOMPILE=N: first the tuner's N first trials of every layer compiled in parallel for preset
+#               $MODEL_MACHINE, default h100)
 # Python packages missing on the host (optuna, sqlalchemy, ...) come as wheels in .whl/
 # (../shared/tools/device-wheels); they are installed first when present.
 set -uo pipefail
@@ -220,6 +222,11 @@ for step in "$@"; do
             | tee "$OUT/user_suite.log" | tail -25 ;;
     models)
         models=${MODELS:-resnet50 vgg16 mobilenet_v2}
+        if [ -n "${MODEL_PRECOMPILE:-}" ]; then   # the tuner's first $MODEL_PRECOMPILE trials per layer, compiled here
+            python3 benchmarks/model_problems.py --models $models > "$OUT/model_problems.txt" \
+                && python3 benchmarks/precompile_cubins.py --out "$CONVTUNE_CUBIN_DIR" --machine "${MODEL_MACHINE:-h100}" \
+                    --warm-start "$MODEL_PRECOMPILE" --problems "$OUT/model_problems.txt" 2>&1 | tail -3
+        fi
         python3 benchmarks/model_inference.py --models $models --budget-s "${MODEL_BUDGET_S:-150}" \
             --budget-trials "${MODEL_BUDGET_TRIALS:-6}" --db "${MODEL_DB:-sqlite:////tmp/convtune-models.db}" \
             --math "${MODEL_MATH:-ieee}" ${MODEL_FUSE:+--fuse} \
