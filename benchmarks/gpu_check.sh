@@ -223,7 +223,7 @@ for step in "$@"; do
     models)
         models=${MODELS:-resnet50 vgg16 mobilenet_v2}
         if [ -n "${MODEL_PRECOMPILE:-}" ]; then   # the tuner's first $MODEL_PRECOMPILE trials per layer, compiled here
-            python3 benchmarks/model_problems.py --models $models > "$OUT/model_problems.txt" \
+            python3 benchmarks/model_problems.py --models $models --math "${MODEL_MATH:-ieee}" > "$OUT/model_problems.txt" \
                 && python3 benchmarks/precompile_cubins.py --out "$CONVTUNE_CUBIN_DIR" --machine "${MODEL_MACHINE:-h100}" \
                     --warm-start "$MODEL_PRECOMPILE" --problems "$OUT/model_problems.txt" 2>&1 | tail -3
         fi
