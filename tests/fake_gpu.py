@@ -27,6 +27,7 @@ def fake_kernels(rec: Recorder, pl: Any) -> Any:
     from convtune.kernels.direct.launcher import DirectFwdPlan
     from convtune.kernels.igemm.launcher import IgemmFwdPlan
     from convtune.kernels.pointwise.launcher import PointwiseFwdPlan
+    from convtune.kernels.pointwise_sliced.launcher import PointwiseSlicedFwdPlan
     from convtune.kernels.winograd.launcher import WinogradFwdPlan
     from convtune.kernels.winograd.unfused import UnfusedKernels, WinogradUnfusedPlan
 
@@ -41,6 +42,8 @@ def fake_kernels(rec: Recorder, pl: Any) -> Any:
         return rec.kernel("igemm_fwd", 3, 15)
     if isinstance(pl, PointwiseFwdPlan):
         return rec.kernel("pointwise_fwd", 3, 9)
+    if isinstance(pl, PointwiseSlicedFwdPlan):
+        return rec.kernel("pointwise_sliced_fwd", 3, 8)
     if isinstance(pl, WinogradFwdPlan):
         return rec.kernel("winograd_fwd", 3, 13)
     if isinstance(pl, WinogradUnfusedPlan):
@@ -96,7 +99,9 @@ def install_fake_gpu(monkeypatch: Any) -> Recorder:
     transform = rec.kernel("winograd_filter", 2, 4)
     monkeypatch.setattr(direct, "load_kernel", lambda *a, **k: pack)
     igemm_pack = rec.kernel("igemm_pack", 2, 12)
-    monkeypatch.setattr(igemm, "load_kernel", lambda *a, **k: igemm_pack)
+    sliced_pack = rec.kernel("pointwise_sliced_pack", 2, 3)   # pointwise_sliced packs through igemm's pack_layout
+    monkeypatch.setattr(igemm, "load_kernel", lambda source, entry, **k: (
+        sliced_pack if entry.startswith("pointwise_sliced_pack") else igemm_pack))
     monkeypatch.setattr(wino_filters, "load_kernel", lambda *a, **k: transform)
     monkeypatch.setattr(conv2d, "torch_stream_getter", lambda torch_module: (lambda index: 0x5EED))
     monkeypatch.setattr(conv2d, "torch_runner", functools.partial(conv2d.torch_runner, device=cpu))
