@@ -80,6 +80,36 @@ def _launch(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None, 
     return out
 
 
+def in_place_launcher(y_shape: tuple[int, ...], dtype: torch.dtype, device: int, code: int,
+                      residual: bool) -> Any:
+    """``launch(y_ptr, bias_ptr, residual_ptr)``: the kernel in place on a contiguous CUDA ``y`` of this shape and
+    dtype (a float32 contiguous bias, a residual of y's shape, dtype and device or y's own pointer), on torch's
+    current stream; 4-wide when every pointer allows it, else 1-wide (each prepared once). For callers that have
+    checked the arguments once per signature (:class:`convtune.ops.torch.fuse.FusedConv2d`); None where the
+    kernel does not take such a y."""
+    if dtype not in _DTYPES or len(y_shape) != 4 or not 0 < torch.Size(y_shape).numel() <= _kernel.MAX_ELEMENTS:
+        return None
+    N, K, H, W = y_shape
+    name = _DTYPES[dtype]
+    align = _kernel.VECTOR * _kernel.DTYPE_BYTES[name] - 1
+    wide = H * W % _kernel.VECTOR == 0
+    stream_of = torch_stream_getter(torch)
+    made: dict[int, Any] = {}
+
+    def prepared(vector: int) -> Any:
+        hit = made.get(vector)
+        if hit is None:
+            plan = _kernel.make_plan(name, N, K, H * W, ACTIVATIONS[code], residual, vector)
+            hit = made[vector] = _kernel.prepare(plan, device)
+        return hit
+
+    def launch(y_ptr: int, bias_ptr: int, res_ptr: int) -> None:
+        vector = _kernel.VECTOR if wide and not (y_ptr | res_ptr) & align else 1
+        prepared(vector)((y_ptr, bias_ptr, res_ptr, y_ptr), stream_of(device))
+
+    return launch
+
+
 def _bias_act_impl(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None, activation: int) -> Any:
     if _kernels_take(y, residual):
         return _launch(y, bias, residual, activation, torch.empty_like(y))

@@ -33,7 +33,13 @@ from torch import fx, nn
 
 from convtune.errors import InvalidInput
 from convtune.kernels.epilogue.launcher import ACTIVATIONS as ACTIVATION_CODES
-from convtune.ops.torch.dense import conv2d
+from convtune.ops import conv2d as _conv2d_caches
+from convtune.ops import resolver
+from convtune.ops.torch import dense as _dense
+from convtune.ops.torch import depthwise as _depthwise
+from convtune.ops.torch import epilogue as _epilogue
+from convtune.ops.torch._dispatch import needs_grad, plain_eager
+from convtune.ops.torch.dense import conv2d, kernel_runner, math_of
 from convtune.ops.torch.depthwise import depthwise_conv2d
 from convtune.ops.torch.epilogue import _torch_bias_act, apply_bias_act
 from convtune.ops.torch.modules import Conv2d, DepthwiseConv2d, _padding, support
@@ -41,6 +47,20 @@ from convtune.ops.torch.modules import Conv2d, DepthwiseConv2d, _padding, suppor
 __all__ = ["FusedConv2d", "fold_batch_norm", "fuse", "fused"]
 
 _HALF = (torch.bfloat16, torch.float16)
+_is_compiling = torch.compiler.is_compiling
+_autocast_on = torch.is_autocast_enabled
+#: bumped whenever the ops forget their prepared calls (the resolver's clear): fast-path entries of older
+#: generations hold stale runners and are rebuilt
+_GENERATION = [0]
+FAST_ENTRIES = 64
+
+
+def _bump_generation() -> None:
+    _GENERATION[0] += 1
+
+
+_conv2d_caches.on_clear(_bump_generation)
+resolver.on_clear(_bump_generation)
 
 
 class FusedConv2d(nn.Conv2d):
@@ -71,6 +91,12 @@ class FusedConv2d(nn.Conv2d):
     def extra_repr(self) -> str:
         return super().extra_repr() + f", activation={self.activation}"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling and deep copies leave the hot path's entries (launch closures) behind: rebuilt on use."""
+        state = self.__dict__.copy()
+        state.pop("_fast_entries", None)
+        return state
+
     def _conv(self, x: torch.Tensor) -> torch.Tensor:
         route = self._route()
         if route is not None:
@@ -95,13 +121,73 @@ class FusedConv2d(nn.Conv2d):
         return cached[1]  # type: ignore[return-value]
 
     def forward(self, input: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        y = self._fast(input, residual)
+        if y is not None:
+            return y
         y = self._conv(input)
         code = ACTIVATION_CODES[self.activation]
         if residual is not None and residual.shape != y.shape:   # a broadcasting add: PyTorch's ops
             return _torch_bias_act(y, self.bias, residual, code)  # type: ignore[arg-type]
         # the arguments are consistent by construction (y is the convolution's, the bias has its channels): the
         # epilogue without bias_act's argument checks, in place on the fresh y
-        return apply_bias_act(y, self.bias, residual, code, True)  # type: ignore[arg-type]
+        out = apply_bias_act(y, self.bias, residual, code, True)  # type: ignore[arg-type]
+        self._remember_fast(input, residual, y)
+        return out
+
+    # ---- the eager inference hot path -------------------------------------------------------------------------
+    # Per input signature, once a general call has run it on the kernels: the convolution's runner and the
+    # epilogue's in-place launcher, so a later call is one runner call and one launch (no argument checks, no
+    # per-call lookups in the ops' caches). Eager only, no gradient, no autocast, contiguous tensors.
+    def _fast_key(self, x: torch.Tensor, residual: torch.Tensor | None) -> tuple[Any, ...]:
+        res = None if residual is None else (residual.shape, residual.dtype, residual.get_device())
+        return (x.shape, x.dtype, x.get_device(), math_of(x), res, _GENERATION[0])
+
+    def _fast(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor | None:
+        entries = self.__dict__.get("_fast_entries")
+        if not entries or _is_compiling() or not plain_eager(x, residual) or _autocast_on("cuda"):
+            return None
+        if needs_grad(x, self.weight, self.bias, residual) or self._route() is None:
+            return None
+        entry = entries.get(self._fast_key(x, residual))
+        if entry is None or entry[0] != self.__dict__["_route_cache"][0]:   # new signature or new attributes
+            return None
+        if not x.is_contiguous() or (residual is not None and not residual.is_contiguous()):
+            return None
+        _, run, launch = entry
+        y = run(x, self.weight)
+        y_ptr = y.data_ptr()
+        launch(y_ptr, self.bias.data_ptr(), y_ptr if residual is None else residual.data_ptr())  # type: ignore[union-attr]
+        return y
+
+    def _remember_fast(self, x: torch.Tensor, residual: torch.Tensor | None, y: torch.Tensor) -> None:
+        """After a general call: keep its runner and launcher for the signature when the kernels ran it."""
+        # the module attributes, not imported names: tests fake the device by patching these checks
+        if (_is_compiling() or not plain_eager(x, residual) or _autocast_on("cuda")
+                or needs_grad(x, self.weight, self.bias, residual) or not _epilogue._kernels_take(y, residual)):
+            return
+        route = self._route()
+        bias = self.bias
+        if route is None or bias is None or bias.dtype != torch.float32 or not bias.is_contiguous():
+            return
+        kind, padding = route
+        if self.weight.dtype != x.dtype or not x.is_contiguous():
+            return
+        if kind == "dense":
+            if not _dense._kernels_run(x):
+                return
+            run = kernel_runner(x, self.weight, self.stride, padding, self.dilation, math_of(x))
+        else:
+            if not _depthwise._use_kernels(x):
+                return
+            run = _depthwise._fwd2_run(x, self.weight, (*self.stride, *padding))  # type: ignore[arg-type]
+        launch = _epilogue.in_place_launcher(tuple(y.shape), y.dtype, y.get_device(), ACTIVATION_CODES[self.activation],
+                                   residual is not None)
+        if launch is None:
+            return
+        entries = self.__dict__.setdefault("_fast_entries", {})
+        if len(entries) >= FAST_ENTRIES:
+            entries.clear()
+        entries[self._fast_key(x, residual)] = (self.__dict__["_route_cache"][0], run, launch)
 
 
 # ---- the graph rewrite -------------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ one), with the folded bias and the activation's code; the first call also packs 
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -11,6 +13,8 @@ nn = torch.nn
 ct = pytest.importorskip("convtune.ops.torch")
 
 from fake_gpu import install_fake_gpu  # noqa: E402
+
+from convtune.kernels.epilogue.launcher import ACTIVATIONS  # noqa: E402
 
 
 class _Residual(nn.Module):
@@ -63,3 +67,80 @@ def test_a_misaligned_residual_takes_the_one_element_kernel(monkeypatch: pytest.
     misaligned, aligned = (c for c in rec.calls if c.kind == "launch")
     assert misaligned.ints == (16, 8, 2 * 8 * 16, 1, 1) and misaligned.pointers[2] == residual.data_ptr()
     assert aligned.ints == (16, 8, 2 * 8 * 16 // 4, 1, 0)
+
+
+def _dense_or_depthwise(depthwise: bool, residual: bool) -> nn.Module:
+    if residual:
+        return _Residual()
+    groups = 32 if depthwise else 1
+    return nn.Sequential(nn.Conv2d(32, 32, 3, padding=1, groups=groups, bias=False), nn.BatchNorm2d(32), nn.SiLU())
+
+
+def _shape(calls):
+    """What a launch sequence does, without the pointers of tensors allocated per call."""
+    return [(c.name, c.grid, c.block, c.ints) for c in calls]
+
+
+@pytest.mark.parametrize(("depthwise", "residual"), [(False, False), (True, False), (False, True)],
+                         ids=["dense-silu", "depthwise-silu", "dense-residual-relu"])
+def test_later_calls_take_the_hot_path_with_the_same_launches(monkeypatch: pytest.MonkeyPatch, depthwise: bool,
+                                                              residual: bool) -> None:
+    """The first call of a signature runs the general path and keeps the runner and the epilogue launcher; the
+    next calls launch the same kernels, the epilogue in place on the returned y, without the general path."""
+    fuse_module = importlib.import_module("convtune.ops.torch.fuse")   # the package exports the function
+
+    rec = install_fake_gpu(monkeypatch)
+    fused = ct.fuse(_dense_or_depthwise(depthwise, residual).eval())
+    x = torch.randn(2, 32, 14, 14)
+    _launches(rec, fused, x)                                       # packs filters, prepares, remembers
+    _, general = _launches(rec, fused, x)
+    monkeypatch.setattr(fuse_module, "apply_bias_act", lambda *a: pytest.fail("the general path ran"))
+    y, hot = _launches(rec, fused, x)
+    assert _shape(hot) == _shape(general) and hot[-1].name == "bias_act"
+    epi = hot[-1]
+    assert epi.pointers[0] == epi.pointers[3] == y.data_ptr()
+    assert epi.pointers[2] == (x.data_ptr() if residual else y.data_ptr())
+    assert epi.ints[3] == (1 if residual else ACTIVATIONS["silu"])
+
+
+def test_the_hot_path_steps_aside_when_the_call_is_not_plain_inference(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convtune.ops import resolver
+    fuse_module = importlib.import_module("convtune.ops.torch.fuse")   # the package exports the function
+
+    rec = install_fake_gpu(monkeypatch)
+    fused = ct.fuse(_dense_or_depthwise(False, False).eval())
+    conv = next(m for m in fused.modules() if isinstance(m, ct.FusedConv2d))
+    x = torch.randn(2, 32, 14, 14)
+    _launches(rec, fused, x)
+    general: list[int] = []
+    real = fuse_module.apply_bias_act
+    monkeypatch.setattr(fuse_module, "apply_bias_act", lambda *a: general.append(1) or real(*a))
+    _launches(rec, fused, x)
+    assert general == []                                          # the hot path
+    _launches(rec, fused, torch.randn(2, 32, 14, 14).to(memory_format=torch.channels_last))
+    assert general == [1]                                         # not contiguous: the general path
+    xg = x.clone().requires_grad_()
+    fused(xg)                                                     # a gradient to record: the general path
+    assert general == [1, 1]
+    resolver.clear_cache()                                        # stale runners: rebuilt by a general call
+    _launches(rec, fused, x)
+    _launches(rec, fused, x)
+    assert general == [1, 1, 1]
+    conv.use_convtune = False                                     # new attributes: PyTorch's conv, no launch
+    _, launches = _launches(rec, fused, x)
+    assert general == [1, 1, 1, 1] and [c.name for c in launches] == ["bias_act"]
+
+
+def test_pickling_a_used_fused_model_leaves_the_hot_path_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    import copy
+    import pickle
+
+    rec = install_fake_gpu(monkeypatch)
+    fused = ct.fuse(_dense_or_depthwise(False, False).eval())
+    conv = next(m for m in fused.modules() if isinstance(m, ct.FusedConv2d))
+    x = torch.randn(2, 32, 14, 14)
+    _launches(rec, fused, x)
+    assert conv.__dict__.get("_fast_entries")
+    clone = pickle.loads(pickle.dumps(conv))
+    assert "_fast_entries" not in clone.__dict__ and torch.equal(clone.weight, conv.weight)
+    assert "_fast_entries" not in copy.deepcopy(conv).__dict__
