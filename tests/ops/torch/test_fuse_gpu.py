@@ -159,3 +159,23 @@ def test_modern_activations_fused_on_the_gpu(act, monkeypatch) -> None:
     torch.cuda.synchronize()
     assert bool(torch.isfinite(out).all()) and _rel(out, ref) <= 1e-5, _rel(out, ref)
     assert len(launched) == 3
+
+
+def test_the_eager_hot_path_gives_the_general_paths_bits(monkeypatch) -> None:
+    """The first call of a signature runs the general path, the next ones the kept runner and in-place launcher:
+    bitwise the same output (same kernels, same configs), the general path not taken again."""
+    import importlib
+
+    fuse_module = importlib.import_module("convtune.ops.torch.fuse")
+    model, fused = _models()
+    x = _x(11)
+    with torch.no_grad():
+        first = fused(x).clone()
+        general = []
+        real = fuse_module.apply_bias_act
+        monkeypatch.setattr(fuse_module, "apply_bias_act", lambda *a: general.append(1) or real(*a))
+        second = fused(x)
+        ref = model(x)
+    torch.cuda.synchronize()
+    assert general == [] and torch.equal(first, second)
+    assert _rel(second, ref) <= 1e-5
