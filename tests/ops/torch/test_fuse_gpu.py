@@ -52,18 +52,23 @@ EXPECTED = sorted([("c1", "relu", False), ("c2", "relu", False), ("c3", "relu", 
                    ("c5", "relu6", False), ("c6", "none", True), ("c7", "relu", False)])
 
 
-def _models(depthwise: bool = True):
-    torch.manual_seed(0)
-    model = Net(depthwise)
-    g = torch.Generator().manual_seed(1)
+def _randomise_bn(model: nn.Module, seed: int, gamma_scale: float = 0.3) -> nn.Module:
+    """Every BatchNorm's statistics and affine parameters drawn at random (fresh ones fold to near identity);
+    the model on the GPU, in eval mode, frozen."""
+    g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, nn.BatchNorm2d):
                 m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.3)
                 m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
-                m.weight.copy_(torch.randn(m.num_features, generator=g) * 0.3 + 1)
+                m.weight.copy_(torch.randn(m.num_features, generator=g) * gamma_scale + 1)
                 m.bias.copy_(torch.randn(m.num_features, generator=g) * 0.3)
-    model = model.cuda().eval().requires_grad_(False)
+    return model.cuda().eval().requires_grad_(False)
+
+
+def _models(depthwise: bool = True):
+    torch.manual_seed(0)
+    model = _randomise_bn(Net(depthwise), 1)
     fused = ct.fuse(model)
     assert sorted(ct.fused(fused)) == EXPECTED
     assert not any(isinstance(m, nn.BatchNorm2d) for m in fused.modules())
@@ -139,14 +144,7 @@ def test_modern_activations_fused_on_the_gpu(act, monkeypatch) -> None:
     model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), act(),
                           nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False), nn.BatchNorm2d(16), act(),
                           nn.Conv2d(16, 8, 1, bias=True), act())
-    g = torch.Generator().manual_seed(9)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.3)
-                m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
-                m.weight.copy_(torch.randn(m.num_features, generator=g) + 1)
-    model = model.cuda().eval().requires_grad_(False)
+    model = _randomise_bn(model, 9, gamma_scale=1.0)
     fused = ct.fuse(model)
     name = {nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.Sigmoid: "sigmoid"}[act]
     assert [a for _, a, _ in ct.fused(fused)] == [name] * 3
