@@ -9,10 +9,11 @@ chain
     conv → BatchNorm2d (eval statistics) [→ + other] [→ activation]
     conv [→ + other] → activation                                           (no BatchNorm: the conv's own bias)
 
-activation: ReLU, ReLU6 (or hardtanh(0, 6)), SiLU, Hardswish, Hardsigmoid, Sigmoid — modules, functions or tensor
-methods (YOLO's and EfficientNet's conv → BN → SiLU, MobileNetV3's Hardswish and squeeze-excitation gates)
-
-whose intermediate results have no other user into one :class:`FusedConv2d` call: the convolution on convtune's
+(activation: ReLU, ReLU6 or hardtanh(0, 6), SiLU, Hardswish, Hardsigmoid, Sigmoid — modules, functions or tensor
+methods: YOLO's and EfficientNet's conv → BN → SiLU, MobileNetV3's Hardswish, squeeze-excitation gates; inference
+identities — ``nn.Identity``, Dropout in eval, torchvision's ``stochastic_depth`` in eval on EfficientNet's residual
+branch — may sit before the add and the activation) whose intermediate results have no other user into one
+:class:`FusedConv2d` call: the convolution on convtune's
 kernels with the folded filters ``w' = w · γ/√(σ² + ε)`` and bias ``b' = (b − μ) · γ/√(σ² + ε) + β``, then
 :func:`convtune.ops.torch.epilogue.bias_act` (in place on the convolution's fresh output). Folding changes the
 rounding of the products (≈ 1 ulp of the filters), nothing else.
@@ -241,6 +242,34 @@ def _activation(node: fx.Node, modules: dict[str, nn.Module], source: fx.Node) -
     return None
 
 
+#: modules that are the identity in eval mode (Dropout: when not training)
+_DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
+_DROPOUT_FUNCTIONS = (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout)
+
+
+def _passthrough(node: fx.Node, modules: dict[str, nn.Module], source: fx.Node) -> bool:
+    """Whether ``node`` returns ``source`` unchanged at inference: ``nn.Identity``, a Dropout module not training,
+    ``F.dropout(..., training=False)``, torchvision's ``stochastic_depth(..., training=False)`` (EfficientNet's
+    residual branch; torchvision wraps it for torch.fx, so it stays a call)."""
+    if not node.args or node.args[0] is not source:
+        return False
+    if node.op == "call_module":
+        m = modules[str(node.target)]
+        return len(node.args) == 1 and not node.kwargs and (
+            type(m) is nn.Identity or (type(m) in _DROPOUTS and not m.training))
+    if node.op != "call_function":
+        return False
+    if node.target in _DROPOUT_FUNCTIONS:
+        training = node.kwargs.get("training", node.args[2] if len(node.args) > 2 else True)
+        return training is False
+    target = node.target
+    if getattr(target, "__name__", "") == "stochastic_depth" and str(getattr(target, "__module__", "")).startswith(
+            "torchvision"):
+        training = node.kwargs.get("training", node.args[3] if len(node.args) > 3 else True)
+        return training is False
+    return False
+
+
 def _added(node: fx.Node, source: fx.Node) -> fx.Node | None:
     """The other operand when ``node`` is ``source + other`` (either order; ``source.add_(other)``), else None.
     ``other.add_(source)`` is not taken: it writes ``other``, which later code may read."""
@@ -351,17 +380,28 @@ def _fuse_chain(gm: fx.GraphModule, modules: dict[str, nn.Module], node: fx.Node
     BatchNorm whose statistics the forward also reads, or that is called elsewhere, is not folded)."""
     end, removed = node, []
     bn = other = activation = None
+
+    def through(nxt: fx.Node | None, end: fx.Node) -> tuple[fx.Node, fx.Node | None, list[fx.Node]]:
+        """Past the inference identities after ``end`` (single users only): the last of them, its user, them."""
+        skipped = []
+        while nxt is not None and _passthrough(nxt, modules, end):
+            skipped.append(nxt)
+            end, nxt = nxt, _sole_user(nxt)
+        return end, nxt, skipped
+
     nxt = _sole_user(end)
     if (nxt is not None and str(nxt.target) not in read and (bn := _batch_norm(nxt, modules, end, conv.out_channels))
             is not None):
         end, nxt = nxt, _sole_user(nxt)
         removed.append(end)
-    if nxt is not None and (other := _added(nxt, end)) is not None:
-        end, nxt = nxt, _sole_user(nxt)
-        removed.append(end)
-    if nxt is not None and (activation := _activation(nxt, modules, end)) is not None:
-        end = nxt
-        removed.append(end)
+    last, after, skipped = through(nxt, end)
+    if after is not None and (other := _added(after, last)) is not None:
+        removed += [*skipped, after]
+        end, nxt = after, _sole_user(after)
+    last, after, skipped = through(nxt, end)
+    if after is not None and (activation := _activation(after, modules, last)) is not None:
+        removed += [*skipped, after]
+        end = after
     if not removed:
         return
     weight, bias = fold_batch_norm(conv, bn)

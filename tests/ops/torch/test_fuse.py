@@ -23,6 +23,16 @@ from convtune.errors import InvalidInput  # noqa: E402
 C = 8
 
 
+def stochastic_depth(input, p, mode, training=True):
+    """Stands in for torchvision's (not installed here): the identity unless training (then a deterministic
+    scaling here, so outputs compare); wrapped for torch.fx as torchvision wraps its own, so traces keep the call."""
+    return input if not training or p == 0.0 else input * (1 - p)
+
+
+stochastic_depth.__module__ = "torchvision.ops.stochastic_depth"
+torch.fx.wrap("stochastic_depth")
+
+
 def _randomise_bn(bn: nn.BatchNorm2d, g: torch.Generator) -> None:
     """Running statistics and affine parameters far from the defaults (0, 1, 1, 0)."""
     with torch.no_grad():
@@ -257,6 +267,14 @@ def _pad(x):
     pytest.param(lambda y, x: torch.relu_(y), True, [("conv", "relu", False)], id="torch.relu_"),
     pytest.param(lambda y, x: F.leaky_relu(y), True, [("conv", "none", False)], id="leaky-relu-not-fused"),
     pytest.param(lambda y, x: torch.sigmoid(y), False, [("conv", "sigmoid", False)], id="no-bn-sigmoid"),
+    pytest.param(lambda y, x: stochastic_depth(y, 0.2, "row", False) + _pad(x), True, [("conv", "none", True)],
+                 id="efficientnet-stochastic-depth-eval-then-add"),
+    pytest.param(lambda y, x: stochastic_depth(y, 0.2, "row", training=True) + _pad(x), True,
+                 [("conv", "none", False)], id="stochastic-depth-training-kept"),
+    pytest.param(lambda y, x: F.relu(F.dropout(y, 0.5, training=False) + _pad(x)), True, [("conv", "relu", True)],
+                 id="dropout-eval-then-add-relu"),
+    pytest.param(lambda y, x: F.silu(F.dropout(y, 0.5, False)), True, [("conv", "silu", False)],
+                 id="dropout-eval-positional-then-silu"),
     pytest.param(lambda y, x: F.silu(y), True, [("conv", "silu", False)], id="F.silu"),
     pytest.param(lambda y, x: F.silu(y, inplace=True), True, [("conv", "silu", False)], id="F.silu-inplace"),
     pytest.param(lambda y, x: F.hardswish(y + _pad(x)), True, [("conv", "hardswish", True)], id="residual-hardswish"),
@@ -479,5 +497,19 @@ def test_activation_modules_of_modern_blocks(act, name) -> None:
     g = ct.fuse(model)
     assert ct.fused(g) == [("0", name, False), ("3", name, False)]
     x = _x(12, (2, 4, 7, 9)) * 3   # values across the activations' kinks (±3)
+    with torch.no_grad():
+        assert _close(g(x), model(x))
+
+
+def test_identity_and_eval_dropout_modules_are_passed_through() -> None:
+    torch.manual_seed(13)
+    model = nn.Sequential(nn.Conv2d(4, 6, 3, padding=1, bias=False), nn.BatchNorm2d(6), nn.Dropout(0.3), nn.Identity(),
+                          nn.SiLU()).double()
+    _randomise_bn(model[1], torch.Generator().manual_seed(14))
+    model.eval()
+    g = ct.fuse(model)
+    assert ct.fused(g) == [("0", "silu", False)]
+    assert not any(isinstance(m, nn.Dropout | nn.Identity) for m in g.modules())
+    x = _x(15, (2, 4, 7, 9))
     with torch.no_grad():
         assert _close(g(x), model(x))
