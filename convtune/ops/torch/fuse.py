@@ -140,8 +140,13 @@ class FusedConv2d(nn.Conv2d):
     # epilogue's in-place launcher, so a later call is one runner call and one launch (no argument checks, no
     # per-call lookups in the ops' caches). Eager only, no gradient, no autocast, contiguous tensors.
     def _fast_key(self, x: torch.Tensor, residual: torch.Tensor | None) -> tuple[Any, ...]:
+        """Everything the kept runner and launcher were made for: the input's and residual's signature, the
+        precision class, the parameters' dtypes and device (a module moved or cast after its first call), the
+        activation, the ops' cache generation."""
         res = None if residual is None else (residual.shape, residual.dtype, residual.get_device())
-        return (x.shape, x.dtype, x.get_device(), math_of(x), res, _GENERATION[0])
+        w, b = self.weight, self.bias
+        return (x.shape, x.dtype, x.get_device(), math_of(x), res, w.dtype, w.get_device(),
+                None if b is None else b.dtype, self.activation, _GENERATION[0])
 
     def _fast(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor | None:
         entries = self.__dict__.get("_fast_entries")

@@ -14,6 +14,7 @@ ct = pytest.importorskip("convtune.ops.torch")
 
 from fake_gpu import install_fake_gpu  # noqa: E402
 
+from convtune.errors import InvalidInput  # noqa: E402
 from convtune.kernels.epilogue.launcher import ACTIVATIONS  # noqa: E402
 
 
@@ -126,9 +127,18 @@ def test_the_hot_path_steps_aside_when_the_call_is_not_plain_inference(monkeypat
     _launches(rec, fused, x)
     _launches(rec, fused, x)
     assert general == [1, 1, 1]
+    conv.activation = "relu"                                      # a new activation: a new entry, its code
+    _, launches = _launches(rec, fused, x)
+    assert general == [1, 1, 1, 1] and launches[-1].ints[3] == ACTIVATIONS["relu"]
+    _, launches = _launches(rec, fused, x)
+    assert general == [1, 1, 1, 1] and launches[-1].ints[3] == ACTIVATIONS["relu"]
     conv.use_convtune = False                                     # new attributes: PyTorch's conv, no launch
     _, launches = _launches(rec, fused, x)
-    assert general == [1, 1, 1, 1] and [c.name for c in launches] == ["bias_act"]
+    assert general == [1, 1, 1, 1, 1] and [c.name for c in launches] == ["bias_act"]
+    conv.use_convtune = True
+    conv.to(torch.float64)                                        # cast after use: the kept runner is not reused
+    with pytest.raises(InvalidInput, match="dtype"):
+        _launches(rec, fused, x)
 
 
 def test_pickling_a_used_fused_model_leaves_the_hot_path_behind(monkeypatch: pytest.MonkeyPatch) -> None:
