@@ -50,6 +50,12 @@ __all__ = ["FusedConv2d", "fold_batch_norm", "fuse", "fused"]
 _HALF = (torch.bfloat16, torch.float16)
 _is_compiling = torch.compiler.is_compiling
 _autocast_on = torch.is_autocast_enabled
+
+
+def _autocast_dtype() -> torch.dtype | None:
+    """The CUDA autocast dtype when autocast is on, else None."""
+    return torch.get_autocast_dtype("cuda") if _autocast_on("cuda") else None
+
 #: bumped whenever the ops forget their prepared calls (the resolver's clear): fast-path entries of older
 #: generations hold stale runners and are rebuilt
 _GENERATION = [0]
@@ -138,7 +144,8 @@ class FusedConv2d(nn.Conv2d):
     # ---- the eager inference hot path -------------------------------------------------------------------------
     # Per input signature, once a general call has run it on the kernels: the convolution's runner and the
     # epilogue's in-place launcher, so a later call is one runner call and one launch (no argument checks, no
-    # per-call lookups in the ops' caches). Eager only, no gradient, no autocast, contiguous tensors.
+    # per-call lookups in the ops' caches). Eager only, no gradient, contiguous tensors; under autocast, inputs
+    # already in the autocast dtype (the weight's kept cast).
     def _fast_key(self, x: torch.Tensor, residual: torch.Tensor | None) -> tuple[Any, ...]:
         """Everything the kept runner and launcher were made for: the input's and residual's signature, the
         precision class, the parameters' dtypes and device (a module moved or cast after its first call), the
@@ -146,13 +153,27 @@ class FusedConv2d(nn.Conv2d):
         res = None if residual is None else (residual.shape, residual.dtype, residual.get_device())
         w, b = self.weight, self.bias
         return (x.shape, x.dtype, x.get_device(), math_of(x), res, w.dtype, w.get_device(),
-                None if b is None else b.dtype, self.activation, _GENERATION[0])
+                None if b is None else b.dtype, self.activation, _autocast_dtype(), _GENERATION[0])
+
+    def _weight_for(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The weight the convolution runs with: inside ``torch.autocast("cuda")`` the cast the ops keep per weight
+        version (x must already be in the autocast dtype: a float32 input is cast by the general path), else the
+        weight itself; None when the hot path does not apply."""
+        dtype = _autocast_dtype()
+        if dtype is None:
+            return self.weight
+        if x.dtype != dtype:
+            return None
+        return self.weight if self.weight.dtype == dtype else _dense._autocast_weight(self.weight, dtype)
 
     def _fast(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor | None:
         entries = self.__dict__.get("_fast_entries")
-        if not entries or _is_compiling() or not plain_eager(x, residual) or _autocast_on("cuda"):
+        if not entries or _is_compiling() or not plain_eager(x, residual):
             return None
         if needs_grad(x, self.weight, self.bias, residual) or self._route() is None:
+            return None
+        w = self._weight_for(x)
+        if w is None:
             return None
         entry = entries.get(self._fast_key(x, residual))
         if entry is None or entry[0] != self.__dict__["_route_cache"][0]:   # new signature or new attributes
@@ -160,7 +181,7 @@ class FusedConv2d(nn.Conv2d):
         if not x.is_contiguous() or (residual is not None and not residual.is_contiguous()):
             return None
         _, run, launch = entry
-        y = run(x, self.weight)
+        y = run(x, w)
         y_ptr = y.data_ptr()
         launch(y_ptr, self.bias.data_ptr(), y_ptr if residual is None else residual.data_ptr())  # type: ignore[union-attr]
         return y
@@ -168,24 +189,27 @@ class FusedConv2d(nn.Conv2d):
     def _remember_fast(self, x: torch.Tensor, residual: torch.Tensor | None, y: torch.Tensor) -> None:
         """After a general call: keep its runner and launcher for the signature when the kernels ran it."""
         # the module attributes, not imported names: tests fake the device by patching these checks
-        if (_is_compiling() or not plain_eager(x, residual) or _autocast_on("cuda")
-                or needs_grad(x, self.weight, self.bias, residual) or not _epilogue._kernels_take(y, residual)):
+        if (_is_compiling() or not plain_eager(x, residual) or needs_grad(x, self.weight, self.bias, residual)
+                or not _epilogue._kernels_take(y, residual)):
+            return
+        w = self._weight_for(x)
+        if w is None:
             return
         route = self._route()
         bias = self.bias
         if route is None or bias is None or bias.dtype != torch.float32 or not bias.is_contiguous():
             return
         kind, padding = route
-        if self.weight.dtype != x.dtype or not x.is_contiguous():
+        if w.dtype != x.dtype or not x.is_contiguous():
             return
         if kind == "dense":
             if not _dense._kernels_run(x):
                 return
-            run = kernel_runner(x, self.weight, self.stride, padding, self.dilation, math_of(x))
+            run = kernel_runner(x, w, self.stride, padding, self.dilation, math_of(x))
         else:
             if not _depthwise._use_kernels(x):
                 return
-            run = _depthwise._fwd2_run(x, self.weight, (*self.stride, *padding))  # type: ignore[arg-type]
+            run = _depthwise._fwd2_run(x, w, (*self.stride, *padding))  # type: ignore[arg-type]
         launch = _epilogue.in_place_launcher(tuple(y.shape), y.dtype, y.get_device(), ACTIVATION_CODES[self.activation],
                                    residual is not None)
         if launch is None:

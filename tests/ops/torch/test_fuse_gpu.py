@@ -177,3 +177,25 @@ def test_the_eager_hot_path_gives_the_general_paths_bits(monkeypatch) -> None:
     torch.cuda.synchronize()
     assert general == [] and torch.equal(first, second)
     assert _rel(second, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("depthwise", [pytest.param(False, id="dense-only"),
+                                       pytest.param(True, id="with-depthwise")])
+def test_the_hot_path_under_bf16_autocast(depthwise, monkeypatch) -> None:
+    """Under autocast the layers after the first get bfloat16 inputs: their second call takes the hot path with
+    the weight's kept bf16 cast, bitwise the general path's output; the first layer (float32 input) keeps the
+    general path, which casts."""
+    import importlib
+
+    fuse_module = importlib.import_module("convtune.ops.torch.fuse")
+    _, fused = _models(depthwise)
+    x = _x(12)
+    with torch.no_grad(), torch.autocast("cuda", torch.bfloat16):
+        first = fused(x).clone()
+        general = []
+        real = fuse_module.apply_bias_act
+        monkeypatch.setattr(fuse_module, "apply_bias_act", lambda *a: general.append(1) or real(*a))
+        second = fused(x)
+    torch.cuda.synchronize()
+    assert second.dtype == torch.bfloat16 and torch.equal(first, second)
+    assert general == [1]   # only c1, whose input is float32
