@@ -166,16 +166,19 @@ def _kernel_runner(prepared: Any, dtype: torch.dtype,
 
     def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         stream = stream_of(index)
-        if a.data_ptr() & _ALIGN_MASK:
+        pa, pb = a.data_ptr(), b.data_ptr()    # each read once: a call's host time is the product
+        if pa & _ALIGN_MASK:
             a = a.clone()
-        if b.data_ptr() & _ALIGN_MASK:
+            pa = a.data_ptr()
+        if pb & _ALIGN_MASK:
             b = b.clone()
+            pb = b.data_ptr()
         out = empty(out_shape, dtype=dtype, device=device)
         if ws_bytes:
-            ws = workspace(stream)
-            launch((a.data_ptr(), b.data_ptr(), out.data_ptr(), ws.data_ptr()), stream)
+            ws = workspace(stream)   # referenced until the launch is enqueued (a capture's fresh one is not kept)
+            launch((pa, pb, out.data_ptr(), ws.data_ptr()), stream)
         else:
-            launch((a.data_ptr(), b.data_ptr(), out.data_ptr()), stream)
+            launch((pa, pb, out.data_ptr()), stream)
         return out
 
     return run
@@ -536,8 +539,8 @@ def _backward_runner(prepared: Any, dtype: torch.dtype, device: torch.device | N
         dx = empty(dx_shape, dtype=dtype, device=device)
         dw = empty(dw_shape, dtype=dtype, device=device)
         if ws_bytes:
-            launch((dy.data_ptr(), w.data_ptr(), dx.data_ptr(), x.data_ptr(), dw.data_ptr(),
-                    workspace(stream).data_ptr()), stream)
+            ws = workspace(stream)   # referenced until the launch is enqueued (a capture's fresh one is not kept)
+            launch((dy.data_ptr(), w.data_ptr(), dx.data_ptr(), x.data_ptr(), dw.data_ptr(), ws.data_ptr()), stream)
         else:
             launch((dy.data_ptr(), w.data_ptr(), dx.data_ptr(), x.data_ptr(), dw.data_ptr()), stream)
         return dx, dw
