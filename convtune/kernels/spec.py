@@ -46,16 +46,14 @@ class KernelSpec:
     # a lower bound on predict_s of every plan of the family for a problem (None: none known), which lets the
     # untuned choice skip a family's whole space when another family's choice is already faster
     floor_s: Callable[[ConvProblem, MachineModel], float] | None = None
-    # False: the family's model is not calibrated against the others' yet; the untuned choice and the provisional
-    # answer leave it out (the tuner measures it like any family)
-    chosen_untuned: bool = True
-    # the precision classes in which the untuned choice considers the family (None: every class it supports); a
-    # family calibrated in some classes only (measured against the others there) is left out elsewhere
+    # the precision classes in which the untuned choice and the provisional answer consider the family (None: every
+    # class it supports; ``()``: none, a model not yet calibrated against the others'); a family calibrated in some
+    # classes only is left out elsewhere. The tuner measures every family in every class it supports.
     untuned_classes: tuple[str, ...] | None = None
 
     def chosen_for(self, problem: ConvProblem) -> bool:
         """Whether the untuned choice (and the provisional answer) considers this family for ``problem``."""
-        return self.chosen_untuned and (self.untuned_classes is None or problem.precision in self.untuned_classes)
+        return self.untuned_classes is None or problem.precision in self.untuned_classes
 
     @property
     def kind(self) -> str:
