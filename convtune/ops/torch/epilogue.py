@@ -58,24 +58,32 @@ _prepared: dict[tuple[Any, ...], Any] = {}
 on_clear(_prepared.clear)
 
 
+def _prepared_for(shape: tuple[int, ...], dtype: str, device: int, activation: int, residual: bool,
+                  vector: int) -> Any:
+    """The prepared launch of one (shape, storage dtype, device, activation code, residual?, vector width), made
+    once and kept in :data:`_prepared`."""
+    key = (shape, dtype, device, activation, residual, vector)
+    prepared = _prepared.get(key)
+    if prepared is None:
+        if len(_prepared) >= CALL_CACHE_ENTRIES:
+            _prepared.clear()
+        N, K, H, W = shape
+        plan = _kernel.make_plan(dtype, N, K, H * W, ACTIVATIONS[activation], residual, vector)
+        prepared = _prepared[key] = _kernel.prepare(plan, device)
+    return prepared
+
+
 def _launch(y: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor | None, activation: int,
             out: torch.Tensor) -> torch.Tensor:
     """The kernel, ``out`` = act(y + bias (+ residual)) (out may be y); the caller checked :func:`_kernels_take`."""
     if bias.dtype != torch.float32 or not bias.is_contiguous():
         bias = bias.float().contiguous()
-    N, K, H, W = y.shape
     dtype = _DTYPES[y.dtype]
     y_ptr, out_ptr = y.data_ptr(), out.data_ptr()
     res_ptr = y_ptr if residual is None else residual.data_ptr()
-    vector = _kernel.vector_width(H * W, y_ptr, out_ptr, res_ptr, dtype=dtype)
+    vector = _kernel.vector_width(y.shape[2] * y.shape[3], y_ptr, out_ptr, res_ptr, dtype=dtype)
     device = y.get_device()
-    key = (y.shape, dtype, device, activation, residual is not None, vector)
-    prepared = _prepared.get(key)
-    if prepared is None:
-        if len(_prepared) >= CALL_CACHE_ENTRIES:
-            _prepared.clear()
-        plan = _kernel.make_plan(dtype, N, K, H * W, ACTIVATIONS[activation], residual is not None, vector)
-        prepared = _prepared[key] = _kernel.prepare(plan, device)
+    prepared = _prepared_for(y.shape, dtype, device, activation, residual is not None, vector)
     prepared((y_ptr, bias.data_ptr(), res_ptr, out_ptr), torch_stream_getter(torch)(device))
     return out
 
@@ -84,28 +92,24 @@ def in_place_launcher(y_shape: tuple[int, ...], dtype: torch.dtype, device: int,
                       residual: bool) -> Any:
     """``launch(y_ptr, bias_ptr, residual_ptr)``: the kernel in place on a contiguous CUDA ``y`` of this shape and
     dtype (a float32 contiguous bias, a residual of y's shape, dtype and device or y's own pointer), on torch's
-    current stream; 4-wide when every pointer allows it, else 1-wide (each prepared once). For callers that have
-    checked the arguments once per signature (:class:`convtune.ops.torch.fuse.FusedConv2d`); None where the
-    kernel does not take such a y."""
-    if dtype not in _DTYPES or len(y_shape) != 4 or not 0 < torch.Size(y_shape).numel() <= _kernel.MAX_ELEMENTS:
+    current stream; 4-wide when every pointer allows it, else 1-wide (:func:`_prepared_for`'s launches, looked up
+    once per width). For callers that have checked the arguments once per signature
+    (:class:`convtune.ops.torch.fuse.FusedConv2d`); None where the kernel does not take such a y."""
+    shape = torch.Size(y_shape)
+    if dtype not in _DTYPES or len(shape) != 4 or not 0 < shape.numel() <= _kernel.MAX_ELEMENTS:
         return None
-    N, K, H, W = y_shape
     name = _DTYPES[dtype]
     align = _kernel.VECTOR * _kernel.DTYPE_BYTES[name] - 1
-    wide = H * W % _kernel.VECTOR == 0
+    wide = shape[2] * shape[3] % _kernel.VECTOR == 0
     stream_of = torch_stream_getter(torch)
-    made: dict[int, Any] = {}
-
-    def prepared(vector: int) -> Any:
-        hit = made.get(vector)
-        if hit is None:
-            plan = _kernel.make_plan(name, N, K, H * W, ACTIVATIONS[code], residual, vector)
-            hit = made[vector] = _kernel.prepare(plan, device)
-        return hit
+    made: dict[int, Any] = {}   # per vector width: no key tuple built per call
 
     def launch(y_ptr: int, bias_ptr: int, res_ptr: int) -> None:
         vector = _kernel.VECTOR if wide and not (y_ptr | res_ptr) & align else 1
-        prepared(vector)((y_ptr, bias_ptr, res_ptr, y_ptr), stream_of(device))
+        prepared = made.get(vector)
+        if prepared is None:
+            prepared = made[vector] = _prepared_for(shape, name, device, code, residual, vector)
+        prepared((y_ptr, bias_ptr, res_ptr, y_ptr), stream_of(device))
 
     return launch
 
