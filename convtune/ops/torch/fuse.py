@@ -35,7 +35,6 @@ from torch import fx, nn
 from convtune.errors import InvalidInput
 from convtune.kernels.epilogue.launcher import ACTIVATIONS as ACTIVATION_CODES
 from convtune.ops import conv2d as _conv2d_caches
-from convtune.ops import resolver
 from convtune.ops.torch import dense as _dense
 from convtune.ops.torch import depthwise as _depthwise
 from convtune.ops.torch import epilogue as _epilogue
@@ -56,8 +55,9 @@ def _autocast_dtype() -> torch.dtype | None:
     """The CUDA autocast dtype when autocast is on, else None."""
     return torch.get_autocast_dtype("cuda") if _autocast_on("cuda") else None
 
-#: bumped whenever the ops forget their prepared calls (the resolver's clear): fast-path entries of older
-#: generations hold stale runners and are rebuilt
+
+#: bumped whenever the ops forget their prepared calls (``convtune.ops.conv2d.clear_caches``, which the resolver's
+#: clear runs too): fast-path entries of older generations hold stale runners and are rebuilt
 _GENERATION = [0]
 FAST_ENTRIES = 64
 
@@ -67,7 +67,6 @@ def _bump_generation() -> None:
 
 
 _conv2d_caches.on_clear(_bump_generation)
-resolver.on_clear(_bump_generation)
 
 
 class FusedConv2d(nn.Conv2d):
@@ -210,8 +209,8 @@ class FusedConv2d(nn.Conv2d):
             if not _depthwise._use_kernels(x):
                 return
             run = _depthwise._fwd2_run(x, w, (*self.stride, *padding))  # type: ignore[arg-type]
-        launch = _epilogue.in_place_launcher(tuple(y.shape), y.dtype, y.get_device(), ACTIVATION_CODES[self.activation],
-                                   residual is not None)
+        launch = _epilogue.in_place_launcher(tuple(y.shape), y.dtype, y.get_device(),
+                                             ACTIVATION_CODES[self.activation], residual is not None)
         if launch is None:
             return
         entries = self.__dict__.setdefault("_fast_entries", {})
