@@ -530,19 +530,23 @@ def _backward_runner(prepared: Any, dtype: torch.dtype, device: torch.device | N
 
     def run(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         stream = stream_of(index)
-        if dy.data_ptr() & _ALIGN_MASK:
-            dy = dy.clone()
-        if x.data_ptr() & _ALIGN_MASK:
+        pdy, px, pw = dy.data_ptr(), x.data_ptr(), w.data_ptr()   # each read once, as in _kernel_runner
+        if pdy & _ALIGN_MASK:
+            dy = dy.clone()   # the copies stay referenced until the launch is enqueued
+            pdy = dy.data_ptr()
+        if px & _ALIGN_MASK:
             x = x.clone()
-        if w.data_ptr() & _ALIGN_MASK:
+            px = x.data_ptr()
+        if pw & _ALIGN_MASK:
             w = w.clone()
+            pw = w.data_ptr()
         dx = empty(dx_shape, dtype=dtype, device=device)
         dw = empty(dw_shape, dtype=dtype, device=device)
         if ws_bytes:
             ws = workspace(stream)   # referenced until the launch is enqueued (a capture's fresh one is not kept)
-            launch((dy.data_ptr(), w.data_ptr(), dx.data_ptr(), x.data_ptr(), dw.data_ptr(), ws.data_ptr()), stream)
+            launch((pdy, pw, dx.data_ptr(), px, dw.data_ptr(), ws.data_ptr()), stream)
         else:
-            launch((dy.data_ptr(), w.data_ptr(), dx.data_ptr(), x.data_ptr(), dw.data_ptr()), stream)
+            launch((pdy, pw, dx.data_ptr(), px, dw.data_ptr()), stream)
         return dx, dw
 
     return run
