@@ -12,6 +12,7 @@
 #     half      benchmarks/vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16): igemm_half vs cuDNN in that dtype
 #               ($TF32_TOP configs per family, $TF32_ARGS e.g. --suite); output $OUT/half
 #     igemm_ncu Nsight Compute (speed of light, warp stalls, scheduler) of one igemm launch ($IGEMM_PROBLEM, $IGEMM_CONFIG)
+#     fwd_split benchmarks/forward_host_split.py: a single-launch forward's host time split into parts, GPU idle and busy
 #     backward_split benchmarks/backward_host_split.py: a depthwise forward + backward's host time split into parts
 #     ceilings  benchmarks/device_ceilings.py: GEMM peaks per precision class, copy bandwidth, empty-kernel time
 #     tf32      benchmarks/vs_cudnn.py --math tf32: the tensor-core family vs cuDNN TF32 ($TF32_ARGS, e.g. --suite)
@@ -209,6 +210,8 @@ for step in "$@"; do
     call_overhead)
         python3 benchmarks/call_overhead.py --out "$OUT/call_overhead" ${CALL_OVERHEAD_ARGS:-} 2>&1 \
             | tee "$OUT/call_overhead.log" | tail -45 ;;
+    fwd_split)
+        python3 benchmarks/forward_host_split.py --out "$OUT/fwd_split" 2>&1 | tee "$OUT/fwd_split.log" | tail -50 ;;
     backward_split)
         python3 benchmarks/backward_host_split.py --out "$OUT/backward_split" 2>&1 | tee "$OUT/backward_split.log" | tail -60 ;;
     residue)

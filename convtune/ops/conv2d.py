@@ -440,7 +440,7 @@ def torch_runner(prepared: PreparedLaunch, torch: Any, device: Any = None) -> Ru
             x = x.clone()    # referenced until the launch is enqueued
             px = x.data_ptr()
         f = filters(w, stream) if filters is not None else (w if not w.data_ptr() & _ALIGN_MASK else w.clone())
-        y = empty(out_shape, dtype=f32, device=device)
+        y = empty(*out_shape, dtype=f32, device=device)   # unpacked: cheaper argument parsing than a tuple
         if ws_bytes:
             ws = workspace(stream)
             launch((px, f.data_ptr(), y.data_ptr(), ws.data_ptr()), stream)
