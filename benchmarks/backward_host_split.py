@@ -19,10 +19,7 @@ the last returns), next to PyTorch's on the same tensors:
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
 import json
-import pstats
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +27,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch_timing import host_and_wall_us
+from torch_timing import cprofile_top, host_and_wall_us
 
 import convtune.ops.torch as ct
 from convtune.ops.torch import depthwise as dw
@@ -105,18 +102,9 @@ def _profile(name: str, top: int) -> str:
     fn = lambda: torch.autograd.grad(ct.depthwise_conv2d(x, w, stride, pad), (x, w), dy)  # noqa: E731
     torch.autograd.set_multithreading_enabled(False)
     try:
-        for _ in range(20):
-            fn()
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(200):
-            fn()
-        prof.disable()
+        return cprofile_top(fn, top=top)
     finally:
         torch.autograd.set_multithreading_enabled(True)
-    text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
-    return text.getvalue()
 
 
 def main(argv: list[str] | None = None) -> int:

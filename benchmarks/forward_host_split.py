@@ -20,10 +20,7 @@ then cProfile of the plain function (busy), top functions by own time.
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
 import json
-import pstats
 import statistics
 import sys
 import time
@@ -33,6 +30,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch_timing import cprofile_top
 
 import convtune
 import convtune.ops.torch as ct
@@ -101,22 +99,6 @@ def _parts(kind: str, N: int, C: int, H: int, K: int, R: int, stride: int, pad: 
     return parts
 
 
-def _profile(plain: Callable[[], Any], top: int) -> str:
-    for _ in range(20):
-        plain()
-    torch.cuda.synchronize()
-    torch.cuda._sleep(40_000_000)
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(CALLS):
-        plain()
-    prof.disable()
-    torch.cuda.synchronize()
-    text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
-    return text.getvalue()
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -137,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(lines) + "\n"
     (args.out / "forward_host_split.md").write_text(table)
     (args.out / "forward_host_split.json").write_text(json.dumps(rows, indent=1))
-    profile = _profile(all_parts[CASES[0][0]]["plain function"], args.top)
+    profile = cprofile_top(all_parts[CASES[0][0]]["plain function"], top=args.top, busy=True)
     (args.out / "forward_profile.txt").write_text(profile)
     print(table)
     print("\n".join(profile.splitlines()[:args.top + 12]))

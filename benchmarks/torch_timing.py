@@ -16,7 +16,10 @@ for a call of more launches): take every host and wall figure of a process befor
 
 from __future__ import annotations
 
+import cProfile
+import io
 import math
+import pstats
 import statistics
 import time
 import warnings
@@ -107,6 +110,26 @@ def event_ms(fn: Callable[[], Any], reps: int = 20, warmup: int = 3) -> float:
         stop.synchronize()
         times.append(start.elapsed_time(stop))
     return statistics.median(times)
+
+
+def cprofile_top(fn: Callable[[], Any], calls: int = CALLS, top: int = 25, warmup: int = 20,
+                 busy: bool = False) -> str:
+    """cProfile of ``calls`` back-to-back calls of ``fn`` (after ``warmup``), the ``top`` functions by own time;
+    ``busy``: issued behind a ≈ 20 ms spin kernel, so every launch lands on a queue that never drains."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    if busy:
+        torch.cuda._sleep(40_000_000)   # cycles: ≈ 20 ms at ~2 GHz
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
+    return text.getvalue()
 
 
 def geomean(values: list[float]) -> float:
