@@ -19,7 +19,6 @@ the last returns), next to PyTorch's on the same tensors:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch_timing import cprofile_top, host_and_wall_us
+from torch_timing import cprofile_top, host_and_wall_us, write_split
 
 import convtune.ops.torch as ct
 from convtune.ops.torch import depthwise as dw
@@ -117,13 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# Depthwise forward + backward host split ({torch.cuda.get_device_name()}, torch {torch.__version__})",
              "", "| case | part | autograd threads | host µs | wall µs |", "|---|---|---|---|---|"]
     lines += [f"| {r['case']} | {r['part']} | {r['threads']} | {r['host_us']:.1f} | {r['wall_us']:.1f} |" for r in rows]
-    table = "\n".join(lines) + "\n"
-    (args.out / "backward_host_split.md").write_text(table)
-    (args.out / "backward_host_split.json").write_text(json.dumps(rows, indent=1))
     profile = _profile(next(iter(CASES)), args.top)   # after every wall (profilers can slow later launches)
-    (args.out / "backward_profile.txt").write_text(profile)
-    print(table)
-    print("\n".join(profile.splitlines()[:args.top + 12]))
+    write_split(args.out, "backward_host_split", "\n".join(lines) + "\n", rows, profile, args.top)
     return 0
 
 

@@ -20,7 +20,6 @@ then cProfile of the plain function (busy), top functions by own time.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -30,7 +29,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch_timing import cprofile_top
+from torch_timing import cprofile_top, write_split
 
 import convtune
 import convtune.ops.torch as ct
@@ -116,13 +115,8 @@ def main(argv: list[str] | None = None) -> int:
              "host µs per call of 200 back-to-back calls; busy: behind a spin kernel (the queue never drains)", "",
              "| case | part | idle host µs | busy host µs |", "|---|---|---|---|"]
     lines += [f"| {r['case']} | {r['part']} | {r['idle_host_us']:.1f} | {r['busy_host_us']:.1f} |" for r in rows]
-    table = "\n".join(lines) + "\n"
-    (args.out / "forward_host_split.md").write_text(table)
-    (args.out / "forward_host_split.json").write_text(json.dumps(rows, indent=1))
     profile = cprofile_top(all_parts[CASES[0][0]]["plain function"], top=args.top, busy=True)
-    (args.out / "forward_profile.txt").write_text(profile)
-    print(table)
-    print("\n".join(profile.splitlines()[:args.top + 12]))
+    write_split(args.out, "forward_host_split", "\n".join(lines) + "\n", rows, profile, args.top)
     return 0
 
 

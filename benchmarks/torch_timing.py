@@ -132,6 +132,18 @@ def cprofile_top(fn: Callable[[], Any], calls: int = CALLS, top: int = 25, warmu
     return text.getvalue()
 
 
+def write_split(out: Any, stem: str, table: str, rows: list[dict[str, Any]], profile: str, top: int) -> None:
+    """A host-split benchmark's outputs under ``out``: ``{stem}.md`` (the table), ``{stem}.json`` (its rows),
+    ``{stem}_profile.txt`` (the cProfile text); prints the table and the profile's first ``top`` rows."""
+    import json
+
+    (out / f"{stem}.md").write_text(table)
+    (out / f"{stem}.json").write_text(json.dumps(rows, indent=1))
+    (out / f"{stem}_profile.txt").write_text(profile)
+    print(table)
+    print("\n".join(profile.splitlines()[:top + 12]))
+
+
 def geomean(values: list[float]) -> float:
     values = [v for v in values if v and v > 0 and math.isfinite(v)]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
