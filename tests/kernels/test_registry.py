@@ -80,7 +80,10 @@ def test_specs_for_filters_unsupported_problems() -> None:
                                                          "depthwise1d_shared", "depthwise1d_warp", "depthwise1d_fast"]
     grouped = ConvProblem.parse("N=1 C=8 H=12 W=12 K=8 R=3 S=3 pad=1 groups=2")
     assert specs_for(grouped) == []
-    assert specs_for(DEPTHWISE_2D.replace(dtype="float16")) == []
+    # 16-bit depthwise: the kernels with 16-bit storage only (the tiled 2-D and the simple 1-D variants are fp32)
+    assert [s.family for s in specs_for(DEPTHWISE_2D.replace(dtype="float16"))] == ["depthwise2d_fast",
+                                                                                  "depthwise2d_packed"]
+    assert [s.family for s in specs_for(CAUSAL_1D.replace(dtype="bfloat16"))] == ["depthwise1d_fast"]
     dense = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
     assert [s.family for s in specs_for(dense, families=["direct"])] == ["direct"]
     assert [s.family for s in specs_for(dense)] == ["direct", "winograd", "winograd_unfused", "igemm_simt"]

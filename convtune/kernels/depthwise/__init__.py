@@ -17,8 +17,12 @@ without a row (the 1-D gradients, the fused backward, the 2-D gradients).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import partial
+from typing import Any
 
+from convtune.errors import InvalidConfig
 from convtune.kernels.depthwise import configs as configs  # registers the config classes for parse_config_key
 from convtune.kernels.depthwise import family as _shared
 from convtune.kernels.depthwise import model as _model
@@ -40,7 +44,27 @@ from convtune.kernels.depthwise.conv2d import packed as _packed2d
 from convtune.kernels.depthwise.conv2d import tiled as _tiled2d
 from convtune.kernels.depthwise.conv2d import wgrad as _wgrad2d
 from convtune.kernels.spec import KernelSpec, Preparer
+from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
+
+Enumerator = Callable[[ConvProblem, MachineModel], Iterator[Any]]
+
+
+def in_storage_dtypes(enumerate_plans: Enumerator, replan: Callable[..., Any]) -> Enumerator:
+    """``enumerate_plans`` extended to float16 / bfloat16 problems: the configuration spaces are declared for
+    float32, so a 16-bit problem takes its float32 twin's configurations that its own plan (``replan``) accepts —
+    the same plans :func:`convtune.ops.depthwise.model_plan` chooses among, now also what the tuner measures."""
+    def enumerate_any(problem: ConvProblem, machine: MachineModel) -> Iterator[Any]:
+        if problem.dtype == "float32":
+            yield from enumerate_plans(problem, machine)
+            return
+        for twin in enumerate_plans(replace(problem, dtype="float32"), machine):
+            try:
+                yield replan(problem, twin.config, machine)
+            except InvalidConfig:
+                continue
+
+    return enumerate_any
 
 
 def grid_size_2d(problem: ConvProblem) -> int:
@@ -75,8 +99,8 @@ def _depthwise1d_spec(variant: str) -> KernelSpec:
     config_class = CONFIG_CLASSES_1D[(variant, "fwd")]
     return KernelSpec(
         family=config_class.family, direction="fwd", source=_plan1d.SOURCES[variant], entry=f"dw1d_{variant}_fwd",
-        config_class=config_class, supports=_family1d.supports,
-        enumerate_plans=_space.plans_enumerator(variant, "fwd"), plan=_plan1d.plan,
+        config_class=config_class, supports=partial(_family1d.supports, variant=variant),
+        enumerate_plans=in_storage_dtypes(_space.plans_enumerator(variant, "fwd"), _plan1d.plan), plan=_plan1d.plan,
         predict_s=lambda pl, machine: _model.predict_1d(pl, machine).time_s,
         traffic_words=_family1d.total_traffic_words, onchip_words=_family1d.onchip_words,
         bound_words=_shared.bound_words, grid_size=partial(_space.grid_size, variant=variant, path="fwd"),
@@ -98,7 +122,8 @@ SPECS: tuple[KernelSpec, ...] = (
     ),
     KernelSpec(
         family="depthwise2d_fast", direction="fwd", source=_fast2d.SOURCE, entry=_fast2d.ENTRY,
-        config_class=Dw2dFastFwdConfig, supports=_fast2d.supports, enumerate_plans=_space.enumerate_plans_2d_fast,
+        config_class=Dw2dFastFwdConfig, supports=_fast2d.supports,
+        enumerate_plans=in_storage_dtypes(_space.enumerate_plans_2d_fast, _fast2d.plan),
         plan=_fast2d.plan, predict_s=lambda pl, machine: _model.predict_2d_fast(pl, machine).time_s,
         traffic_words=_fast2d.total_traffic_words, onchip_words=_fast2d.onchip_words,
         bound_words=_shared.bound_words, grid_size=grid_size_2d_fast, floor_work=_shared.floor_work,
@@ -109,7 +134,7 @@ SPECS: tuple[KernelSpec, ...] = (
     KernelSpec(
         family="depthwise2d_packed", direction="fwd", source=_packed2d.SOURCE, entry=_packed2d.ENTRY,
         config_class=Dw2dPackedFwdConfig, supports=_packed2d.supports,
-        enumerate_plans=_space.enumerate_plans_2d_packed, plan=_packed2d.plan,
+        enumerate_plans=in_storage_dtypes(_space.enumerate_plans_2d_packed, _packed2d.plan), plan=_packed2d.plan,
         predict_s=lambda pl, machine: _model.predict_2d_packed(pl, machine).time_s,
         traffic_words=_packed2d.total_traffic_words, onchip_words=_packed2d.onchip_words,
         bound_words=_shared.bound_words, grid_size=grid_size_2d_packed, floor_work=_shared.floor_work,

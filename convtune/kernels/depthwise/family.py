@@ -15,7 +15,11 @@ from typing import Any
 from convtune.bounds.depthwise import depthwise_lower_bound
 from convtune.problem import ConvProblem
 
-TOLERANCE = 1e-5  # relative error of the forward against float64 (docs/design.md, "Measurement protocol")
+#: relative error of a forward against float64 per storage dtype: fp32 1e-5 (docs/design.md, "Measurement protocol");
+#: 16-bit storage rounds each output once (fp32 taps and sums), about twice its unit roundoff: fp16 2^-11, bf16 2^-8
+#: (the 16-bit kernels' GPU tests use the same figures)
+TOLERANCES = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
+TOLERANCE = TOLERANCES["float32"]
 FILTERS_KEY_2D = ("depthwise2d",)  # every 2-D forward kernel takes w (C, 1, R, S) as it is
 
 
@@ -36,13 +40,21 @@ def floor_work(problem: ConvProblem, s_words: int) -> list[tuple[str, float, flo
 
 
 def tolerance(pl: Any) -> float:
-    """Every depthwise forward plan's tolerance."""
-    return TOLERANCE
+    """A depthwise forward plan's tolerance: :data:`TOLERANCES` of its problem's storage dtype."""
+    return TOLERANCES[pl.problem.dtype]
 
 
-def prepare_filters_2d(w: Any) -> Any:
-    """The 2-D kernels' filter operand: w (C, 1, R, S) as a contiguous float32 CuPy array."""
+def prepare_filters_2d(w: Any, dtype: str = "float32") -> Any:
+    """The 2-D kernels' filter operand: w (C, 1, R, S) as a contiguous CuPy array of the problem's storage ``dtype``
+    (float32 converted; a 16-bit w, bfloat16 as its uint16 bits, kept as it is: the kernels read w in the storage
+    type)."""
     from convtune.kernels.compile import cupy_module
 
     cp = cupy_module()
-    return cp.ascontiguousarray(w, dtype=cp.float32)
+    if dtype == "float32":
+        return cp.ascontiguousarray(w, dtype=cp.float32)
+    from convtune.kernels.depthwise.arrays import check_array
+
+    w = cp.ascontiguousarray(w)
+    check_array("w", w, tuple(w.shape), dtype)
+    return w

@@ -145,8 +145,8 @@ def layer_of(name: str, module: Any, input_shape: tuple[int, ...], dtype: Any, m
     if kind is None:
         return Layer(name, input_shape, "pytorch", None, "configuration convtune does not run (groups, padding "
                                                           "mode, asymmetric 'same')")
-    if str(dtype) not in TORCH_DTYPES or (str(dtype) != "torch.float32" and kind != "dense"):
-        return Layer(name, input_shape, "pytorch", None, f"{dtype}: the tuner measures float32 (and 16-bit dense)")
+    if str(dtype) not in TORCH_DTYPES:
+        return Layer(name, input_shape, "pytorch", None, f"{dtype}: the tuner measures float32, float16 and bfloat16")
     if len(input_shape) != 4:
         return Layer(name, input_shape, "pytorch", None, "unbatched input")
     n, c, h, w = input_shape

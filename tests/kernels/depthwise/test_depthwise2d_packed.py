@@ -140,7 +140,11 @@ def test_16bit_storage_plans_and_traffic(dtype: str) -> None:
         assert pl16.grid == pl32.grid and pl16.smem_bytes == pl32.smem_bytes  # shared memory stays fp32
         spec = get_spec(config.family)
         assert spec.predict_s(pl16, H200) <= spec.predict_s(pl32, H200)
-        assert not spec.supports(p16)  # the tuner's rows measure fp32 problems
+        assert spec.supports(p16)  # the tuner measures 16-bit problems too
+        # the row enumerates the 16-bit problem's plans from its float32 twin's configurations, as the op chooses
+        plans16 = list(spec.enumerate_plans(p16, H200))
+        assert plans16 and all(pl.problem == p16 for pl in plans16)
+        assert {pl.config for pl in plans16} <= {pl.config for pl in spec.enumerate_plans(p32, H200)}
         assert f"const convtune::{'half16' if dtype == 'float16' else 'bfloat16'}* __restrict__ x" in pl16.source()
     chosen = model_plan(ConvProblem.parse(HALF_CASES[0][0]).replace(dtype=dtype), H200)  # the op's choice
     assert chosen.config.family == "depthwise2d_packed" and chosen.problem.dtype == dtype

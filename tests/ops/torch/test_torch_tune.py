@@ -59,11 +59,13 @@ def test_collect_layers_and_distinct_problems() -> None:
     assert [p.key() for p in problems] == [layers[0].problem.key(), layers[1].problem.key(), layers[3].problem.key()]
     half = tune_model.collect_layers(Tiny().to(torch.bfloat16), torch.randn(2, 3, 12, 12, dtype=torch.bfloat16))
     # 16-bit dense layers are the bfloat16 class's problems (igemm_half for C a multiple of 8; the wgmma family takes
-    # any C, the stem's 3 too), 16-bit depthwise layers are not tuned, the grouped one: its groups say why
+    # any C, the stem's 3 too), 16-bit depthwise layers the 16-bit depthwise kernels' (the float32 twin's
+    # configurations their plans accept), the grouped one: its groups say why
     assert [(layer.name, layer.kind) for layer in half] == [("stem", "dense"), ("body", "dense"), ("body", "dense"),
-                                                            ("dw", "pytorch"), ("grouped", "pytorch")]
+                                                            ("dw", "depthwise"), ("grouped", "pytorch")]
     assert half[1].problem == ConvProblem.parse("N=2 C=8 H=12 W=12 K=8 R=3 S=3 pad=1 dtype=bfloat16")
-    assert half[0].problem is not None and half[0].problem.C == 3 and "float32" in half[3].reason
+    assert half[3].problem == layers[3].problem.replace(dtype="bfloat16")
+    assert half[0].problem is not None and half[0].problem.C == 3 and "groups" in half[4].reason
 
 
 def test_local_tuning_prints_the_per_layer_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,8 +17,10 @@ from typing import Any
 
 from convtune.errors import InvalidConfig, InvalidInput
 from convtune.kernels.depthwise.conv1d import launcher as _launcher
+from convtune.kernels.depthwise.conv1d import plan as _plan
 from convtune.kernels.depthwise.conv1d import traffic as _traffic
 from convtune.kernels.depthwise.conv1d.plan import Depthwise1dPlan
+from convtune.kernels.depthwise.dtypes import FP32_ONLY
 from convtune.kernels.depthwise.family import tolerance as tolerance
 from convtune.kernels.prepared import PreparedLaunch
 from convtune.problem import ConvProblem
@@ -26,9 +28,11 @@ from convtune.problem import ConvProblem
 FILTERS_KEY = ("depthwise1d_lag",)
 
 
-def supports(problem: ConvProblem) -> bool:
-    """Causal 1-D depthwise, float32, dilation 1 (what :func:`~.plan.check_problem` accepts)."""
-    return problem.causal and problem.dtype == "float32" and problem.dil_w == 1
+def supports(problem: ConvProblem, variant: str = "naive") -> bool:
+    """Causal 1-D depthwise, dilation 1, a storage dtype the variant takes (:data:`~.plan.VARIANT_DTYPES`: the
+    fast variant also float16 and bfloat16; what :func:`~.plan.plan` accepts)."""
+    return (problem.causal and problem.dil_w == 1
+            and problem.dtype in _plan.VARIANT_DTYPES.get(variant, FP32_ONLY))
 
 
 def total_traffic_words(pl: Depthwise1dPlan) -> int:
@@ -66,12 +70,14 @@ def compile_plan(pl: Depthwise1dPlan) -> FamilyKernels:
 
 
 def prepare_filters(pl: Depthwise1dPlan, w: Any) -> Any:
-    """Lag-order taps (C, K) = w.flip(-1), contiguous float32."""
+    """Lag-order taps (C, K) = w.flip(-1), contiguous, in the problem's storage dtype (float32 converted; 16-bit
+    taps, bfloat16 as uint16 bits, flipped as they are: the kernels read them in the storage type)."""
     from convtune.kernels.compile import cupy_module
 
     cp = cupy_module()
     p = pl.problem
-    return cp.ascontiguousarray(w.reshape(p.C, p.S)[:, ::-1], dtype=cp.float32)
+    taps = w.reshape(p.C, p.S)[:, ::-1]
+    return cp.ascontiguousarray(taps, dtype=cp.float32) if p.dtype == "float32" else cp.ascontiguousarray(taps)
 
 
 def filters_key(pl: Depthwise1dPlan) -> tuple[str, ...]:

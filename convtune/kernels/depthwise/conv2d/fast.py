@@ -279,8 +279,9 @@ def launch(pl: Dw2dFastPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, strea
 
 # ---- the registry row's callables and the launcher protocol (convtune.kernels.protocols.Launcher) -----------
 def supports(problem: ConvProblem) -> bool:
-    """Whether the kernel runs ``problem`` at all (:func:`applies`, shared with the tiled kernel)."""
-    return applies(problem) is None
+    """Whether the kernel runs ``problem`` at all (:func:`applies`, shared with the tiled kernel), in every storage
+    dtype (:data:`~convtune.kernels.depthwise.dtypes.STORAGE_DTYPES`: the tuner measures 16-bit problems too)."""
+    return applies(problem, STORAGE_DTYPES) is None
 
 
 def total_traffic_words(pl: Dw2dFastPlan) -> int:
@@ -297,7 +298,7 @@ def onchip_words(pl: Dw2dFastPlan) -> int:
 
 def prepare_filters(pl: Dw2dFastPlan, w: Any) -> Any:
     """The filter operand :func:`launch` takes: w (C, 1, R, S) as it is."""
-    return _shared.prepare_filters_2d(w)
+    return _shared.prepare_filters_2d(w, pl.problem.dtype)
 
 
 def filters_key(pl: Dw2dFastPlan) -> tuple[str, ...]:
@@ -306,4 +307,4 @@ def filters_key(pl: Dw2dFastPlan) -> tuple[str, ...]:
 
 
 def tolerance(pl: Dw2dFastPlan) -> float:
-    return _shared.TOLERANCE
+    return _shared.tolerance(pl)

@@ -53,8 +53,7 @@ MAX_REGS = 255
 
 
 def applies(problem: ConvProblem, dtypes: tuple[str, ...] = FP32_ONLY) -> str | None:
-    """None when the packed kernel taking ``dtypes`` can run ``problem``, else why not (the registry's rows,
-    which the tuner measures in fp32, ask with the default)."""
+    """None when the packed kernel taking ``dtypes`` can run ``problem``, else why not."""
     why = applies_2d(problem, dtypes)
     if why:
         return why
@@ -209,8 +208,8 @@ def launch(pl: Dw2dPackedPlan, kernel: LoadedKernel, x: Any, w: Any, y: Any, str
 
 # ---- the registry row's callables and the launcher protocol (convtune.kernels.protocols.Launcher) -----------
 def supports(problem: ConvProblem) -> bool:
-    """Whether the kernel runs ``problem`` at all (:func:`applies`)."""
-    return applies(problem) is None
+    """Whether the kernel runs ``problem`` at all (:func:`applies`), in every storage dtype."""
+    return applies(problem, STORAGE_DTYPES) is None
 
 
 def total_traffic_words(pl: Dw2dPackedPlan) -> int:
@@ -226,7 +225,7 @@ def onchip_words(pl: Dw2dPackedPlan) -> int:
 
 def prepare_filters(pl: Dw2dPackedPlan, w: Any) -> Any:
     """The filter operand :func:`launch` takes: w (C, 1, R, S) as it is."""
-    return _shared.prepare_filters_2d(w)
+    return _shared.prepare_filters_2d(w, pl.problem.dtype)
 
 
 def filters_key(pl: Dw2dPackedPlan) -> tuple[str, ...]:
@@ -235,4 +234,4 @@ def filters_key(pl: Dw2dPackedPlan) -> tuple[str, ...]:
 
 
 def tolerance(pl: Dw2dPackedPlan) -> float:
-    return _shared.TOLERANCE
+    return _shared.tolerance(pl)

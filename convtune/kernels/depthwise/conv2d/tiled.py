@@ -249,7 +249,7 @@ def onchip_words(pl: Dw2dPlan) -> int:
 
 def prepare_filters(pl: Dw2dPlan, w: Any) -> Any:
     """The filter operand :func:`launch` takes: w (C, 1, R, S) as it is."""
-    return _shared.prepare_filters_2d(w)
+    return _shared.prepare_filters_2d(w, pl.problem.dtype)
 
 
 def filters_key(pl: Dw2dPlan) -> tuple[str, ...]:
@@ -258,4 +258,4 @@ def filters_key(pl: Dw2dPlan) -> tuple[str, ...]:
 
 
 def tolerance(pl: Dw2dPlan) -> float:
-    return _shared.TOLERANCE
+    return _shared.tolerance(pl)
