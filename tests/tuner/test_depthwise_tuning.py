@@ -124,7 +124,9 @@ def _tune(argv: list[str]) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("problem", [SMALL_1D, SMALL_2D], ids=["causal1d", "depthwise2d"])
+@pytest.mark.parametrize("problem", [SMALL_1D, SMALL_2D, SMALL_1D.replace(dtype="bfloat16"),
+                                     SMALL_2D.replace(dtype="float16")],
+                         ids=["causal1d", "depthwise2d", "causal1d-bf16", "depthwise2d-fp16"])
 def test_convtune_tune_runs_depthwise_problems(problem: ConvProblem, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CONVTUNE_DATABASE_URL", raising=False)
@@ -150,12 +152,20 @@ def test_tune_families_option_takes_a_depthwise_family(tmp_path: Path, monkeypat
     assert rc == 2 and "--families" in err
 
 
+_GPU_CASES = [SMALL_1D, ConvProblem.depthwise1d(B=3, C=5, L=33, K=40), SMALL_2D,
+              ConvProblem.parse("N=2 C=8 H=9 W=11 K=8 R=5 S=3 stride=2 pad=2 groups=8"),
+              ConvProblem.parse("N=3 C=24 H=7 W=7 K=24 R=5 S=5 pad=2 groups=24")]   # packed (W ≤ 32)
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("problem", [SMALL_1D, ConvProblem.depthwise1d(B=3, C=5, L=33, K=40), SMALL_2D,
-                                     ConvProblem.parse("N=2 C=8 H=9 W=11 K=8 R=5 S=3 stride=2 pad=2 groups=8")],
-                         ids=["causal1d", "causal1d-K>L", "depthwise2d", "depthwise2d-strided"])
-def test_gpu_benchmarker_verifies_depthwise_plans(problem: ConvProblem) -> None:
-    """Every depthwise family's best-predicted plans pass the benchmarker's float64 check (1e-5) and time."""
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("problem", _GPU_CASES,
+                         ids=["causal1d", "causal1d-K>L", "depthwise2d", "depthwise2d-strided", "depthwise2d-packed"])
+def test_gpu_benchmarker_verifies_depthwise_plans(problem: ConvProblem, dtype: str) -> None:
+    """Every depthwise family's best-predicted plans of the problem in ``dtype`` pass the benchmarker's float64 check
+    (1e-5 in float32; 16-bit storage: 1e-3 float16, 8e-3 bfloat16) and time."""
+    problem = problem.replace(dtype=dtype)
+    assert specs_for(problem)
     from convtune.tuner.gpu import CupyBenchmarker
 
     bench = CupyBenchmarker(reps=5, measure_device_ceilings=False)
@@ -163,9 +173,11 @@ def test_gpu_benchmarker_verifies_depthwise_plans(problem: ConvProblem) -> None:
         for spec in specs_for(problem):
             plans = sorted(spec.enumerate_plans(problem, bench.machine),
                            key=lambda pl, spec=spec: spec.predict_s(pl, bench.machine))
+            assert plans, spec.family
             for pl in plans[:2]:
                 result = bench.measure(problem, pl)
                 assert result.status == "ok", (pl.config.key(), result.error)
-                assert result.rel_error <= 1e-5 and result.median_ms > 0
+                assert result.rel_error <= spec.launcher.tolerance(pl) and result.median_ms > 0
+                assert spec.launcher.tolerance(pl) == {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}[dtype]
     finally:
         bench.close()
