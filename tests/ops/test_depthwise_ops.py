@@ -121,6 +121,28 @@ def test_the_stored_forward_config_wins(monkeypatch: pytest.MonkeyPatch) -> None
     assert ops.choose_plan(P1, H200, "dgrad") is ops.model_plan(P1, H200, "dgrad")   # tuner stores fwd only
 
 
+def test_a_stored_16bit_config_is_served_to_the_16bit_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tuner measures bf16 depthwise problems now: their best row reaches the op (plans in the problem's dtype);
+    a key only the float32 kernels take (the shared variant) falls back to the model's 16-bit plan."""
+    from convtune.kernels.registry import get_spec
+
+    half = P1.replace(dtype="bfloat16")
+    model_key = ops.model_plan(half, H200, "fwd").config.key()
+    other = next(pl.config.key() for pl in get_spec("depthwise1d_fast").enumerate_plans(half, H200)
+                 if pl.config.key() != model_key)   # a valid 16-bit plan the model would not pick
+    for stored, served in ((other, True), ("depthwise1d_shared.fwd rows=2 tile_l=48 threads=64", False)):
+        monkeypatch.setattr(resolver, "database_url", lambda url=None: "sqlite:///stored.db")
+        monkeypatch.setattr(resolver, "measured_config_key",
+                            lambda key, device, url, families, stored=stored: stored if key == half.key() else None)
+        ops.clear_cache()
+        chosen = ops.choose_plan(half, H200, "fwd")
+        assert chosen.problem.dtype == "bfloat16"
+        assert (chosen.config.key() == stored) is served
+        if not served:
+            assert chosen is ops.model_plan(half, H200, "fwd")
+    ops.clear_cache()   # no stored choice outlives the patched resolver
+
+
 @pytest.mark.parametrize("stored", ["direct.fwd tile_h=4 tile_w=32 tile_k=64 chunk_c=8 thread_h=1 thread_w=4 "
                                     "thread_k=8 stages=2 vec=1 splits=1",
                                     "depthwise1d_fast.fwd rows=32 tile_l=48 lanes_per_row=1 stages=2 vec=4 "
