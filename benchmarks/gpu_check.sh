@@ -12,6 +12,9 @@
 #     half      benchmarks/vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16): igemm_half vs cuDNN in that dtype
 #               ($TF32_TOP configs per family, $TF32_ARGS e.g. --suite); output $OUT/half
 #     igemm_ncu Nsight Compute (speed of light, warp stalls, scheduler) of one igemm launch ($IGEMM_PROBLEM, $IGEMM_CONFIG)
+#     kernel_ab benchmarks/vs_cudnn.py on $AB_SUITES (default squeeze_excite small_gemm_1x1; $AB_FAMILIES, $AB_TOP) with
+#               the tree as it is, then with $AB_PATCH (default benchmarks/ab/pointwise_odd_epilogue.patch) applied to
+#               this copy (reverted after); benchmarks/ab_compare.py tables per suite under $OUT/kernel_ab/
 #     fwd_split benchmarks/forward_host_split.py: a single-launch forward's host time split into parts, GPU idle and busy
 #     backward_split benchmarks/backward_host_split.py: a depthwise forward + backward's host time split into parts
 #     ceilings  benchmarks/device_ceilings.py: GEMM peaks per precision class, copy bandwidth, empty-kernel time
@@ -210,6 +213,21 @@ for step in "$@"; do
     call_overhead)
         python3 benchmarks/call_overhead.py --out "$OUT/call_overhead" ${CALL_OVERHEAD_ARGS:-} 2>&1 \
             | tee "$OUT/call_overhead.log" | tail -45 ;;
+    kernel_ab)   # vs_cudnn.py on $AB_SUITES before and after $AB_PATCH is applied to this copy of the tree (reverted)
+        patch_file=${AB_PATCH:-benchmarks/ab/pointwise_odd_epilogue.patch}
+        for side in before after; do
+            if [ $side = after ] && ! patch -p1 --forward < "$patch_file"; then echo "kernel_ab: $patch_file does not apply"; break; fi
+            for suite in ${AB_SUITES:-squeeze_excite small_gemm_1x1}; do
+                python3 benchmarks/vs_cudnn.py --out "$OUT/kernel_ab/$side/$suite" --suite "benchmarks/suites/$suite.json" \
+                    --families ${AB_FAMILIES:-pointwise pointwise_sliced direct igemm_simt} --top "${AB_TOP:-8}" \
+                    --buckets 0 > "$OUT/kernel_ab/$side.$suite.log" 2>&1 || echo "kernel_ab: $side $suite failed"
+            done
+        done
+        patch -p1 -R --forward < "$patch_file" > /dev/null 2>&1
+        for suite in ${AB_SUITES:-squeeze_excite small_gemm_1x1}; do
+            python3 benchmarks/ab_compare.py "$OUT/kernel_ab/before/$suite/vs_cudnn.json" \
+                "$OUT/kernel_ab/after/$suite/vs_cudnn.json" --out "$OUT/kernel_ab/$suite.md"
+        done ;;
     fwd_split)
         python3 benchmarks/forward_host_split.py --out "$OUT/fwd_split" 2>&1 | tee "$OUT/fwd_split.log" | tail -50 ;;
     backward_split)
