@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import cProfile
 import io
+import json
 import math
 import pstats
 import statistics
@@ -135,8 +136,6 @@ def cprofile_top(fn: Callable[[], Any], calls: int = CALLS, top: int = 25, warmu
 def write_split(out: Any, stem: str, table: str, rows: list[dict[str, Any]], profile: str, top: int) -> None:
     """A host-split benchmark's outputs under ``out``: ``{stem}.md`` (the table), ``{stem}.json`` (its rows),
     ``{stem}_profile.txt`` (the cProfile text); prints the table and the profile's first ``top`` rows."""
-    import json
-
     (out / f"{stem}.md").write_text(table)
     (out / f"{stem}.json").write_text(json.dumps(rows, indent=1))
     (out / f"{stem}_profile.txt").write_text(profile)

@@ -84,14 +84,8 @@ def model_plan(problem: ConvProblem, machine: MachineModel, path: str = "fwd") -
     if problem.dtype == "float32":
         plans = _space(problem, machine, path)
     else:
-        plans = []
-        for twin in _space(replace(problem, dtype="float32"), machine, path):
-            replan = REPLAN.get(type(twin))
-            try:
-                if replan is not None:
-                    plans.append(replan(problem, twin.config, machine))
-            except InvalidConfig:
-                continue
+        plans = list(space.replanned(problem, machine, _space(replace(problem, dtype="float32"), machine, path),
+                                     lambda twin: REPLAN.get(type(twin))))
     if not plans:
         raise InvalidConfig("problem", f"no valid depthwise {path} configuration for {problem.key()}")
     return min(plans, key=lambda pl: (predict(pl, machine).time_s, pl.config.key()))

@@ -22,7 +22,6 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from convtune.errors import InvalidConfig
 from convtune.kernels.depthwise import configs as configs  # registers the config classes for parse_config_key
 from convtune.kernels.depthwise import family as _shared
 from convtune.kernels.depthwise import model as _model
@@ -56,13 +55,9 @@ def in_storage_dtypes(enumerate_plans: Enumerator, replan: Callable[..., Any]) -
     the same plans :func:`convtune.ops.depthwise.model_plan` chooses among, now also what the tuner measures."""
     def enumerate_any(problem: ConvProblem, machine: MachineModel) -> Iterator[Any]:
         if problem.dtype == "float32":
-            yield from enumerate_plans(problem, machine)
-            return
-        for twin in enumerate_plans(replace(problem, dtype="float32"), machine):
-            try:
-                yield replan(problem, twin.config, machine)
-            except InvalidConfig:
-                continue
+            return enumerate_plans(problem, machine)
+        return _space.replanned(problem, machine, enumerate_plans(replace(problem, dtype="float32"), machine),
+                                lambda twin: replan)
 
     return enumerate_any
 

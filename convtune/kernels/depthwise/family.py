@@ -19,7 +19,6 @@ from convtune.problem import ConvProblem
 #: 16-bit storage rounds each output once (fp32 taps and sums), about twice its unit roundoff: fp16 2^-11, bf16 2^-8
 #: (the 16-bit kernels' GPU tests use the same figures)
 TOLERANCES = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
-TOLERANCE = TOLERANCES["float32"]
 FILTERS_KEY_2D = ("depthwise2d",)  # every 2-D forward kernel takes w (C, 1, R, S) as it is
 
 

@@ -19,7 +19,8 @@ both modes; callers that need bitwise-repeatable results keep ``mode == MODE_DET
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.config import KernelConfig
@@ -62,9 +63,24 @@ from convtune.problem import ConvProblem
 __all__ = [
     "enumerate_plans", "enumerate_plans_2d", "enumerate_plans_2d_dgrad", "enumerate_plans_2d_fast",
     "enumerate_plans_2d_packed", "enumerate_plans_2d_wgrad", "enumerate_plans_fused", "grid_size", "plan",
-    "plans_enumerator", "space_2d_dgrad", "space_2d_fast", "space_2d_packed", "space_2d_wgrad", "space_fused",
-    "spaces_1d", "spaces_2d_tiled",
+    "plans_enumerator", "replanned", "space_2d_dgrad", "space_2d_fast", "space_2d_packed", "space_2d_wgrad",
+    "space_fused", "spaces_1d", "spaces_2d_tiled",
 ]
+
+
+def replanned(problem: ConvProblem, machine: MachineModel, twins: Iterable[Any],
+              plan_of: Callable[[Any], Callable[..., Any] | None]) -> Iterator[Any]:
+    """The plans of a float16 / bfloat16 ``problem`` from its float32 twin's plans ``twins``: the spaces are declared
+    for float32, so each twin's configuration is re-validated by the 16-bit plan function ``plan_of(twin)`` (None: a
+    kernel without 16-bit storage), and those it refuses are skipped."""
+    for twin in twins:
+        replan = plan_of(twin)
+        if replan is None:
+            continue
+        try:
+            yield replan(problem, twin.config, machine)
+        except InvalidConfig:
+            continue
 
 
 # ---- 1-D ----------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from convtune.problem import ConvProblem
 FILTERS_KEY = ("depthwise1d_lag",)
 
 
-def supports(problem: ConvProblem, variant: str = "naive") -> bool:
+def supports(problem: ConvProblem, *, variant: str) -> bool:
     """Causal 1-D depthwise, dilation 1, a storage dtype the variant takes (:data:`~.plan.VARIANT_DTYPES`: the
     fast variant also float16 and bfloat16; what :func:`~.plan.plan` accepts)."""
     return (problem.causal and problem.dil_w == 1
