@@ -124,28 +124,32 @@ def math_of(x: torch.Tensor) -> str:
 
 
 #: the op implementation's runners, per (shapes, dtypes, devices, geometry, precision class): the kernels' runner of
-#: contiguous tensors (:func:`convtune.ops.conv2d.runner` checks the arguments once, when it is made)
+#: contiguous tensors (:func:`convtune.ops.conv2d.runner` checks the arguments once, when it is made), None where
+#: F.conv2d runs (CPU, float64, 16-bit tensors the families do not take)
 _impl_runners: dict[tuple[Any, ...], Any] = {}
+_UNSEEN = object()
 on_clear(_impl_runners.clear)
 
 
 def _conv2d_impl(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride_h: int, stride_w: int,
                  pad_h: int, pad_w: int, dil_h: int, dil_w: int) -> torch.Tensor:
     """y (N, K, P, Q) of x (N, C, H, W) and w (K, C, R, S), contiguous, groups = 1 (the op's implementation)."""
-    if not _kernels_run(x):
+    # the precision class when the op runs (not when it is traced), as cuDNN reads it
+    math = math_of(x)
+    # the key holds everything _kernels_run reads (device, dtype, C), so its answer is cached with the runner
+    key = (x.shape, w.shape, x.dtype, w.dtype, x.get_device(), w.get_device(), stride_h, stride_w, pad_h, pad_w,
+           dil_h, dil_w, math)
+    run = _impl_runners.get(key, _UNSEEN)
+    if run is _UNSEEN:
+        if len(_impl_runners) >= CALL_CACHE_ENTRIES:
+            _impl_runners.clear()
+        run = _impl_runners[key] = None if not _kernels_run(x) else kernel_runner(
+            x.contiguous(), w.contiguous(), (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w), math)
+    if run is None:
         return F.conv2d(x, w, bias, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
     # compiled graphs may hand the op other strides than the contiguous ones the kernels index
     x = x if x.is_contiguous() else x.contiguous()
     w = w if w.is_contiguous() else w.contiguous()
-    # the precision class when the op runs (not when it is traced), as cuDNN reads it
-    math = math_of(x)
-    key = (x.shape, w.shape, x.dtype, w.dtype, x.get_device(), w.get_device(), stride_h, stride_w, pad_h, pad_w,
-           dil_h, dil_w, math)
-    run = _impl_runners.get(key)
-    if run is None:
-        if len(_impl_runners) >= CALL_CACHE_ENTRIES:
-            _impl_runners.clear()
-        run = _impl_runners[key] = kernel_runner(x, w, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w), math)
     return _run_with_bias(run, x, w, bias)
 
 
