@@ -215,6 +215,7 @@ for step in "$@"; do
             | tee "$OUT/call_overhead.log" | tail -45 ;;
     kernel_ab)   # vs_cudnn.py on $AB_SUITES before and after $AB_PATCH is applied to this copy of the tree (reverted)
         patch_file=${AB_PATCH:-benchmarks/ab/pointwise_odd_epilogue.patch}
+        mkdir -p "$OUT/kernel_ab"
         for side in before after; do
             if [ $side = after ] && ! patch -p1 --forward < "$patch_file"; then echo "kernel_ab: $patch_file does not apply"; break; fi
             for suite in ${AB_SUITES:-squeeze_excite small_gemm_1x1}; do

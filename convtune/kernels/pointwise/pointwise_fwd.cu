@@ -18,6 +18,13 @@
 
 namespace convtune {
 
+// m / PQ for a flattened pixel index m >= 0: 32-bit unsigned division whenever m fits (every realistic layer),
+// a 64-bit one otherwise. The epilogue of a map whose P*Q is not a multiple of 4 (1x1 maps of squeeze-excitation
+// layers, 7x7, 13x13) divided once per stored element, 64 per thread (106 division sites in the PTX, 10 now).
+__device__ __forceinline__ long long pixel_image(long long m, int PQ) {
+  return m <= 0x7fffffffLL ? static_cast<long long>(static_cast<unsigned>(m) / static_cast<unsigned>(PQ)) : m / PQ;
+}
+
 template <int BM, int BN, int BK, int STAGES, int VEC, int SH, int SW>
 __device__ __forceinline__ void pointwise_fwd_body(const float* __restrict__ x, const float* __restrict__ wpk,
                                                    float* __restrict__ y, int N, int C, int H, int W, int K,
@@ -54,7 +61,7 @@ __device__ __forceinline__ void pointwise_fwd_body(const float* __restrict__ x, 
     const long long m = m0 + mm;
     a_kk[i] = kk;
     a_ok[i] = e < A_ELEMS && m < M;
-    const long long n = a_ok[i] ? m / PQ : 0;
+    const long long n = a_ok[i] ? pixel_image(m, PQ) : 0;
     const int pq = a_ok[i] ? static_cast<int>(m - n * PQ) : 0;
     const int p = pq / Q, q = pq - (pq / Q) * Q;
     a_goff[i] = n * CHW + static_cast<long long>(kk) * HW + static_cast<long long>(p) * SH * W + q * SW;
@@ -140,14 +147,27 @@ __device__ __forceinline__ void pointwise_fwd_body(const float* __restrict__ x, 
   }
 
   // Epilogue: rows i of the tile are pixels m0 + tm*4 + (i%4) + (i/4)*BM/2, columns j are channels
-  // k0 + tn*4 + (j%4) + (j/4)*BN/2. Four consecutive pixels share an image when PQ % 4 == 0 (float4 store).
+  // k0 + tn*4 + (j%4) + (j/4)*BN/2. Four consecutive pixels share an image when PQ % 4 == 0 (float4 store);
+  // otherwise each of the four pixels' y offset n*K*PQ + pq is found once per group, stepping pq across image
+  // boundaries (one division per group, none per element).
+  const long long KPQ = static_cast<long long>(K) * PQ;
 #pragma unroll
   for (int g = 0; g < 2; ++g) {
     const long long mb = m0 + tm * 4 + g * (BM / 2);
     if (mb >= M) continue;
-    const long long nb = mb / PQ;
+    const long long nb = pixel_image(mb, PQ);
     const int pqb = static_cast<int>(mb - nb * PQ);
     const bool vec = !atomic && (PQ % 4 == 0) && mb + 3 < M;
+    long long pix[4];  // y offset of pixel mb + i at channel 0
+    {
+      long long n = nb;
+      int pq = pqb;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        pix[i] = n * KPQ + pq;
+        if (++pq == PQ) pq = 0, ++n;
+      }
+    }
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int k = k0 + tn * 4 + (j % 4) + (j / 4) * (BN / 2);
@@ -159,10 +179,8 @@ __device__ __forceinline__ void pointwise_fwd_body(const float* __restrict__ x, 
       } else {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const long long m = mb + i;
-          if (m < M) {
-            const long long n = m / PQ;
-            float* dst = y + (n * K + k) * PQ + (m - n * PQ);
+          if (mb + i < M) {
+            float* dst = y + pix[i] + static_cast<long long>(k) * PQ;
             if (atomic) {
               atomicAdd(dst, acc[g * 4 + i][j]);
             } else {
