@@ -10,7 +10,8 @@ came from — ``--configs-from TABLE`` serves each entry the fastest correct con
 e.g. ``tests/data/replay_h200_bf16.json.gz``) measured for it on this device name, of the families whose kernel
 version the table shares with this checkout (what tuning with ≥ the table's configs finds), shown as ``table``;
 ``--tune-budget-s S`` first tunes every entry into ``--db`` (S seconds for the whole suite,
-``--tune-budget-trials`` per shape; shapes already tuned there are not tuned again); the output against float64;
+``--tune-budget-trials`` per shape; shapes already tuned there are not tuned again; ``--tune-only`` stops there, so a
+second run measures); the output against float64;
 then three ways of calling, each for convtune and for cuDNN:
 
 * eager: wall µs per call of 200 back-to-back calls (host and GPU time together: what a loop pays);
@@ -315,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--tune-budget-s", type=float, default=0.0, help="tune the suite into --db first (0: no)")
     ap.add_argument("--tune-budget-trials", type=int, default=40)
+    ap.add_argument("--tune-only", action="store_true",
+                    help="stop after tuning into --db (a later run measures: one device call each)")
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--configs-from", default=None, help="a replay table whose fastest measured configs the op serves")
     ap.add_argument("--untuned-too", action="store_true",
@@ -336,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                     for e in entries]
         tune_problems(problems, args.tune_budget_s, args.tune_budget_trials, patience=30, db=db)
         args.db = db
+        if args.tune_only:
+            return 0
     if args.db:
         resolver.use_database(args.db)
     machine = device_machine(0)
