@@ -170,7 +170,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         bench.close()
     baseline = None
     if args.backend == "gpu" and not args.no_baseline and result.time_ms:
-        baseline = _cudnn_ms(problem)
+        from convtune.ops.baseline import pytorch_ms
+
+        baseline = pytorch_ms(problem)
     summary = {
         "problem": problem.key(), "device": result.device_name, "backend": result.backend, "run_id": result.run_id,
         "best_config": result.best_config, "time_ms": result.time_ms, "tflops": result.tflops, "gbps": result.gbps,
@@ -182,8 +184,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         "statuses": result.statuses, "stop_reason": result.stop_reason, "stop_code": result.stop_code,
         "pruning": result.prune_summary, "pruning_s": round(result.pruning_s, 3), "search_s": round(result.search_s, 3),
         "elapsed_s": round(result.elapsed_s, 2), "precision": problem.precision,
-        "cudnn_fp32_ms": baseline if problem.math != "tf32" else None,
-        "cudnn_tf32_ms": baseline if problem.math == "tf32" else None,
+        # PyTorch's convolution (cuDNN) in the problem's own precision class
+        "cudnn_ms": baseline, "cudnn_precision": problem.precision,
+        "cudnn_fp32_ms": baseline if problem.precision == "float32" else None,
+        "cudnn_tf32_ms": baseline if problem.precision == "tf32" else None,
         "speedup_vs_cudnn": (baseline / result.time_ms) if baseline and result.time_ms else None,
         "families": {f: {"floor_ms": floor, "best_ms": result.family_best_ms.get(f)}
                      for f, floor in result.floors_ms.items()},
@@ -222,41 +226,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"families    {per_family}; the bound favours {result.bound_favours}, "
               f"the measured winner is {result.best_config.split('.', 1)[0]}")
     if baseline and result.time_ms:
-        print(f"cuDNN {'tf32' if problem.math == 'tf32' else 'fp32'}  {baseline:.4f} ms  speedup "
+        print(f"cuDNN {problem.precision}  {baseline:.4f} ms  speedup "
               f"{baseline / result.time_ms:.2f}x")
     return 0
 
 
 def _ms_or_dash(ms: float | None) -> str:
     return f"{ms:.4f} ms" if ms is not None else "not measured"
-
-
-def _cudnn_ms(problem: ConvProblem) -> float | None:
-    """cuDNN in the problem's arithmetic (fp32 with TF32 off; TF32 on for a tf32 problem) through torch, timed by
-    the same protocol; None without torch or CUDA."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available() or problem.causal:
-        return None
-    from convtune.kernels.timing import L2Flusher, rotation, time_launches
-
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.allow_tf32 = problem.math == "tf32"
-    l2_bytes = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    filter_elements = problem.K * (problem.C // problem.groups) * problem.R * problem.S
-    rot = rotation(4 * (problem.input_elements + problem.output_elements + filter_elements), l2_bytes)
-    xs = [torch.randn(problem.N, problem.C, problem.H, problem.W, device="cuda") for _ in range(rot.sets)]
-    ws = [torch.randn(problem.K, problem.C // problem.groups, problem.R, problem.S, device="cuda")
-          for _ in range(rot.sets)]  # the filters rotate too, as ours do
-    kw: dict[str, Any] = {"stride": (problem.stride_h, problem.stride_w), "padding": (problem.pad_h, problem.pad_w),
-          "dilation": (problem.dil_h, problem.dil_w), "groups": problem.groups}
-    torch.nn.functional.conv2d(xs[0], ws[0], **kw)
-    torch.cuda.synchronize()
-    flush = L2Flusher(l2_bytes) if rot.flush else None
-    return time_launches(lambda i: torch.nn.functional.conv2d(xs[i], ws[i], **kw), sets=rot.sets, warmup=5, reps=30,
-                         flush=flush).median_ms
 
 
 # ---- lookups ------------------------------------------------------------------------------------------

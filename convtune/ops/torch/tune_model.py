@@ -72,6 +72,12 @@ class ProblemResult:
     efficiency: float | None
     source: str                      # "gpu" (tuned here), "service", "service (replay)", "model", ...
     note: str = ""
+    pytorch_ms: float | None = None  # PyTorch's own convolution (cuDNN) on this GPU, same protocol (.baseline)
+
+    @property
+    def vs_pytorch(self) -> float | None:
+        """PyTorch's time / the tuned time (> 1: convtune is faster), where both were measured."""
+        return self.pytorch_ms / self.time_ms if self.pytorch_ms and self.time_ms else None
 
     @property
     def family(self) -> str | None:
@@ -94,6 +100,12 @@ class ModelTuning:
         """Σ over layers of the tuned time (layers convtune does not run, or without a result, count 0)."""
         return sum(r.time_ms for layer in self.layers if (r := self.result(layer)) and r.time_ms)
 
+    def pytorch_pair_ms(self) -> tuple[float, float] | None:
+        """(Σ PyTorch ms, Σ tuned ms) over the layers where both were measured; None where none was."""
+        pairs = [(r.pytorch_ms, r.time_ms) for layer in self.layers
+                 if (r := self.result(layer)) and r.pytorch_ms and r.time_ms]
+        return (sum(p for p, _ in pairs), sum(t for _, t in pairs)) if pairs else None
+
     def rows(self) -> list[dict[str, Any]]:
         total = self.conv_time_ms
         rows = []
@@ -106,6 +118,7 @@ class ModelTuning:
                          "tuned_ms": t, "floor_ms": r.floor_ms if r else None,
                          "efficiency": r.efficiency if r else None,
                          "share": t / total if t and total > 0 else None, "source": r.source if r else None,
+                         "pytorch_ms": r.pytorch_ms if r else None, "vs_pytorch": r.vs_pytorch if r else None,
                          "note": layer.reason or (r.note if r else "")})
         return rows
 
@@ -114,21 +127,32 @@ class ModelTuning:
         def num(v: float | None, fmt: str) -> str:
             return "—" if v is None or not math.isfinite(v) else format(v, fmt)
 
-        lines = ["| layer | shape | family | tuned ms | floor ms | efficiency | share | note |",
-                 "|---|---|---|---|---|---|---|---|"]
+        lines = ["| layer | shape | family | tuned ms | floor ms | efficiency | share | PyTorch ms | × PyTorch "
+                 "| note |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
         for row in self.rows():
             share = num(100 * row["share"], ".1f") + "%" if row["share"] is not None else "—"
+            note = row["note"] or row["source"] or ""
+            if row["vs_pytorch"] is not None and row["vs_pytorch"] < 1:
+                note = "slower than PyTorch" + (f"; {note}" if note else "")
             lines.append(f"| {row['layer']} | {row['shape']} | {row['family'] or '—'} | {num(row['tuned_ms'], '.4g')} "
                          f"| {num(row['floor_ms'], '.4g')} | {num(row['efficiency'], '.3f')} | {share} "
-                         f"| {row['note'] or row['source'] or ''} |")
+                         f"| {num(row['pytorch_ms'], '.4g')} | {num(row['vs_pytorch'], '.2f')} | {note} |")
         lines.append(f"\nconvolution time of the model (Σ tuned ms over layers): {self.conv_time_ms:.4f} ms; "
                      f"{len(self.results)} distinct problems; {self.elapsed_s:.0f} s")
+        pair = self.pytorch_pair_ms()
+        if pair is not None:
+            lines.append(f"PyTorch's own convolutions (cuDNN, same protocol) on the layers measured both ways: "
+                         f"{pair[0]:.4f} ms against {pair[1]:.4f} ms tuned: {pair[0] / pair[1]:.2f}×")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
+        pair = self.pytorch_pair_ms()
         return {"rows": self.rows(), "conv_time_ms": self.conv_time_ms, "elapsed_s": self.elapsed_s,
+                "pytorch_ms": pair[0] if pair else None, "vs_pytorch": pair[0] / pair[1] if pair else None,
                 "problems": {k: {"config": r.config, "time_ms": r.time_ms, "floor_ms": r.floor_ms,
-                                 "efficiency": r.efficiency, "source": r.source, "note": r.note}
+                                 "efficiency": r.efficiency, "source": r.source, "note": r.note,
+                                 "pytorch_ms": r.pytorch_ms}
                              for k, r in self.results.items()}}
 
 
@@ -448,7 +472,8 @@ def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | No
          budget_trials: int = 200, patience: int = 60, db: str | None = None, api_key: str | None = None,
          benchmarker: Any = None, transport: Transport | None = None, poll_s: float = 5.0,
          timeout_s: float | None = None, progress: bool = True, show: bool = True,
-         out: TextIO | None = None) -> ModelTuning:
+         out: TextIO | None = None, baseline: bool = True,
+         baseline_ms: Callable[[ConvProblem, int], float | None] | None = None) -> ModelTuning:
     """Tune every distinct convolution of ``model`` for ``example_inputs`` (module docstring).
 
     Args:
@@ -466,6 +491,10 @@ def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | No
         poll_s, timeout_s: how often, and how long at most, to poll the service's batch.
         progress: show a progress bar over the problems (tqdm, on stderr).
         show, out: print the table (to ``out``, default stdout).
+        baseline: also time PyTorch's own convolution (cuDNN, ``cudnn.benchmark`` on, same protocol as the tuner:
+            :func:`convtune.ops.baseline.pytorch_ms`) of every tuned problem on the model's GPU, for the table's
+            "PyTorch ms" and "× PyTorch" columns (layers slower than PyTorch are flagged); ``baseline_ms(problem,
+            device_index)`` replaces that timing (tests).
 
     Returns:
         The per-layer :class:`ModelTuning`; its ``table()`` is what was printed.
@@ -498,11 +527,36 @@ def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | No
                 counts[layer.problem.key()] = counts.get(layer.problem.key(), 0) + 1
         results = tune_problems(problems, budget_s, budget_trials, patience, db, benchmarker, device_index, progress,
                                 layer_counts=counts)
+    if baseline:
+        results = with_pytorch_times(results, device_index, baseline_ms)
     resolver.clear_cache()
     tuning = ModelTuning(layers, results, time.perf_counter() - start)
     if show:
         print(tuning.table(), file=out or sys.stdout)
     return tuning
+
+
+def with_pytorch_times(results: dict[str, ProblemResult], device_index: int,
+                       measure: Callable[[ConvProblem, int], float | None] | None = None) -> dict[str, ProblemResult]:
+    """``results`` with PyTorch's own time of each problem that has a tuned time (``measure``, default
+    :func:`convtune.ops.baseline.pytorch_ms`); a problem it cannot time (no CUDA, a causal 1-D problem, no CuPy for
+    the events) keeps None."""
+    from dataclasses import replace
+
+    if measure is None:
+        from convtune.ops.baseline import pytorch_ms
+
+        measure = pytorch_ms
+    timed = {}
+    for key, r in results.items():
+        ms = None
+        if r.time_ms is not None:
+            try:
+                ms = measure(r.problem, device_index)
+            except ConvtuneError:
+                ms = None
+        timed[key] = replace(r, pytorch_ms=ms)
+    return timed
 
 
 def _device_index(model: Any, example_inputs: Any) -> int:

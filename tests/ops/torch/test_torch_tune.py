@@ -283,3 +283,46 @@ def test_the_next_layer_is_pruned_while_this_one_tunes(tmp_path: Path, monkeypat
     assert len(handed) == 3 and all(p is not None and p.survivors for p in handed)
     assert sorted(pruned_on) == sorted(p.key() for p in problems)
     assert all(name.startswith("convtune-prune") for name in pruned_on.values())
+
+
+def test_the_table_reads_each_layer_against_pytorchs_own_convolution(tmp_path: Path) -> None:
+    """``baseline_ms`` stands in for timing PyTorch's convolution on the GPU: a layer slower than PyTorch is flagged,
+    the Σ line compares the layers measured both ways, and a problem that was not timed shows a dash."""
+    from convtune.tuner.benchmark import ModelBenchmarker
+
+    asked: list[tuple[str, int]] = []
+
+    def pytorch_ms(problem: ConvProblem, device_index: int) -> float | None:
+        asked.append((problem.key(), device_index))
+        return None if problem.groups > 1 else (0.5 if problem.C == 3 else 1e-6)   # the stem wins, body loses
+
+    result = ct.tune(Tiny(), torch.randn(2, 3, 12, 12), budget_s=30, budget_trials=4,
+                     db=f"sqlite:///{tmp_path / 'tune.db'}", benchmarker=ModelBenchmarker(H200), progress=False,
+                     show=False, baseline_ms=pytorch_ms)
+    assert sorted(asked) == sorted((k, 0) for k in result.results)       # every tuned problem once, on the device
+    rows = result.rows()
+    stem, body, dw = rows[0], rows[1], rows[3]
+    assert stem["pytorch_ms"] == 0.5 and stem["vs_pytorch"] == pytest.approx(0.5 / stem["tuned_ms"])
+    assert body["vs_pytorch"] < 1 and dw["pytorch_ms"] is None and dw["vs_pytorch"] is None
+    table = result.table().splitlines()
+    assert "| PyTorch ms | × PyTorch |" in table[0]
+    assert "slower than PyTorch" in table[3] and "slower than PyTorch" not in table[2]   # body, stem
+    pytorch, tuned = result.pytorch_pair_ms()
+    assert pytorch == pytest.approx(0.5 + 2e-6)                          # body's two calls count twice, dw not at all
+    assert tuned == pytest.approx(stem["tuned_ms"] + 2 * body["tuned_ms"])
+    assert f"{pytorch / tuned:.2f}×" in table[-1]
+    summary = json.loads(json.dumps(result.to_dict()))
+    assert summary["vs_pytorch"] == pytest.approx(pytorch / tuned)
+
+
+def test_no_baseline_leaves_the_columns_empty(tmp_path: Path) -> None:
+    from convtune.tuner.benchmark import ModelBenchmarker
+
+    def never(problem: ConvProblem, device_index: int) -> float:
+        raise AssertionError("baseline=False times nothing")
+
+    result = ct.tune(Tiny(), torch.randn(2, 3, 12, 12), budget_s=30, budget_trials=4,
+                     db=f"sqlite:///{tmp_path / 'tune.db'}", benchmarker=ModelBenchmarker(H200), progress=False,
+                     show=False, baseline=False, baseline_ms=never)
+    assert all(r["pytorch_ms"] is None for r in result.rows()) and result.pytorch_pair_ms() is None
+    assert "PyTorch's own convolutions" not in result.table()
