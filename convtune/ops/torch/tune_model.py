@@ -91,6 +91,7 @@ class ModelTuning:
     layers: list[Layer]
     results: dict[str, ProblemResult] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    kept_pytorch: list[str] = field(default_factory=list)   # modules turned back to nn.Conv2d (keep_faster)
 
     def result(self, layer: Layer) -> ProblemResult | None:
         return self.results.get(layer.problem.key()) if layer.problem is not None else None
@@ -134,7 +135,9 @@ class ModelTuning:
             share = num(100 * row["share"], ".1f") + "%" if row["share"] is not None else "—"
             note = row["note"] or row["source"] or ""
             if row["vs_pytorch"] is not None and row["vs_pytorch"] < 1:
-                note = "slower than PyTorch" + (f"; {note}" if note else "")
+                kept = row["layer"] in self.kept_pytorch
+                note = ("slower than PyTorch: PyTorch's kept" if kept else "slower than PyTorch") + (
+                    f"; {note}" if note else "")
             lines.append(f"| {row['layer']} | {row['shape']} | {row['family'] or '—'} | {num(row['tuned_ms'], '.4g')} "
                          f"| {num(row['floor_ms'], '.4g')} | {num(row['efficiency'], '.3f')} | {share} "
                          f"| {num(row['pytorch_ms'], '.4g')} | {num(row['vs_pytorch'], '.2f')} | {note} |")
@@ -149,6 +152,7 @@ class ModelTuning:
     def to_dict(self) -> dict[str, Any]:
         pair = self.pytorch_pair_ms()
         return {"rows": self.rows(), "conv_time_ms": self.conv_time_ms, "elapsed_s": self.elapsed_s,
+                "kept_pytorch": list(self.kept_pytorch),
                 "pytorch_ms": pair[0] if pair else None, "vs_pytorch": pair[0] / pair[1] if pair else None,
                 "problems": {k: {"config": r.config, "time_ms": r.time_ms, "floor_ms": r.floor_ms,
                                  "efficiency": r.efficiency, "source": r.source, "note": r.note,
@@ -473,7 +477,8 @@ def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | No
          benchmarker: Any = None, transport: Transport | None = None, poll_s: float = 5.0,
          timeout_s: float | None = None, progress: bool = True, show: bool = True,
          out: TextIO | None = None, baseline: bool = True,
-         baseline_ms: Callable[[ConvProblem, int], float | None] | None = None) -> ModelTuning:
+         baseline_ms: Callable[[ConvProblem, int], float | None] | None = None,
+         keep_faster: bool = False) -> ModelTuning:
     """Tune every distinct convolution of ``model`` for ``example_inputs`` (module docstring).
 
     Args:
@@ -495,6 +500,10 @@ def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | No
             :func:`convtune.ops.baseline.pytorch_ms`) of every tuned problem on the model's GPU, for the table's
             "PyTorch ms" and "× PyTorch" columns (layers slower than PyTorch are flagged); ``baseline_ms(problem,
             device_index)`` replaces that timing (tests).
+        keep_faster: with ``baseline``, turn every converted module (:class:`~convtune.ops.torch.Conv2d`,
+            :class:`~convtune.ops.torch.DepthwiseConv2d`) whose tuned time is slower than PyTorch's back into
+            ``nn.Conv2d`` (:func:`keep_pytorch_where_faster`), so this model runs PyTorch's convolution there; the
+            table says so. For this model object only: a model converted again later runs convtune there again.
 
     Returns:
         The per-layer :class:`ModelTuning`; its ``table()`` is what was printed.
@@ -531,9 +540,31 @@ def tune(model: Any, example_inputs: Any, budget_s: float = 600.0, url: str | No
         results = with_pytorch_times(results, device_index, baseline_ms)
     resolver.clear_cache()
     tuning = ModelTuning(layers, results, time.perf_counter() - start)
+    if baseline and keep_faster:
+        tuning.kept_pytorch = keep_pytorch_where_faster(model, tuning)
     if show:
         print(tuning.table(), file=out or sys.stdout)
     return tuning
+
+
+def keep_pytorch_where_faster(model: Any, tuning: ModelTuning) -> list[str]:
+    """Turn each converted module of ``model`` whose problem PyTorch ran faster than the tuned config
+    (:attr:`ProblemResult.vs_pytorch` < 1) back into ``nn.Conv2d``; the modules' names (as the table lists them).
+    Unconverted modules and layers without both times are left as they are."""
+    from torch import nn
+
+    from convtune.ops.torch.modules import Conv2d, DepthwiseConv2d
+
+    kept = []
+    for layer in tuning.layers:
+        r = tuning.result(layer)
+        if r is None or r.vs_pytorch is None or r.vs_pytorch >= 1 or layer.name in kept:
+            continue
+        module = model if layer.name == "(model)" else model.get_submodule(layer.name)
+        if type(module) in (Conv2d, DepthwiseConv2d):
+            module.__class__ = nn.Conv2d   # as revert() does: parameters, buffers and state_dict unchanged
+            kept.append(layer.name)
+    return kept
 
 
 def with_pytorch_times(results: dict[str, ProblemResult], device_index: int,

@@ -326,3 +326,36 @@ def test_no_baseline_leaves_the_columns_empty(tmp_path: Path) -> None:
                      show=False, baseline=False, baseline_ms=never)
     assert all(r["pytorch_ms"] is None for r in result.rows()) and result.pytorch_pair_ms() is None
     assert "PyTorch's own convolutions" not in result.table()
+
+
+def test_keep_faster_turns_the_slower_converted_layers_back_to_pytorch(tmp_path: Path) -> None:
+    """The body conv (one problem, two calls) measured slower than PyTorch: its module becomes ``nn.Conv2d`` again
+    with the same state_dict; the stem (faster) and the depthwise conv (not timed) stay convtune's."""
+    from convtune.ops.torch.modules import Conv2d, DepthwiseConv2d
+    from convtune.tuner.benchmark import ModelBenchmarker
+
+    model = ct.convert(Tiny())
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def pytorch_ms(problem: ConvProblem, device_index: int) -> float | None:
+        return None if problem.groups > 1 else (0.5 if problem.C == 3 else 1e-6)
+
+    result = ct.tune(model, torch.randn(2, 3, 12, 12), budget_s=30, budget_trials=4,
+                     db=f"sqlite:///{tmp_path / 'tune.db'}", benchmarker=ModelBenchmarker(H200), progress=False,
+                     show=False, baseline_ms=pytorch_ms, keep_faster=True)
+    assert result.kept_pytorch == ["body"]
+    assert type(model.body) is nn.Conv2d and type(model.stem) is Conv2d and type(model.dw) is DepthwiseConv2d
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    lines = result.table().splitlines()
+    assert lines[3].count("PyTorch's kept") == 1 and "PyTorch's kept" not in lines[2]
+    assert result.to_dict()["kept_pytorch"] == ["body"]
+
+
+def test_keep_faster_needs_the_baseline(tmp_path: Path) -> None:
+    from convtune.tuner.benchmark import ModelBenchmarker
+
+    model = ct.convert(Tiny())
+    result = ct.tune(model, torch.randn(2, 3, 12, 12), budget_s=30, budget_trials=4,
+                     db=f"sqlite:///{tmp_path / 'tune.db'}", benchmarker=ModelBenchmarker(H200), progress=False,
+                     show=False, baseline=False, keep_faster=True)
+    assert result.kept_pytorch == [] and len(ct.converted(model)) == 3
