@@ -330,6 +330,11 @@ class ConvProblem:
         return self.K * self.channels_per_group * self.R * self.S
 
     @property
+    def operand_bytes(self) -> int:
+        """Bytes of x, w and y in the storage dtype: one set of a timed launch's operands (what timing rotates)."""
+        return self.itemsize_bytes * (self.input_elements + self.weight_elements + self.output_elements)
+
+    @property
     def used_taps_h(self) -> tuple[int, ...]:
         """Kernel rows r that meet a real input row for some output row (:func:`used_taps`)."""
         return used_taps(self.H, self.P, self.R, self.stride_h, self.pad_h, self.dil_h)

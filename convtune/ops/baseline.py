@@ -62,14 +62,11 @@ def pytorch_ms(problem: ConvProblem, device_index: int = 0, reps: int = 30) -> f
     dtype = getattr(torch, problem.dtype)
     with torch.cuda.device(device_index):
         l2_bytes = torch.cuda.get_device_properties(device_index).L2_cache_size
-        per_group = problem.C // problem.groups
-        filter_elements = problem.K * per_group * problem.R * problem.S
-        element_bytes = torch.empty((), dtype=dtype).element_size()
-        rot = rotation(element_bytes * (problem.input_elements + problem.output_elements + filter_elements), l2_bytes)
+        rot = rotation(problem.operand_bytes, l2_bytes)   # as the tuner's GPU benchmarker rotates
         generator = torch.Generator(device="cuda").manual_seed(0)
-        xs = [torch.randn(problem.N, problem.C, problem.H, problem.W, device="cuda", dtype=dtype, generator=generator)
-              for _ in range(rot.sets)]
-        ws = [torch.randn(problem.K, per_group, problem.R, problem.S, device="cuda", dtype=dtype, generator=generator)
+        like: dict[str, Any] = {"device": "cuda", "dtype": dtype, "generator": generator}
+        xs = [torch.randn(problem.N, problem.C, problem.H, problem.W, **like) for _ in range(rot.sets)]
+        ws = [torch.randn(problem.K, problem.channels_per_group, problem.R, problem.S, **like)
               for _ in range(rot.sets)]   # the filters rotate too, as the tuner's do
         geometry: dict[str, Any] = {"stride": (problem.stride_h, problem.stride_w),
                                     "padding": (problem.pad_h, problem.pad_w),

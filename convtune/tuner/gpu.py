@@ -101,11 +101,9 @@ class CupyBenchmarker:
             self._inputs.clear()  # one problem at a time keeps memory bounded
             cp = self.cp
             rng = cp.random.default_rng()
-            filter_elements = problem.K * (problem.C // problem.groups) * problem.R * problem.S
             # every operand of a launch rotates (x, the filter operand, y); the filter operand's bytes are taken as
             # w's, a lower estimate of packed or transformed ones, so the rotation errs towards more sets / a flush
-            rot = rotation(problem.itemsize_bytes * (problem.input_elements + problem.output_elements
-                                                     + filter_elements), self.machine.l2_bytes)
+            rot = rotation(problem.operand_bytes, self.machine.l2_bytes)
             sets = rot.sets
             dtype = problem.dtype   # 16-bit problems: inputs rounded to the dtype, the reference on those values
             xs = [storage.to_storage(rng.standard_normal((problem.N, problem.C, problem.H, problem.W),
