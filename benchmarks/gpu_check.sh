@@ -12,9 +12,10 @@
 #     half      benchmarks/vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16): igemm_half vs cuDNN in that dtype
 #               ($TF32_TOP configs per family, $TF32_ARGS e.g. --suite); output $OUT/half
 #     igemm_ncu Nsight Compute (speed of light, warp stalls, scheduler) of one igemm launch ($IGEMM_PROBLEM, $IGEMM_CONFIG)
-#     kernel_ab benchmarks/vs_cudnn.py on $AB_SUITES (default squeeze_excite small_gemm_1x1; $AB_FAMILIES, $AB_TOP) with
-#               the tree as it is, then with $AB_PATCH (default benchmarks/ab/pointwise_odd_epilogue.patch) applied to
-#               this copy (reverted after); benchmarks/ab_compare.py tables per suite under $OUT/kernel_ab/
+#     kernel_ab benchmarks/vs_cudnn.py on $AB_SUITES (default squeeze_excite small_gemm_1x1; $AB_FAMILIES, $AB_TOP,
+#               $AB_ARGS e.g. --dtype bfloat16) with the tree as it is, then with $AB_PATCH (default
+#               benchmarks/ab/pointwise_odd_epilogue.patch) applied to this copy (reverted after);
+#               benchmarks/ab_compare.py tables per suite under $OUT/kernel_ab/
 #     fwd_split benchmarks/forward_host_split.py: a single-launch forward's host time split into parts, GPU idle and busy
 #     backward_split benchmarks/backward_host_split.py: a depthwise forward + backward's host time split into parts
 #     ceilings  benchmarks/device_ceilings.py: GEMM peaks per precision class, copy bandwidth, empty-kernel time
@@ -221,7 +222,7 @@ for step in "$@"; do
             for suite in ${AB_SUITES:-squeeze_excite small_gemm_1x1}; do
                 python3 benchmarks/vs_cudnn.py --out "$OUT/kernel_ab/$side/$suite" --suite "benchmarks/suites/$suite.json" \
                     --families ${AB_FAMILIES:-pointwise pointwise_sliced direct igemm_simt} --top "${AB_TOP:-8}" \
-                    --buckets 0 > "$OUT/kernel_ab/$side.$suite.log" 2>&1 || echo "kernel_ab: $side $suite failed"
+                    --buckets 0 ${AB_ARGS:-} > "$OUT/kernel_ab/$side.$suite.log" 2>&1 || echo "kernel_ab: $side $suite failed"
             done
         done
         patch -p1 -R --forward < "$patch_file" > /dev/null 2>&1
