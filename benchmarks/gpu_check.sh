@@ -227,8 +227,9 @@ for step in "$@"; do
         done
         patch -p1 -R --forward < "$patch_file" > /dev/null 2>&1
         for suite in ${AB_SUITES:-squeeze_excite small_gemm_1x1}; do
-            python3 benchmarks/ab_compare.py "$OUT/kernel_ab/before/$suite/vs_cudnn.json" \
-                "$OUT/kernel_ab/after/$suite/vs_cudnn.json" --out "$OUT/kernel_ab/$suite.md"
+            # vs_cudnn.json, or vs_cudnn_<class>.json for a TF32 or 16-bit run ($AB_ARGS)
+            python3 benchmarks/ab_compare.py "$OUT"/kernel_ab/before/"$suite"/vs_cudnn*.json \
+                "$OUT"/kernel_ab/after/"$suite"/vs_cudnn*.json --out "$OUT/kernel_ab/$suite.md"
         done ;;
     fwd_split)
         python3 benchmarks/forward_host_split.py --out "$OUT/fwd_split" 2>&1 | tee "$OUT/fwd_split.log" | tail -50 ;;
