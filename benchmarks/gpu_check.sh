@@ -223,6 +223,8 @@ for step in "$@"; do
                 python3 benchmarks/vs_cudnn.py --out "$OUT/kernel_ab/$side/$suite" --suite "benchmarks/suites/$suite.json" \
                     --families ${AB_FAMILIES:-pointwise pointwise_sliced direct igemm_simt} --top "${AB_TOP:-8}" \
                     --buckets 0 ${AB_ARGS:-} > "$OUT/kernel_ab/$side.$suite.log" 2>&1 || echo "kernel_ab: $side $suite failed"
+                # a flat copy: the device tool brings back nothing nested deeper than $OUT/a/b/
+                for f in "$OUT/kernel_ab/$side/$suite"/vs_cudnn*; do cp "$f" "$OUT/kernel_ab/$side.$suite.${f##*.}"; done
             done
         done
         patch -p1 -R --forward < "$patch_file" > /dev/null 2>&1
