@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# A/B of the two persistent 1x1 wgmma kernels with their filter rows streamed per chunk (the patches in
-# benchmarks/ab/) on the conv1x1 suite, each against cuDNN in its class in the same process, then the GPU tests of both
-# families with the patches applied (the resident cases, -k res_). Run on the GPU host: `export OUT; bash benchmarks/resident_ab.sh`
-# (carry .whl). Tables: $OUT/{half,tf32}/kernel_ab/conv1x1.md; tests: $OUT/gpu_tests.txt.
+# A/B of the persistent 1x1 wgmma kernels: each patch of $RESIDENT_AB (class:patch pairs; default the two
+# filter-streaming patches of session 14) on the conv1x1 suite, against cuDNN in its class in the same process, then
+# the resident GPU cases (-k res_) with every patch applied. On the GPU host: `export OUT; bash benchmarks/resident_ab.sh`
+# (carry .whl). Tables: $OUT/<class>/kernel_ab/conv1x1.md and the flat per-pass copies; tests: $OUT/gpu_tests.txt.
 set -uo pipefail
 OUT=${OUT:-benchmarks/results}
-top=${AB_TOP:-6}
-OUT=$OUT/half AB_PATCH=benchmarks/ab/resident_half_filters_streamed.patch AB_SUITES=conv1x1 \
-    AB_FAMILIES=igemm_wgmma_half_1x1_resident AB_TOP=$top AB_ARGS="--dtype bfloat16" bash benchmarks/gpu_check.sh kernel_ab
-OUT=$OUT/tf32 AB_PATCH=benchmarks/ab/resident_tf32_filters_streamed.patch AB_SUITES=conv1x1 \
-    AB_FAMILIES=igemm_wgmma_1x1_resident AB_TOP=$top AB_ARGS="--math tf32" bash benchmarks/gpu_check.sh kernel_ab
-for side in half tf32; do tail -3 "$OUT/$side/kernel_ab/conv1x1.md"; done
-patch -p1 --forward < benchmarks/ab/resident_half_filters_streamed.patch \
-    && patch -p1 --forward < benchmarks/ab/resident_tf32_filters_streamed.patch || exit 1
+pairs=${RESIDENT_AB:-half:benchmarks/ab/resident_half_filters_streamed.patch tf32:benchmarks/ab/resident_tf32_filters_streamed.patch}
+files=()
+for pair in $pairs; do
+    cls=${pair%%:*}
+    case $cls in
+    half) family=igemm_wgmma_half_1x1_resident; args="--dtype bfloat16"; files+=(tests/kernels/igemm_wgmma/test_igemm_wgmma_half_gpu.py) ;;
+    tf32) family=igemm_wgmma_1x1_resident; args="--math tf32"; files+=(tests/kernels/igemm_wgmma/test_igemm_wgmma_gpu.py) ;;
+    *) echo "resident_ab: unknown class $cls (half or tf32)"; exit 2 ;;
+    esac
+    OUT=$OUT/$cls AB_PATCH=${pair#*:} AB_SUITES=conv1x1 AB_FAMILIES=$family AB_TOP=${AB_TOP:-6} AB_ARGS="$args" \
+        bash benchmarks/gpu_check.sh kernel_ab
+    tail -3 "$OUT/$cls/kernel_ab/conv1x1.md"
+done
+for pair in $pairs; do patch -p1 --forward < "${pair#*:}" || exit 1; done
 export PYTHONPATH=/tmp/site:$PWD CONVTUNE_CUBIN_DIR=${CONVTUNE_CUBIN_DIR:-/tmp/convtune-cubins}
-python3 -m pytest -m gpu -q -p no:cacheprovider -W default -n "${GPU_TEST_WORKERS:-8}" -k res_ \
-    tests/kernels/igemm_wgmma/test_igemm_wgmma_half_gpu.py tests/kernels/igemm_wgmma/test_igemm_wgmma_gpu.py 2>&1 \
+python3 -m pytest -m gpu -q -p no:cacheprovider -W default -n "${GPU_TEST_WORKERS:-8}" -k res_ "${files[@]}" 2>&1 \
     | tee "$OUT/gpu_tests.txt" | tail -5
-patch -p1 -R < benchmarks/ab/resident_tf32_filters_streamed.patch > /dev/null
-patch -p1 -R < benchmarks/ab/resident_half_filters_streamed.patch > /dev/null
+for pair in $pairs; do patch -p1 -R < "${pair#*:}" > /dev/null; done
