@@ -95,9 +95,17 @@ def convert(model: nn.Module, dense: bool = True, depthwise: bool = True) -> nn.
 def revert(model: nn.Module) -> nn.Module:
     """Turn every :class:`Conv2d` / :class:`DepthwiseConv2d` of ``model`` back into ``nn.Conv2d``; returns it."""
     for module in model.modules():
-        if type(module) in (Conv2d, DepthwiseConv2d):
-            module.__class__ = nn.Conv2d
+        revert_module(module)
     return model
+
+
+def revert_module(module: nn.Module) -> bool:
+    """``module`` back into ``nn.Conv2d`` if it is a :class:`Conv2d` / :class:`DepthwiseConv2d` (parameters, buffers
+    and state_dict unchanged); whether it was one."""
+    if type(module) not in (Conv2d, DepthwiseConv2d):
+        return False
+    module.__class__ = nn.Conv2d
+    return True
 
 
 def converted(model: nn.Module) -> list[tuple[str, str]]:

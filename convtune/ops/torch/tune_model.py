@@ -31,7 +31,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from convtune.errors import ConvtuneError, InvalidInput
@@ -551,9 +551,7 @@ def keep_pytorch_where_faster(model: Any, tuning: ModelTuning) -> list[str]:
     """Turn each converted module of ``model`` whose problem PyTorch ran faster than the tuned config
     (:attr:`ProblemResult.vs_pytorch` < 1) back into ``nn.Conv2d``; the modules' names (as the table lists them).
     Unconverted modules and layers without both times are left as they are."""
-    from torch import nn
-
-    from convtune.ops.torch.modules import Conv2d, DepthwiseConv2d
+    from convtune.ops.torch.modules import revert_module
 
     kept = []
     for layer in tuning.layers:
@@ -561,8 +559,7 @@ def keep_pytorch_where_faster(model: Any, tuning: ModelTuning) -> list[str]:
         if r is None or r.vs_pytorch is None or r.vs_pytorch >= 1 or layer.name in kept:
             continue
         module = model if layer.name == "(model)" else model.get_submodule(layer.name)
-        if type(module) in (Conv2d, DepthwiseConv2d):
-            module.__class__ = nn.Conv2d   # as revert() does: parameters, buffers and state_dict unchanged
+        if revert_module(module):
             kept.append(layer.name)
     return kept
 
@@ -572,8 +569,6 @@ def with_pytorch_times(results: dict[str, ProblemResult], device_index: int,
     """``results`` with PyTorch's own time of each problem that has a tuned time (``measure``, default
     :func:`convtune.ops.baseline.pytorch_ms`); a problem it cannot time (no CUDA, a causal 1-D problem, no CuPy for
     the events) keeps None."""
-    from dataclasses import replace
-
     if measure is None:
         from convtune.ops.baseline import pytorch_ms
 
