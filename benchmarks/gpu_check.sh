@@ -224,7 +224,9 @@ for step in "$@"; do
                     --families ${AB_FAMILIES:-pointwise pointwise_sliced direct igemm_simt} --top "${AB_TOP:-8}" \
                     --buckets 0 ${AB_ARGS:-} > "$OUT/kernel_ab/$side.$suite.log" 2>&1 || echo "kernel_ab: $side $suite failed"
                 # a flat copy: the device tool brings back nothing nested deeper than $OUT/a/b/
-                for f in "$OUT/kernel_ab/$side/$suite"/vs_cudnn*; do cp "$f" "$OUT/kernel_ab/$side.$suite.${f##*.}"; done
+                for f in "$OUT/kernel_ab/$side/$suite"/vs_cudnn*; do
+                    [ -e "$f" ] && cp "$f" "$OUT/kernel_ab/$side.$suite.${f##*.}"
+                done
             done
         done
         patch -p1 -R --forward < "$patch_file" > /dev/null 2>&1
