@@ -57,6 +57,9 @@
 #     user_suite benchmarks/user_suite.py: the public conv2d suite via convtune.ops.torch.conv2d vs cuDNN fp32, eager,
 #               CUDA graph, torch.compile (tuned configs from $USER_SUITE_DB, e.g. the tune step's database, or
 #               tuned first for $USER_SUITE_TUNE_S seconds in all into $USER_SUITE_DB / /tmp/convtune-user-suite.db)
+#     dw_suite  benchmarks/dw_user_suite.py: the wide suite's depthwise entries through convtune.ops.torch vs PyTorch fp32,
+#               forward and forward + backward, kernel (profiler), eager and graph µs, input sets rotated past 2× L2
+#               ($DW_SUITE_ARGS, e.g. --plans-from a depthwise_bench.json report)
 #     residue   benchmarks/profiler_residue.py: eager and graph walls before and after a CUDA profiler session, same
 #               process ($RESIDUE_CLASS, $RESIDUE_TABLE, $RESIDUE_ENTRIES of the wide suite)
 #     eager_profile benchmarks/eager_profile.py: cProfile of converted models' eager forwards ($EAGER_PROFILE_MODELS,
@@ -244,6 +247,9 @@ for step in "$@"; do
             --configs-from "${RESIDUE_TABLE:-tests/data/replay_h200_bf16.json.gz}" \
             --only ${RESIDUE_ENTRIES:-alexnet_conv1_b1 zfnet_conv1_b1 yolov2_voc_head_b1 resnet50_conv1_b1 yolov3_head_52_b8} \
             2>&1 | tee "$OUT/profiler_residue.log" | tail -12 ;;
+    dw_suite)
+        python3 benchmarks/dw_user_suite.py --out "$OUT/dw_suite" ${DW_SUITE_ARGS:-} 2>&1 | tee "$OUT/dw_suite.log" \
+            | tail -40 ;;
     user_suite)
         python3 benchmarks/user_suite.py --out "$OUT/user_suite" ${USER_SUITE_DB:+--db "$USER_SUITE_DB"} \
             ${USER_SUITE_TUNE_S:+--tune-budget-s "$USER_SUITE_TUNE_S"} ${USER_SUITE_ARGS:-} 2>&1 \
