@@ -22,6 +22,13 @@ predicted time = max(DRAM time, L2 time, issue time) / efficiency + launch overh
   memory and the register estimate (:func:`~convtune.kernels.launch_geometry.resident_blocks`); a grid
   smaller than one wave fills min(1, grid / SMs) of the SMs; a grid of w waves loses the idle part of
   its last wave (w / ⌈w⌉); an SM with fewer than 8 resident warps hides latency by min(1, warps / 8)^½;
+* L1 time (float32 warp register design, fwd/dgrad): the 32-byte sectors its loads and stores touch
+  (:func:`~convtune.kernels.depthwise.conv1d.traffic.warp_sector_bytes`) over the L1's 128 bytes per clock
+  per SM at the clock the FFMA rate implies (128 lanes × 2 flops per clock per SM), i.e. fp32 peak / 2 bytes
+  per second. Without it the model ranked few-lanes-a-row configs first on short odd rows (Vim's L = 197:
+  predicted 13 µs, measured 43–67 µs on the H200, 32 sectors per 128 useful bytes); with it the model's
+  top measured config over the 12 measured 1-D shapes has regret 1.065 geomean (1.222 before), worst 1.46
+  (2.56), no shape worse (``tests/kernels/depthwise/test_depthwise_model_measured.py``);
 * the binding term counts fully, the others by ``OVERLAP_LOSS`` = 0.2 (overlap is never perfect; this
   also separates configurations whose binding term ties); the fast variant's scalar copies (vec = 1)
   reach 0.85 of the float4 bandwidth;
@@ -80,6 +87,9 @@ COST_2D_PACKED_ROW = 1.0
 #: Unhidden fraction of the non-binding terms: overlap of memory and issue is never perfect, and the
 #: penalty separates configurations whose binding term ties (every fast config is at the DRAM time).
 OVERLAP_LOSS = 0.2
+#: L1 bytes per clock per SM (Hopper and Ampere: 128), and FP32 lanes per SM (the FFMA rate's clock).
+L1_BYTES_PER_CLK_PER_SM = 128
+FP32_LANES_PER_SM = 128
 #: The fast variant's 4-byte copies (vec = 1) issue 4× the copy instructions of float4 ones.
 SCALAR_COPY_EFFICIENCY = 0.85
 
@@ -92,10 +102,11 @@ class DepthwisePrediction:
     issue_s: float
     efficiency: float
     launches: int
+    l1_s: float = 0.0
 
     @property
     def bound_by(self) -> str:
-        return max((self.issue_s, "issue"), (self.l2_s, "l2"), (self.dram_s, "dram"))[1]
+        return max((self.issue_s, "issue"), (self.l1_s, "l1"), (self.l2_s, "l2"), (self.dram_s, "dram"))[1]
 
 
 def _efficiency(grid: int, threads: int, smem_bytes: int, regs: int, machine: MachineModel) -> float:
@@ -111,13 +122,20 @@ def _efficiency(grid: int, threads: int, smem_bytes: int, regs: int, machine: Ma
     return fill * tail * latency
 
 
-def _combine(dram_s: float, l2_s: float, issue_s: float, eff: float, launches: int) -> DepthwisePrediction:
+def _combine(dram_s: float, l2_s: float, issue_s: float, eff: float, launches: int,
+             l1_s: float = 0.0) -> DepthwisePrediction:
     if eff <= 0:
-        return DepthwisePrediction(math.inf, dram_s, l2_s, issue_s, 0.0, launches)
-    terms = (dram_s, l2_s, issue_s)
+        return DepthwisePrediction(math.inf, dram_s, l2_s, issue_s, 0.0, launches, l1_s)
+    terms = (dram_s, l2_s, issue_s, l1_s)
     busy = max(terms) + OVERLAP_LOSS * (sum(terms) - max(terms))
     time_s = busy / eff + launches * LAUNCH_OVERHEAD_S
-    return DepthwisePrediction(time_s, dram_s, l2_s, issue_s, eff, launches)
+    return DepthwisePrediction(time_s, dram_s, l2_s, issue_s, eff, launches, l1_s)
+
+
+def l1_bandwidth(machine: MachineModel) -> float:
+    """L1 bytes per second: 128 B per clock per SM at the clock of the FFMA rate (fp32 peak / (2·128·SMs))."""
+    clock_hz = machine.fp32_peak_flops_per_s / (2 * FP32_LANES_PER_SM * machine.sm_count)
+    return L1_BYTES_PER_CLK_PER_SM * machine.sm_count * clock_hz
 
 
 def predict_1d(pl: Depthwise1dPlan, machine: MachineModel) -> DepthwisePrediction:
@@ -130,13 +148,16 @@ def predict_1d(pl: Depthwise1dPlan, machine: MachineModel) -> DepthwisePredictio
     if pl.variant == "warp" and _warp_registers(pl):
         cost = WARP_REG_BASE + WARP_REG_PER_OUTPUT / pl.config.outputs_per_lane  # type: ignore[attr-defined]
     issue_s = macs * cost / (machine.fp32_peak_flops_per_s / 2)
+    l1_s = 0.0
+    if pl.variant == "warp" and pl.path != "wgrad" and pl.problem.itemsize_bytes == 4 and pl.geometry.get("register"):
+        l1_s = traffic.warp_sector_bytes(pl) / l1_bandwidth(machine)
     if pl.variant == "fast" and pl.config.vec == 1:  # type: ignore[attr-defined]
         dram_s, l2_s = dram_s / SCALAR_COPY_EFFICIENCY, l2_s / SCALAR_COPY_EFFICIENCY
     eff = _efficiency(pl.grid, pl.threads, pl.smem_bytes, pl.regs_estimate, machine)
     # wgrad: the main kernel + the memset of dw or its fp32 workspace + (deterministic or 16-bit atomic) the
     # reduction kernel; the deterministic mode writes every partial, so it needs no memset
     launches = 1 if pl.path != "wgrad" else 2 + (pl.atomic_workspace and not pl.deterministic)
-    return _combine(dram_s, l2_s, issue_s, eff, launches)
+    return _combine(dram_s, l2_s, issue_s, eff, launches, l1_s)
 
 
 def _warp_registers(pl: Depthwise1dPlan) -> bool:

@@ -36,6 +36,11 @@ re-loads included, zero-filled copies read nothing; caches may serve part of it)
   zeroing of dw (16-bit storage: the C·K zeroing of the fp32 workspace its atomics go to, then C·K reads
   of it and C·K stores of dw by the reduction kernel).
 
+L1 sectors (:func:`warp_sector_bytes`, float32 warp register design, fwd/dgrad): a warp's load or store
+instruction serves RPW = 32/G rows, G lanes a row, each lane E = 4 (float4) or 1 consecutive elements at
+offset g·V + u of its segment; the instruction costs the distinct 32-byte sectors it touches. With few lanes
+a row (G·V·4 bytes spread over G sectors or more) a warp touches up to 32 sectors for 128 useful bytes.
+
 ``tests/kernels/depthwise/test_depthwise_traffic.py`` checks each formula against a replay of the kernel's loops.
 """
 
@@ -184,3 +189,31 @@ def warp_issued_macs(pl: Depthwise1dPlan) -> int:
     dmax = dfull if pl.geometry["multi"] else min(dfull, g - 1)
     per_lane = sum(1 for d in range(dmax + 1) for u in range(v) for vv in range(v) if 0 <= d * v + vv - u < ke)
     return pl.rows * pl.geometry["nseg"] * g * per_lane
+
+
+SECTOR_BYTES = 32
+
+
+def warp_sector_bytes(pl: Depthwise1dPlan) -> int:
+    """Bytes of the 32-byte L1 sectors the warp register design's global loads and stores request (fwd/dgrad,
+    float32). Per instruction u of segment s0, lane g of a row reads E elements (4 with float4, else 1) from
+    t = s0 + g·V + u when t < L; the instruction costs the distinct sectors of its RPW = 32/G rows. Rows are
+    taken as sector-aligned (exact when L·4 is a multiple of 32 bytes; then no two rows share a sector), so
+    the total is rows × Σ over segments and u of one row's distinct sectors, × 2 (loads and stores) × 32 B."""
+    if pl.variant != "warp" or not pl.geometry.get("register") or pl.path == "wgrad":
+        raise ValueError("L1 sectors are modelled for the warp variant's register design, fwd/dgrad")
+    c = pl.config
+    g, v = c.lanes_per_row, c.outputs_per_lane  # type: ignore[attr-defined]
+    e = 4 if pl.geometry.get("vec4") else 1
+    item, L, seg = 4, pl.L, g * v
+    counts: dict[tuple[int, int], int] = {}   # (segment start's byte offset in its sector, elements left) → sectors
+    per_row = 0
+    for s0 in range(0, pl.geometry["nseg"] * seg, seg):
+        key = ((s0 * item) % SECTOR_BYTES, min(L - s0, seg))
+        if key not in counts:
+            off, left = key
+            counts[key] = sum(len({(off + b) // SECTOR_BYTES for lane in range(g) if lane * v + u < left
+                                   for b in ((lane * v + u) * item, (lane * v + u + e) * item - 1)})
+                              for u in range(0, v, e))
+        per_row += counts[key]
+    return 2 * pl.rows * per_row * SECTOR_BYTES
