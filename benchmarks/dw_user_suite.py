@@ -52,6 +52,7 @@ from torch_timing import cuda_graph, device_info, geomean, host_and_wall_us, ker
 import convtune.ops.torch as ct
 from convtune.kernels.devices import device_machine
 from convtune.ops import resolver
+from convtune.problem import ConvProblem
 
 MAX_SETS = 64
 FWD_GATE = 1e-5
@@ -68,6 +69,14 @@ class Entry:
     kind: str
     cls: str
     fields: dict[str, int]
+
+    @property
+    def problem(self) -> ConvProblem:
+        """The forward problem (its ``operand_bytes``: x + w + y, what a timed call moves once)."""
+        f = self.fields
+        if self.kind == "dw1d":
+            return ConvProblem.depthwise1d(f["B"], f["C"], f["L"], f["K"])
+        return ConvProblem.from_mapping(f | {"K": f["C"], "groups": f["C"]})
 
 
 def load_entries(suite: dict[str, Any], only: list[str] | None) -> list[Entry]:
@@ -155,10 +164,6 @@ def callables(ours: Callable[..., Any], ref: Callable[..., Any], xs: list[torch.
     return out
 
 
-def compulsory_fwd_bytes(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor) -> int:
-    return (x.numel() + w.numel() + y.numel()) * x.element_size()
-
-
 def measure_walls(entry: Entry, calls: int, l2_bytes: int) -> tuple[dict[str, Any], dict[str, Callable[[], Any]]]:
     """An entry's row (errors, sets, eager and graph µs per call of each path and side) and the callables its
     kernel pass times (one pass over the sets each)."""
@@ -167,7 +172,7 @@ def measure_walls(entry: Entry, calls: int, l2_bytes: int) -> tuple[dict[str, An
     x0 = torch.randn(x_shape, device="cuda", generator=g)
     w0 = torch.randn(w_shape, device="cuda", generator=g)
     y0 = ref(x0, w0)
-    pass_bytes = compulsory_fwd_bytes(x0, w0, y0)
+    pass_bytes = entry.problem.operand_bytes
     sets = set_count(pass_bytes, l2_bytes)
     xs = [x0] + [torch.randn(x_shape, device="cuda", generator=g) for _ in range(sets - 1)]
     ws = [w0] + [torch.randn(w_shape, device="cuda", generator=g) for _ in range(sets - 1)]
