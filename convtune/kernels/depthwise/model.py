@@ -145,11 +145,12 @@ def predict_1d(pl: Depthwise1dPlan, machine: MachineModel) -> DepthwisePredictio
     l2_s = traffic.total_traffic_bytes(pl) / (L2_OVER_DRAM_BANDWIDTH * bw)
     macs = traffic.fast_issued_macs(pl) if pl.variant == "fast" else traffic.flops(pl.problem) // 2
     cost = COST_PER_MAC[(pl.variant, "atomic" if pl.atomic and pl.variant == "naive" else pl.path)]
-    if pl.variant == "warp" and _warp_registers(pl):
+    register = pl.variant == "warp" and _warp_registers(pl)
+    if register:
         cost = WARP_REG_BASE + WARP_REG_PER_OUTPUT / pl.config.outputs_per_lane  # type: ignore[attr-defined]
     issue_s = macs * cost / (machine.fp32_peak_flops_per_s / 2)
     l1_s = 0.0
-    if pl.variant == "warp" and pl.path != "wgrad" and pl.problem.itemsize_bytes == 4 and pl.geometry.get("register"):
+    if register and pl.path != "wgrad" and pl.problem.itemsize_bytes == 4:
         l1_s = traffic.warp_sector_bytes(pl) / l1_bandwidth(machine)
     if pl.variant == "fast" and pl.config.vec == 1:  # type: ignore[attr-defined]
         dram_s, l2_s = dram_s / SCALAR_COPY_EFFICIENCY, l2_s / SCALAR_COPY_EFFICIENCY
