@@ -29,6 +29,19 @@ predicted time = max(DRAM time, L2 time, issue time) / efficiency + launch overh
   predicted 13 µs, measured 43–67 µs on the H200, 32 sectors per 128 useful bytes); with it the model's
   top measured config over the 12 measured 1-D shapes has regret 1.065 geomean (1.222 before), worst 1.46
   (2.56), no shape worse (``tests/kernels/depthwise/test_depthwise_model_measured.py``);
+* pipeline rounds (1-D fast, warp register design, shared): a block (a warp in the register design) works
+  through its items in sequence, and each item waits for its loads. Per round ``ROUND_LATENCY_S`` (0.6 µs:
+  a loaded DRAM round trip that the next item's prefetch does not cover) is a latency term, and the memory
+  terms are stretched by (rounds + 1) / rounds, the prologue load and the epilogue store that no other item
+  overlaps. Items a block takes in sequence: the fast kernel's ⌈row groups · segments / grid⌉; the register
+  design's ⌈⌈rows / rows per warp⌉ · segments / (grid · warps)⌉; the shared kernel's waves of blocks. Without a
+  prefetch (fast ``stages = 1``, and the shared kernel, which loads, computes and stores one tile per block)
+  the memory terms count ``SERIAL_ROUND_FACTOR`` = 2× (load and store phases do not overlap). Before these
+  terms every fast config of HyenaDNA's 201 MB layer tied at the DRAM time and the pick, ``stages = 1
+  tile_l = 64``, measured 2× the floor on the H100; on the three 1-D shapes with ≥ 20 measured candidates the
+  Spearman rank correlation of predicted and measured time went from 0.81 / 0.76 / 0.80 to 0.88 / 0.91 /
+  0.98, and constants fitted on any one of them give 0.90–0.97 on the others (held out;
+  ``tests/kernels/depthwise/test_depthwise_model_measured.py``);
 * the binding term counts fully, the others by ``OVERLAP_LOSS`` = 0.2 (overlap is never perfect; this
   also separates configurations whose binding term ties); the fast variant's scalar copies (vec = 1)
   reach 0.85 of the float4 bandwidth;
@@ -89,7 +102,14 @@ COST_2D_PACKED_ROW = 1.0
 OVERLAP_LOSS = 0.2
 #: L1 bytes per clock per SM (Hopper and Ampere: 128), and FP32 lanes per SM (the FFMA rate's clock).
 L1_BYTES_PER_CLK_PER_SM = 128
+WARP_LANES = 32
 FP32_LANES_PER_SM = 128
+#: Pipeline rounds (module docstring): the exposed latency of one round, the rounds no prefetch overlaps
+#: (prologue load + epilogue store, as a count), and the memory-time factor of a design without a prefetch.
+#: Fitted on the H200 1-D tables (grid 0–1 µs × 1–3 × 0–2; each shape alone picks 0.6–1 µs, 2–3, 0.5–2).
+ROUND_LATENCY_S = 0.6e-6
+UNOVERLAPPED_ROUNDS = 1
+SERIAL_ROUND_FACTOR = 2.0
 #: The fast variant's 4-byte copies (vec = 1) issue 4× the copy instructions of float4 ones.
 SCALAR_COPY_EFFICIENCY = 0.85
 
@@ -103,10 +123,12 @@ class DepthwisePrediction:
     efficiency: float
     launches: int
     l1_s: float = 0.0
+    latency_s: float = 0.0
 
     @property
     def bound_by(self) -> str:
-        return max((self.issue_s, "issue"), (self.l1_s, "l1"), (self.l2_s, "l2"), (self.dram_s, "dram"))[1]
+        return max((self.issue_s, "issue"), (self.l1_s, "l1"), (self.l2_s, "l2"), (self.dram_s, "dram"),
+                   (self.latency_s, "latency"))[1]
 
 
 def _efficiency(grid: int, threads: int, smem_bytes: int, regs: int, machine: MachineModel) -> float:
@@ -123,13 +145,15 @@ def _efficiency(grid: int, threads: int, smem_bytes: int, regs: int, machine: Ma
 
 
 def _combine(dram_s: float, l2_s: float, issue_s: float, eff: float, launches: int,
-             l1_s: float = 0.0) -> DepthwisePrediction:
+             l1_s: float = 0.0, latency_s: float = 0.0) -> DepthwisePrediction:
+    """Busy time (the binding term + ``OVERLAP_LOSS`` × the rest) / efficiency + launch overheads. The
+    latency term is per block, so it is scaled by the SM fill here to stay out of the efficiency's fill."""
     if eff <= 0:
-        return DepthwisePrediction(math.inf, dram_s, l2_s, issue_s, 0.0, launches, l1_s)
-    terms = (dram_s, l2_s, issue_s, l1_s)
+        return DepthwisePrediction(math.inf, dram_s, l2_s, issue_s, 0.0, launches, l1_s, latency_s)
+    terms = (dram_s, l2_s, issue_s, l1_s, latency_s)
     busy = max(terms) + OVERLAP_LOSS * (sum(terms) - max(terms))
     time_s = busy / eff + launches * LAUNCH_OVERHEAD_S
-    return DepthwisePrediction(time_s, dram_s, l2_s, issue_s, eff, launches, l1_s)
+    return DepthwisePrediction(time_s, dram_s, l2_s, issue_s, eff, launches, l1_s, latency_s)
 
 
 def l1_bandwidth(machine: MachineModel) -> float:
@@ -155,10 +179,33 @@ def predict_1d(pl: Depthwise1dPlan, machine: MachineModel) -> DepthwisePredictio
     if pl.variant == "fast" and pl.config.vec == 1:  # type: ignore[attr-defined]
         dram_s, l2_s = dram_s / SCALAR_COPY_EFFICIENCY, l2_s / SCALAR_COPY_EFFICIENCY
     eff = _efficiency(pl.grid, pl.threads, pl.smem_bytes, pl.regs_estimate, machine)
+    rounds, serial = pipeline_rounds(pl, machine)
+    latency_s = 0.0
+    if rounds:
+        stretch = (rounds + UNOVERLAPPED_ROUNDS) / rounds * (SERIAL_ROUND_FACTOR if serial else 1.0)
+        dram_s, l2_s = dram_s * stretch, l2_s * stretch
+        # per block: undo the SM fill that _combine's efficiency divides by (the rounds already count the grid)
+        latency_s = rounds * ROUND_LATENCY_S * min(1.0, pl.grid / machine.sm_count)
     # wgrad: the main kernel + the memset of dw or its fp32 workspace + (deterministic or 16-bit atomic) the
     # reduction kernel; the deterministic mode writes every partial, so it needs no memset
     launches = 1 if pl.path != "wgrad" else 2 + (pl.atomic_workspace and not pl.deterministic)
-    return _combine(dram_s, l2_s, issue_s, eff, launches, l1_s)
+    return _combine(dram_s, l2_s, issue_s, eff, launches, l1_s, latency_s)
+
+
+def pipeline_rounds(pl: Depthwise1dPlan, machine: MachineModel) -> tuple[int, bool]:
+    """(items one block — one warp in the register design — takes in sequence, whether it has no prefetch);
+    (0, False) for the variants without a round structure (naive, coalesced, the warp shared-memory design)."""
+    g = pl.geometry
+    if pl.variant == "fast":
+        return -(-g["ngroups"] * g["nseg"] // pl.grid), pl.config.stages == 1  # type: ignore[attr-defined]
+    if pl.variant == "warp" and pl.path != "wgrad" and g.get("register"):
+        rows_per_warp = WARP_LANES // pl.config.lanes_per_row  # type: ignore[attr-defined]
+        items = -(-pl.rows // rows_per_warp) * g["nseg"]
+        return -(-items // (pl.grid * pl.threads // WARP_LANES)), False
+    if pl.variant == "shared":
+        slots = machine.sm_count * max(1, resident_blocks(pl.threads, pl.smem_bytes, pl.regs_estimate, machine))
+        return -(-pl.grid // slots), True
+    return 0, False
 
 
 def _warp_registers(pl: Depthwise1dPlan) -> bool:
