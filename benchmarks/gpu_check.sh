@@ -30,8 +30,11 @@
 #               process under its own timeout ($DW_WIDE_1D_S, $DW_WIDE_2D_S)
 #     dw_dtypes benchmarks/depthwise_dtypes.py: the op's forward in fp32/fp16/bf16 vs PyTorch in the same dtype
 #     dw_half_tests pytest -m gpu: 16-bit depthwise kernels, the packed 2-D kernel, the torch ops
-#     wino_large pytest -m gpu: the large-filter Winograd family (winograd_unfused_large: 5×5, 7×7) and the 3×3 Winograd
+#     wino_large pytest -m gpu: the large-filter Winograd family (winograd_unfused_large: 5×5, 7×7), the 1-D one
+#               (winograd_unfused_1d: 1×r, r×1) and the 3×3 Winograd
 #               paths, xdist workers
+#     wino_1d   the 1-D Winograd family's GPU tests, then vs_cudnn.py (it, direct, igemm_simt; $WINO_1D_FAMILIES,
+#               $WINO_1D_TOP configs each) on the wide suite's six asymmetric 1×n / n×1 entries
 #     res_1x1   the 16-bit 1×1 families (igemm_wgmma_half_1x1 and its persistent, filters-resident variant): their GPU
 #               tests (xdist workers), then vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16) on benchmarks/suites/
 #               conv1x1.json with both 1×1 families and the general 16-bit one ($RES_1X1_TOP configs each, default 16)
@@ -159,8 +162,18 @@ for step in "$@"; do
             tests/ops/test_depthwise_ops.py 2>&1 | tee "$OUT/gpu_depthwise_half_tests.txt" | tail -30 ;;
     wino_large)
         python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra -n "${GPU_TEST_WORKERS:-6}" --dist loadfile \
-            tests/kernels/winograd/test_winograd_large_gpu.py tests/kernels/winograd/test_winograd_gpu.py 2>&1 \
+            tests/kernels/winograd/test_winograd_large_gpu.py tests/kernels/winograd/test_winograd_1d_gpu.py \
+            tests/kernels/winograd/test_winograd_gpu.py 2>&1 \
             | tee "$OUT/gpu_winograd_large_tests.txt" | tail -15 ;;
+    wino_1d)   # the 1-D Winograd family: its GPU tests, then vs_cudnn.py on the wide suite's asymmetric entries
+        timeout "${WINO_1D_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
+            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/winograd/test_winograd_1d_gpu.py 2>&1 \
+            | tee "$OUT/gpu_winograd_1d_tests.txt" | tail -8
+        timeout "${WINO_1D_BENCH_S:-240}" python3 benchmarks/vs_cudnn.py --suite benchmarks/suites/wide.json \
+            --only inception_v3_mixed6b_1x7_b8 inception_v3_mixed6b_7x1_b8 inception_v3_mixed6c_1x7_b16 \
+            inception_v3_mixed6c_7x1_b16 inception_v3_mixed7b_1x3_b8 inception_v3_mixed7b_3x1_b8 \
+            --families ${WINO_1D_FAMILIES:-winograd_unfused_1d direct igemm_simt} --top "${WINO_1D_TOP:-12}" \
+            --buckets 8 --out "$OUT/wino_1d" 2>&1 | tee "$OUT/wino_1d_vs_cudnn.log" | tail -30 ;;
     res_1x1)
         timeout "${RES_1X1_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm_wgmma/test_igemm_wgmma_half_gpu.py -k "1x1 or res_" 2>&1 \

@@ -95,13 +95,14 @@ def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: i
         size += len(scored)
         mine = [pl for _, pl in scored[:top]]
         seen = {pl.config for pl in mine}
-        if spec.family in ("direct", "igemm_simt", "winograd_unfused_large", *TENSOR_CORE_FAMILIES):
+        if spec.family in ("direct", "igemm_simt", "winograd_unfused_large", "winograd_unfused_1d",
+                           *TENSOR_CORE_FAMILIES):
             by_bucket: dict[tuple[int, int, int], object] = {}
             for _, pl in scored:
                 c = pl.config
                 if spec.family == "direct":
                     bucket = (c.tile_h * c.tile_w, c.tile_k, c.splits)
-                elif spec.family == "winograd_unfused_large":   # tile size and GEMM tile
+                elif spec.family in ("winograd_unfused_large", "winograd_unfused_1d"):   # tile size and GEMM tile
                     bucket = (c.m, c.tile_k * c.tile_t, c.chunk_c)
                 elif spec.family == "igemm_simt":   # its reduction chunk in place of a tensor-core tile_k
                     bucket = (c.tile_m * c.tile_n, c.chunk_crs, c.splits)

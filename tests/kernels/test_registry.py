@@ -38,6 +38,8 @@ def sample_problem(family: str) -> ConvProblem:
         return CAUSAL_1D
     if family == "winograd_unfused_large":
         return DENSE_5X5
+    if family == "winograd_unfused_1d":
+        return DENSE.replace(R=1, S=7, pad_h=0, pad_w=3)
     if family == "direct_half":
         return DENSE.replace(C=3, dtype="bfloat16")
     return DEPTHWISE_2D if family.startswith("depthwise2d_") else DENSE

@@ -107,7 +107,7 @@ def predict_unfused(pl: unfused.WinogradUnfusedPlan, machine: MachineModel,
     stall_s = max(0.0, GLOBAL_LATENCY_S - (c.stages - 1) * chunk_issue_s) / bps
     issue_s = math.ceil(waves) * (bps * per_block / rate + chunks * stall_s)
     l2_s = 4 * (t["filter"] + t["v_load"] + t["m_store"]) / (L2_OVER_DRAM_BANDWIDTH * bw)
-    gemm_dram_s = 4 * (t["v_store"] + c.alpha ** 2 * pl.cp * pl.kp + t["m_store"]) / bw
+    gemm_dram_s = 4 * (t["v_store"] + c.points * pl.cp * pl.kp + t["m_store"]) / bw
     gemm_s = max(issue_s, l2_s, gemm_dram_s)
     return WinogradPrediction(transforms_s + gemm_s + 3 * LAUNCH_OVERHEAD_S, issue_s, l2_s,
                               transforms_s + gemm_dram_s, bps, waves)

@@ -51,8 +51,41 @@ TRANSFORM_THREADS = 256
 MAX_REGS = 255
 
 
+class SquareTiles:
+    """Per-axis tile geometry of a Winograd config with fields m and alpha (m × m outputs from α × α inputs; the 1-D
+    family overrides it): outputs per tile and transform points along H and W, and the points a tile transforms to
+    (the GEMMs' batch)."""
+
+    __slots__ = ()
+    m: int
+
+    @property
+    def alpha(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def m_h(self) -> int:
+        return self.m
+
+    @property
+    def m_w(self) -> int:
+        return self.m
+
+    @property
+    def alpha_h(self) -> int:
+        return self.alpha
+
+    @property
+    def alpha_w(self) -> int:
+        return self.alpha
+
+    @property
+    def points(self) -> int:
+        return self.alpha_h * self.alpha_w
+
+
 @dataclass(frozen=True, slots=True)
-class WinogradUnfusedConfig(KernelConfig):
+class WinogradUnfusedConfig(SquareTiles, KernelConfig):
     """Tunable parameters of the unfused Winograd path (the transforms have fixed 256-thread blocks)."""
 
     family = "winograd_unfused"
@@ -94,7 +127,7 @@ class WinogradUnfusedPlan:
     def grid(self) -> tuple[int, int, int]:
         """The GEMM's grid (the transforms' grids: :meth:`input_grid`, :meth:`output_grid`)."""
         c = self.config
-        return (self.tp // c.tile_t, self.kp // c.tile_k, c.alpha ** 2)
+        return (self.tp // c.tile_t, self.kp // c.tile_k, c.points)
 
     @property
     def input_grid(self) -> tuple[int, int, int]:
@@ -112,7 +145,7 @@ class WinogradUnfusedPlan:
     @property
     def workspace_bytes(self) -> int:
         """V and M in fp32."""
-        return 4 * self.config.alpha ** 2 * self.tp * (self.cp + self.kp)
+        return 4 * self.config.points * self.tp * (self.cp + self.kp)
 
     def template_args(self) -> tuple[int, ...]:
         c = self.config
@@ -170,7 +203,8 @@ def padded_geometry(problem: ConvProblem, config: Any) -> tuple[int, int, int, i
         InvalidConfig: ``tile_k`` where the grid's y extent or C, K exceed 65535.
     """
     p, c = problem, config
-    tiles_p, tiles_q = -(-p.P // c.m), -(-p.Q // c.m)
+    # outputs per tile along H and W: m × m, or the 1-D family's 1 × m / m × 1 (configs without per-axis fields: m)
+    tiles_p, tiles_q = -(-p.P // getattr(c, "m_h", c.m)), -(-p.Q // getattr(c, "m_w", c.m))
     tiles = p.N * tiles_p * tiles_q
     tp = -(-tiles // c.tile_t) * c.tile_t
     cp_, kp = -(-p.C // c.chunk_c) * c.chunk_c, -(-p.K // c.tile_k) * c.tile_k
@@ -217,9 +251,9 @@ def derive_plan(problem: ConvProblem, config: WinogradUnfusedConfig,
 def traffic_words(pl: WinogradUnfusedPlan) -> dict[str, int]:
     """Words loaded/stored by the three kernels per the formula in the module docstring."""
     p, c = pl.problem, pl.config
-    a2 = c.alpha ** 2
-    rows = spans_inside(pl.tiles_p, c.m, -p.pad_h, c.alpha, p.H)
-    cols = spans_inside(pl.tiles_q, c.m, -p.pad_w, c.alpha, p.W)
+    a2 = c.points
+    rows = spans_inside(pl.tiles_p, c.m_h, -p.pad_h, c.alpha_h, p.H)
+    cols = spans_inside(pl.tiles_q, c.m_w, -p.pad_w, c.alpha_w, p.W)
     return {
         "input": p.N * p.C * rows * cols,
         "v_store": a2 * pl.cp * pl.tp,
@@ -238,7 +272,7 @@ def total_traffic_words(pl: WinogradUnfusedPlan) -> int:
 def dram_words(pl: WinogradUnfusedPlan) -> int:
     """Compulsory words of the pipeline: x, U, V and M each written/read once, y written."""
     t = traffic_words(pl)
-    a2 = pl.config.alpha ** 2
+    a2 = pl.config.points
     return t["input"] + 2 * t["v_store"] + a2 * pl.cp * pl.kp + t["m_store"] + t["m_load"] + t["output"]
 
 
@@ -284,12 +318,12 @@ class Workspace:
 
 def m_offset_bytes(pl: WinogradUnfusedPlan) -> int:
     """Byte offset of M in the workspace (right after V; a multiple of 16: Tp is a multiple of BT ≥ 4)."""
-    return 4 * pl.config.alpha ** 2 * pl.cp * pl.tp
+    return 4 * pl.config.points * pl.cp * pl.tp
 
 
 def workspace(pl: WinogradUnfusedPlan) -> Workspace:
     cp = cupy_module()
-    a2 = pl.config.alpha ** 2
+    a2 = pl.config.points
     buffer = cp.empty(pl.workspace_bytes // 4, dtype=cp.float32)
     v_words = a2 * pl.cp * pl.tp
     return Workspace(buffer, buffer[:v_words].reshape(a2, pl.cp, pl.tp),
@@ -318,8 +352,11 @@ def tolerance(pl: WinogradUnfusedPlan) -> float:
     return TOLERANCE[pl.config.m]
 
 
-def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKernels | None = None) -> PreparedLaunch:
-    """The three kernels as one prepared launch: operands (x, filters = U, y, workspace = V then M)."""
+def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKernels | None = None,
+                 filter_layout: Any = None) -> PreparedLaunch:
+    """The three kernels as one prepared launch: operands (x, filters = U, y, workspace = V then M).
+    ``filter_layout(pl, device)``: the U layout and its transform launch (default: the 2-D families',
+    :func:`convtune.kernels.winograd.filters.layout`)."""
     from convtune.kernels.winograd import filters
 
     p, c = pl.problem, pl.config
@@ -337,7 +374,8 @@ def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKerne
                (p.K, p.P, p.Q, pl.tiles_p, pl.tiles_q, pl.tiles, pl.kp, pl.tp)),
     ]
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
-                          kernels=kernels, workspace_bytes=pl.workspace_bytes, filters=filters.layout(pl, device),
+                          kernels=kernels, workspace_bytes=pl.workspace_bytes,
+                          filters=(filter_layout or filters.layout)(pl, device),
                           output_shape=(p.N, p.K, p.P, p.Q))
 
 

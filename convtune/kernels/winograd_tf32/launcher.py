@@ -38,6 +38,7 @@ from convtune.kernels.winograd import unfused as _fp32
 from convtune.kernels.winograd.launcher import applies
 from convtune.kernels.winograd.transforms import POINTS, device_code
 from convtune.kernels.winograd.unfused import (  # the fp32 path's workspace, filters and traffic serve unchanged
+    SquareTiles,
     UnfusedFilters,
     UnfusedKernels,
     WinogradUnfusedPlan,
@@ -70,7 +71,7 @@ TOLERANCE = {2: 3e-3}
 
 
 @dataclass(frozen=True, slots=True)
-class WinogradUnfusedTf32Config(KernelConfig):
+class WinogradUnfusedTf32Config(SquareTiles, KernelConfig):
     """Tunable parameters of the TF32 unfused path (the transforms have fixed 256-thread blocks)."""
 
     family = FAMILY

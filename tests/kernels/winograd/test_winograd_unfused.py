@@ -33,18 +33,20 @@ KEY = "N=1 C=8 H=9 W=9 K=8 R=3 S=3 pad=1"
 
 
 def simulate(pl: WinogradUnfusedPlan) -> dict[str, int]:
-    """Replay winograd_unfused.cu thread by thread and block by block (not the formula)."""
+    """Replay winograd_unfused.cu thread by thread and block by block (not the formula); tiles of m_h × m_w outputs
+    from α_h × α_w windows (m × m and α × α in the 2-D families, 1 × m or m × 1 in the 1-D one)."""
     p, c = pl.problem, pl.config
-    a, a2 = c.alpha, c.alpha ** 2
+    ah, aw, mh, mw = c.alpha_h, c.alpha_w, c.m_h, c.m_w
     words = dict.fromkeys(("input", "v_store", "filter", "v_load", "m_store", "m_load", "output"), 0)
     # input transform: one thread per (c, t) of Cp × Tp; live threads read the in-image part of the window
     for ch in range(pl.cp):
         for t in range(pl.tp):
             if t < pl.tiles and ch < p.C:
                 tq, tp = t % pl.tiles_q, (t // pl.tiles_q) % pl.tiles_p
-                h0, w0 = tp * c.m - p.pad_h, tq * c.m - p.pad_w
-                words["input"] += sum(1 for i in range(a) for j in range(a) if 0 <= h0 + i < p.H and 0 <= w0 + j < p.W)
-            words["v_store"] += a2
+                h0, w0 = tp * mh - p.pad_h, tq * mw - p.pad_w
+                words["input"] += sum(1 for i in range(ah) for j in range(aw)
+                                      if 0 <= h0 + i < p.H and 0 <= w0 + j < p.W)
+            words["v_store"] += ah * aw
     # GEMM: every block copies its BC×BK and BC×BT tiles per chunk, stores BK×BT
     gx, gy, gz = pl.grid
     for _ in range(gx * gy * gz):
@@ -52,13 +54,13 @@ def simulate(pl: WinogradUnfusedPlan) -> dict[str, int]:
             words["filter"] += 4 * (c.chunk_c * c.tile_k // 4)
             words["v_load"] += 4 * (c.chunk_c * c.tile_t // 4)
         words["m_store"] += c.tile_k * c.tile_t
-    # output transform: one thread per (k, t) with t < T reads α² and writes the in-range m×m pixels
+    # output transform: one thread per (k, t) with t < T reads α_h·α_w and writes the in-range m_h × m_w pixels
     for _k in range(p.K):
         for t in range(pl.tiles):
             tq, tp = t % pl.tiles_q, (t // pl.tiles_q) % pl.tiles_p
-            words["m_load"] += a2
-            words["output"] += sum(1 for i in range(c.m) for j in range(c.m)
-                                   if tp * c.m + i < p.P and tq * c.m + j < p.Q)
+            words["m_load"] += ah * aw
+            words["output"] += sum(1 for i in range(mh) for j in range(mw)
+                                   if tp * mh + i < p.P and tq * mw + j < p.Q)
     return words
 
 
