@@ -21,6 +21,7 @@ transforms each input tile once (not once per BK block) and runs the GEMM with l
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -232,10 +233,11 @@ def check_limits(threads: int, smem_bytes: int, regs: int, machine: MachineModel
                                        f"{machine.regs_per_sm} registers of an SM")
 
 
-def derive_plan(problem: ConvProblem, config: WinogradUnfusedConfig,
-                machine: MachineModel | None = None) -> WinogradUnfusedPlan:
-    """The plan of a config that keeps the space's rules (:func:`plan` checks them first; the enumeration
-    yields only such configs); refuses what breaks the register limit, ``machine``'s limits or the grid's.
+def derive_plan(problem: ConvProblem, config: WinogradUnfusedConfig, machine: MachineModel | None = None,
+                plan_class: type[WinogradUnfusedPlan] | None = None) -> WinogradUnfusedPlan:
+    """The plan (a ``plan_class``: a family's subclass; default :class:`WinogradUnfusedPlan`) of a config that keeps
+    the space's rules (:func:`plan` checks them first; the enumeration yields only such configs); refuses what breaks
+    the register limit, ``machine``'s limits or the grid's.
 
     Raises:
         InvalidConfig: naming the field whose derived geometry breaks a limit.
@@ -245,7 +247,18 @@ def derive_plan(problem: ConvProblem, config: WinogradUnfusedConfig,
     smem_bytes = 4 * c.stages * c.chunk_c * (c.tile_k + c.tile_t)
     regs = regs_estimate(c)
     check_limits(c.threads, smem_bytes, regs, machine, regs_field="thread_k")
-    return WinogradUnfusedPlan(p, c, tiles_p, tiles_q, tiles, tp, cp_, kp, smem_bytes, regs)
+    return (plan_class or WinogradUnfusedPlan)(p, c, tiles_p, tiles_q, tiles, tp, cp_, kp, smem_bytes, regs)
+
+
+def enumerate_valid(problem: ConvProblem, machine: MachineModel, space: Any, config_class: type,
+                    derive: Any) -> Iterator[Any]:
+    """``derive(problem, config, machine)`` of every config of ``space`` (a :class:`SearchSpace`, whose rules the
+    configs keep) that the derived geometry's limits (registers, shared memory, grid) do not refuse."""
+    for values in space.configs():
+        try:
+            yield derive(problem, config_class(**values), machine)
+        except InvalidConfig:
+            continue
 
 
 def traffic_words(pl: WinogradUnfusedPlan) -> dict[str, int]:
@@ -380,12 +393,13 @@ def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKerne
 
 
 def launch(pl: WinogradUnfusedPlan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,
-           stream: Any | None = None) -> None:
-    """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
+           stream: Any | None = None, prepare: Any = None) -> None:
+    """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`;
+    ``prepare``: the family's :func:`prepare_plan`, default this one).
 
     Raises:
         LaunchError: a launch failed.
     """
-    prepared = cached_prepared(pl, kernels, prepare_plan)
+    prepared = cached_prepared(pl, kernels, prepare or prepare_plan)
     prepared((data_pointer(x), data_pointer(filters.u), data_pointer(y), data_pointer(filters.work.buffer)),
              stream_pointer(stream))

@@ -28,19 +28,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, cast
 
-from convtune.errors import InvalidConfig
 from convtune.kernels.compile import cupy_module, kernel_text, load_kernel
-from convtune.kernels.prepared import (
-    FilterLayout,
-    Launch,
-    PreparedLaunch,
-    cached_prepared,
-    data_pointer,
-    driver,
-    grid3,
-    pointers,
-    stream_pointer,
-)
+from convtune.kernels.prepared import FilterLayout, Launch, PreparedLaunch, driver, grid3, pointers
 from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.kernels.winograd import space as _wino_space
 from convtune.kernels.winograd import unfused as _fp32
@@ -50,12 +39,9 @@ from convtune.kernels.winograd.unfused import (  # the 2-D path's workspace, lau
     UnfusedKernels,
     WinogradUnfusedConfig,
     WinogradUnfusedPlan,
-    check_limits,
     compile_plan,
     m_offset_bytes,
     onchip_words,
-    padded_geometry,
-    regs_estimate,
     total_traffic_words,
     traffic_words,
     workspace,
@@ -203,12 +189,7 @@ def derive_plan(problem: ConvProblem, config: Winograd1dConfig, machine: Machine
     Raises:
         InvalidConfig: naming the field whose derived geometry breaks a limit.
     """
-    c = config
-    tiles_p, tiles_q, tiles, tp, cp_, kp = padded_geometry(problem, c)
-    smem_bytes = 4 * c.stages * c.chunk_c * (c.tile_k + c.tile_t)
-    regs = regs_estimate(c)
-    check_limits(c.threads, smem_bytes, regs, machine, regs_field="thread_k")
-    return Winograd1dPlan(problem, c, tiles_p, tiles_q, tiles, tp, cp_, kp, smem_bytes, regs)
+    return cast(Winograd1dPlan, _fp32.derive_plan(problem, config, machine, Winograd1dPlan))
 
 
 @cache
@@ -231,11 +212,7 @@ def grid_size(problem: ConvProblem) -> int:
 
 def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[Winograd1dPlan]:
     """Every valid (config, plan) of the family for ``problem`` on ``machine``."""
-    for values in space(problem).configs():
-        try:
-            yield derive_plan(problem, Winograd1dConfig(**values), machine)
-        except InvalidConfig:  # a limit of the derived geometry (registers, shared memory, grid)
-            continue
+    return _fp32.enumerate_valid(problem, machine, space(problem), Winograd1dConfig, derive_plan)
 
 
 def plan(problem: ConvProblem, config: Winograd1dConfig, machine: MachineModel | None = None) -> Winograd1dPlan:
@@ -316,6 +293,7 @@ def tolerance(pl: Winograd1dPlan) -> float:
     return TOLERANCE
 
 
+
 def launch(pl: Winograd1dPlan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,
            stream: Any | None = None) -> None:
     """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
@@ -323,6 +301,4 @@ def launch(pl: Winograd1dPlan, kernels: UnfusedKernels, x: Any, filters: Unfused
     Raises:
         LaunchError: a launch failed.
     """
-    prepared = cached_prepared(pl, kernels, prepare_plan)
-    prepared((data_pointer(x), data_pointer(filters.u), data_pointer(y), data_pointer(filters.work.buffer)),
-             stream_pointer(stream))
+    _fp32.launch(pl, kernels, x, filters, y, stream, prepare=prepare_plan)

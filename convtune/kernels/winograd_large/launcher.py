@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import cast
 
-from convtune.errors import InvalidConfig
 from convtune.kernels.compile import kernel_text
 from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.kernels.winograd import space as _wino_space
@@ -39,15 +38,12 @@ from convtune.kernels.winograd.unfused import (  # the 3×3 path's workspace, la
     UnfusedKernels,
     WinogradUnfusedConfig,
     WinogradUnfusedPlan,
-    check_limits,
     compile_plan,
     launch,
     m_offset_bytes,
     onchip_words,
-    padded_geometry,
     prepare_filters,
     prepare_plan,
-    regs_estimate,
     total_traffic_words,
     traffic_words,
     workspace,
@@ -164,12 +160,7 @@ def derive_plan(problem: ConvProblem, config: WinogradLargeConfig,
     Raises:
         InvalidConfig: naming the field whose derived geometry breaks a limit.
     """
-    c = config
-    tiles_p, tiles_q, tiles, tp, cp_, kp = padded_geometry(problem, c)
-    smem_bytes = 4 * c.stages * c.chunk_c * (c.tile_k + c.tile_t)
-    regs = regs_estimate(c)
-    check_limits(c.threads, smem_bytes, regs, machine, regs_field="thread_k")
-    return WinogradLargePlan(problem, c, tiles_p, tiles_q, tiles, tp, cp_, kp, smem_bytes, regs)
+    return cast(WinogradLargePlan, _fp32.derive_plan(problem, config, machine, WinogradLargePlan))
 
 
 @cache
@@ -188,11 +179,7 @@ def grid_size(problem: ConvProblem) -> int:
 
 def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[WinogradLargePlan]:
     """Every valid (config, plan) of the family for ``problem`` on ``machine``."""
-    for values in space(problem).configs():
-        try:
-            yield derive_plan(problem, WinogradLargeConfig(**values), machine)
-        except InvalidConfig:  # a limit of the derived geometry (registers, shared memory, grid)
-            continue
+    return _fp32.enumerate_valid(problem, machine, space(problem), WinogradLargeConfig, derive_plan)
 
 
 def plan(problem: ConvProblem, config: WinogradLargeConfig,
