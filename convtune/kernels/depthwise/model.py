@@ -146,8 +146,9 @@ def _efficiency(grid: int, threads: int, smem_bytes: int, regs: int, machine: Ma
 
 def _combine(dram_s: float, l2_s: float, issue_s: float, eff: float, launches: int,
              l1_s: float = 0.0, latency_s: float = 0.0) -> DepthwisePrediction:
-    """Busy time (the binding term + ``OVERLAP_LOSS`` × the rest) / efficiency + launch overheads. The
-    latency term is per block, so it is scaled by the SM fill here to stay out of the efficiency's fill."""
+    """Busy time (the binding term + ``OVERLAP_LOSS`` × the rest) / efficiency + launch overheads. Every term is
+    divided by the efficiency; a per-block term (``latency_s``) comes in multiplied by the SM fill, which undoes the
+    fill part of that division."""
     if eff <= 0:
         return DepthwisePrediction(math.inf, dram_s, l2_s, issue_s, 0.0, launches, l1_s, latency_s)
     terms = (dram_s, l2_s, issue_s, l1_s, latency_s)

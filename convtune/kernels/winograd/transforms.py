@@ -107,13 +107,17 @@ def _cook_toom(m: int, r: int, table: dict[int, dict[int, tuple[Fraction, ...]]]
 @cache
 def matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(Aᵀ, G, Bᵀ) as float64 arrays."""
-    return tuple(np.array([[float(v) for v in row] for row in mat]) for mat in cook_toom(m, r))  # type: ignore
+    return _as_float64(cook_toom(m, r))
 
 
 @cache
 def matrices_1d(m: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(Aᵀ, G, Bᵀ) of the 1-D family's F(m, r) as float64 arrays."""
-    return tuple(np.array([[float(v) for v in row] for row in mat]) for mat in cook_toom_1d(m, r))  # type: ignore
+    return _as_float64(cook_toom_1d(m, r))
+
+
+def _as_float64(mats: tuple[Matrix, Matrix, Matrix]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return tuple(np.array([[float(v) for v in row] for row in mat]) for mat in mats)  # type: ignore
 
 
 # ---- CUDA code ------------------------------------------------------------------------------------------

@@ -152,6 +152,12 @@ class WinogradUnfusedPlan:
         c = self.config
         return (c.tile_k, c.tile_t, c.chunk_c, c.thread_k, c.thread_t, c.stages)
 
+    def filter_layout(self, device: int) -> Any:
+        """The U layout and its transform launch (a family with another filter transform overrides it)."""
+        from convtune.kernels.winograd import filters
+
+        return filters.layout(self, device)
+
     def source(self) -> str:
         """Self-contained CUDA text: the F(m) transforms, the family source and the three entries."""
         c = self.config
@@ -197,15 +203,15 @@ def regs_estimate(config: WinogradUnfusedConfig) -> int:
 
 
 def padded_geometry(problem: ConvProblem, config: Any) -> tuple[int, int, int, int, int, int]:
-    """(tiles_p, tiles_q, T, Tp, Cp, Kp) of a config with fields m, tile_t (BT), chunk_c (BC), tile_k (BK): T =
-    N·⌈P/m⌉·⌈Q/m⌉ tiles, Tp = ⌈T/BT⌉·BT, Cp = ⌈C/BC⌉·BC, Kp = ⌈K/BK⌉·BK (the GEMM runs without a bounds test).
+    """(tiles_p, tiles_q, T, Tp, Cp, Kp) of a config with outputs per tile m_h × m_w (:class:`SquareTiles`), tile_t
+    (BT), chunk_c (BC), tile_k (BK): T = N·⌈P/m_h⌉·⌈Q/m_w⌉ tiles, Tp = ⌈T/BT⌉·BT, Cp = ⌈C/BC⌉·BC, Kp = ⌈K/BK⌉·BK
+    (the GEMM runs without a bounds test).
 
     Raises:
         InvalidConfig: ``tile_k`` where the grid's y extent or C, K exceed 65535.
     """
     p, c = problem, config
-    # outputs per tile along H and W: m × m, or the 1-D family's 1 × m / m × 1 (configs without per-axis fields: m)
-    tiles_p, tiles_q = -(-p.P // getattr(c, "m_h", c.m)), -(-p.Q // getattr(c, "m_w", c.m))
+    tiles_p, tiles_q = -(-p.P // c.m_h), -(-p.Q // c.m_w)   # m × m tiles, or the 1-D family's 1 × m / m × 1
     tiles = p.N * tiles_p * tiles_q
     tp = -(-tiles // c.tile_t) * c.tile_t
     cp_, kp = -(-p.C // c.chunk_c) * c.chunk_c, -(-p.K // c.tile_k) * c.tile_k
@@ -365,13 +371,9 @@ def tolerance(pl: WinogradUnfusedPlan) -> float:
     return TOLERANCE[pl.config.m]
 
 
-def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKernels | None = None,
-                 filter_layout: Any = None) -> PreparedLaunch:
-    """The three kernels as one prepared launch: operands (x, filters = U, y, workspace = V then M).
-    ``filter_layout(pl, device)``: the U layout and its transform launch (default: the 2-D families',
-    :func:`convtune.kernels.winograd.filters.layout`)."""
-    from convtune.kernels.winograd import filters
-
+def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKernels | None = None) -> PreparedLaunch:
+    """The three kernels as one prepared launch: operands (x, filters = U, y, workspace = V then M); the U layout is
+    the plan's (:meth:`WinogradUnfusedPlan.filter_layout`)."""
     p, c = pl.problem, pl.config
     if kernels is None:
         with driver().use_device(device):
@@ -387,19 +389,17 @@ def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKerne
                (p.K, p.P, p.Q, pl.tiles_p, pl.tiles_q, pl.tiles, pl.kp, pl.tp)),
     ]
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
-                          kernels=kernels, workspace_bytes=pl.workspace_bytes,
-                          filters=(filter_layout or filters.layout)(pl, device),
+                          kernels=kernels, workspace_bytes=pl.workspace_bytes, filters=pl.filter_layout(device),
                           output_shape=(p.N, p.K, p.P, p.Q))
 
 
 def launch(pl: WinogradUnfusedPlan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,
-           stream: Any | None = None, prepare: Any = None) -> None:
-    """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`;
-    ``prepare``: the family's :func:`prepare_plan`, default this one).
+           stream: Any | None = None) -> None:
+    """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
 
     Raises:
         LaunchError: a launch failed.
     """
-    prepared = cached_prepared(pl, kernels, prepare or prepare_plan)
+    prepared = cached_prepared(pl, kernels, prepare_plan)
     prepared((data_pointer(x), data_pointer(filters.u), data_pointer(y), data_pointer(filters.work.buffer)),
              stream_pointer(stream))

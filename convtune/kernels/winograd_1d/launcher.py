@@ -40,8 +40,10 @@ from convtune.kernels.winograd.unfused import (  # the 2-D path's workspace, lau
     WinogradUnfusedConfig,
     WinogradUnfusedPlan,
     compile_plan,
+    launch,
     m_offset_bytes,
     onchip_words,
+    prepare_plan,
     total_traffic_words,
     traffic_words,
     workspace,
@@ -122,7 +124,10 @@ class Winograd1dConfig(WinogradUnfusedConfig):
 
 @dataclass(frozen=True, slots=True)
 class Winograd1dPlan(WinogradUnfusedPlan):
-    """The unfused plan's geometry with the 1-D F(m, r) transforms' entries."""
+    """The unfused plan's geometry with the 1-D F(m, r) transforms' entries and filter transform."""
+
+    def filter_layout(self, device: int) -> FilterLayout:
+        return filter_layout(self, device)
 
     def source(self) -> str:
         """Self-contained CUDA text: the F(m, r) transforms, the family source and the three entries."""
@@ -278,11 +283,6 @@ def prepare_filters(pl: Winograd1dPlan, w: Any) -> UnfusedFilters:
     return UnfusedFilters(transform_filters(w, c.m, c.r, pl.cp, pl.kp), workspace(pl))
 
 
-def prepare_plan(pl: Winograd1dPlan, device: int = 0, kernels: UnfusedKernels | None = None) -> PreparedLaunch:
-    """The three kernels as one prepared launch (operands x, filters = U, y, workspace); U: :func:`filter_layout`."""
-    return _fp32.prepare_plan(pl, device, kernels, filter_layout=filter_layout)
-
-
 def filters_key(pl: Winograd1dPlan) -> tuple[object, ...]:
     """Plans with equal keys share one :func:`prepare_filters` result (the workspace depends on Tp)."""
     c = cast(Winograd1dConfig, pl.config)
@@ -293,12 +293,3 @@ def tolerance(pl: Winograd1dPlan) -> float:
     return TOLERANCE
 
 
-
-def launch(pl: Winograd1dPlan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,
-           stream: Any | None = None) -> None:
-    """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
-
-    Raises:
-        LaunchError: a launch failed.
-    """
-    _fp32.launch(pl, kernels, x, filters, y, stream, prepare=prepare_plan)
