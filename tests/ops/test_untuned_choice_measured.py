@@ -1,8 +1,9 @@
 """The untuned choice on the wide suite is the one measured: the shipped models (no database) still pick, on every
-conv2d entry, the config timed through the op on the H200 (``tests/data/wide_untuned_choices_h200.json``, from
-``benchmarks/results/winograd_large_h200/wide_untuned``). A model or family change that moves a choice fails here
-until the suite is measured again with it (``USER_SUITE_ARGS="--suite benchmarks/suites/wide.json --no-compile"
-bash benchmarks/gpu_check.sh user_suite``) and this table is regenerated from that run."""
+conv2d entry, the config timed through the op on a GPU (``tests/data/wide_untuned_choices_<preset>.json``, written
+by ``benchmarks/untuned_choices_table.py`` from an untuned ``user_suite.py`` run; each table names the machine preset
+of its device). A model or family change that moves a choice fails here until the suite is measured again with it
+(``USER_SUITE_ARGS="--suite benchmarks/suites/wide.json --no-compile" bash benchmarks/gpu_check.sh user_suite``) and
+the table is regenerated from that run."""
 
 from __future__ import annotations
 
@@ -15,11 +16,18 @@ from convtune.machine import MachineModel
 from convtune.ops.conv2d import model_choice
 from convtune.problem import ConvProblem
 
-TABLE = json.loads((Path(__file__).parents[1] / "data" / "wide_untuned_choices_h200.json").read_text())
+TABLES = sorted((Path(__file__).parents[1] / "data").glob("wide_untuned_choices_*.json"))
+CASES = [(json.loads(path.read_text()), path.stem.rsplit("_", 1)[-1]) for path in TABLES]
 
 
-@pytest.mark.parametrize("entry", TABLE["choices"], ids=lambda e: e["name"])
-def test_the_models_choose_what_was_measured(entry: dict) -> None:
-    problem = ConvProblem.parse(entry["problem"]) if isinstance(entry["problem"], str) else ConvProblem(
-        **entry["problem"])
-    assert model_choice(problem, MachineModel.preset("h200")).key() == entry["config"]
+def test_a_measured_table_covers_every_conv2d_entry_of_the_wide_suite() -> None:
+    suite = json.loads((Path(__file__).parents[2] / "benchmarks" / "suites" / "wide.json").read_text())
+    names = {entry["name"] for entry in suite["conv2d"]}
+    assert any({e["name"] for e in table["choices"]} == names for table, _ in CASES)
+
+
+@pytest.mark.parametrize(("table", "entry"), [(t, e) for t, _ in CASES for e in t["choices"]],
+                         ids=[f"{tag}-{e['name']}" for t, tag in CASES for e in t["choices"]])
+def test_the_models_choose_what_was_measured(table: dict, entry: dict) -> None:
+    problem = ConvProblem.parse(entry["problem"])
+    assert model_choice(problem, MachineModel.preset(table.get("preset", "h200"))).key() == entry["config"]

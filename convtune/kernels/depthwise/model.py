@@ -22,13 +22,21 @@ predicted time = max(DRAM time, L2 time, issue time) / efficiency + launch overh
   memory and the register estimate (:func:`~convtune.kernels.launch_geometry.resident_blocks`); a grid
   smaller than one wave fills min(1, grid / SMs) of the SMs; a grid of w waves loses the idle part of
   its last wave (w / ⌈w⌉); an SM with fewer than 8 resident warps hides latency by min(1, warps / 8)^½;
-* L1 time (float32 warp register design, fwd/dgrad): the 32-byte sectors its loads and stores touch
-  (:func:`~convtune.kernels.depthwise.conv1d.traffic.warp_sector_bytes`) over the L1's 128 bytes per clock
-  per SM at the clock the FFMA rate implies (128 lanes × 2 flops per clock per SM), i.e. fp32 peak / 2 bytes
-  per second. Without it the model ranked few-lanes-a-row configs first on short odd rows (Vim's L = 197:
-  predicted 13 µs, measured 43–67 µs on the H200, 32 sectors per 128 useful bytes); with it the model's
-  top measured config over the 12 measured 1-D shapes has regret 1.065 geomean (1.222 before), worst 1.46
-  (2.56), no shape worse (``tests/kernels/depthwise/test_depthwise_model_measured.py``);
+* L1 time (float32, fwd/dgrad), in wavefronts at one 128-byte line per clock per SM (the clock the FFMA rate
+  implies: 128 lanes × 2 flops per clock per SM):
+  - warp register design: the distinct 128-byte lines each warp load or store touches
+    (:func:`~convtune.kernels.depthwise.conv1d.traffic.warp_line_wavefronts`): the L1 looks up one line a clock,
+    however few of its sectors an instruction uses. With 2 lanes a row on Vim's odd rows (L = 197, scalar loads)
+    a warp's lanes sit in 16–32 lines for 128 useful bytes; priced by sectors (128 bytes a clock) these configs
+    were predicted at 0.28–0.52× their measured H200 time and the model picked them as soon as the fast configs'
+    prices rose; priced by lines, 0.6–1.0×;
+  - fast kernel: its shared-memory wavefronts (:func:`~convtune.kernels.depthwise.conv1d.traffic.
+    fast_smem_wavefronts`: float4 window reads and result writes with their bank conflicts, conflict-free copies
+    in and out). Lanes a multiple of 128 bytes apart in a row (tile_l = 32) conflict 8 ways: HyenaDNA's pick
+    without the term, 61% of copy on the H100, where conflict-free tile_l = 12 configs measured 74–77% on the H200;
+  - with both, the model's top measured config over the 12 measured 1-D shapes has regret 1.036 geomean, worst
+    1.22 (sectors alone: 1.065, 1.46; no L1 term: 1.222, 2.56;
+    ``tests/kernels/depthwise/test_depthwise_model_measured.py``);
 * pipeline rounds (1-D fast, warp register design, shared): a block (a warp in the register design) works
   through its items in sequence, and each item waits for its loads. Per round ``ROUND_LATENCY_S`` (0.6 µs:
   a loaded DRAM round trip that the next item's prefetch does not cover) is a latency term, and the memory
@@ -100,8 +108,7 @@ COST_2D_PACKED_ROW = 1.0
 #: Unhidden fraction of the non-binding terms: overlap of memory and issue is never perfect, and the
 #: penalty separates configurations whose binding term ties (every fast config is at the DRAM time).
 OVERLAP_LOSS = 0.2
-#: L1 bytes per clock per SM (Hopper and Ampere: 128), and FP32 lanes per SM (the FFMA rate's clock).
-L1_BYTES_PER_CLK_PER_SM = 128
+#: FP32 lanes per SM (the FFMA rate's clock).
 WARP_LANES = 32
 FP32_LANES_PER_SM = 128
 #: Pipeline rounds (module docstring): the exposed latency of one round, the rounds no prefetch overlaps
@@ -157,10 +164,10 @@ def _combine(dram_s: float, l2_s: float, issue_s: float, eff: float, launches: i
     return DepthwisePrediction(time_s, dram_s, l2_s, issue_s, eff, launches, l1_s, latency_s)
 
 
-def l1_bandwidth(machine: MachineModel) -> float:
-    """L1 bytes per second: 128 B per clock per SM at the clock of the FFMA rate (fp32 peak / (2·128·SMs))."""
-    clock_hz = machine.fp32_peak_flops_per_s / (2 * FP32_LANES_PER_SM * machine.sm_count)
-    return L1_BYTES_PER_CLK_PER_SM * machine.sm_count * clock_hz
+def l1_wavefronts_per_s(machine: MachineModel) -> float:
+    """L1 / shared-memory wavefronts per second: one 128-byte line per clock per SM, at the clock of the FFMA rate
+    (fp32 peak / (2·128·SMs))."""
+    return machine.fp32_peak_flops_per_s / (2 * FP32_LANES_PER_SM)
 
 
 def predict_1d(pl: Depthwise1dPlan, machine: MachineModel) -> DepthwisePrediction:
@@ -176,7 +183,9 @@ def predict_1d(pl: Depthwise1dPlan, machine: MachineModel) -> DepthwisePredictio
     issue_s = macs * cost / (machine.fp32_peak_flops_per_s / 2)
     l1_s = 0.0
     if register and pl.path != "wgrad" and pl.problem.itemsize_bytes == 4:
-        l1_s = traffic.warp_sector_bytes(pl) / l1_bandwidth(machine)
+        l1_s = traffic.warp_line_wavefronts(pl) / l1_wavefronts_per_s(machine)
+    if pl.variant == "fast":
+        l1_s = traffic.fast_smem_wavefronts(pl) / l1_wavefronts_per_s(machine)
     if pl.variant == "fast" and pl.config.vec == 1:  # type: ignore[attr-defined]
         dram_s, l2_s = dram_s / SCALAR_COPY_EFFICIENCY, l2_s / SCALAR_COPY_EFFICIENCY
     eff = _efficiency(pl.grid, pl.threads, pl.smem_bytes, pl.regs_estimate, machine)

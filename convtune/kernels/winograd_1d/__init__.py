@@ -7,12 +7,9 @@ Bound: the problem's compulsory words (every used input and weight read once, ev
 :attr:`~convtune.problem.ConvProblem.compulsory_elements`), a lower bound on every schedule of every algorithm. The
 2-D Winograd CDAG reuse term is not carried over: its conditions are stated for α × α tiles.
 
-The untuned choice leaves it out for now (``untuned_classes=()``); the tuner measures it, under its accuracy gate, like
-any family. Ready to join: on the H100 (``benchmarks/results/winograd_1d_h100/user_suite_tuned``) the model predicted
-the tuned configs of the four 7-tap Inception layers at 0.98–1.56× their measured kernel time (pessimistic, like the
-other families' models), and allowed in, it ranks this family first on exactly those four (direct on the 1×3 / 3×1
-ones). What holds it back is ``tests/ops/test_untuned_choice_measured.py``: the wide suite's untuned choices must be
-measured again through the op with it before the shipped choices move.
+The untuned choice considers it in strict float32 (``untuned_classes``). Measured through the op without a database
+on an H100 (``benchmarks/results/wide_h100/untuned_1d_winograd``): the models pick it on the four 7-tap Inception-v3
+layers, 2.00–2.62× cuDNN fp32 kernel time (0.77–1.21× with the direct / implicit-GEMM choices before, on an H200).
 """
 
 from __future__ import annotations
@@ -55,6 +52,6 @@ SPECS: tuple[KernelSpec, ...] = (
         grid_size=_launcher.grid_size, floor_work=floor_work, launcher=_launcher, algorithm="winograd",
         description="unfused 1-D Winograd F(m,r) along one axis for 1×r / r×1 filters (r = 3, 5, 7): input "
                     "transform, α batched GEMMs (tuned tiles), output transform; stride 1",
-        untuned_classes=(),
+        untuned_classes=("float32",),
     ),
 )

@@ -40,11 +40,22 @@ L1 sectors (:func:`warp_sector_bytes`, float32 warp register design, fwd/dgrad):
 instruction serves RPW = 32/G rows, G lanes a row, each lane E = 4 (float4) or 1 consecutive elements at
 offset g·V + u of its segment; the instruction costs the distinct 32-byte sectors it touches. With few lanes
 a row (G·V·4 bytes spread over G sectors or more) a warp touches up to 32 sectors for 128 useful bytes.
+L1 lines (:func:`warp_line_wavefronts`, what the model prices): the same instructions' distinct 128-byte lines,
+one L1 tag lookup (wavefront) each; ≥ sectors / 4, and up to 32 an instruction on short odd rows.
+
+Shared-memory wavefronts of the fast kernel (:func:`fast_smem_wavefronts`): per item, each thread's float4
+window reads and result writes at rb·PITCH + tp·TL, a quarter-warp's access costing its worst bank-group
+conflict (:func:`float4_block_wavefronts`), plus conflict-free copies in and out at 128 bytes a wavefront.
 
 ``tests/kernels/depthwise/test_depthwise_traffic.py`` checks each formula against a replay of the kernel's loops.
 """
 
 from __future__ import annotations
+
+from collections import Counter
+from functools import cache
+
+import numpy as np
 
 from convtune.kernels.depthwise.conv1d.plan import Depthwise1dPlan
 from convtune.kernels.depthwise.dtypes import stream_bytes
@@ -192,6 +203,7 @@ def warp_issued_macs(pl: Depthwise1dPlan) -> int:
 
 
 SECTOR_BYTES = 32
+WARP_LANES = 32
 
 
 def warp_sector_bytes(pl: Depthwise1dPlan) -> int:
@@ -217,3 +229,81 @@ def warp_sector_bytes(pl: Depthwise1dPlan) -> int:
                               for u in range(0, v, e))
         per_row += counts[key]
     return 2 * pl.rows * per_row * SECTOR_BYTES
+
+
+LINE_BYTES = 128
+#: Row groups whose line counts are replayed: a group's start byte modulo 128 repeats with a period dividing 32.
+LINE_SAMPLE_GROUPS = 32
+
+
+def warp_line_wavefronts(pl: Depthwise1dPlan) -> float:
+    """L1 wavefronts of the warp register design's global loads and stores (fwd/dgrad): the distinct 128-byte lines
+    each warp instruction touches, summed over instructions (the L1 takes one line's tag per clock, so an instruction
+    whose 32 lanes sit in 32 lines costs 32 clocks however few sectors it uses). Lane g of row r reads E elements at
+    byte (r·L + s0 + g·V + u)·4 (rows of a warp are consecutive, RPW = 32/G of them); exact for the first
+    ``LINE_SAMPLE_GROUPS`` row groups (one period of their start bytes modulo 128), scaled to all of them; × 2 for
+    the stores, which follow the same addresses."""
+    if pl.variant != "warp" or not pl.geometry.get("register") or pl.path == "wgrad":
+        raise ValueError("L1 wavefronts are modelled for the warp variant's register design, fwd/dgrad")
+    c = pl.config
+    return _line_wavefronts(pl.L, pl.rows, c.lanes_per_row, c.outputs_per_lane,  # type: ignore[attr-defined]
+                            4 if pl.geometry.get("vec4") else 1, pl.geometry["nseg"])
+
+
+@cache
+def _line_wavefronts(L: int, rows: int, g: int, v: int, e: int, nseg: int) -> float:
+    rpw = WARP_LANES // g
+    groups = -(-rows // rpw)
+    sampled = min(groups, LINE_SAMPLE_GROUPS)
+    row = np.arange(sampled * rpw).reshape(sampled, 1, 1, rpw, 1)
+    s0 = (np.arange(nseg) * g * v).reshape(1, nseg, 1, 1, 1)
+    u = np.arange(0, v, e).reshape(1, 1, -1, 1, 1)
+    t = s0 + u + (np.arange(g) * v).reshape(1, 1, 1, 1, g)
+    real = (t < L) & (row < rows)
+    first = (row * L + t) * 4
+    lines = np.concatenate([first // LINE_BYTES, (first + 4 * e - 1) // LINE_BYTES], axis=-1)
+    real = np.concatenate([real, real], axis=-1)
+    shape = (*lines.shape[:3], -1)
+    lines = np.where(real, lines, -1).reshape(shape)   # one instruction's lanes along the last axis
+    lines.sort(axis=-1)
+    distinct = (np.diff(lines, axis=-1) != 0) & (lines[..., 1:] >= 0)
+    total = int(distinct.sum() + (lines[..., 0] >= 0).sum())
+    return 2 * total * groups / sampled
+
+
+#: Shared-memory banks × 4 bytes = 128 bytes a wavefront; 16-byte accesses are served a quarter-warp (8 lanes)
+#: at a time.
+SMEM_WAVEFRONT_BYTES = 128
+QUARTER_WARP = 8
+
+
+def fast_smem_wavefronts(pl: Depthwise1dPlan) -> int:
+    """Shared-memory wavefronts of the fast kernel (float32; 0 for 16-bit storage, whose 8-byte window reads follow
+    other bank rules). Per item, thread (rb, tp) of the block reads its window as ⌈(HP + TL) / 4⌉ float4s at
+    rb·PITCH + tp·TL (+ 4i); fwd/dgrad write TL / 4 result float4s at the same pattern shifted by HP, wgrad reads
+    TL / 4 dy float4s there instead. A float4 instruction costs, per quarter-warp, the most lanes whose 16-byte
+    units fall in one bank group (unit mod 8). The copies (in: RB·(HP + SEG) elements; out, or wgrad's dy: RB·SEG)
+    are conflict-free, 128 bytes a wavefront. Items: row groups × segments."""
+    if pl.variant != "fast":
+        raise ValueError("shared-memory wavefronts are modelled for the fast variant")
+    if pl.problem.itemsize_bytes != 4:
+        return 0
+    c, g = pl.config, pl.geometry
+    rb, tl, tpr = c.rows, c.tile_l, c.lanes_per_row  # type: ignore[attr-defined]
+    hp = g["hp"]
+    per_instruction = float4_block_wavefronts(rb, tpr, tl, g["pitch"])
+    vector_reads = -(-(hp + tl) // 4) + tl // 4
+    copied_bytes = 4 * rb * (hp + 2 * g["seg"])
+    per_item = vector_reads * per_instruction + -(-copied_bytes // SMEM_WAVEFRONT_BYTES)
+    return per_item * g["ngroups"] * g["nseg"]
+
+
+@cache
+def float4_block_wavefronts(rows: int, lanes_per_row: int, tile_l: int, pitch: int) -> int:
+    """Wavefronts of one float4 shared-memory access by every thread of a fast block, thread t reading floats
+    (t // lanes_per_row)·pitch + (t % lanes_per_row)·tile_l onward: per quarter-warp, the most of its lanes whose
+    16-byte units fall in one bank group (unit mod 8); conflict-free, rows·lanes_per_row / 8."""
+    threads = rows * lanes_per_row
+    return sum(max(Counter(((t // lanes_per_row) * pitch + (t % lanes_per_row) * tile_l) // 4 % 8
+                           for t in range(q0, min(q0 + QUARTER_WARP, threads))).values())
+               for q0 in range(0, threads, QUARTER_WARP))

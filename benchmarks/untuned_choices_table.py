@@ -1,0 +1,62 @@
+"""Write the replay table ``tests/ops/test_untuned_choice_measured.py`` checks: every conv2d entry's untuned choice
+(the shipped models, no database), as a ``user_suite.py`` run measured it through ``convtune.ops.torch.conv2d``.
+
+Usage::
+
+    python benchmarks/untuned_choices_table.py RUN/user_suite/user_suite.json --source <where RUN is committed> \\
+        --out tests/data/wide_untuned_choices_h100.json
+
+The table names the machine preset of the run's device (``h100`` / ``h200``): the test asks that preset's models.
+Rows whose config was not the models' choice (a database's, or a served table's) are refused: the run must be
+untuned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from convtune.machine import PRESETS
+
+
+def preset_of(device: str) -> str:
+    """The preset key whose name appears in the device name ("NVIDIA H100 80GB HBM3" → "h100")."""
+    found = [key for key in PRESETS if key in device.lower()]
+    if len(found) != 1:
+        raise SystemExit(f"device {device!r}: no single machine preset matches (presets: {sorted(PRESETS)})")
+    return found[0]
+
+
+def table(run: dict, source: str) -> dict:
+    meta, rows = run["meta"], run["rows"]
+    not_model = [r["name"] for r in rows if r.get("config_source") != "model"]
+    if not_model:
+        raise SystemExit(f"not an untuned run: {len(not_model)} rows ran other configs ({', '.join(not_model[:4])})")
+    return {
+        "about": (f"The untuned choice (the shipped models, no database) on every conv2d entry of "
+                  f"{meta.get('suite')}, as measured on the {meta['device']} on {meta['date'][:10]} through "
+                  f"convtune.ops.torch.conv2d against cuDNN fp32 ({source}). tests/ops/test_untuned_choice_measured.py "
+                  f"checks the models of preset {preset_of(meta['device'])!r} still choose these configs."),
+        "device": meta["device"],
+        "preset": preset_of(meta["device"]),
+        "choices": [{"name": r["name"], "problem": r["problem"], "config": r["config"],
+                     "speedup_kernel": round(r["speedup_kernel"], 4)} for r in rows],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path, help="user_suite.json of an untuned run")
+    ap.add_argument("--source", required=True, help="where the run is committed (quoted in the table)")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    out = table(json.loads(args.run.read_text()), args.source)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"{len(out['choices'])} choices, preset {out['preset']} -> {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
