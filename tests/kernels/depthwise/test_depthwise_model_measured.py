@@ -133,27 +133,6 @@ def test_register_design_on_odd_rows_is_priced_by_l1_lines() -> None:
             assert predicted_ms >= 0.6 * ms and predicted_ms >= best_ms, (shape["name"], pl.config.key())
 
 
-def _replayed_line_wavefronts(problem: ConvProblem, pl) -> int:
-    """Distinct 128-byte lines of every warp instruction of the register design, from the lanes' byte addresses over
-    every row group (loads and stores alike)."""
-    c = pl.config
-    g, v = c.lanes_per_row, c.outputs_per_lane
-    e = 4 if pl.geometry["vec4"] else 1
-    seg, rows_per_warp, L = g * v, 32 // g, problem.W
-    total = 0
-    for row0 in range(0, pl.rows, rows_per_warp):
-        for s0 in range(0, pl.geometry["nseg"] * seg, seg):
-            for u in range(0, v, e):
-                lines = set()
-                for lane in range(32):
-                    row, t = row0 + lane // g, s0 + (lane % g) * v + u
-                    if row < pl.rows and t < L:
-                        first = (row * L + t) * 4
-                        lines |= {first // 128, (first + 4 * e - 1) // 128}
-                total += len(lines)
-    return 2 * total
-
-
 @pytest.mark.parametrize(("B", "C", "L", "K"), [(2, 16, 64, 4), (1, 32, 97, 3), (4, 8, 130, 7), (1, 16, 197, 4),
                                                 (3, 5, 21, 4)])
 def test_warp_line_wavefronts_match_a_replay_of_the_lanes_addresses(B: int, C: int, L: int, K: int) -> None:
@@ -164,7 +143,7 @@ def test_warp_line_wavefronts_match_a_replay_of_the_lanes_addresses(B: int, C: i
     assert plans
     for pl in plans:
         lines = warp_line_wavefronts(pl)
-        assert lines == _replayed_line_wavefronts(problem, pl), pl.config.key()
+        assert lines == _replayed_granules(problem, pl, 128), pl.config.key()
         assert lines * 128 >= _replayed_sector_bytes(problem, pl), pl.config.key()
 
 
@@ -204,9 +183,9 @@ def test_fast_smem_wavefronts_count_bank_conflicts() -> None:
         c.rows * c.lanes_per_row // 8, c.key()
 
 
-def _replayed_sector_bytes(problem: ConvProblem, pl) -> int:
-    """Distinct 32-byte sectors of every warp instruction, from the lanes' byte addresses (rows L·4 bytes apart,
-    the real row starts), loads and stores alike."""
+def _replayed_granules(problem: ConvProblem, pl, granule_bytes: int) -> int:
+    """Distinct granules (32-byte sectors, 128-byte lines) of every warp instruction of the register design, from the
+    lanes' byte addresses over every row group (rows L·4 bytes apart, the real row starts), loads and stores alike."""
     c = pl.config
     g, v = c.lanes_per_row, c.outputs_per_lane
     e = 4 if pl.geometry["vec4"] else 1
@@ -215,16 +194,18 @@ def _replayed_sector_bytes(problem: ConvProblem, pl) -> int:
     for row0 in range(0, pl.rows, rows_per_warp):
         for s0 in range(0, pl.geometry["nseg"] * seg, seg):
             for u in range(0, v, e):
-                sectors = set()
+                granules = set()
                 for lane in range(32):
-                    row, lg = row0 + lane // g, lane % g
-                    t = s0 + lg * v + u
-                    if row >= pl.rows or t >= L:   # the kernel loads and stores only real elements
-                        continue
-                    first = (row * L + t) * 4
-                    sectors |= {first // SECTOR_BYTES, (first + 4 * e - 1) // SECTOR_BYTES}
-                total += len(sectors)
-    return 2 * total * SECTOR_BYTES
+                    row, t = row0 + lane // g, s0 + (lane % g) * v + u
+                    if row < pl.rows and t < L:   # the kernel loads and stores only real elements
+                        first = (row * L + t) * 4
+                        granules |= {first // granule_bytes, (first + 4 * e - 1) // granule_bytes}
+                total += len(granules)
+    return 2 * total
+
+
+def _replayed_sector_bytes(problem: ConvProblem, pl) -> int:
+    return _replayed_granules(problem, pl, SECTOR_BYTES) * SECTOR_BYTES
 
 
 @pytest.mark.parametrize(("B", "C", "L", "K"), [(2, 16, 64, 4), (1, 32, 96, 3), (4, 8, 128, 7)])
