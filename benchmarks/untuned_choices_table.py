@@ -18,15 +18,16 @@ import json
 import sys
 from pathlib import Path
 
+from convtune.api.inputs import machine_for_name
 from convtune.machine import PRESETS
 
 
 def preset_of(device: str) -> str:
-    """The preset key whose name appears in the device name ("NVIDIA H100 80GB HBM3" → "h100")."""
-    found = [key for key in PRESETS if key in device.lower()]
-    if len(found) != 1:
-        raise SystemExit(f"device {device!r}: no single machine preset matches (presets: {sorted(PRESETS)})")
-    return found[0]
+    """The key of the preset the device belongs to ("NVIDIA H100 80GB HBM3" → "h100")."""
+    machine = machine_for_name(device)
+    if machine is None:
+        raise SystemExit(f"device {device!r}: no machine preset matches (presets: {sorted(PRESETS)})")
+    return next(key for key, preset in PRESETS.items() if preset is machine)
 
 
 def table(run: dict, source: str) -> dict:

@@ -16,18 +16,18 @@ from convtune.machine import MachineModel
 from convtune.ops.conv2d import model_choice
 from convtune.problem import ConvProblem
 
-TABLES = sorted((Path(__file__).parents[1] / "data").glob("wide_untuned_choices_*.json"))
-CASES = [(json.loads(path.read_text()), path.stem.rsplit("_", 1)[-1]) for path in TABLES]
+TABLES = [json.loads(path.read_text())
+          for path in sorted((Path(__file__).parents[1] / "data").glob("wide_untuned_choices_*.json"))]
 
 
 def test_a_measured_table_covers_every_conv2d_entry_of_the_wide_suite() -> None:
     suite = json.loads((Path(__file__).parents[2] / "benchmarks" / "suites" / "wide.json").read_text())
     names = {entry["name"] for entry in suite["conv2d"]}
-    assert any({e["name"] for e in table["choices"]} == names for table, _ in CASES)
+    assert any({e["name"] for e in table["choices"]} == names for table in TABLES)
 
 
-@pytest.mark.parametrize(("table", "entry"), [(t, e) for t, _ in CASES for e in t["choices"]],
-                         ids=[f"{tag}-{e['name']}" for t, tag in CASES for e in t["choices"]])
+@pytest.mark.parametrize(("table", "entry"), [(t, e) for t in TABLES for e in t["choices"]],
+                         ids=[f"{t['preset']}-{e['name']}" for t in TABLES for e in t["choices"]])
 def test_the_models_choose_what_was_measured(table: dict, entry: dict) -> None:
     problem = ConvProblem.parse(entry["problem"])
-    assert model_choice(problem, MachineModel.preset(table.get("preset", "h200"))).key() == entry["config"]
+    assert model_choice(problem, MachineModel.preset(table["preset"])).key() == entry["config"]

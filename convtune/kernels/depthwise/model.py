@@ -109,7 +109,6 @@ COST_2D_PACKED_ROW = 1.0
 #: penalty separates configurations whose binding term ties (every fast config is at the DRAM time).
 OVERLAP_LOSS = 0.2
 #: FP32 lanes per SM (the FFMA rate's clock).
-WARP_LANES = 32
 FP32_LANES_PER_SM = 128
 #: Pipeline rounds (module docstring): the exposed latency of one round, the rounds no prefetch overlaps
 #: (prologue load + epilogue store, as a count), and the memory-time factor of a design without a prefetch.
@@ -184,7 +183,7 @@ def predict_1d(pl: Depthwise1dPlan, machine: MachineModel) -> DepthwisePredictio
     l1_s = 0.0
     if register and pl.path != "wgrad" and pl.problem.itemsize_bytes == 4:
         l1_s = traffic.warp_line_wavefronts(pl) / l1_wavefronts_per_s(machine)
-    if pl.variant == "fast":
+    elif pl.variant == "fast":
         l1_s = traffic.fast_smem_wavefronts(pl) / l1_wavefronts_per_s(machine)
     if pl.variant == "fast" and pl.config.vec == 1:  # type: ignore[attr-defined]
         dram_s, l2_s = dram_s / SCALAR_COPY_EFFICIENCY, l2_s / SCALAR_COPY_EFFICIENCY
@@ -209,9 +208,9 @@ def pipeline_rounds(pl: Depthwise1dPlan, machine: MachineModel) -> tuple[int, bo
     if pl.variant == "fast":
         return -(-g["ngroups"] * g["nseg"] // pl.grid), pl.config.stages == 1  # type: ignore[attr-defined]
     if pl.variant == "warp" and pl.path != "wgrad" and g.get("register"):
-        rows_per_warp = WARP_LANES // pl.config.lanes_per_row  # type: ignore[attr-defined]
+        rows_per_warp = traffic.WARP_LANES // pl.config.lanes_per_row  # type: ignore[attr-defined]
         items = -(-pl.rows // rows_per_warp) * g["nseg"]
-        return -(-items // (pl.grid * pl.threads // WARP_LANES)), False
+        return -(-items // (pl.grid * pl.threads // traffic.WARP_LANES)), False
     if pl.variant == "shared":
         slots = machine.sm_count * max(1, resident_blocks(pl.threads, pl.smem_bytes, pl.regs_estimate, machine))
         return -(-pl.grid // slots), True

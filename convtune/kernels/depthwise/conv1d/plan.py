@@ -475,23 +475,27 @@ def fast_regs_estimate(tile_l: int, ke: int) -> int:
     return tile_l + ke + 30
 
 
+#: 16-byte shared-memory accesses are served a quarter-warp (8 lanes) at a time.
+QUARTER_WARP = 8
+
+
+@cache
+def float4_block_wavefronts(rows: int, lanes_per_row: int, tile_l: int, pitch: int) -> int:
+    """Wavefronts of one float4 shared-memory access by every thread of a fast block, thread t reading floats
+    (t // lanes_per_row)·pitch + (t % lanes_per_row)·tile_l onward: per quarter-warp, the most of its lanes whose
+    16-byte units fall in one bank group (unit mod 8); conflict-free, rows·lanes_per_row / 8."""
+    threads = rows * lanes_per_row
+    return sum(max(Counter(((t // lanes_per_row) * pitch + (t % lanes_per_row) * tile_l) // 4 % 8
+                           for t in range(q0, min(q0 + QUARTER_WARP, threads))).values())
+               for q0 in range(0, threads, QUARTER_WARP))
+
+
 @cache
 def fast_pitch(span: int, rows: int, lanes_per_row: int, tile_l: int) -> int:
     """Row pitch (floats, multiple of 4, ≥ span) minimising shared-memory bank conflicts of the float4
-    window reads at rb·pitch + tp·TL: 16-byte accesses are served per quarter-warp (8 lanes), which are
-    conflict-free when their 16-byte units differ modulo 8."""
-    threads = rows * lanes_per_row
+    window reads at rb·pitch + tp·TL (:func:`float4_block_wavefronts`; the first such pitch on ties)."""
     need = -(-span // 4) * 4
-    best, best_cost = need, -1
-    for pitch in range(need, need + 32, 4):
-        cost = 0
-        for q0 in range(0, threads, 8):
-            units = Counter((((t // lanes_per_row) * pitch + (t % lanes_per_row) * tile_l) // 4) % 8
-                            for t in range(q0, min(q0 + 8, threads)))
-            cost += max(units.values())
-        if best_cost < 0 or cost < best_cost:
-            best, best_cost = pitch, cost
-    return best
+    return min(range(need, need + 32, 4), key=lambda pitch: float4_block_wavefronts(rows, lanes_per_row, tile_l, pitch))
 
 
 def _fast(p: ConvProblem, c: KernelConfig, path: str, ke: int, machine: MachineModel | None) -> dict:

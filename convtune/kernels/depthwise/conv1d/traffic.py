@@ -52,12 +52,11 @@ conflict (:func:`float4_block_wavefronts`), plus conflict-free copies in and out
 
 from __future__ import annotations
 
-from collections import Counter
 from functools import cache
 
 import numpy as np
 
-from convtune.kernels.depthwise.conv1d.plan import Depthwise1dPlan
+from convtune.kernels.depthwise.conv1d.plan import Depthwise1dPlan, float4_block_wavefronts
 from convtune.kernels.depthwise.dtypes import stream_bytes
 from convtune.kernels.launch_geometry import span_inside
 from convtune.problem import ConvProblem
@@ -203,7 +202,7 @@ def warp_issued_macs(pl: Depthwise1dPlan) -> int:
 
 
 SECTOR_BYTES = 32
-WARP_LANES = 32
+WARP_LANES = 32   # threads of a warp
 
 
 def warp_sector_bytes(pl: Depthwise1dPlan) -> int:
@@ -271,10 +270,8 @@ def _line_wavefronts(L: int, rows: int, g: int, v: int, e: int, nseg: int) -> fl
     return 2 * total * groups / sampled
 
 
-#: Shared-memory banks × 4 bytes = 128 bytes a wavefront; 16-byte accesses are served a quarter-warp (8 lanes)
-#: at a time.
+#: Shared-memory banks × 4 bytes = 128 bytes a wavefront.
 SMEM_WAVEFRONT_BYTES = 128
-QUARTER_WARP = 8
 
 
 def fast_smem_wavefronts(pl: Depthwise1dPlan) -> int:
@@ -297,13 +294,3 @@ def fast_smem_wavefronts(pl: Depthwise1dPlan) -> int:
     per_item = vector_reads * per_instruction + -(-copied_bytes // SMEM_WAVEFRONT_BYTES)
     return per_item * g["ngroups"] * g["nseg"]
 
-
-@cache
-def float4_block_wavefronts(rows: int, lanes_per_row: int, tile_l: int, pitch: int) -> int:
-    """Wavefronts of one float4 shared-memory access by every thread of a fast block, thread t reading floats
-    (t // lanes_per_row)·pitch + (t % lanes_per_row)·tile_l onward: per quarter-warp, the most of its lanes whose
-    16-byte units fall in one bank group (unit mod 8); conflict-free, rows·lanes_per_row / 8."""
-    threads = rows * lanes_per_row
-    return sum(max(Counter(((t // lanes_per_row) * pitch + (t % lanes_per_row) * tile_l) // 4 % 8
-                           for t in range(q0, min(q0 + QUARTER_WARP, threads))).values())
-               for q0 in range(0, threads, QUARTER_WARP))
