@@ -29,6 +29,8 @@ def sample_problem(family: str) -> ConvProblem:
         return POINTWISE.replace(math="tf32")
     if family in ("igemm_half", "igemm_wgmma_half"):
         return DENSE.replace(dtype="bfloat16")
+    if family == "igemm_wgmma_half_1x1_tma":   # C a multiple of 64 (a TMA box of channel rows stays in one image)
+        return POINTWISE.replace(C=64, dtype="bfloat16")
     if family in ("igemm_half_1x1", "igemm_wgmma_half_1x1", "igemm_wgmma_half_1x1_resident",
                   "igemm_wgmma_half_1x1_pingpong"):
         return POINTWISE.replace(dtype="bfloat16")

@@ -234,6 +234,7 @@ _SAMPLES = [PROBLEM, ConvProblem.parse("N=1 C=32 H=16 W=16 K=32 R=3 S=3 pad=1 gr
             PROBLEM.replace(math="tf32"), ConvProblem.parse("N=2 C=32 H=14 W=14 K=64 R=1 S=1 math=tf32"),
             ConvProblem.parse("N=1 C=32 H=16 W=16 K=32 R=3 S=3 pad=1 dtype=bfloat16"),
             ConvProblem.parse("N=2 C=32 H=16 W=16 K=64 R=1 S=1 dtype=bfloat16"),
+            ConvProblem.parse("N=2 C=64 H=16 W=16 K=64 R=1 S=1 dtype=bfloat16"),
             ConvProblem.parse("N=2 C=16 H=14 W=14 K=32 R=5 S=5 pad=2"),
             ConvProblem.parse("N=2 C=3 H=16 W=16 K=8 R=3 S=3 stride=2 pad=1 dtype=bfloat16"),
             ConvProblem.parse("N=2 C=16 H=17 W=17 K=32 R=1 S=7 pad_h=0 pad_w=3")]

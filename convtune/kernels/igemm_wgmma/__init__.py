@@ -9,7 +9,9 @@ family ``igemm_wgmma_1x1`` (x read from NCHW into registers: :mod:`~convtune.ker
 variants with the filter rows resident in shared memory (:mod:`~convtune.kernels.igemm_wgmma.half_1x1_resident`,
 :mod:`~convtune.kernels.igemm_wgmma.tf32_1x1_resident`); ``igemm_wgmma_half_1x1_pingpong`` is the 16-bit one with
 two or three warpgroups taking turns over the tiles (:mod:`~convtune.kernels.igemm_wgmma.half_1x1_pingpong`), opt-in
-through ``CONVTUNE_EXPERIMENTAL`` (measured slower than the resident family).
+through ``CONVTUNE_EXPERIMENTAL`` (measured slower than the resident family), and ``igemm_wgmma_half_1x1_tma`` the
+16-bit one fed by TMA from a producer warpgroup (:mod:`~convtune.kernels.igemm_wgmma.half_1x1_tma`, opt-in until
+measured).
 
 ``SPECS`` are the families' registry rows (see :mod:`convtune.kernels.registry`); their bound and floor are the
 direct convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's.
@@ -27,6 +29,7 @@ from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
 from convtune.kernels.igemm_wgmma import half_1x1_pingpong as _pingpong
 from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
+from convtune.kernels.igemm_wgmma import half_1x1_tma as _tma1x1
 from convtune.kernels.igemm_wgmma import launcher as _launcher
 from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.igemm_wgmma import space as _space
@@ -42,6 +45,10 @@ def _bound_words(pl: Any, s_words: int) -> float:
 
 def _pingpong_opted_in(problem: ConvProblem) -> bool:
     return experimental.enabled(_pingpong.FAMILY) and _pingpong.supports(problem)
+
+
+def _tma1x1_opted_in(problem: ConvProblem) -> bool:
+    return experimental.enabled(_tma1x1.FAMILY) and _tma1x1.supports(problem)
 
 
 def _row(family: str, source: str, entry: str, config_class: type, supports: Callable[[ConvProblem], bool],
@@ -109,6 +116,14 @@ SPECS: tuple[KernelSpec, ...] = (
          "copy ring, so one's epilogue and copy waits overlap another's MMAs; x N-major straight from NCHW, stores "
          "from registers; stride 1, no padding, H·W a multiple of 4, filter rows within shared memory; sm_90 only",
          choice_scale=2 ** -0.5, choice_classes=("bfloat16", "float16"), predict_s=_pingpong.predict_s),
+    # opt-in (CONVTUNE_EXPERIMENTAL) until a GPU has verified and timed it against the resident family
+    _row(_tma1x1.FAMILY, _tma1x1.SOURCE, _tma1x1.ENTRY, _tma1x1.IgemmWgmmaHalf1x1TmaFwdConfig, _tma1x1_opted_in,
+         _tma1x1, _tma1x1.total_traffic_elements, _tma1x1.onchip_elements, _tma1x1.traffic_elements,
+         "1×1 bfloat16 / float16 on Hopper's warpgroup MMA, persistent, filters resident, warp-specialised: one "
+         "producer thread copies x (64-channel × 64-pixel boxes of one image) and the filter rows by TMA up to "
+         "`stages` chunks ahead across tiles, the consumer warpgroups wait on mbarriers, MMA and store (staged "
+         "16-byte NCHW stores); stride 1, no padding, C a multiple of 64, H·W of 8; sm_90 only",
+         choice_scale=2 ** -0.5, choice_classes=("bfloat16", "float16"), predict_s=_tma1x1.predict_s),
     _row(_tf32_1x1.FAMILY, _launcher.SOURCE, _tf32_1x1.ENTRY, _tf32_1x1.IgemmWgmma1x1FwdConfig, _tf32_1x1.supports,
          _tf32_1x1, _tf32_1x1.total_traffic_words, _launcher.onchip_words, _tf32_1x1.traffic_words,
          "1×1 TF32 on Hopper's warpgroup MMA straight from NCHW x (no layout change): x's channel rows of pixels "

@@ -23,6 +23,7 @@ from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1 as _half_1x1
 from convtune.kernels.igemm_wgmma import half_1x1_pingpong as _pingpong
 from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
+from convtune.kernels.igemm_wgmma import half_1x1_tma as _tma1x1
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
 from convtune.kernels.igemm_wgmma import tf32_1x1_resident as _tf32_resident
@@ -62,6 +63,9 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
     _pingpong.FAMILY: (_pingpong.IgemmWgmmaHalf1x1PingpongFwdConfig, _pingpong.supports, "bfloat16 / float16 1×1 "
                        "convolutions (stride 1, no padding, H·W a multiple of 4) whose filter rows fit shared memory",
                        _pingpong.derive_plan),
+    _tma1x1.FAMILY: (_tma1x1.IgemmWgmmaHalf1x1TmaFwdConfig, _tma1x1.supports, "bfloat16 / float16 1×1 convolutions "
+                     "(stride 1, no padding) with C a multiple of 64 and H·W of 8 whose filter rows fit shared memory",
+                     _tma1x1.derive_plan),
     _tf32_1x1.FAMILY: (_tf32_1x1.IgemmWgmma1x1FwdConfig, _tf32_1x1.supports, "TF32 1×1 convolutions (math='tf32', "
                        "stride 1, no padding, H·W a multiple of 4)", _tf32_1x1.derive_plan),
     _tf32_resident.FAMILY: (_tf32_resident.IgemmWgmma1x1ResidentFwdConfig, _tf32_resident.supports, "TF32 1×1 "
@@ -69,13 +73,13 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
                             "fit shared memory", _tf32_resident.derive_plan),
 }
 #: the persistent families with filters resident in shared memory: the whole reduction in one block (no split)
-RESIDENT = (_resident.FAMILY, _tf32_resident.FAMILY, _pingpong.FAMILY)
+RESIDENT = (_resident.FAMILY, _tf32_resident.FAMILY, _pingpong.FAMILY, _tma1x1.FAMILY)
 #: the ping-pong family: every warpgroup covers all 64 · m_blocks rows (up to the 256 of a K ≤ 256 layer), and two or
 #: three warpgroups take turns over the tiles
 PINGPONG_M_BLOCKS = (1, 2, 4)
 PINGPONG_WARPGROUPS = (2, 3)
 #: the GEMMs whose rows are the K output channels (the 16-bit 1×1 kernels read x N-major)
-TRANSPOSED = (_half_1x1.FAMILY, _resident.FAMILY, _pingpong.FAMILY)
+TRANSPOSED = (_half_1x1.FAMILY, _resident.FAMILY, _pingpong.FAMILY, _tma1x1.FAMILY)
 #: the general kernel's families: channels per chunk (rows of 128, 64, 32 bytes) and stages
 CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES)}
 

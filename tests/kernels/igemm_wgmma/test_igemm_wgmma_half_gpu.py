@@ -26,6 +26,7 @@ from convtune.kernels.igemm_wgmma.half import IgemmWgmmaHalfFwdConfig
 from convtune.kernels.igemm_wgmma.half_1x1 import IgemmWgmmaHalf1x1FwdConfig
 from convtune.kernels.igemm_wgmma.half_1x1_pingpong import IgemmWgmmaHalf1x1PingpongFwdConfig as PingpongConfig
 from convtune.kernels.igemm_wgmma.half_1x1_resident import IgemmWgmmaHalf1x1ResidentFwdConfig as ResidentConfig
+from convtune.kernels.igemm_wgmma.half_1x1_tma import IgemmWgmmaHalf1x1TmaFwdConfig as Tma1x1Config
 from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY, fold_channels
 from convtune.kernels.igemm_wgmma.space import plan
 from convtune.kernels.registry import get_spec
@@ -71,6 +72,14 @@ CONFIGS_PINGPONG = {
     "pp_n64_mi1_wg2_s4": PingpongConfig(64, 1, 2, 4, 1),
     "pp_n128_mi1_wg3_s4": PingpongConfig(128, 1, 3, 4, 1),
 }
+#: the TMA-fed persistent 1×1 kernel (a producer warpgroup, boxes of one image, C a multiple of 64): 1, 2, 4 boxes a
+#: stage, one and two consumer warpgroups, 64..256 rows
+CONFIGS_TMA_1X1 = {
+    "tma1x1_n64_mi2_wg2_s6": Tma1x1Config(64, 2, 2, 6, 1),
+    "tma1x1_n128_mi1_wg2_s4": Tma1x1Config(128, 1, 2, 4, 1),
+    "tma1x1_n256_mi1_wg1_s4": Tma1x1Config(256, 1, 1, 4, 1),
+    "tma1x1_n128_mi2_wg1_s6": Tma1x1Config(128, 2, 1, 6, 1),
+}
 #: folded taps (row_taps = the problem's S, set per problem): C ≤ 8, chunks holding S·Cq columns
 CONFIGS_FOLD = {
     "fold_n64_mi1_wg1_s4_c16": IgemmWgmmaHalfFwdConfig(64, 1, 1, 4, 1, 16),
@@ -94,6 +103,7 @@ PROBLEMS_PER_1X1_CONFIG = 12
 PROBLEMS_PER_TMA_CONFIG = 6   # a dtype
 PROBLEMS_PER_RESIDENT_CONFIG = 12
 PROBLEMS_PER_PINGPONG_CONFIG = 12
+PROBLEMS_PER_TMA_1X1_CONFIG = 12
 #: the resident kernel on problems large enough that blocks walk several pixel tiles (the random ones fit one wave)
 RESIDENT_WALKS = (
     ("N=8 C=256 H=52 W=52 K=255 R=1 S=1", "res_n64_mi2_wg2_s4"),     # the yolov3 head: 3 tiles a block, 4 chunks
@@ -107,6 +117,12 @@ PINGPONG_WALKS = (
     ("N=32 C=100 H=20 W=20 K=77 R=1 S=1", "pp_n64_mi2_wg3_s6"),     # 2 tiles a block of 3 warpgroups
     ("N=16 C=13 H=30 W=30 K=300 R=1 S=1", "pp_n128_mi2_wg2_s4"),    # one chunk per tile, 3 row tiles
     ("N=64 C=200 H=14 W=14 K=130 R=1 S=1", "pp_n128_mi1_wg3_s4"),   # 8-byte copies, 3 row tiles, 3 tiles a block
+)
+#: the TMA 1×1 kernel's walks: partial last tiles of every image, several row tiles, several tiles a block
+TMA_1X1_WALKS = (
+    ("N=8 C=256 H=52 W=52 K=255 R=1 S=1", "tma1x1_n64_mi2_wg2_s6"),      # the yolov3 head: 344 tiles, 3 a block
+    ("N=32 C=128 H=20 W=20 K=77 R=1 S=1", "tma1x1_n128_mi1_wg2_s4"),     # 4 tiles an image (last 16 pixels), 2 rows
+    ("N=16 C=64 H=30 W=32 K=300 R=1 S=1", "tma1x1_n256_mi1_wg1_s4"),     # one chunk per tile, 3 row tiles
 )
 H200 = MachineModel.preset("h200")
 CHUNK_CHANNELS = 64
@@ -130,6 +146,23 @@ def _random_1x1(rng: np.random.Generator, config: IgemmWgmmaHalf1x1FwdConfig | R
     except InvalidConfig:
         return None
     return problem
+
+
+def _random_tma_1x1(rng: np.random.Generator, config: Tma1x1Config,
+                    dtype: str) -> tuple[ConvProblem, Tma1x1Config] | None:
+    """A problem of the TMA 1×1 family: C a multiple of 64, H·W of 8, odd K, batch 1 mostly."""
+    n = int(rng.choice([1, 1, 1, 2, 3, 8]))
+    c = int(rng.choice([64, 128, 192, 256, 320]))
+    k = int(rng.choice([1, 3, 17, 64, 77, 130, 255, 300]))
+    h, w = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+    while (h * w) % 8:
+        w += 1
+    problem = ConvProblem(N=n, C=c, H=h, W=w, K=k, R=1, S=1, dtype=dtype)
+    try:
+        plan(problem, config, H200)
+    except InvalidConfig:
+        return None
+    return problem, config
 
 
 def _random_fold(rng: np.random.Generator, base: IgemmWgmmaHalfFwdConfig,
@@ -164,11 +197,13 @@ def _cases() -> list[Any]:
             cases += drawn(f"{dtype}-{name}", PROBLEMS_PER_TMA_CONFIG, partial(_general, rng_tma, config, dtype), gpu)
     # the persistent 1×1 families: random problems from each family's own draws, then its long walks
     for seed, configs, count, walks in ((20261205, CONFIGS_RESIDENT, PROBLEMS_PER_RESIDENT_CONFIG, RESIDENT_WALKS),
-                                        (20261207, CONFIGS_PINGPONG, PROBLEMS_PER_PINGPONG_CONFIG, PINGPONG_WALKS)):
+                                        (20261207, CONFIGS_PINGPONG, PROBLEMS_PER_PINGPONG_CONFIG, PINGPONG_WALKS),
+                                        (20261208, CONFIGS_TMA_1X1, PROBLEMS_PER_TMA_1X1_CONFIG, TMA_1X1_WALKS)):
         rng_walk = np.random.default_rng(seed)
+        draw = _random_tma_1x1 if configs is CONFIGS_TMA_1X1 else _one
         for dtype in half.DTYPES:
             for name, config in configs.items():
-                cases += drawn(f"{dtype}-{name}", count, partial(_one, rng_walk, config, dtype), gpu)
+                cases += drawn(f"{dtype}-{name}", count, partial(draw, rng_walk, config, dtype), gpu)
             for text, name in walks:
                 problem = ConvProblem.parse(f"{text} dtype={dtype}")
                 cases.append(pytest.param(problem, configs[name], id=f"{dtype}-{name}-walk-{problem.N}", marks=gpu))
@@ -213,6 +248,13 @@ def test_case_count() -> None:
     turned = [plan(p, c, H200) for p, c in turns]
     assert any(pl.tiles_per_block > pl.config.warpgroups and pl.chunks >= 4 for pl in turned)   # 2+ tiles a wg
     assert any(pl.tiles_per_block < pl.config.warpgroups for pl in turned)                       # an idle wg
+    boxes = [c.values for c in CASES if c.values[1].family == "igemm_wgmma_half_1x1_tma"]
+    assert len(boxes) == 2 * (4 * PROBLEMS_PER_TMA_1X1_CONFIG + len(TMA_1X1_WALKS))
+    assert {p.C for p, _ in boxes} >= {64, 256, 320} and sum(p.N == 1 for p, _ in boxes) >= len(boxes) // 4
+    boxed = [plan(p, c, H200) for p, c in boxes]
+    assert any((p.H * p.W) % pl.config.tile_n for (p, _), pl in zip(boxes, boxed, strict=True))   # partial tiles
+    assert any(pl.tiles_per_block >= 3 and pl.chunks >= 4 for pl in boxed)
+    assert any(pl.m_tiles >= 2 and pl.tiles_per_block >= 2 for pl in boxed)
 
 
 @pytest.fixture(scope="module")
