@@ -71,13 +71,12 @@ def _simulated_traffic(pl: tma.IgemmWgmmaHalf1x1TmaPlan) -> dict[str, int]:
     p, c = pl.problem, pl.config
     hw, tpi = p.H * p.W, tma.tiles_per_image(p, c)
     elems = {"input": 0, "weight": 0, "output": p.output_elements}
-    for by in range(pl.m_tiles):
+    for _ in range(pl.m_tiles):
         for bx in range(min(pl.persistent_blocks, pl.n_tiles)):
             elems["weight"] += c.tile_m * pl.cp     # the formula counts rows ≥ K (the kernel's zero fill)
             for tile in range(bx, pl.n_tiles, pl.persistent_blocks):
                 px = (tile % tpi) * c.tile_n
                 elems["input"] += pl.chunks * 64 * max(0, min(c.tile_n, hw - px))
-    del by
     return elems
 
 
