@@ -9,6 +9,12 @@ Usage::
 The table names the machine preset of the run's device (``h100`` / ``h200``): the test asks that preset's models.
 Rows whose config was not the models' choice (a database's, or a served table's) are refused: the run must be
 untuned.
+
+A model change measured on one preset's device leaves the other preset's table stale: ``--supersede TABLE --why
+TEXT`` moves the rows whose choice the shipped models no longer make into the table's ``superseded`` section (kept,
+with the reason, until that device measures the suite again)::
+
+    python benchmarks/untuned_choices_table.py --supersede tests/data/wide_untuned_choices_h200.json --why "..."
 """
 
 from __future__ import annotations
@@ -47,12 +53,41 @@ def table(run: dict, source: str) -> dict:
     }
 
 
+def supersede(old: dict, why: str) -> dict:
+    """``old`` with the rows the preset's models no longer choose moved into ``superseded`` (``entries``, ``why``,
+    ``rows``; rows superseded earlier stay, their reasons joined)."""
+    from convtune.machine import MachineModel
+    from convtune.ops.conv2d import model_choice
+    from convtune.problem import ConvProblem
+
+    machine = MachineModel.preset(old["preset"])
+    moved = [r for r in old["choices"]
+             if model_choice(ConvProblem.parse(r["problem"]), machine).key() != r["config"]]
+    if not moved:
+        return old
+    earlier = old.get("superseded", {"entries": [], "why": "", "rows": []})
+    rows = earlier["rows"] + moved
+    return {**old, "choices": [r for r in old["choices"] if r not in moved],
+            "superseded": {"entries": [r["name"] for r in rows],
+                           "why": " ".join(w for w in (earlier["why"], why) if w), "rows": rows}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run", type=Path, help="user_suite.json of an untuned run")
-    ap.add_argument("--source", required=True, help="where the run is committed (quoted in the table)")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("run", type=Path, nargs="?", help="user_suite.json of an untuned run")
+    ap.add_argument("--source", help="where the run is committed (quoted in the table)")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--supersede", type=Path, help="a table whose rows the models no longer choose move aside")
+    ap.add_argument("--why", default="", help="the reason recorded with --supersede")
     args = ap.parse_args(argv)
+    if args.supersede is not None:
+        old = json.loads(args.supersede.read_text())
+        new = supersede(old, args.why)
+        args.supersede.write_text(json.dumps(new, indent=1, ensure_ascii=False) + "\n")
+        print(f"{len(old['choices']) - len(new['choices'])} rows superseded -> {args.supersede}", file=sys.stderr)
+        return 0
+    if args.run is None or args.source is None or args.out is None:
+        ap.error("a run needs RUN, --source and --out")
     out = table(json.loads(args.run.read_text()), args.source)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"{len(out['choices'])} choices, preset {out['preset']} -> {args.out}", file=sys.stderr)
