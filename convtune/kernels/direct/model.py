@@ -48,6 +48,13 @@ from convtune.machine import MachineModel
 L2_OVER_DRAM_BANDWIDTH = 2.5
 LAUNCH_OVERHEAD_S = 2.5e-6
 LATENCY_WARPS = 8
+#: The direct kernel's own value: refitted on every direct row of the H200 replay tables (18 problems, 51–2000
+#: configs each), 12 raises the mean Spearman correlation 0.648 → 0.688 (lowest 0.284 → 0.347) and cuts the regret
+#: of the model's pick 1.180 → 1.108 geomean, worst 2.17 → 1.37 (8: 0.648; 10: 0.698 / 1.121 / 1.56; 16: 0.685 /
+#: 1.138 / 1.58). Small grids of 2-warp blocks (a few resident warps a scheduler) issue slower than (warps / 8)^½.
+#: Through the op on an H100 it took the wide suite's untuned choice from 1.46× to 1.51× cuDNN fp32 with 2 shapes below
+#: 0.8× instead of 5 (benchmarks/results/wide_h100/untuned_latency12).
+DIRECT_LATENCY_WARPS = 12
 GLOBAL_LATENCY_S = 0.8e-6  # a cp.async round trip under load; exposed per chunk unless pipelined
 ATOMIC_WORDS = 2           # copy-bandwidth words one split-C atomic add costs (read + write of its word)
 #: + this fraction of max(issue time, L2 time): where the DRAM floor binds, every config that keeps its on-chip time
@@ -105,15 +112,17 @@ def predict(pl: DirectFwdPlan, machine: MachineModel, regs_per_thread: int | Non
     bps = blocks_per_sm(pl, machine, regs_per_thread)
     if bps == 0:
         return DirectPrediction(math.inf, math.inf, 0.0, 0.0, 0, math.inf, tile_efficiency(pl))
-    return predict_launch(pl, machine, bps, instructions_per_chunk(pl), tile_efficiency(pl), total_traffic_words(pl))
+    return predict_launch(pl, machine, bps, instructions_per_chunk(pl), tile_efficiency(pl), total_traffic_words(pl),
+                          DIRECT_LATENCY_WARPS)
 
 
 def predict_launch(pl: Any, machine: MachineModel, bps: int, instructions: int, tile_eff: float,
-                   traffic_words: int) -> DirectPrediction:
+                   traffic_words: int, latency_warps: int = LATENCY_WARPS) -> DirectPrediction:
     """The model of the module docstring for any block-tiled, chunk-pipelined, split-C kernel (direct, pointwise):
     ``pl`` has ``problem``, ``config`` (threads, stages, splits, accumulators), ``blocks`` and ``chunks_per_split``;
     ``bps`` resident blocks per SM (> 0), ``instructions`` per thread per channel chunk, ``traffic_words`` the
-    modelled global-memory words of the launch."""
+    modelled global-memory words of the launch, ``latency_warps`` the resident warps that hide latency (the
+    latency factor is min(1, warps / latency_warps)^½)."""
     p, c = pl.problem, pl.config
     warps = c.threads // 32
     wave_count = pl.blocks / (machine.sm_count * bps)
@@ -121,7 +130,7 @@ def predict_launch(pl: Any, machine: MachineModel, bps: int, instructions: int, 
     resident = min(per_sm, bps)                          # of them at a time
     per_block = warps * (pl.chunks_per_split * instructions + 4 * c.accumulators)
     sm_rate = machine.fp32_peak_flops_per_s / 64 / machine.sm_count  # warp-instructions / s / SM
-    latency = min(1.0, resident * warps / LATENCY_WARPS) ** 0.5
+    latency = min(1.0, resident * warps / latency_warps) ** 0.5
     chunk_issue_s = resident * warps * instructions / (sm_rate * latency)
     stall_s = max(0.0, GLOBAL_LATENCY_S - (c.stages - 1) * chunk_issue_s) / resident
     issue_s = per_sm / resident * (resident * per_block / (sm_rate * latency) + pl.chunks_per_split * stall_s)
