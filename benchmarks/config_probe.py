@@ -60,7 +60,8 @@ def main() -> int:
     ops = Operands(problem, machine, seed=11)
     measured = measure_candidates(plans, ops, args.reps, warmup=3)
     for pl, row in zip(plans, measured, strict=True):
-        row["blocks_per_sm"] = resident_blocks(pl.config.threads, pl.smem_bytes, row.get("regs") or 0, machine)
+        regs = row.get("regs") or pl.regs_estimate   # a row that failed to compile reports no registers
+        row["blocks_per_sm"] = resident_blocks(pl.config.threads, pl.smem_bytes, regs, machine)
         row["grid"] = list(getattr(pl, "grid", ()))
     rows += measured
     baseline = BASELINES.get(problem.precision, "fp32")
