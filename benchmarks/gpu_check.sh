@@ -41,7 +41,7 @@
 #     pingpong  the 16-bit ping-pong 1×1 family (warpgroups taking turns over a block's tiles): its GPU cases (xdist
 #               workers), then vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16) on benchmarks/suites/conv1x1.json
 #               with it and the two other 16-bit 1×1 families ($RES_1X1_TOP configs each, default 16)
-#     tma_1x1   the TMA-fed 16-bit 1×1 family (opt-in: CONVTUNE_EXPERIMENTAL is set for the step): its GPU cases (xdist
+#     tma_1x1   the TMA-fed 16-bit 1×1 family: its GPU cases (xdist
 #               workers), then vs_cudnn.py --dtype $HALF_DTYPE (default bfloat16) on benchmarks/suites/conv1x1.json
 #               with it and the resident 1×1 family ($RES_1X1_TOP configs each, default 16; $RES_1X1_ONLY: entries)
 #     res_1x1_tf32 the TF32 1×1 families (igemm_wgmma_1x1 and its persistent, filters-resident variant): their GPU
@@ -194,15 +194,13 @@ for step in "$@"; do
             --families igemm_wgmma_half_1x1 igemm_wgmma_half_1x1_resident igemm_wgmma_half_1x1_pingpong 2>&1 \
             | tee "$OUT/pingpong.log" | tail -40 ;;
     tma_1x1)
-        export CONVTUNE_EXPERIMENTAL=igemm_wgmma_half_1x1_tma
         timeout "${RES_1X1_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm_wgmma/test_igemm_wgmma_half_gpu.py -k "tma1x1_" 2>&1 \
             | tee "$OUT/gpu_tma_1x1_tests.txt" | tail -12
         timeout "${RES_1X1_BENCH_S:-300}" python3 benchmarks/vs_cudnn.py --dtype "${HALF_DTYPE:-bfloat16}" \
             --top "${RES_1X1_TOP:-16}" --buckets 0 --suite benchmarks/suites/conv1x1.json --out "$OUT/tma_1x1" \
             --families igemm_wgmma_half_1x1_resident igemm_wgmma_half_1x1_tma ${RES_1X1_ONLY:+--only $RES_1X1_ONLY} 2>&1 \
-            | tee "$OUT/tma_1x1.log" | tail -40
-        unset CONVTUNE_EXPERIMENTAL ;;
+            | tee "$OUT/tma_1x1.log" | tail -40 ;;
     res_1x1_tf32)   # the persistent TF32 1x1 family: its GPU cases, then the 1x1 layers in TF32 against cuDNN TF32
         timeout "${RES_1X1_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm_wgmma/test_igemm_wgmma_gpu.py -k "res_ or 1x1_" 2>&1 \

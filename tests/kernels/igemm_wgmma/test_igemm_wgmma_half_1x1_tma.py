@@ -1,8 +1,8 @@
 """The TMA-fed persistent 16-bit wgmma 1×1 family (filters resident, a producer warpgroup) without a GPU: its
-problems (C a multiple of 64, H·W of 8) and the opt-in gate, tiles within one image, shared memory and threads, the
-traffic formula against a simulation of the box walk, the tensor maps and arguments of the prepared launch through the
-driver seam, and the kernel compiled by nvcc for sm_90a (no spills, wgmma neither serialised nor waited for at a back
-edge)."""
+problems (C a multiple of 64, H·W of 8), tuned but not chosen untuned, tiles within one image, shared memory and
+threads, the traffic formula against a simulation of the box walk, the tensor maps and arguments of the prepared
+launch through the driver seam, and the kernel compiled by nvcc for sm_90a (no spills, wgmma neither serialised nor
+waited for at a back edge)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from wgmma_cases import assert_within_launch_bounds, compile_unit
 
 from convtune.errors import InvalidConfig
-from convtune.kernels import experimental
 from convtune.kernels.compile import nvcc_available, required_arch
 from convtune.kernels.igemm_wgmma import half_1x1_resident as resident
 from convtune.kernels.igemm_wgmma import half_1x1_tma as tma
@@ -19,6 +18,7 @@ from convtune.kernels.igemm_wgmma.space import enumerate_plans, plan
 from convtune.kernels.registry import get_spec, specs_for
 from convtune.kernels.tensor_map import TiledMap
 from convtune.machine import MachineModel
+from convtune.ops.conv2d import model_choice
 from convtune.problem import ConvProblem
 
 H200 = MachineModel.preset("h200")
@@ -37,11 +37,12 @@ def P(text: str) -> ConvProblem:
     ("N=2 C=64 H=8 W=8 K=64 R=1 S=1 stride=2 dtype=bfloat16", False),
     ("N=2 C=64 H=8 W=8 K=64 R=1 S=1 math=tf32", False),
 ])
-def test_supports_and_is_opt_in(text: str, ok: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_supports_tuned_but_not_chosen_untuned(text: str, ok: bool) -> None:
+    """The tuner measures it where it runs; the untuned op keeps the resident family (no choice calibration yet)."""
     assert tma.supports(P(text)) is ok
-    assert get_spec(tma.FAMILY) not in specs_for(P(text))          # the op, tuner and service leave it alone
-    monkeypatch.setenv(experimental.ENV, tma.FAMILY)
     assert (get_spec(tma.FAMILY) in specs_for(P(text))) is ok
+    if ok:
+        assert model_choice(P(text), H200).family != tma.FAMILY
 
 
 def test_tiles_stay_within_one_image_and_resources() -> None:
