@@ -39,7 +39,7 @@ from convtune.kernels.igemm_wgmma import half as _half
 from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma.half_1x1_resident import IgemmWgmmaHalf1x1ResidentPlan
-from convtune.kernels.igemm_wgmma.launcher import TMA_BARRIER_BYTES, TMA_CONSUMER_REGS, WgmmaConfig
+from convtune.kernels.igemm_wgmma.launcher import TMA_BARRIER_BYTES, WgmmaConfig, tma_regs_estimate
 from convtune.kernels.igemm_wgmma.persistent import check_resident, persistent_blocks, predict_walk_s
 from convtune.kernels.prepared import (
     Launch,
@@ -133,9 +133,8 @@ def smem_bytes(problem: ConvProblem, config: WgmmaConfig) -> int:
 
 
 def regs_estimate(config: WgmmaConfig) -> int:
-    """What one block may hold per thread up to the consumers' count after setmaxnreg (the general TMA kernel's rule:
-    launch_bounds(threads, 1))."""
-    return min(TMA_CONSUMER_REGS, 65536 // config.threads // 8 * 8)
+    """The general TMA kernel's rule (:func:`~convtune.kernels.igemm_wgmma.launcher.tma_regs_estimate`)."""
+    return tma_regs_estimate(config.threads)
 
 
 def derive_plan(problem: ConvProblem, config: WgmmaConfig,

@@ -296,6 +296,12 @@ def smem_bytes(config: WgmmaConfig) -> int:
     return config.stages * (config.tile_m + config.tile_n) * config.row_bytes + 1024 + barriers
 
 
+def tma_regs_estimate(threads: int) -> int:
+    """Registers per thread of a warp-specialised TMA kernel under ``__launch_bounds__(threads, 1)``: ptxas takes what
+    one block may, up to the consumers' count after setmaxnreg."""
+    return min(TMA_CONSUMER_REGS, 65536 // threads // 8 * 8)
+
+
 def regs_estimate(config: WgmmaConfig) -> int:
     """Registers per thread ≈ accumulators + 4 per A row a thread copies (base, corner, flag) + 40.
 
@@ -304,8 +310,8 @@ def regs_estimate(config: WgmmaConfig) -> int:
     and the loop over a slot's taps, + 24: over 8 folded 16-bit configs ptxas used 95–223, the estimate −22..+17.
     TMA: one block per SM, the launch count what one block may hold up to the consumers' (ptxas: 168 with two
     consumer warpgroups, 232 with one; the producer hands its registers to them by setmaxnreg)."""
-    if uses_tma(config):   # launch_bounds(threads, 1): ptxas takes what one block may, up to the consumers' count
-        return min(TMA_CONSUMER_REGS, 65536 // config.threads // 8 * 8)
+    if uses_tma(config):
+        return tma_regs_estimate(config.threads)
     fold = folded(config)
     a_rows = config.tile_m * (8 if fold else config.row_bytes // 16) // config.threads
     return config.accumulators + 4 * a_rows + 40 + (24 if fold else 0)
