@@ -31,6 +31,8 @@ def sample_problem(family: str) -> ConvProblem:
         return DENSE.replace(dtype="bfloat16")
     if family == "igemm_wgmma_half_1x1_tma":   # C a multiple of 64 (a TMA box of channel rows stays in one image)
         return POINTWISE.replace(C=64, dtype="bfloat16")
+    if family == "igemm_wgmma_1x1_tma":        # C a multiple of 32 (its TF32 boxes' 32 channel rows)
+        return POINTWISE.replace(C=32, math="tf32")
     if family in ("igemm_half_1x1", "igemm_wgmma_half_1x1", "igemm_wgmma_half_1x1_resident",
                   "igemm_wgmma_half_1x1_pingpong"):
         return POINTWISE.replace(dtype="bfloat16")

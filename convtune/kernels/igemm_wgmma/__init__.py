@@ -35,6 +35,7 @@ from convtune.kernels.igemm_wgmma import model as _model
 from convtune.kernels.igemm_wgmma import space as _space
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
 from convtune.kernels.igemm_wgmma import tf32_1x1_resident as _tf32_resident
+from convtune.kernels.igemm_wgmma import tf32_1x1_tma as _tf32_tma
 from convtune.kernels.spec import KernelSpec
 from convtune.problem import ConvProblem
 
@@ -45,6 +46,10 @@ def _bound_words(pl: Any, s_words: int) -> float:
 
 def _pingpong_opted_in(problem: ConvProblem) -> bool:
     return experimental.enabled(_pingpong.FAMILY) and _pingpong.supports(problem)
+
+
+def _tf32_tma_opted_in(problem: ConvProblem) -> bool:
+    return experimental.enabled(_tf32_tma.FAMILY) and _tf32_tma.supports(problem)
 
 
 def _row(family: str, source: str, entry: str, config_class: type, supports: Callable[[ConvProblem], bool],
@@ -145,4 +150,14 @@ SPECS: tuple[KernelSpec, ...] = (
          # the 16-bit resident family's choice scale (× 2^-0.5, fitted there on the 14 conv1x1 shapes); not yet fitted
          # on TF32 measurements of this family
          choice_scale=2 ** -0.5, predict_s=_tf32_resident.predict_s),
+    # opt-in (CONVTUNE_EXPERIMENTAL) until its GPU cases pass: nvcc-checked only; no choice calibration
+    _row(_tf32_tma.FAMILY, _tf32_tma.SOURCE, _tf32_tma.ENTRY, _tf32_tma.IgemmWgmma1x1TmaFwdConfig,
+         _tf32_tma_opted_in, _tf32_tma, _tf32_tma.total_traffic_words, _launcher.onchip_words,
+         _tf32_tma.traffic_words,
+         "1×1 TF32 on Hopper's warpgroup MMA, persistent, filters resident (all of C, TF32-rounded), warp-specialised: "
+         "one producer thread copies x (32-channel × 32-pixel boxes of one image) and the filter rows by TMA up to "
+         "`stages` chunks ahead across tiles; the consumer warpgroups wait on mbarriers, read x into registers "
+         "rounded to TF32 (wgmma with A in registers), hand the stage back, MMA and store from the accumulators; "
+         "stride 1, no padding, C a multiple of 32, H·W of 4; sm_90 only",
+         choice_classes=(), predict_s=_tf32_tma.predict_s),
 )

@@ -27,6 +27,7 @@ from convtune.kernels.igemm_wgmma import half_1x1_tma as _tma1x1
 from convtune.kernels.igemm_wgmma import launcher as _tf32
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
 from convtune.kernels.igemm_wgmma import tf32_1x1_resident as _tf32_resident
+from convtune.kernels.igemm_wgmma import tf32_1x1_tma as _tf32_tma
 from convtune.kernels.igemm_wgmma.launcher import (
     IgemmWgmmaFwdConfig,
     IgemmWgmmaFwdPlan,
@@ -71,9 +72,12 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
     _tf32_resident.FAMILY: (_tf32_resident.IgemmWgmma1x1ResidentFwdConfig, _tf32_resident.supports, "TF32 1×1 "
                             "convolutions (math='tf32', stride 1, no padding, H·W a multiple of 4) whose filter rows "
                             "fit shared memory", _tf32_resident.derive_plan),
+    _tf32_tma.FAMILY: (_tf32_tma.IgemmWgmma1x1TmaFwdConfig, _tf32_tma.supports, "TF32 1×1 convolutions "
+                       "(math='tf32', stride 1, no padding) with C a multiple of 32 and H·W of 4 whose filter rows fit "
+                       "shared memory", _tf32_tma.derive_plan),
 }
 #: the persistent families with filters resident in shared memory: the whole reduction in one block (no split)
-RESIDENT = (_resident.FAMILY, _tf32_resident.FAMILY, _pingpong.FAMILY, _tma1x1.FAMILY)
+RESIDENT = (_resident.FAMILY, _tf32_resident.FAMILY, _pingpong.FAMILY, _tma1x1.FAMILY, _tf32_tma.FAMILY)
 #: the ping-pong family: every warpgroup covers all 64 · m_blocks rows (up to the 256 of a K ≤ 256 layer), and two or
 #: three warpgroups take turns over the tiles
 PINGPONG_M_BLOCKS = (1, 2, 4)

@@ -27,6 +27,7 @@ from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdConfig, fold_chan
 from convtune.kernels.igemm_wgmma.space import plan
 from convtune.kernels.igemm_wgmma.tf32_1x1 import IgemmWgmma1x1FwdConfig
 from convtune.kernels.igemm_wgmma.tf32_1x1_resident import IgemmWgmma1x1ResidentFwdConfig
+from convtune.kernels.igemm_wgmma.tf32_1x1_tma import IgemmWgmma1x1TmaFwdConfig
 from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -76,6 +77,22 @@ RESIDENT_WALKS = [
     ("N=32 C=96 H=28 W=28 K=256 R=1 S=1 math=tf32", IgemmWgmma1x1ResidentFwdConfig(256, 1, 1, 4, 1)),
     ("N=7 C=200 H=30 W=34 K=70 R=1 S=1 math=tf32", IgemmWgmma1x1ResidentFwdConfig(64, 2, 1, 4, 1)),
 ]
+#: the TMA-fed persistent 1×1 family (a producer warpgroup, 32 × 32 boxes, stores from the accumulators): every
+#: tile_n, one and two m_blocks and consumer warpgroups, 4 and 6 stages, odd and even chunk counts
+CONFIGS_1X1_TMA = {
+    "tma1x1_n128_mi1_wg2_s4": IgemmWgmma1x1TmaFwdConfig(128, 1, 2, 4, 1),
+    "tma1x1_n64_mi2_wg1_s6": IgemmWgmma1x1TmaFwdConfig(64, 2, 1, 6, 1),
+    "tma1x1_n256_mi1_wg1_s4": IgemmWgmma1x1TmaFwdConfig(256, 1, 1, 4, 1),
+    "tma1x1_n64_mi2_wg2_s4": IgemmWgmma1x1TmaFwdConfig(64, 2, 2, 4, 1),
+    "tma1x1_n128_mi1_wg1_s6": IgemmWgmma1x1TmaFwdConfig(128, 1, 1, 6, 1),
+}
+#: its long walks: the yolov3 head (2 column tiles, 22 tiles an image, a partial last one), many tiles a block
+TMA_1X1_WALKS = [
+    ("N=8 C=256 H=52 W=52 K=255 R=1 S=1 math=tf32", IgemmWgmma1x1TmaFwdConfig(128, 1, 2, 4, 1)),
+    ("N=8 C=256 H=52 W=52 K=255 R=1 S=1 math=tf32", IgemmWgmma1x1TmaFwdConfig(128, 1, 1, 6, 1)),
+    ("N=32 C=96 H=28 W=28 K=256 R=1 S=1 math=tf32", IgemmWgmma1x1TmaFwdConfig(256, 1, 1, 4, 1)),
+    ("N=7 C=224 H=30 W=34 K=70 R=1 S=1 math=tf32", IgemmWgmma1x1TmaFwdConfig(64, 1, 2, 6, 1)),
+]
 #: both operands by TMA (warp-specialised: a producer warpgroup, im2col and tile maps): every chunk, 3 stages, one and
 #: two consumer warpgroups, splits
 CONFIGS_TMA = {
@@ -90,6 +107,7 @@ PROBLEMS_PER_FOLD_CONFIG = 12
 PROBLEMS_PER_1X1_CONFIG = 12
 PROBLEMS_PER_TMA_CONFIG = 12
 PROBLEMS_PER_RESIDENT_CONFIG = 12
+PROBLEMS_PER_TMA_1X1_CONFIG = 12
 H200 = MachineModel.preset("h200")
 
 
@@ -117,6 +135,21 @@ def _one(rng: np.random.Generator, config: IgemmWgmma1x1FwdConfig) -> tuple[Conv
     return problem, config
 
 
+def _one_tma(rng: np.random.Generator, config: IgemmWgmma1x1TmaFwdConfig) -> tuple[ConvProblem, Any] | None:
+    """A random 1×1 problem of the TMA family (C a multiple of 32: one to ten chunks; H·W a multiple of 4)."""
+    n = int(rng.choice([1, 1, 1, 2, 3, 8, 32]))
+    h, w = int(rng.integers(1, 30 if n < 8 else 12)), int(rng.integers(1, 30 if n < 8 else 12))
+    while (h * w) % 4:
+        w += 1
+    problem = ConvProblem(N=n, C=32 * int(rng.choice([1, 2, 3, 5, 8, 10])), H=h, W=w,
+                          K=int(rng.choice([1, 3, 17, 64, 77, 130, 300])), R=1, S=1, math="tf32")
+    try:
+        plan(problem, config, H200)
+    except InvalidConfig:
+        return None
+    return problem, config
+
+
 def _cases() -> list[Any]:
     rng = np.random.default_rng(20261203)
     cases = []
@@ -134,6 +167,11 @@ def _cases() -> list[Any]:
         cases += drawn(name, PROBLEMS_PER_RESIDENT_CONFIG, partial(_one, rng_res, config), gpu)
     cases += [pytest.param(ConvProblem.parse(text), config, id=f"res_walk{i}", marks=gpu)
               for i, (text, config) in enumerate(RESIDENT_WALKS)]
+    rng_tma1x1 = np.random.default_rng(20261207)
+    for name, config in CONFIGS_1X1_TMA.items():
+        cases += drawn(name, PROBLEMS_PER_TMA_1X1_CONFIG, partial(_one_tma, rng_tma1x1, config), gpu)
+    cases += [pytest.param(ConvProblem.parse(text), config, id=f"tma1x1_walk{i}", marks=gpu)
+              for i, (text, config) in enumerate(TMA_1X1_WALKS)]
     return cases
 
 
@@ -165,6 +203,12 @@ def test_case_count() -> None:
     assert {p.C for p, _ in res} >= {1, 3, 35, 200} and any(-(-p.C // 32) % 2 for p, _ in res)   # odd chunk counts
     walks = [plan(p, cfg, H200) for p, cfg in res]
     assert max(pl.tiles_per_block for pl in walks) >= 6 and any(pl.n_tiles > 1 for pl in walks)
+    tma1x1 = [c.values for c in CASES if c.values[1].family == IgemmWgmma1x1TmaFwdConfig.family]
+    assert len(tma1x1) == 5 * PROBLEMS_PER_TMA_1X1_CONFIG + len(TMA_1X1_WALKS)
+    assert {p.C // 32 % 2 for p, _ in tma1x1} == {0, 1} and {p.N for p, _ in tma1x1} >= {1, 8}   # odd chunk counts
+    walks = [plan(p, cfg, H200) for p, cfg in tma1x1]
+    assert max(pl.tiles_per_block for pl in walks) >= 6 and any(pl.n_tiles > 1 for pl in walks)
+    assert any(p.H * p.W % cfg.tile_m for p, cfg in tma1x1)   # a partial last tile of an image
 
 
 @pytest.fixture(scope="module")
