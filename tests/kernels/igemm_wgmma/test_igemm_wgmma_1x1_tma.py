@@ -54,7 +54,8 @@ def test_supports_only_when_opted_in(text: str, ok: bool, monkeypatch: pytest.Mo
 def test_tiles_stay_within_one_image_and_resources() -> None:
     pl = plan(P(YOLO_HEAD), Config(128, 1, 2, 4, 1), H200)
     assert pl.config.tile_m == 128 and pl.config.threads == 384 and pl.n_tiles == 2
-    assert pl.m_tiles == 8 * 22 and pl.grid == (H200.sm_count // 2, 2, 1) and pl.tiles_per_block == 3   # 2704 = 21·128 + 16
+    assert pl.m_tiles == 8 * 22 and pl.grid == (H200.sm_count // 2, 2, 1)   # 2704 = 21·128 + 16: 22 tiles an image
+    assert pl.tiles_per_block == 3
     assert pl.smem_bytes == 256 * 128 * 4 + 4 * 128 * 128 + 128 + 1024 <= H200.smem_per_block_bytes
     assert required_arch(pl.source()) == "sm_90a" and "128, 1, 2, 4, 8>(" in pl.source()   # NCH = 8
     six = plan(P(YOLO_HEAD), Config(128, 1, 2, 6, 1), H200)   # no staged tile: six 16 KB stages fit next to 128 KB
