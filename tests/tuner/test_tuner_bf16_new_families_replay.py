@@ -9,8 +9,9 @@ layers and the CUDA-core direct kernel (``direct_half``) on the stems.
 ``benchmarks/suites/stems.json``: direct_half, igemm_wgmma_half, igemm_half) and
 ``benchmarks/results/igemm_wgmma_h200/tma_1x1_h100/conv1x1_bf16/vs_cudnn_bf16.json`` (the conv1x1 suite again: the
 resident and TMA 1×1 families; its rows win the clashes), all on an H100 (the device tool gave no H200). What a CI
-machine can check without a GPU: the new families are searched next to the others, their measured rows are stored under the bfloat16 problem, the best is the fastest measured row the search reached (or a
-tie) and is the new family where it measured fastest, and every efficiency is at most 1."""
+machine can check without a GPU: the new families are searched next to the others, their measured rows are stored
+under the bfloat16 problem, the best is the fastest measured row the search reached (or a tie) and is the new family
+where it measured fastest, and every efficiency is at most 1."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The TMA-fed persistent 16-bit wgmma 1×1 family (filters resident, a producer warpgroup) without a GPU: its
-problems (C a multiple of 64, H·W of 8), tuned and chosen untuned where it runs, tiles within one image, shared
-memory and threads, the traffic formula against a simulation of the box walk, the tensor maps and arguments of the prepared
+"""The TMA-fed persistent 16-bit wgmma 1×1 family (filters resident, a producer warpgroup) without a GPU: its problems
+(C a multiple of 64, H·W of 8), tuned and chosen untuned where it runs, tiles within one image, shared memory and
+threads, the traffic formula against a simulation of the box walk, the tensor maps and arguments of the prepared
 launch through the driver seam, and the kernel compiled by nvcc for sm_90a (no spills, wgmma neither serialised nor
 waited for at a back edge)."""
 
