@@ -46,7 +46,7 @@
 #               with it and the resident 1×1 family ($RES_1X1_TOP configs each, default 16; $RES_1X1_ONLY: entries)
 #     tma_1x1_calls the conv1x1 suite (or $TMA_1X1_CALLS_SUITE) through the op in bf16 vs cuDNN bf16, tuned = the fastest rows
 #               of the H100 bf16 reports and the tma_1x1 step's (a replay table made on the host), untuned too
-#     tma_1x1_tf32 the TMA-fed TF32 1×1 family (opt-in): its GPU cases, then vs_cudnn.py --math tf32 on
+#     tma_1x1_tf32 the TMA-fed TF32 1×1 family: its GPU cases, then vs_cudnn.py --math tf32 on
 #               benchmarks/suites/conv1x1.json with it and the resident TF32 1×1 family ($RES_1X1_TOP, $RES_1X1_ONLY)
 #     res_1x1_tf32 the TF32 1×1 families (igemm_wgmma_1x1 and its persistent, filters-resident variant): their GPU
 #               cases (xdist workers), then vs_cudnn.py --math tf32 on benchmarks/suites/conv1x1.json with both, the
@@ -212,13 +212,13 @@ for step in "$@"; do
         timeout "${TMA_1X1_CALLS_S:-240}" python3 benchmarks/user_suite.py --class bfloat16 --no-compile --untuned-too \
             --suite "${TMA_1X1_CALLS_SUITE:-benchmarks/suites/conv1x1.json}" --configs-from "$OUT/replay_h100_bf16.json.gz" \
             --out "$OUT/calls_bf16_conv1x1" 2>&1 | tee "$OUT/calls_bf16_conv1x1.log" | tail -24 ;;
-    tma_1x1_tf32)   # the TMA-fed TF32 1x1 family (opt-in): its GPU cases (NVRTC: nvcc hidden, so the module's other
+    tma_1x1_tf32)   # the TMA-fed TF32 1x1 family: its GPU cases (NVRTC: nvcc hidden, so the module's other
                     # kernels are not precompiled), then the 1x1 layers in TF32 against cuDNN TF32 with the resident one
         [ "${RES_1X1_TESTS_S:-240}" = 0 ] || (export PATH=$(echo "$PATH" | tr ':' '\n' | grep -v cuda | paste -sd:); \
             timeout "${RES_1X1_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -p no:benchmark -W default \
             -ra -n "${GPU_TEST_WORKERS:-14}" tests/kernels/igemm_wgmma/test_igemm_wgmma_gpu.py -k "tma1x1_" 2>&1 \
             | tee "$OUT/gpu_tma_1x1_tf32_tests.txt" | tail -12)
-        CONVTUNE_EXPERIMENTAL=igemm_wgmma_1x1_tma timeout "${RES_1X1_BENCH_S:-300}" python3 benchmarks/vs_cudnn.py \
+        timeout "${RES_1X1_BENCH_S:-300}" python3 benchmarks/vs_cudnn.py \
             --math tf32 --top "${RES_1X1_TOP:-16}" --buckets 0 --suite benchmarks/suites/conv1x1.json \
             --out "$OUT/tma_1x1_tf32" --families igemm_wgmma_1x1_resident igemm_wgmma_1x1_tma \
             ${RES_1X1_ONLY:+--only $RES_1X1_ONLY} 2>&1 | tee "$OUT/tma_1x1_tf32.log" | tail -40 ;;

@@ -19,7 +19,9 @@ Later reports' rows win on a clash, so list the newest last.
     python benchmarks/make_replay.py \
         benchmarks/results/igemm_wgmma_h200/resident_1x1_tf32/v1/vs_cudnn_tf32.json \
         benchmarks/results/igemm_wgmma_h200/six_families_h100/tf32_{wide,public}/vs_cudnn_tf32.json \
-        -o tests/data/replay_h100_tf32.json.gz        # the same on the H100 (and its conv1x1 run); bf16 likewise
+        benchmarks/results/igemm_wgmma_h200/tma_1x1_tf32_h100/conv1x1_tf32/vs_cudnn_tf32.json \
+        -o tests/data/replay_h100_tf32.json.gz        # the same on the H100 (and its conv1x1 runs); bf16 likewise
+                                                      # (gpu_check.sh tma_1x1_calls lists the bf16 table's reports)
     (--stale REPORT=family.fwd drops a family's rows from a report measured before kernel hashes were recorded)
 """
 

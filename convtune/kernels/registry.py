@@ -157,10 +157,21 @@ def model_fastest(problem: ConvProblem, machine: MachineModel,
     Families are visited by their floor (:meth:`KernelSpec.choice_floor_s`, those without one first); a family
     whose floor is above the best choice so far is skipped whole — none of its plans could win, so the answer is
     the exhaustive one (the direct family's 10⁴–10⁵ plans are skipped wherever a tensor-core or Winograd plan beats
-    its compute and DRAM floor)."""
+    its compute and DRAM floor). Families the choice leaves out in the problem's class
+    (:meth:`KernelSpec.chosen_for`) are searched only where no other family has a plan."""
+    specs = list(specs)
+    best = _fastest(problem, machine, [spec for spec in specs if spec.chosen_for(problem)])
+    if best is None:   # no family the choice considers runs it (e.g. no TF32 tensor cores): the others' best
+        best = _fastest(problem, machine, [spec for spec in specs if not spec.chosen_for(problem)])
+    return (best[3], best[2]) if best is not None else None
+
+
+def _fastest(problem: ConvProblem, machine: MachineModel,
+             specs: list[KernelSpec]) -> tuple[float, str, KernelConfig, float] | None:
+    """(choice seconds, config key, config, predicted seconds) of :func:`model_fastest`'s search over ``specs``."""
     best: tuple[float, str, KernelConfig, float] | None = None
-    floors = sorted(((spec.choice_floor_s(problem, machine), i, spec) for i, spec in enumerate(specs)
-                     if spec.chosen_for(problem)), key=lambda f: f[:2])
+    floors = sorted(((spec.choice_floor_s(problem, machine), i, spec) for i, spec in enumerate(specs)),
+                    key=lambda f: f[:2])
     for floor, _, spec in floors:
         if best is not None and floor > best[0]:
             continue
@@ -170,4 +181,4 @@ def model_fastest(problem: ConvProblem, machine: MachineModel,
             # the key only where it decides (a tie): building it for every plan cost a tenth of the search
             if best is None or choice < best[0] or (choice == best[0] and pl.config.key() < best[1]):
                 best = (choice, pl.config.key(), pl.config, predicted)
-    return (best[3], best[2]) if best is not None else None
+    return best

@@ -135,6 +135,23 @@ def test_model_fastest_is_the_exhaustive_choice(spec: str) -> None:
     assert model_fastest(problem, H200, specs_for(problem)) == _exhaustive(problem, H200)
 
 
+@pytest.mark.parametrize("preset", ["h100", "h200"])
+def test_tf32_untuned_choice_leaves_the_strict_direct_kernel_out(preset: str) -> None:
+    """Under TF32 the untuned choice does not run the strict-fp32 direct kernel where a TF32 family has a plan (its
+    model chose it on the MobileNetV2 stem, 2.6× slower there than the tuned TF32 config); in strict fp32 it still
+    does, and with no other family to run a TF32 problem it is the answer."""
+    machine = MachineModel.preset(preset)
+    stem = ConvProblem.parse("N=64 C=3 H=224 W=224 K=32 R=3 S=3 stride=2 pad=1 math=tf32")
+    direct = get_spec("direct")
+    assert direct.supports(stem) and not direct.chosen_for(stem) and direct.chosen_for(stem.replace(math="ieee"))
+    best = model_fastest(stem, machine, specs_for(stem))
+    assert best is not None and best[1].family != "direct"
+    alone = model_fastest(stem, machine, [direct])       # nothing else runs it: the family left out is the answer
+    assert alone is not None and alone[1].family == "direct"
+    small = ConvProblem.parse("N=2 C=16 H=9 W=9 K=24 R=3 S=3 pad=1")
+    assert model_fastest(small, machine, specs_for(small))[1].family == "direct"   # strict fp32: unchanged
+
+
 @pytest.mark.parametrize("spec", ["N=1 C=256 H=56 W=56 K=256 R=3 S=3 pad=1 math=tf32",    # below wgmma's choice
                                   "N=32 C=128 H=28 W=28 K=128 R=3 S=3 pad=1"])             # below Winograd's
 def test_model_fastest_skips_a_family_whose_floor_is_above_the_best(spec: str) -> None:

@@ -55,5 +55,10 @@ SPECS: tuple[KernelSpec, ...] = (
         grid_size=_direct_space.grid_size, floor_work=direct_floor_work, launcher=_direct,
         floor_s=direct_model_floor_s,
         description="output-stationary direct convolution, fp32 NCHW, any stride/padding/dilation, split-C",
+        # strict float32 only in the untuned choice: under TF32 its model (not calibrated against the TF32 families)
+        # chose it on 6 of the 55 public and wide shapes on the H100, and the tuned TF32 config measured 1.18–2.56×
+        # faster on every one (mobilenetv2_stem_b64: 202.9 against 79.2 µs, benchmarks/results/igemm_wgmma_h200/
+        # tma_1x1_tf32_h100/calls_tf32); still chosen where no TF32 family runs, and tuned in every class
+        untuned_classes=("float32",),
     ),
 )

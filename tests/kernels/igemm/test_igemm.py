@@ -973,7 +973,8 @@ def test_registry_row_shares_the_direct_bound() -> None:
     assert [s.kind for s in specs_for(one) if s.algorithm == "igemm"] == ["igemm.fwd", "igemm_nhwc.fwd",
                                                                          "igemm_1x1.fwd", "igemm_wgmma.fwd",
                                                                          "igemm_wgmma_1x1.fwd",
-                                                                         "igemm_wgmma_1x1_resident.fwd"]
+                                                                         "igemm_wgmma_1x1_resident.fwd",
+                                                                         "igemm_wgmma_1x1_tma.fwd"]
     assert "igemm_1x1.fwd" not in [s.kind for s in specs_for(one.replace(H=7, W=7))]   # H·W = 49
     # the NHWC variant: C a multiple of 4 only
     assert [s.kind for s in specs_for(p.replace(C=255)) if s.algorithm == "igemm"] == ["igemm.fwd",

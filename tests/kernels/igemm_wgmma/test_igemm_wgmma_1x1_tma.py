@@ -1,8 +1,8 @@
 """The TMA-fed persistent TF32 wgmma 1×1 family (filters resident, a producer warpgroup, stores from the
-accumulators) without a GPU: its problems (C a multiple of 32), opt-in until GPU-verified, tiles within one image,
-the register and shared-memory limits, the traffic formula against a simulation of the box walk, the tensor maps and
-arguments of the prepared launch through the driver seam, and the kernel compiled by nvcc for sm_90a (no spills,
-wgmma neither serialised nor waited for at a back edge)."""
+accumulators) without a GPU: its problems (C a multiple of 32), tuned and chosen untuned on the yolov3 head, tiles
+within one image, the register and shared-memory limits, the traffic formula against a simulation of the box walk,
+the tensor maps and arguments of the prepared launch through the driver seam, and the kernel compiled by nvcc for
+sm_90a (no spills, wgmma neither serialised nor waited for at a back edge)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from wgmma_cases import assert_within_launch_bounds, compile_unit
 
 from convtune.errors import InvalidConfig
-from convtune.kernels import experimental
 from convtune.kernels.compile import nvcc_available, required_arch
 from convtune.kernels.igemm_wgmma import tf32_1x1_resident as resident
 from convtune.kernels.igemm_wgmma import tf32_1x1_tma as tma
@@ -39,16 +38,13 @@ def P(text: str) -> ConvProblem:
     ("N=2 C=64 H=8 W=8 K=64 R=1 S=1", False),                       # strict fp32
     ("N=2 C=64 H=8 W=8 K=64 R=1 S=1 dtype=bfloat16", False),
 ])
-def test_supports_only_when_opted_in(text: str, ok: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Registered but opt-in until its GPU cases pass: the tuner and the untuned op leave it alone unless
-    CONVTUNE_EXPERIMENTAL names it, and even then the untuned op keeps the resident family (no calibration)."""
+def test_supports_tuned_and_chosen_untuned_on_the_head(text: str, ok: bool) -> None:
+    """GPU-verified, so the tuner measures it where it runs; the untuned op picks it on the yolov3 head (its choice
+    scale is the resident family's, 2^-0.5, and its model's walk is shorter there: 128-pixel tiles fit)."""
     assert tma.supports(P(text)) is ok
-    monkeypatch.delenv(experimental.ENV, raising=False)
-    assert get_spec(tma.FAMILY) not in specs_for(P(text))
-    monkeypatch.setenv(experimental.ENV, tma.FAMILY)
     assert (get_spec(tma.FAMILY) in specs_for(P(text))) is ok
-    if ok:
-        assert model_choice(P(text), H200).family != tma.FAMILY
+    if text == YOLO_HEAD:
+        assert model_choice(P(text), H200).family == tma.FAMILY
 
 
 def test_tiles_stay_within_one_image_and_resources() -> None:
@@ -123,13 +119,12 @@ def test_prepared_launch_passes_arguments_and_tensor_maps(monkeypatch: pytest.Mo
     assert gemm.maps == tuple(data for *_, data in rec.encoded)
 
 
-def test_registry_row_and_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(experimental.ENV, tma.FAMILY)
+def test_registry_row_and_model() -> None:
     spec = get_spec(tma.FAMILY)
     pl = plan(P(YOLO_HEAD), Config(128, 1, 2, 4, 1), H200)
     assert spec.traffic_words(pl) > 0 and spec.onchip_words(pl) > 0 and 0 < spec.predict_s(pl, H200) < 1
     assert spec.source_sha256() != get_spec(resident.FAMILY).source_sha256()
-    assert spec.choice_classes == ()   # tuned only, once opted in: no untuned-choice calibration yet
+    assert spec.choice_classes == ("tf32",) and spec.choice_scale == 2 ** -0.5
 
 
 REPRESENTATIVE = [
