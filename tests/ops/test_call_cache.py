@@ -132,11 +132,13 @@ def test_torch_conv2d_eager_hits_skip_the_dispatcher_and_validation(rec, counts,
 
     monkeypatch.setattr(dense, "_conv2d_op", refuse)
     x, w, b = torch.randn(2, 16, 14, 13), torch.randn(24, 16, 3, 3), torch.randn(24)
-    for _ in range(5):
+    ct.conv2d(x, w, b, padding=1)     # the first call prepares (the filters' transform or packing: its own launch)
+    launches = sum(c.kind == "launch" for c in rec.calls)
+    for _ in range(4):
         y = ct.conv2d(x, w, b, padding=1)
     assert counts["geometry"] == 1 and counts["validate"] == 1 and counts["prepare"] == 1
     assert counts["problem"] == 1 and y.shape == (2, 24, 14, 13)
-    assert sum(c.kind == "launch" and c.name != "direct_pack_weights" for c in rec.calls) == 5
+    assert sum(c.kind == "launch" for c in rec.calls) == launches + 4     # a hit: the one kernel launch
 
 
 def test_torch_conv2d_forgets_its_runners_when_the_caches_clear(rec, counts) -> None:
