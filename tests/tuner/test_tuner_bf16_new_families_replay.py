@@ -19,14 +19,11 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
-from tuner_samples import run_measurements
+from tuner_samples import assert_tuned_by_replay
 
 from convtune.kernels.registry import get_spec
 from convtune.problem import ConvProblem
-from convtune.storage import queries as repo
-from convtune.storage import session_scope
-from convtune.tuner.benchmark import ReplayBenchmarker, ReplayTable
-from convtune.tuner.tune import TIE_TOLERANCE, tune
+from convtune.tuner.benchmark import ReplayTable
 
 TABLE_PATH = Path(__file__).resolve().parents[1] / "data" / "replay_h100_bf16_1x1_stems.json.gz"
 NEW = {"igemm_wgmma_half_1x1_resident.fwd", "igemm_wgmma_half_1x1_tma.fwd", "direct_half.fwd"}
@@ -62,17 +59,4 @@ def test_the_new_family_wins_by_replay_where_it_measured_fastest(problem: ConvPr
     recorded = table.problems[problem.key()]
     best_recorded = min(recorded.items(), key=lambda kv: kv[1]["median_ms"])
     assert best_recorded[0].split(".")[0] == fastest                     # the table says so
-    result = tune(problem, ReplayBenchmarker(table), sqlite_engine, budget_trials=40, warm_start=16, seed=0)
-    assert result.best_config is not None and result.time_ms is not None
-    rows = run_measurements(sqlite_engine, result.run_id)
-    with session_scope(sqlite_engine) as session:
-        keys = [repo.get_config(session, m.config_id).key for m in rows]
-        assert all(repo.get_problem(session, m.problem_id).key == problem.key() for m in rows)
-    ok = [(m.median_ms, k) for m, k in zip(rows, keys, strict=True) if m.status == "ok"]
-    assert any(k.split(".")[0] == fastest for _, k in ok), "the new family was not searched"
-    for m, k in zip(rows, keys, strict=True):
-        if m.status == "ok":
-            assert m.median_ms == pytest.approx(recorded[k]["median_ms"])    # the H100's number, unedited
-    assert min(ok)[0] <= result.time_ms <= min(ok)[0] * (1 + TIE_TOLERANCE)
-    assert result.best_config.split(".")[0] == fastest
-    assert result.efficiency is not None and 0 < result.efficiency <= 1
+    assert_tuned_by_replay(sqlite_engine, problem, table, {fastest}, fastest)

@@ -54,3 +54,27 @@ def config_keys(engine: Engine, rows: list[Measurement]) -> list[str]:
 
 def replay_rows(table: Any, problem: ConvProblem) -> dict[str, dict[str, Any]]:
     return table.problems[problem.key()]
+
+
+def assert_tuned_by_replay(engine: Engine, problem: ConvProblem, table: Any, searched: set[str], fastest: str) -> None:
+    """Tune ``problem`` by replay of ``table`` (40 trials, 16 warm-start) and check what a GPU-less run can: every
+    family of ``searched`` got a measured trial, the rows are stored unedited under the problem, the best is the
+    fastest measured row the search reached (or a tie) and of family ``fastest``, its efficiency within (0, 1]."""
+    from convtune.tuner.benchmark import ReplayBenchmarker
+    from convtune.tuner.tune import TIE_TOLERANCE, tune
+
+    recorded = table.problems[problem.key()]
+    result = tune(problem, ReplayBenchmarker(table), engine, budget_trials=40, warm_start=16, seed=0)
+    assert result.best_config is not None and result.time_ms is not None
+    rows = run_measurements(engine, result.run_id)
+    with session_scope(engine) as session:
+        keys = [repo.get_config(session, m.config_id).key for m in rows]
+        assert all(repo.get_problem(session, m.problem_id).key == problem.key() for m in rows)
+    ok = [(m.median_ms, k) for m, k in zip(rows, keys, strict=True) if m.status == "ok"]
+    assert searched <= {k.split(".")[0] for _, k in ok}, "a family was not searched"
+    for m, k in zip(rows, keys, strict=True):
+        if m.status == "ok":
+            assert abs(m.median_ms - recorded[k]["median_ms"]) <= 1e-9 * recorded[k]["median_ms"]   # unedited
+    assert min(ok)[0] <= result.time_ms <= min(ok)[0] * (1 + TIE_TOLERANCE)
+    assert result.best_config.split(".")[0] == fastest
+    assert result.efficiency is not None and 0 < result.efficiency <= 1

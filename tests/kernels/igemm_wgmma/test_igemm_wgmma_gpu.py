@@ -120,28 +120,19 @@ def _general(rng: np.random.Generator, config: IgemmWgmmaFwdConfig) -> tuple[Con
     return None if problem is None else (problem, config)
 
 
-def _one(rng: np.random.Generator, config: IgemmWgmma1x1FwdConfig) -> tuple[ConvProblem, Any] | None:
-    """A random 1×1 problem (H·W a multiple of 4; C past and short of a 32-channel chunk) ``config`` takes."""
+#: the 1×1 families' channel counts: past and short of a 32-channel chunk; the TMA family's whole chunks (1 to 10)
+CHANNELS_1X1 = (1, 3, 13, 35, 64, 100, 200, 300)
+CHANNELS_TMA_1X1 = (32, 64, 96, 160, 256, 320)
+
+
+def _one(rng: np.random.Generator, config: Any, channels: tuple[int, ...] = CHANNELS_1X1
+         ) -> tuple[ConvProblem, Any] | None:
+    """A random 1×1 problem (H·W a multiple of 4; C one of ``channels``) ``config`` takes."""
     n = int(rng.choice([1, 1, 1, 2, 3, 8, 32]))
     h, w = int(rng.integers(1, 30 if n < 8 else 12)), int(rng.integers(1, 30 if n < 8 else 12))
     while (h * w) % 4:
         w += 1
-    problem = ConvProblem(N=n, C=int(rng.choice([1, 3, 13, 35, 64, 100, 200, 300])), H=h, W=w,
-                          K=int(rng.choice([1, 3, 17, 64, 77, 130, 300])), R=1, S=1, math="tf32")
-    try:
-        plan(problem, config, H200)
-    except InvalidConfig:
-        return None
-    return problem, config
-
-
-def _one_tma(rng: np.random.Generator, config: IgemmWgmma1x1TmaFwdConfig) -> tuple[ConvProblem, Any] | None:
-    """A random 1×1 problem of the TMA family (C a multiple of 32: one to ten chunks; H·W a multiple of 4)."""
-    n = int(rng.choice([1, 1, 1, 2, 3, 8, 32]))
-    h, w = int(rng.integers(1, 30 if n < 8 else 12)), int(rng.integers(1, 30 if n < 8 else 12))
-    while (h * w) % 4:
-        w += 1
-    problem = ConvProblem(N=n, C=32 * int(rng.choice([1, 2, 3, 5, 8, 10])), H=h, W=w,
+    problem = ConvProblem(N=n, C=int(rng.choice(channels)), H=h, W=w,
                           K=int(rng.choice([1, 3, 17, 64, 77, 130, 300])), R=1, S=1, math="tf32")
     try:
         plan(problem, config, H200)
@@ -169,7 +160,7 @@ def _cases() -> list[Any]:
               for i, (text, config) in enumerate(RESIDENT_WALKS)]
     rng_tma1x1 = np.random.default_rng(20261207)
     for name, config in CONFIGS_1X1_TMA.items():
-        cases += drawn(name, PROBLEMS_PER_TMA_1X1_CONFIG, partial(_one_tma, rng_tma1x1, config), gpu)
+        cases += drawn(name, PROBLEMS_PER_TMA_1X1_CONFIG, partial(_one, rng_tma1x1, config, CHANNELS_TMA_1X1), gpu)
     cases += [pytest.param(ConvProblem.parse(text), config, id=f"tma1x1_walk{i}", marks=gpu)
               for i, (text, config) in enumerate(TMA_1X1_WALKS)]
     return cases
