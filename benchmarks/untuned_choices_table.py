@@ -8,7 +8,8 @@ Usage::
 
 The table names the machine preset of the run's device (``h100`` / ``h200``): the test asks that preset's models.
 Rows whose config was not the models' choice (a database's, or a served table's) are refused: the run must be
-untuned.
+untuned, or measured with ``--untuned-too`` (its untuned column is read; the tensor-core classes' tables,
+``wide_untuned_choices_<preset>_<class>.json``, come from such runs).
 
 A model change measured on one preset's device leaves the other preset's table stale: ``--supersede TABLE --why
 TEXT`` moves the rows whose choice the shipped models no longer make into the table's ``superseded`` section (kept,
@@ -37,19 +38,25 @@ def preset_of(device: str) -> str:
 
 
 def table(run: dict, source: str) -> dict:
+    """The table of an untuned run, or of the untuned column of a run with ``--untuned-too`` (``untuned_*`` fields:
+    the tensor-core classes' runs measure both in one process)."""
     meta, rows = run["meta"], run["rows"]
-    not_model = [r["name"] for r in rows if r.get("config_source") != "model"]
+    column = "untuned_" if meta.get("untuned_too") else ""
+    speedup = "speedup_untuned_kernel" if column else "speedup_kernel"
+    not_model = [r["name"] for r in rows if r.get(f"{column}config_source") != "model"]
     if not_model:
         raise SystemExit(f"not an untuned run: {len(not_model)} rows ran other configs ({', '.join(not_model[:4])})")
+    baseline = {"tf32": "cuDNN TF32", "bfloat16": "cuDNN bf16", "float16": "cuDNN fp16"}.get(meta.get("class", ""),
+                                                                                              "cuDNN fp32")
     return {
         "about": (f"The untuned choice (the shipped models, no database) on every conv2d entry of "
                   f"{meta.get('suite')}, as measured on the {meta['device']} on {meta['date'][:10]} through "
-                  f"convtune.ops.torch.conv2d against cuDNN fp32 ({source}). tests/ops/test_untuned_choice_measured.py "
+                  f"convtune.ops.torch.conv2d against {baseline} ({source}). tests/ops/test_untuned_choice_measured.py "
                   f"checks the models of preset {preset_of(meta['device'])!r} still choose these configs."),
         "device": meta["device"],
         "preset": preset_of(meta["device"]),
-        "choices": [{"name": r["name"], "problem": r["problem"], "config": r["config"],
-                     "speedup_kernel": round(r["speedup_kernel"], 4)} for r in rows],
+        "choices": [{"name": r["name"], "problem": r["problem"], "config": r[f"{column}config"],
+                     "speedup_kernel": round(r[speedup], 4)} for r in rows],
     }
 
 
