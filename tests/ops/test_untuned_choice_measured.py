@@ -1,10 +1,10 @@
 """The untuned choice on the wide suite is the one measured: the shipped models (no database) still pick, on every
-conv2d entry, the config timed through the op on a GPU (``tests/data/wide_untuned_choices_<preset>.json``, written
-by ``benchmarks/untuned_choices_table.py`` from an untuned ``user_suite.py`` run; each table names the machine preset
-of its device; the ``_bf16`` and ``_tf32`` tables hold the tensor-core classes' choices, from the untuned column of
-``benchmarks/class_tuned_round.sh`` runs). A model or family change that moves a choice fails here until the suite is measured again with it
-(``USER_SUITE_ARGS="--suite benchmarks/suites/wide.json --no-compile" bash benchmarks/gpu_check.sh user_suite``) and
-the table is regenerated from that run."""
+conv2d entry, the config timed through the op on a GPU (``tests/data/wide_untuned_choices_<preset>.json``, written by
+``benchmarks/untuned_choices_table.py`` from an untuned ``user_suite.py`` run; each table names the machine preset of
+its device; the ``_bf16`` and ``_tf32`` tables hold the tensor-core classes' choices, from the untuned column of
+``benchmarks/class_tuned_round.sh`` runs). A model or family change that moves a choice fails here until the suite is
+measured again with it (``USER_SUITE_ARGS="--suite benchmarks/suites/wide.json --no-compile" bash
+benchmarks/gpu_check.sh user_suite``) and the table is regenerated from that run."""
 
 from __future__ import annotations
 
