@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 18's acceptance run for one precision class (bf16: one device call; TF32: one per suite): the public and
-# wide conv2d suites, each tuned by the tuner into an empty database (every family of the class, the TMA 1×1 ones included; $TUNE_S seconds
-# for the whole suite, $TRIALS trials a shape at most), then measured through convtune.ops.torch.conv2d tuned (the
-# database's best) and untuned (the model's choice) against cuDNN in the class: kernel time by the CUDA profiler,
-# eager and graph walls. Logs, tables and the databases under $OUT; one archive without the databases (round.tar.gz,
-# which the device tool returns where it refuses many files).
+# wide conv2d suites, each tuned by the tuner into an empty database (every family of the class, the TMA 1×1 ones
+# included; $TUNE_S seconds for the whole suite, $TRIALS trials a shape at most), then measured through
+# convtune.ops.torch.conv2d tuned (the database's best) and untuned (the model's choice) against cuDNN in the class:
+# kernel time by the CUDA profiler, eager and graph walls. Logs, tables and the databases under $OUT; one archive
+# without the databases (round.tar.gz, which the device tool returns where it refuses many files).
 #   CLASS=bfloat16 bash benchmarks/class_tuned_round.sh    (both suites in one call: ~190 s on an H100)
 #   CLASS=tf32 SUITES=public bash ...; CLASS=tf32 SUITES=wide bash ...   (one call each: TF32 trials compile more,
 #     ~8 s a shape, ~15 s on VGG-16's b1 layers; the 2026-12-07 H100 run's 60 s + 240 s reached 35 of 55 shapes)
