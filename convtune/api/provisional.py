@@ -69,15 +69,21 @@ def rank(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
     best: tuple[float, str, KernelConfig] | None = None
     best_choice_s = math.inf
     ranked = 0
+    # the families the choice considers in the problem's class; the others only where none of those has a plan
+    # (as registry.model_fastest)
+    groups = ([s for s in specs if s.chosen_for(problem)], [s for s in specs if not s.chosen_for(problem)])
     try:
-        for spec in sorted((s for s in specs if s.chosen_for(problem)), key=lambda s: s.grid_size(problem)):
-            for pl in spec.enumerate_plans(problem, machine):
-                if deadline is not None and ranked % CLOCK_EVERY == 0 and clock() >= deadline:
-                    raise _Cut
-                ranked += 1
-                choice_s, key = spec.choice_s(pl, machine), pl.config.key()
-                if best is None or (choice_s, key) < (best_choice_s, best[1]):
-                    best, best_choice_s = (spec.predict_s(pl, machine), key, pl.config), choice_s
+        for group in groups:
+            for spec in sorted(group, key=lambda s: s.grid_size(problem)):
+                for pl in spec.enumerate_plans(problem, machine):
+                    if deadline is not None and ranked % CLOCK_EVERY == 0 and clock() >= deadline:
+                        raise _Cut
+                    ranked += 1
+                    choice_s, key = spec.choice_s(pl, machine), pl.config.key()
+                    if best is None or (choice_s, key) < (best_choice_s, best[1]):
+                        best, best_choice_s = (spec.predict_s(pl, machine), key, pl.config), choice_s
+            if best is not None:
+                break
     except _Cut:
         return best, ranked, False
     return best, ranked, True
