@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from convtune.kernels.config import KernelConfig
-from convtune.kernels.registry import KernelSpec, specs_for
+from convtune.kernels.registry import KernelSpec, choice_groups, specs_for
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 from convtune.tuner.efficiency import floor_time_s
@@ -69,11 +69,8 @@ def rank(problem: ConvProblem, machine: MachineModel, specs: list[KernelSpec],
     best: tuple[float, str, KernelConfig] | None = None
     best_choice_s = math.inf
     ranked = 0
-    # the families the choice considers in the problem's class; the others only where none of those has a plan
-    # (as registry.model_fastest)
-    groups = ([s for s in specs if s.chosen_for(problem)], [s for s in specs if not s.chosen_for(problem)])
     try:
-        for group in groups:
+        for group in choice_groups(problem, specs):   # the left-out families only where the others have no plan
             for spec in sorted(group, key=lambda s: s.grid_size(problem)):
                 for pl in spec.enumerate_plans(problem, machine):
                     if deadline is not None and ranked % CLOCK_EVERY == 0 and clock() >= deadline:

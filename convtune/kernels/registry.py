@@ -157,13 +157,23 @@ def model_fastest(problem: ConvProblem, machine: MachineModel,
     Families are visited by their floor (:meth:`KernelSpec.choice_floor_s`, those without one first); a family
     whose floor is above the best choice so far is skipped whole — none of its plans could win, so the answer is
     the exhaustive one (the direct family's 10⁴–10⁵ plans are skipped wherever a tensor-core or Winograd plan beats
-    its compute and DRAM floor). Families the choice leaves out in the problem's class
-    (:meth:`KernelSpec.chosen_for`) are searched only where no other family has a plan."""
-    specs = list(specs)
-    best = _fastest(problem, machine, [spec for spec in specs if spec.chosen_for(problem)])
-    if best is None:   # no family the choice considers runs it (e.g. no TF32 tensor cores): the others' best
-        best = _fastest(problem, machine, [spec for spec in specs if not spec.chosen_for(problem)])
+    its compute and DRAM floor). Families the choice leaves out in the problem's class are searched only where no
+    other family has a plan (:func:`choice_groups`)."""
+    best = None
+    for group in choice_groups(problem, specs):
+        best = _fastest(problem, machine, group)
+        if best is not None:
+            break
     return (best[3], best[2]) if best is not None else None
+
+
+def choice_groups(problem: ConvProblem,
+                  specs: Iterable[KernelSpec]) -> tuple[list[KernelSpec], list[KernelSpec]]:
+    """The families the untuned choice (and the provisional answer) considers for ``problem``'s class
+    (:meth:`KernelSpec.chosen_for`), then those it leaves out: searched only where none of the first has a plan
+    (e.g. a TF32 problem no TF32 family runs on the machine)."""
+    specs = list(specs)
+    return [s for s in specs if s.chosen_for(problem)], [s for s in specs if not s.chosen_for(problem)]
 
 
 def _fastest(problem: ConvProblem, machine: MachineModel,

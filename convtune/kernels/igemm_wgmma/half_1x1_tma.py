@@ -132,11 +132,6 @@ def smem_bytes(problem: ConvProblem, config: WgmmaConfig) -> int:
             + c.tile_m * (c.tile_n + 8) * 2 + TMA_BARRIER_BYTES + 1024)
 
 
-def regs_estimate(config: WgmmaConfig) -> int:
-    """The general TMA kernel's rule (:func:`~convtune.kernels.igemm_wgmma.launcher.tma_regs_estimate`)."""
-    return tma_regs_estimate(config.threads)
-
-
 def derive_plan(problem: ConvProblem, config: WgmmaConfig,
                 machine: MachineModel | None = None) -> IgemmWgmmaHalf1x1TmaPlan:
     """The launch plan: the 1×1 geometry with tiles within one image, this kernel's shared memory
@@ -150,7 +145,7 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig,
     if not supports(p):
         raise InvalidConfig("problem", f"{FAMILY} runs bfloat16 / float16 1×1 convolutions (stride 1, no padding) "
                                        f"with C a multiple of {CHUNK_CHANNELS} and H·W a multiple of 8; got {p.key()}")
-    smem, regs = smem_bytes(p, config), regs_estimate(config)
+    smem, regs = smem_bytes(p, config), tma_regs_estimate(config.threads)
     check_resident(FAMILY, config, smem, _tf32.padded_channels(p, config) * config.tile_m * 2, "Cp·tile_m·2",
                    "m_blocks", "fewer rows (m_blocks, warpgroups) or stages", machine)
     pl = _tf32.derive_plan(p, config, machine, IgemmWgmmaHalf1x1TmaPlan, transposed=True, smem=smem, regs=regs)

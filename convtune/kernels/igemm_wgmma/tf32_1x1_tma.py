@@ -133,11 +133,6 @@ def smem_bytes(problem: ConvProblem, config: WgmmaConfig) -> int:
             + 1024)
 
 
-def regs_estimate(config: WgmmaConfig) -> int:
-    """The general TMA kernel's rule (:func:`~convtune.kernels.igemm_wgmma.launcher.tma_regs_estimate`)."""
-    return tma_regs_estimate(config.threads)
-
-
 def derive_plan(problem: ConvProblem, config: WgmmaConfig,
                 machine: MachineModel | None = None) -> IgemmWgmma1x1TmaPlan:
     """The launch plan: the TF32 1×1 geometry with tiles within one image, this kernel's shared memory
@@ -157,7 +152,7 @@ def derive_plan(problem: ConvProblem, config: WgmmaConfig,
         raise InvalidConfig("tile_n", f"m_blocks·tile_n/2 + 32·m_blocks = {operand_regs} accumulator and A registers "
                                       f"per consumer thread exceed {MAX_OPERAND_REGS} (ptxas spills): a smaller tile_n "
                                       "or m_blocks")
-    smem, regs = smem_bytes(p, config), regs_estimate(config)
+    smem, regs = smem_bytes(p, config), tma_regs_estimate(config.threads)
     check_resident(FAMILY, config, smem, _tf32.padded_channels(p, config) * config.tile_n * 4, "Cp·tile_n·4",
                    "tile_n", "fewer rows (tile_n), a smaller pixel tile or fewer stages", machine)
     pl = _tf32.derive_plan(p, config, machine, IgemmWgmma1x1TmaPlan, smem=smem, regs=regs)
