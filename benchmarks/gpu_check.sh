@@ -48,6 +48,13 @@
 #               of the H100 bf16 reports and the tma_1x1 step's (a replay table made on the host), untuned too
 #     tma_1x1_tf32 the TMA-fed TF32 1×1 family: its GPU cases, then vs_cudnn.py --math tf32 on
 #               benchmarks/suites/conv1x1.json with it and the resident TF32 1×1 family ($RES_1X1_TOP, $RES_1X1_ONLY)
+#     n96       the general kernel's 96/192-column tiles (igemm_wgmma_n96, igemm_wgmma_half_n96): their GPU cases
+#               (TF32, bf16, fp16; $N96_TESTS_S, 0 skips), then vs_cudnn.py per class ($N96_CLASSES, default
+#               "tf32 bfloat16") on benchmarks/suites/n96.json with them and the general family of the class ($N96_TOP
+#               configs each, default 16)
+#     n96_calls a replay table per class (the H100 reports of tma_1x1_round.sh's h100 preset and the n96 step's run
+#               under $N96_FROM, default $OUT), then benchmarks/suites/n96.json (or $N96_CALLS_SUITE) through the op
+#               against cuDNN in the class: tuned = the table's fastest config, and untuned
 #     res_1x1_tf32 the TF32 1×1 families (igemm_wgmma_1x1 and its persistent, filters-resident variant): their GPU
 #               cases (xdist workers), then vs_cudnn.py --math tf32 on benchmarks/suites/conv1x1.json with both, the
 #               mma.sync 1×1 family and the general TF32 wgmma one ($RES_1X1_TOP configs each, default 16)
@@ -222,6 +229,34 @@ for step in "$@"; do
             --math tf32 --top "${RES_1X1_TOP:-16}" --buckets 0 --suite benchmarks/suites/conv1x1.json \
             --out "$OUT/tma_1x1_tf32" --families igemm_wgmma_1x1_resident igemm_wgmma_1x1_tma \
             ${RES_1X1_ONLY:+--only $RES_1X1_ONLY} 2>&1 | tee "$OUT/tma_1x1_tf32.log" | tail -40 ;;
+    n96)   # the 96/192-column tiles: GPU cases, then per class vs_cudnn.py with the general family of the class
+        [ "${N96_TESTS_S:-240}" = 0 ] || (export PATH=$(echo "$PATH" | tr ':' '\n' | grep -v cuda | paste -sd:); \
+            timeout "${N96_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -p no:benchmark -W default \
+            -ra -n "${GPU_TEST_WORKERS:-14}" tests/kernels/igemm_wgmma/test_igemm_wgmma_n96_gpu.py 2>&1 \
+            | tee "$OUT/gpu_n96_tests.txt" | tail -12)
+        for cls in ${N96_CLASSES:-tf32 bfloat16}; do
+            if [ "$cls" = tf32 ]; then args=(--math tf32); fams=(igemm_wgmma igemm_wgmma_n96)
+            else args=(--dtype "$cls"); fams=(igemm_wgmma_half igemm_wgmma_half_n96); fi
+            timeout "${N96_BENCH_S:-200}" python3 benchmarks/vs_cudnn.py "${args[@]}" --top "${N96_TOP:-16}" \
+                --buckets 0 --suite benchmarks/suites/n96.json --out "$OUT/n96_$cls" --families "${fams[@]}" 2>&1 \
+                | tee "$OUT/n96_$cls.log" | tail -24
+        done ;;
+    n96_calls)   # per class: a replay table (the H100 reports and the n96 step's run), then the suite through the op
+        R=benchmarks/results/igemm_wgmma_h200
+        for cls in ${N96_CLASSES:-tf32 bfloat16}; do
+            if [ "$cls" = tf32 ]; then tag=tf32; reports="$R/resident_1x1_tf32/v1/vs_cudnn_tf32.json
+                $R/six_families_h100/tf32_wide/vs_cudnn_tf32.json $R/six_families_h100/tf32_public/vs_cudnn_tf32.json
+                $R/tma_1x1_tf32_h100/conv1x1_tf32/vs_cudnn_tf32.json"
+            else tag=bf16; reports="$R/six_families_h100/half_wide/vs_cudnn_bf16.json
+                $R/six_families_h100/half_public/vs_cudnn_bf16.json benchmarks/results/sliced_h100/run1/bf16/vs_cudnn_bf16.json
+                $R/tma_1x1_h100/conv1x1_bf16/vs_cudnn_bf16.json"; fi
+            # shellcheck disable=SC2086  # the report list splits on whitespace
+            python3 benchmarks/make_replay.py $reports "${N96_FROM:-$OUT}/n96_$cls/vs_cudnn_$tag.json" \
+                -o "$OUT/replay_h100_n96_$tag.json.gz" 2>&1 | tail -3
+            timeout "${N96_CALLS_S:-200}" python3 benchmarks/user_suite.py --class "$cls" --no-compile --untuned-too \
+                --suite "${N96_CALLS_SUITE:-benchmarks/suites/n96.json}" --configs-from "$OUT/replay_h100_n96_$tag.json.gz" \
+                --out "$OUT/calls_n96_$tag" 2>&1 | tee "$OUT/calls_n96_$tag.log" | tail -24
+        done ;;
     res_1x1_tf32)   # the persistent TF32 1x1 family: its GPU cases, then the 1x1 layers in TF32 against cuDNN TF32
         timeout "${RES_1X1_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/igemm_wgmma/test_igemm_wgmma_gpu.py -k "res_ or 1x1_" 2>&1 \

@@ -29,6 +29,8 @@ def sample_problem(family: str) -> ConvProblem:
         return POINTWISE.replace(math="tf32")
     if family in ("igemm_half", "igemm_wgmma_half"):
         return DENSE.replace(dtype="bfloat16")
+    if family in ("igemm_wgmma_n96", "igemm_wgmma_half_n96"):   # K that a 96- or 192-wide tile pads less
+        return DENSE_TF32.replace(K=192) if family == "igemm_wgmma_n96" else DENSE.replace(K=192, dtype="bfloat16")
     if family == "igemm_wgmma_half_1x1_tma":   # C a multiple of 64 (a TMA box of channel rows stays in one image)
         return POINTWISE.replace(C=64, dtype="bfloat16")
     if family == "igemm_wgmma_1x1_tma":        # C a multiple of 32 (its TF32 boxes' 32 channel rows)

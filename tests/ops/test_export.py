@@ -237,7 +237,9 @@ _SAMPLES = [PROBLEM, ConvProblem.parse("N=1 C=32 H=16 W=16 K=32 R=3 S=3 pad=1 gr
             ConvProblem.parse("N=2 C=64 H=16 W=16 K=64 R=1 S=1 dtype=bfloat16"),
             ConvProblem.parse("N=2 C=16 H=14 W=14 K=32 R=5 S=5 pad=2"),
             ConvProblem.parse("N=2 C=3 H=16 W=16 K=8 R=3 S=3 stride=2 pad=1 dtype=bfloat16"),
-            ConvProblem.parse("N=2 C=16 H=17 W=17 K=32 R=1 S=7 pad_h=0 pad_w=3")]
+            ConvProblem.parse("N=2 C=16 H=17 W=17 K=32 R=1 S=7 pad_h=0 pad_w=3"),
+            ConvProblem.parse("N=1 C=32 H=16 W=16 K=192 R=3 S=3 pad=1 math=tf32"),   # the 96/192-column tiles
+            ConvProblem.parse("N=1 C=32 H=16 W=16 K=192 R=3 S=3 pad=1 dtype=bfloat16")]
 
 
 @pytest.mark.parametrize("family", sorted(f for f, d in REGISTRY if d == "fwd"))
@@ -252,8 +254,7 @@ def test_source_of_every_family_needs_no_gpu(family: str, monkeypatch: pytest.Mo
     from convtune.kernels.registry import get_spec
 
     spec = get_spec(family)
-    problem = next(p for p in _SAMPLES if spec.supports(p))
-    plan = next(iter(spec.enumerate_plans(problem, H200)))
+    problem, plan = next((p, pl) for p in _SAMPLES if spec.supports(p) for pl in spec.enumerate_plans(p, H200))
     src = describe(problem, plan.config, H200)  # no CuPy here: a real compile would raise DeviceUnavailable
     launches = [s for s in src.steps if "entry" in s]
     texts = {k.source_sha256: k for k in src.kernels}

@@ -13,6 +13,9 @@ through ``CONVTUNE_EXPERIMENTAL`` (measured slower than the resident family), an
 16-bit one fed by TMA from a producer warpgroup (:mod:`~convtune.kernels.igemm_wgmma.half_1x1_tma`: tuned, not
 chosen untuned until calibrated).
 
+``igemm_wgmma_n96`` and ``igemm_wgmma_half_n96`` are the general kernel with column tiles of 96 or 192 output
+channels (:mod:`~convtune.kernels.igemm_wgmma.n96`: tuned, not chosen untuned until calibrated).
+
 ``SPECS`` are the families' registry rows (see :mod:`convtune.kernels.registry`); their bound and floor are the
 direct convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's.
 """
@@ -32,6 +35,7 @@ from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
 from convtune.kernels.igemm_wgmma import half_1x1_tma as _tma1x1
 from convtune.kernels.igemm_wgmma import launcher as _launcher
 from convtune.kernels.igemm_wgmma import model as _model
+from convtune.kernels.igemm_wgmma import n96 as _n96
 from convtune.kernels.igemm_wgmma import space as _space
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
 from convtune.kernels.igemm_wgmma import tf32_1x1_resident as _tf32_resident
@@ -52,7 +56,8 @@ def _row(family: str, source: str, entry: str, config_class: type, supports: Cal
          launcher: Any, traffic_words: Callable[[Any], int], onchip_words: Callable[[Any], int],
          traffic: Callable[[Any], dict[str, int]], description: str, choice_scale: float = 1.0,
          choice_classes: tuple[str, ...] = ("tf32",),
-         predict_s: Callable[[Any, Any], float] | None = None) -> KernelSpec:
+         predict_s: Callable[[Any, Any], float] | None = None,
+         untuned_classes: tuple[str, ...] | None = None) -> KernelSpec:
     """A wgmma family's row: the shared space (by family name), plan and model (with the family's request count
     ``traffic``, or the family's own ``predict_s``), the direct convolution's bound and floor."""
     return KernelSpec(
@@ -61,7 +66,8 @@ def _row(family: str, source: str, entry: str, config_class: type, supports: Cal
         predict_s=predict_s or (lambda pl, machine: _model.predict(pl, machine, traffic).time_s),
         traffic_words=traffic_words, onchip_words=onchip_words, bound_words=_bound_words,
         grid_size=partial(_space.grid_size, family=family), floor_work=direct_floor_work, launcher=launcher,
-        algorithm="igemm", choice_scale=choice_scale, choice_classes=choice_classes, description=description)
+        algorithm="igemm", choice_scale=choice_scale, choice_classes=choice_classes, description=description,
+        untuned_classes=untuned_classes)
 
 
 SPECS: tuple[KernelSpec, ...] = (
@@ -158,4 +164,17 @@ SPECS: tuple[KernelSpec, ...] = (
          "rounded to TF32 (wgmma with A in registers), hand the stage back, MMA and store from the accumulators; "
          "stride 1, no padding, C a multiple of 32, H·W of 4; sm_90 only",
          choice_scale=2 ** -0.5, predict_s=_tf32_tma.predict_s),
+    # tuned, not chosen untuned (untuned_classes empty) until measured against the power-of-two tiles it competes with
+    _row(_n96.FAMILY, _n96.SOURCE, _launcher.ENTRY, _n96.IgemmWgmmaN96FwdConfig, _launcher.supports, _launcher,
+         _launcher.total_traffic_words, _launcher.onchip_words, _launcher.traffic_words,
+         "the igemm_wgmma kernel (TF32) with column tiles of 96 or 192 output channels (wgmma m64n96 / m64n192): "
+         "K = 96, 192, 288, 576, ... without the zero rows of a power-of-two tile; any stride/padding/dilation, "
+         "split reduction; sm_90 only",
+         choice_scale=2 ** -0.25, untuned_classes=()),
+    _row(_n96.HALF_FAMILY, _n96.SOURCE, _half.ENTRY, _n96.IgemmWgmmaHalfN96FwdConfig, _half.supports, _half,
+         _half.total_traffic_elements, _half.onchip_elements, _launcher.traffic_words,
+         "the igemm_wgmma_half kernel (bfloat16 / float16) with column tiles of 96 or 192 output channels (wgmma "
+         "m64n96k16 / m64n192k16): K = 96, 192, 288, 576, ... without the zero rows of a power-of-two tile; any "
+         "stride/padding/dilation, split reduction; sm_90 only",
+         choice_scale=2 ** -0.75, choice_classes=("bfloat16", "float16"), untuned_classes=()),
 )

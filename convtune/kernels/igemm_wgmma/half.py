@@ -99,7 +99,7 @@ class IgemmWgmmaHalfPlan(IgemmWgmmaFwdPlan):
         """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan's dtype."""
         fields = self._wrapper_fields() | {"t": CUDA_TYPES[self.problem.dtype]}
         gemm = _GEMM_TMA if _tf32.uses_tma(self.config) else _GEMM
-        return _family_source() + gemm.format(**fields) + _WRAPPER.format(**fields)
+        return self.family_source() + gemm.format(**fields) + _WRAPPER.format(**fields)
 
 
 _GEMM = """

@@ -219,7 +219,11 @@ class IgemmWgmmaFwdPlan:
         """Self-contained CUDA text: the family source plus ``extern "C"`` entries for this plan (TF32)."""
         c = self.config
         gemm = _GEMM_TMA if uses_tma(c) else _GEMM
-        return _family_source() + gemm.format(**self._wrapper_fields()) + _WRAPPER.format(**self._wrapper_fields())
+        return self.family_source() + gemm.format(**self._wrapper_fields()) + _WRAPPER.format(**self._wrapper_fields())
+
+    def family_source(self) -> str:
+        """The kernel templates' text (``igemm_wgmma_fwd.cu``, includes expanded) the entries instantiate."""
+        return _family_source()
 
     def _wrapper_fields(self) -> dict[str, Any]:
         c = self.config

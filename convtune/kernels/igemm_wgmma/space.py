@@ -25,6 +25,7 @@ from convtune.kernels.igemm_wgmma import half_1x1_pingpong as _pingpong
 from convtune.kernels.igemm_wgmma import half_1x1_resident as _resident
 from convtune.kernels.igemm_wgmma import half_1x1_tma as _tma1x1
 from convtune.kernels.igemm_wgmma import launcher as _tf32
+from convtune.kernels.igemm_wgmma import n96 as _n96
 from convtune.kernels.igemm_wgmma import tf32_1x1 as _tf32_1x1
 from convtune.kernels.igemm_wgmma import tf32_1x1_resident as _tf32_resident
 from convtune.kernels.igemm_wgmma import tf32_1x1_tma as _tf32_tma
@@ -56,6 +57,10 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
                   "(math='tf32')", partial(derive_plan, plan_class=IgemmWgmmaFwdPlan)),
     _half.HALF_FAMILY: (_half.IgemmWgmmaHalfFwdConfig, _half.supports, "dense bfloat16 / float16 convolutions "
                         "(math='ieee')", partial(derive_plan, plan_class=_half.IgemmWgmmaHalfPlan)),
+    _n96.FAMILY: (_n96.IgemmWgmmaN96FwdConfig, _tf32.supports, "dense float32 convolutions with TF32 arithmetic "
+                  "allowed (math='tf32')", partial(derive_plan, plan_class=_n96.IgemmWgmmaN96Plan)),
+    _n96.HALF_FAMILY: (_n96.IgemmWgmmaHalfN96FwdConfig, _half.supports, "dense bfloat16 / float16 convolutions "
+                       "(math='ieee')", partial(derive_plan, plan_class=_n96.IgemmWgmmaHalfN96Plan)),
     _half_1x1.FAMILY: (_half_1x1.IgemmWgmmaHalf1x1FwdConfig, _half_1x1.supports, "bfloat16 / float16 1×1 "
                        "convolutions (stride 1, no padding, H·W a multiple of 4)", _half_1x1.derive_plan),
     _resident.FAMILY: (_resident.IgemmWgmmaHalf1x1ResidentFwdConfig, _resident.supports, "bfloat16 / float16 1×1 "
@@ -85,7 +90,10 @@ PINGPONG_WARPGROUPS = (2, 3)
 #: the GEMMs whose rows are the K output channels (the 16-bit 1×1 kernels read x N-major)
 TRANSPOSED = (_half_1x1.FAMILY, _resident.FAMILY, _pingpong.FAMILY, _tma1x1.FAMILY)
 #: the general kernel's families: channels per chunk (rows of 128, 64, 32 bytes) and stages
-CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES)}
+CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES),
+           _n96.FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _n96.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES)}
+#: the column tiles of the families whose wgmma N is not a power of two (every other family: TILE_N)
+FAMILY_TILE_N = {_n96.FAMILY: _n96.TILE_N, _n96.HALF_FAMILY: _n96.TILE_N}
 
 
 def _tile_m(v: Values, config_class: type[WgmmaConfig]) -> int:
@@ -104,6 +112,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     chunk_values, stage_values = CHUNKED.get(family, ((), STAGES))
     pingpong = family == _pingpong.FAMILY
     m_blocks_values = PINGPONG_M_BLOCKS if pingpong else M_BLOCKS
+    tile_n_values = FAMILY_TILE_N.get(family, TILE_N)
     warpgroup_values = PINGPONG_WARPGROUPS if pingpong else WARPGROUPS
 
     cq = fold_channels(p) if general and p.S > 1 else 0     # folded taps: a pixel's channels, 0 where C is more
@@ -127,7 +136,8 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
     rules: tuple[Rule, ...] = (
         Rule("problem", (), lambda v: supports(p), f"{family} runs {runs}, groups=1, not causal; got {p.key()}",
              field="problem"),
-        Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] in TILE_N, f"tile_n={{tile_n}}: allowed {TILE_N}"),
+        Rule("tile_n", ("tile_n",), lambda v: v["tile_n"] in tile_n_values,
+             f"tile_n={{tile_n}}: allowed {tile_n_values}"),
         Rule("m_blocks", ("m_blocks",), lambda v: v["m_blocks"] in m_blocks_values, f"m_blocks={{m_blocks}}: allowed "
              f"{m_blocks_values}"),
         Rule("warpgroups", ("warpgroups",), lambda v: v["warpgroups"] in warpgroup_values,
@@ -168,6 +178,16 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
              lambda v: f"the {_tile_m(v, config_class)} rows of a tile exceed {max_m}", field="m_blocks"),
         Rule("tile_n_extent", ("tile_n",), lambda v: v["tile_n"] <= max_n, f"tile_n={{tile_n}} exceeds {max_n}"),
     ]
+    if family in FAMILY_TILE_N:
+        def pads_less(v: Values) -> bool:
+            """A tile of 96 or 192 columns only where it pads K less than the power-of-two tile just wider (128,
+            256) does: where that tile fits K as well, the family is the general one with a narrower tile."""
+            wider = pow2_at_least(v["tile_n"])
+            return -(-cols // v["tile_n"]) * v["tile_n"] < -(-cols // wider) * wider
+
+        prune.append(Rule("tile_n_padding", ("tile_n",), pads_less,
+                          lambda v: f"tile_n={v['tile_n']} pads K={cols} no less than tile_n="
+                                    f"{pow2_at_least(v['tile_n'])} does", field="tile_n"))
     if machine is not None:
         sm_count = machine.sm_count
 
@@ -178,7 +198,7 @@ def space(problem: ConvProblem, machine: MachineModel | None = None, family: str
                           lambda v: v["splits"] == 1 or tiles(v) < 2 * sm_count,
                           lambda v: f"{tiles(v)} tiles fill the GPU already: a split only adds atomics",
                           field="splits"))
-    values: dict[str, tuple[int, ...]] = {"tile_n": TILE_N, "m_blocks": m_blocks_values,
+    values: dict[str, tuple[int, ...]] = {"tile_n": tile_n_values, "m_blocks": m_blocks_values,
                                           "warpgroups": warpgroup_values, "stages": STAGES, "splits": SPLITS}
     if general:
         values["chunk"] = chunk_values

@@ -968,17 +968,19 @@ def test_registry_row_shares_the_direct_bound() -> None:
     assert spec.launcher.tolerance(pl) == launcher.TOLERANCE
     assert IgemmFwdConfig().key().startswith("igemm.fwd tile_m=128 tile_n=128 tile_k=16")
     assert [s.kind for s in specs_for(p) if s.algorithm == "igemm"] == ["igemm.fwd", "igemm_nhwc.fwd",
-                                                                         "igemm_wgmma.fwd"]
+                                                                         "igemm_wgmma.fwd", "igemm_wgmma_n96.fwd"]
     one = P("N=32 C=256 H=14 W=14 K=256 R=1 S=1 math=tf32")
     assert [s.kind for s in specs_for(one) if s.algorithm == "igemm"] == ["igemm.fwd", "igemm_nhwc.fwd",
                                                                          "igemm_1x1.fwd", "igemm_wgmma.fwd",
                                                                          "igemm_wgmma_1x1.fwd",
                                                                          "igemm_wgmma_1x1_resident.fwd",
-                                                                         "igemm_wgmma_1x1_tma.fwd"]
+                                                                         "igemm_wgmma_1x1_tma.fwd",
+                                                                         "igemm_wgmma_n96.fwd"]
     assert "igemm_1x1.fwd" not in [s.kind for s in specs_for(one.replace(H=7, W=7))]   # H·W = 49
     # the NHWC variant: C a multiple of 4 only
     assert [s.kind for s in specs_for(p.replace(C=255)) if s.algorithm == "igemm"] == ["igemm.fwd",
-                                                                                        "igemm_wgmma.fwd"]
+                                                                                        "igemm_wgmma.fwd",
+                                                                                        "igemm_wgmma_n96.fwd"]
     assert spec not in specs_for(strict)
 
 

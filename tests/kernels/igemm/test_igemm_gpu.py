@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from error_tables import write_error_table
+from tf32_gpu_case import round_tf32
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm import launcher
@@ -187,12 +188,6 @@ def error_table():
     _write_error_table()
 
 
-def _round_tf32(cp: Any, a: Any) -> Any:
-    """float32 -> TF32 as cvt.rna.tf32.f32 rounds (nearest, ties away from zero; 10 mantissa bits kept)."""
-    bits = a.view(cp.uint32)
-    return ((bits + cp.uint32(0x1000)) & cp.uint32(0xFFFFE000)).view(cp.float32)
-
-
 @pytest.mark.parametrize(("problem", "config"), CASES)
 def test_igemm_fwd_matches_float64_and_cudnn_tf32(problem: ConvProblem, config: IgemmFwdConfig, machine,
                                                   precompiled, tf32_cudnn, error_table, request) -> None:
@@ -215,7 +210,7 @@ def test_igemm_fwd_matches_float64_and_cudnn_tf32(problem: ConvProblem, config: 
     ref = conv2d_reference_gpu(x, w, **geometry)
     ours = relative_error(y, ref)
     # what exact TF32 operands with exact accumulation give: the error floor of any TF32 kernel on these inputs
-    tf32_model = relative_error(conv2d_reference_gpu(_round_tf32(cp, x), _round_tf32(cp, w), **geometry), ref)
+    tf32_model = relative_error(conv2d_reference_gpu(round_tf32(cp, x), round_tf32(cp, w), **geometry), ref)
     row: dict[str, Any] = {"id": request.node.callspec.id, "problem": problem.key(), "config": config.key(),
                            "ours": ours, "tf32_model": tf32_model, "cudnn": None, "cudnn_tf32": None}
     error_table.append(row)

@@ -28,7 +28,7 @@ BF16 = P("N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1 dtype=bfloat16")
 
 
 def test_supported_problems_and_errors_name_the_field() -> None:
-    assert [s.kind for s in specs_for(BF16)] == ["igemm_half.fwd", "igemm_wgmma_half.fwd"]
+    assert [s.kind for s in specs_for(BF16)] == ["igemm_half.fwd", "igemm_wgmma_half.fwd", "igemm_wgmma_half_n96.fwd"]
     assert half.supports(BF16.replace(dtype="float16"))
     for odd in (BF16.replace(C=12), BF16.replace(C=3), BF16.replace(C=1, R=5, S=5)):   # any C: Cp = ⌈C/8⌉·8 stored
         assert half.supports(odd) and half.word_view(odd).C == half.stored_channels(odd) // 2 == -(-odd.C // 8) * 4
@@ -255,7 +255,7 @@ def test_1x1_variant_takes_pointwise_problems_and_needs_no_layout_change() -> No
 
     assert [s.kind for s in specs_for(PW16)] == ["igemm_half.fwd", "igemm_half_1x1.fwd", "igemm_wgmma_half.fwd",
                                               "igemm_wgmma_half_1x1.fwd", "igemm_wgmma_half_1x1_resident.fwd",
-                                              "pointwise_sliced.fwd"]
+                                              "igemm_wgmma_half_n96.fwd", "pointwise_sliced.fwd"]
     for bad in (PW16.replace(W=5), PW16.replace(R=3, S=3, pad_h=1, pad_w=1), PW16.replace(stride_h=2, stride_w=2)):
         assert "igemm_half_1x1.fwd" not in [s.kind for s in specs_for(bad)], bad.key()
     src = describe(PW16, half.IgemmHalfPointwiseFwdConfig(32, 32, 8, 1, 2, 2, 1), H200)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from error_tables import write_error_table
+from tf32_gpu_case import round_tf32
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.winograd_tf32 import launcher as tc
@@ -96,12 +97,6 @@ def error_table():
                        "acceptance": "ours <= 2 * cudnn_tf32 + 1e-6 (relative L2 errors against float64)"})
 
 
-def _round_tf32(cp: Any, a: Any) -> Any:
-    """float32 -> TF32 as cvt.rna.tf32.f32 rounds (nearest, ties away from zero; 10 mantissa bits kept)."""
-    bits = a.view(cp.uint32)
-    return ((bits + cp.uint32(0x1000)) & cp.uint32(0xFFFFE000)).view(cp.float32)
-
-
 @pytest.mark.parametrize(("problem", "config"), CASES)
 def test_matches_float64_and_cudnn_tf32(problem: ConvProblem, config: Config, machine, precompiled, error_table,
                                         request) -> None:
@@ -122,7 +117,7 @@ def test_matches_float64_and_cudnn_tf32(problem: ConvProblem, config: Config, ma
     padding = (problem.pad_h, problem.pad_w)
     ref = conv2d_reference_gpu(x, w, padding=padding)
     ours = relative_error(y, ref)
-    tf32_floor = relative_error(conv2d_reference_gpu(_round_tf32(cp, x), _round_tf32(cp, w), padding=padding), ref)
+    tf32_floor = relative_error(conv2d_reference_gpu(round_tf32(cp, x), round_tf32(cp, w), padding=padding), ref)
     saved = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = True
     try:
