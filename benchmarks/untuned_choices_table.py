@@ -16,6 +16,14 @@ TEXT`` moves the rows whose choice the shipped models no longer make into the ta
 with the reason, until that device measures the suite again)::
 
     python benchmarks/untuned_choices_table.py --supersede tests/data/wide_untuned_choices_h200.json --why "..."
+
+A model change that moves a few choices, measured on the table's device on those entries only (an untuned run of a
+smaller suite): ``--update TABLE`` puts the run's rows in place of the table's rows of the same entries, superseded
+ones included (the run must cover every entry the models moved, on the table's preset and class) and says so in
+``about``::
+
+    python benchmarks/untuned_choices_table.py RUN/user_suite.json --source <where RUN is committed> \
+        --update tests/data/wide_untuned_choices_h100_tf32.json
 """
 
 from __future__ import annotations
@@ -37,6 +45,12 @@ def preset_of(device: str) -> str:
     return next(key for key, preset in PRESETS.items() if preset is machine)
 
 
+def baseline_of(meta: dict) -> str:
+    """The baseline a run's class is measured against ("cuDNN TF32", ...; strict runs: "cuDNN fp32")."""
+    return {"tf32": "cuDNN TF32", "bfloat16": "cuDNN bf16", "float16": "cuDNN fp16"}.get(meta.get("class", ""),
+                                                                                         "cuDNN fp32")
+
+
 def table(run: dict, source: str) -> dict:
     """The table of an untuned run, or of the untuned column of a run with ``--untuned-too`` (``untuned_*`` fields:
     the tensor-core classes' runs measure both in one process)."""
@@ -46,8 +60,7 @@ def table(run: dict, source: str) -> dict:
     not_model = [r["name"] for r in rows if r.get(f"{column}config_source") != "model"]
     if not_model:
         raise SystemExit(f"not an untuned run: {len(not_model)} rows ran other configs ({', '.join(not_model[:4])})")
-    baseline = {"tf32": "cuDNN TF32", "bfloat16": "cuDNN bf16", "float16": "cuDNN fp16"}.get(meta.get("class", ""),
-                                                                                              "cuDNN fp32")
+    baseline = baseline_of(meta)
     return {
         "about": (f"The untuned choice (the shipped models, no database) on every conv2d entry of "
                   f"{meta.get('suite')}, as measured on the {meta['device']} on {meta['date'][:10]} through "
@@ -79,6 +92,40 @@ def supersede(old: dict, why: str) -> dict:
                            "why": " ".join(w for w in (earlier["why"], why) if w), "rows": rows}}
 
 
+def update(old: dict, run: dict, source: str) -> dict:
+    """``old`` with the rows of the entries ``run`` measured replaced by its rows (same order; superseded rows it
+    measured come back into ``choices``); refused unless the run is of the table's preset and baseline class, names
+    only the table's entries and covers every row whose choice the preset's models no longer make."""
+    from convtune.machine import MachineModel
+    from convtune.ops.conv2d import model_choice
+    from convtune.problem import ConvProblem
+
+    new, baseline = table(run, source), baseline_of(run["meta"])
+    if new["preset"] != old["preset"] or f"against {baseline} (" not in old["about"]:
+        raise SystemExit(f"the run ({new['preset']}, against {baseline}) is not of the table's preset and class "
+                         f"({old['preset']}: {old['about'][:120]}...)")
+    rows = {r["name"]: r for r in new["choices"]}
+    superseded = old.get("superseded", {"entries": [], "why": "", "rows": []})
+    unknown = sorted(set(rows) - {r["name"] for r in old["choices"] + superseded["rows"]})
+    if unknown:
+        raise SystemExit(f"the run measured entries the table does not hold: {', '.join(unknown)}")
+    machine = MachineModel.preset(old["preset"])
+    moved = [r["name"] for r in old["choices"]
+             if r["name"] not in rows and model_choice(ConvProblem.parse(r["problem"]), machine).key() != r["config"]]
+    if moved:
+        raise SystemExit(f"the models moved {len(moved)} choices the run did not measure: {', '.join(moved)}")
+    date = run["meta"]["date"][:10]
+    restored = [rows[r["name"]] for r in superseded["rows"] if r["name"] in rows]   # measured again: back in
+    out = {**old, "about": f"{old['about']} Re-measured on {date} ({source}): {', '.join(rows)}.",
+           "choices": [rows.get(r["name"], r) for r in old["choices"]] + restored}
+    left = [r for r in superseded["rows"] if r["name"] not in rows]
+    if left:
+        out["superseded"] = {**superseded, "entries": [r["name"] for r in left], "rows": left}
+    else:
+        out.pop("superseded", None)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, nargs="?", help="user_suite.json of an untuned run")
@@ -86,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--supersede", type=Path, help="a table whose rows the models no longer choose move aside")
     ap.add_argument("--why", default="", help="the reason recorded with --supersede")
+    ap.add_argument("--update", type=Path, help="a table whose rows of the run's entries the run's rows replace")
     args = ap.parse_args(argv)
     if args.supersede is not None:
         old = json.loads(args.supersede.read_text())
@@ -93,8 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         args.supersede.write_text(json.dumps(new, indent=1, ensure_ascii=False) + "\n")
         print(f"{len(old['choices']) - len(new['choices'])} rows superseded -> {args.supersede}", file=sys.stderr)
         return 0
+    if args.run is not None and args.source is not None and args.update is not None:
+        new = update(json.loads(args.update.read_text()), json.loads(args.run.read_text()), args.source)
+        args.update.write_text(json.dumps(new, indent=1) + "\n")
+        print(f"rows of {args.run} -> {args.update}", file=sys.stderr)
+        return 0
     if args.run is None or args.source is None or args.out is None:
-        ap.error("a run needs RUN, --source and --out")
+        ap.error("a run needs RUN, --source and --out (or --update TABLE)")
     out = table(json.loads(args.run.read_text()), args.source)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"{len(out['choices'])} choices, preset {out['preset']} -> {args.out}", file=sys.stderr)

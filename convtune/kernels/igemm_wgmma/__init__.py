@@ -14,7 +14,7 @@ through ``CONVTUNE_EXPERIMENTAL`` (measured slower than the resident family), an
 chosen untuned until calibrated).
 
 ``igemm_wgmma_n96`` and ``igemm_wgmma_half_n96`` are the general kernel with column tiles of 96 or 192 output
-channels (:mod:`~convtune.kernels.igemm_wgmma.n96`: tuned, not chosen untuned until calibrated).
+channels (:mod:`~convtune.kernels.igemm_wgmma.n96`), for K = 96, 192, 384, 576, ...
 
 ``SPECS`` are the families' registry rows (see :mod:`convtune.kernels.registry`); their bound and floor are the
 direct convolution's (the same MAC CDAG, any dataflow), the compute ceiling the class's.
@@ -164,17 +164,24 @@ SPECS: tuple[KernelSpec, ...] = (
          "rounded to TF32 (wgmma with A in registers), hand the stage back, MMA and store from the accumulators; "
          "stride 1, no padding, C a multiple of 32, H·W of 4; sm_90 only",
          choice_scale=2 ** -0.5, predict_s=_tf32_tma.predict_s),
-    # tuned, not chosen untuned (untuned_classes empty) until measured against the power-of-two tiles it competes with
+    # chosen untuned (198 GPU cases pass on an H100): × 2^-0.5, the general family's model with its tiles favoured by
+    # 2^-0.25, fitted by family_choice_calibration.py --fit igemm_wgmma_n96 --machine h100 on the H100 TF32 tables and
+    # benchmarks/results/igemm_wgmma_h200/n96_h100 (the 13 shapes it takes): the untuned choice's geomean regret
+    # 1.109 → 1.072 (max 1.80 → 1.41; AlexNet conv2 1.63 → 1.00, Inception-v3 mixed6c 1.32–1.42 → 1.00–1.02, ZFNet
+    # conv1 1.55–1.80 → 1.00–1.01, SSD300 conf 1.30 → 1.08; the two mixed7b 1×3/3×1 layers 1.02 → 1.06–1.07)
     _row(_n96.FAMILY, _n96.SOURCE, _launcher.ENTRY, _n96.IgemmWgmmaN96FwdConfig, _launcher.supports, _launcher,
          _launcher.total_traffic_words, _launcher.onchip_words, _launcher.traffic_words,
          "the igemm_wgmma kernel (TF32) with column tiles of 96 or 192 output channels (wgmma m64n96 / m64n192): "
          "K = 96, 192, 288, 576, ... without the zero rows of a power-of-two tile; any stride/padding/dilation, "
          "split reduction; sm_90 only",
-         choice_scale=2 ** -0.25, untuned_classes=()),
+         choice_scale=2 ** -0.5),
+    # chosen untuned: × 2^-0.75, the general 16-bit family's scale (its model unchanged); on the H100 bf16 tables and
+    # n96_h100 the untuned choice's geomean regret 1.117 → 1.104 with no shape worse (AlexNet conv2 1.64 → 1.00, SSD300
+    # conf 1.31 → 1.00); × 2^-1 fitted lower (1.099) but moved the mixed7b layers 1.05–1.16 → 1.40–1.43
     _row(_n96.HALF_FAMILY, _n96.SOURCE, _half.ENTRY, _n96.IgemmWgmmaHalfN96FwdConfig, _half.supports, _half,
          _half.total_traffic_elements, _half.onchip_elements, _launcher.traffic_words,
          "the igemm_wgmma_half kernel (bfloat16 / float16) with column tiles of 96 or 192 output channels (wgmma "
          "m64n96k16 / m64n192k16): K = 96, 192, 288, 576, ... without the zero rows of a power-of-two tile; any "
          "stride/padding/dilation, split reduction; sm_90 only",
-         choice_scale=2 ** -0.75, choice_classes=("bfloat16", "float16"), untuned_classes=()),
+         choice_scale=2 ** -0.75, choice_classes=("bfloat16", "float16")),
 )
