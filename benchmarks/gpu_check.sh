@@ -55,6 +55,9 @@
 #     n96_calls a replay table per class (the H100 reports of tma_1x1_round.sh's h100 preset and the n96 step's run
 #               under $N96_FROM, default $OUT), then benchmarks/suites/n96.json (or $N96_CALLS_SUITE) through the op
 #               against cuDNN in the class: tuned = the table's fastest config, and untuned
+#     n96_untuned benchmarks/suites/n96.json through the op untuned (the models' choice, an empty database) per class
+#               ($N96_CLASSES): the runs untuned_choices_table.py --update takes to bring the guard tables' superseded
+#               rows back (the 96/192-column families moved them)
 #     res_1x1_tf32 the TF32 1×1 families (igemm_wgmma_1x1 and its persistent, filters-resident variant): their GPU
 #               cases (xdist workers), then vs_cudnn.py --math tf32 on benchmarks/suites/conv1x1.json with both, the
 #               mma.sync 1×1 family and the general TF32 wgmma one ($RES_1X1_TOP configs each, default 16)
@@ -256,6 +259,12 @@ for step in "$@"; do
             timeout "${N96_CALLS_S:-200}" python3 benchmarks/user_suite.py --class "$cls" --no-compile --untuned-too \
                 --suite "${N96_CALLS_SUITE:-benchmarks/suites/n96.json}" --configs-from "$OUT/replay_h100_n96_$tag.json.gz" \
                 --out "$OUT/calls_n96_$tag" 2>&1 | tee "$OUT/calls_n96_$tag.log" | tail -24
+        done ;;
+    n96_untuned)   # the n96 suite through the op untuned per class: the guard tables' --update runs
+        for cls in ${N96_CLASSES:-tf32 bfloat16}; do
+            timeout "${N96_CALLS_S:-200}" python3 benchmarks/user_suite.py --class "$cls" --no-compile \
+                --suite benchmarks/suites/n96.json --db "sqlite:////tmp/convtune-n96-untuned-$cls.db" \
+                --out "$OUT/untuned_n96_$cls" 2>&1 | tee "$OUT/untuned_n96_$cls.log" | tail -20
         done ;;
     res_1x1_tf32)   # the persistent TF32 1x1 family: its GPU cases, then the 1x1 layers in TF32 against cuDNN TF32
         timeout "${RES_1X1_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
