@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from half_gpu_case import errors_16bit
-from wgmma_cases import drawn, random_fold, random_problem
+from wgmma_cases import drawn, precompile_cases, random_fold, random_problem
 
 from convtune.errors import InvalidConfig
 from convtune.kernels.igemm_wgmma import half
@@ -27,7 +27,7 @@ from convtune.kernels.igemm_wgmma.half_1x1 import IgemmWgmmaHalf1x1FwdConfig
 from convtune.kernels.igemm_wgmma.half_1x1_pingpong import IgemmWgmmaHalf1x1PingpongFwdConfig as PingpongConfig
 from convtune.kernels.igemm_wgmma.half_1x1_resident import IgemmWgmmaHalf1x1ResidentFwdConfig as ResidentConfig
 from convtune.kernels.igemm_wgmma.half_1x1_tma import IgemmWgmmaHalf1x1TmaFwdConfig as Tma1x1Config
-from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY, fold_channels
+from convtune.kernels.igemm_wgmma.launcher import fold_channels
 from convtune.kernels.igemm_wgmma.space import plan
 from convtune.kernels.registry import get_spec
 from convtune.machine import MachineModel
@@ -260,9 +260,7 @@ def test_case_count() -> None:
 @pytest.fixture(scope="module")
 def precompiled(machine, cubin_cache) -> None:
     """Compile every distinct kernel of this module with nvcc (sm_90a) in parallel before the first GPU test."""
-    if tuple(machine.compute_capability) != COMPUTE_CAPABILITY:
-        pytest.skip(f"wgmma needs compute capability 9.0; this GPU is {machine.arch}")
-    cubin_cache(plan(p.values[0], p.values[1], machine).source() for p in CASES)
+    precompile_cases(machine, cubin_cache, CASES)
 
 
 @pytest.mark.parametrize(("problem", "config"), CASES)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from half_gpu_case import errors_16bit
 from tf32_gpu_case import errors_tf32
-from wgmma_cases import drawn, random_problem
+from wgmma_cases import drawn, precompile_cases, random_problem
 
 from convtune.kernels.igemm_wgmma import half, launcher
 from convtune.kernels.igemm_wgmma.n96 import HALF_FAMILY, IgemmWgmmaHalfN96FwdConfig, IgemmWgmmaN96FwdConfig
@@ -92,9 +92,7 @@ def test_case_count() -> None:
 @pytest.fixture(scope="module")
 def precompiled(machine, cubin_cache) -> None:
     """Compile every distinct kernel of this module with nvcc (sm_90a) in parallel before the first GPU test."""
-    if tuple(machine.compute_capability) != launcher.COMPUTE_CAPABILITY:
-        pytest.skip(f"wgmma needs compute capability 9.0; this GPU is {machine.arch}")
-    cubin_cache(plan(p.values[0], p.values[1], machine).source() for p in CASES)
+    precompile_cases(machine, cubin_cache, CASES)
 
 
 @pytest.mark.parametrize(("problem", "config"), CASES)

@@ -97,6 +97,17 @@ def drawn(name: str, count: int, draw: Callable[[], tuple[ConvProblem, Any] | No
     return cases
 
 
+def precompile_cases(machine: Any, cubin_cache: Callable[[Any], Any], cases: list[Any]) -> None:
+    """The wgmma GPU modules' ``precompiled`` fixture body: skip off compute capability 9.0, else compile every
+    distinct kernel of the (problem, config) ``cases`` with nvcc (sm_90a) in parallel before the first GPU test."""
+    from convtune.kernels.igemm_wgmma.launcher import COMPUTE_CAPABILITY
+    from convtune.kernels.igemm_wgmma.space import plan
+
+    if tuple(machine.compute_capability) != COMPUTE_CAPABILITY:
+        pytest.skip(f"wgmma needs compute capability 9.0; this GPU is {machine.arch}")
+    cubin_cache(plan(c.values[0], c.values[1], machine).source() for c in cases)
+
+
 def simulated_copies(pl: Any, chunk_channels: int) -> dict[str, int]:
     """What the general wgmma kernels' copy loops request, block by block (the .cu's load_stage and the layout
     change), in elements of the storage type: an A copy reads only when its pixel is inside M and its tap inside the
