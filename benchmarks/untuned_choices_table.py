@@ -73,16 +73,20 @@ def table(run: dict, source: str) -> dict:
     }
 
 
-def supersede(old: dict, why: str) -> dict:
-    """``old`` with the rows the preset's models no longer choose moved into ``superseded`` (``entries``, ``why``,
-    ``rows``; rows superseded earlier stay, their reasons joined)."""
+def moved_rows(old: dict) -> list[dict]:
+    """The rows of ``old`` whose config its preset's shipped models no longer choose."""
     from convtune.machine import MachineModel
     from convtune.ops.conv2d import model_choice
     from convtune.problem import ConvProblem
 
     machine = MachineModel.preset(old["preset"])
-    moved = [r for r in old["choices"]
-             if model_choice(ConvProblem.parse(r["problem"]), machine).key() != r["config"]]
+    return [r for r in old["choices"] if model_choice(ConvProblem.parse(r["problem"]), machine).key() != r["config"]]
+
+
+def supersede(old: dict, why: str) -> dict:
+    """``old`` with the rows the preset's models no longer choose moved into ``superseded`` (``entries``, ``why``,
+    ``rows``; rows superseded earlier stay, their reasons joined)."""
+    moved = moved_rows(old)
     if not moved:
         return old
     earlier = old.get("superseded", {"entries": [], "why": "", "rows": []})
@@ -96,10 +100,6 @@ def update(old: dict, run: dict, source: str) -> dict:
     """``old`` with the rows of the entries ``run`` measured replaced by its rows (same order; superseded rows it
     measured come back into ``choices``); refused unless the run is of the table's preset and baseline class, names
     only the table's entries and covers every row whose choice the preset's models no longer make."""
-    from convtune.machine import MachineModel
-    from convtune.ops.conv2d import model_choice
-    from convtune.problem import ConvProblem
-
     new, baseline = table(run, source), baseline_of(run["meta"])
     if new["preset"] != old["preset"] or f"against {baseline} (" not in old["about"]:
         raise SystemExit(f"the run ({new['preset']}, against {baseline}) is not of the table's preset and class "
@@ -109,9 +109,7 @@ def update(old: dict, run: dict, source: str) -> dict:
     unknown = sorted(set(rows) - {r["name"] for r in old["choices"] + superseded["rows"]})
     if unknown:
         raise SystemExit(f"the run measured entries the table does not hold: {', '.join(unknown)}")
-    machine = MachineModel.preset(old["preset"])
-    moved = [r["name"] for r in old["choices"]
-             if r["name"] not in rows and model_choice(ConvProblem.parse(r["problem"]), machine).key() != r["config"]]
+    moved = [r["name"] for r in moved_rows(old) if r["name"] not in rows]
     if moved:
         raise SystemExit(f"the models moved {len(moved)} choices the run did not measure: {', '.join(moved)}")
     date = run["meta"]["date"][:10]

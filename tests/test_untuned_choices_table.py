@@ -27,20 +27,15 @@ def _run(rows: list[dict], cls: str = "tf32", device: str = "NVIDIA H100 80GB HB
                       "speedup_untuned_kernel": 1.25} for r in rows]}
 
 
-def _moved(table: dict) -> list[dict]:
-    machine = MachineModel.preset(table["preset"])
-    return [r for r in table["choices"] if model_choice(ConvProblem.parse(r["problem"]), machine).key() != r["config"]]
-
-
 def test_the_runs_rows_replace_the_tables_and_the_rest_stay() -> None:
-    rows = H100_TF32["choices"][:2] + _moved(H100_TF32)
+    rows = H100_TF32["choices"][:2] + tables.moved_rows(H100_TF32)
     new = tables.update(H100_TF32, _run(rows), "somewhere")
     assert [r["name"] for r in new["choices"]] == [r["name"] for r in H100_TF32["choices"]]
     replaced = {r["name"] for r in rows}
     for old, row in zip(H100_TF32["choices"], new["choices"], strict=True):
         assert (row["speedup_kernel"] == 1.25) == (old["name"] in replaced)
         assert row == old or old["name"] in replaced
-    assert not _moved(new) and new["about"].startswith(H100_TF32["about"]) and "somewhere" in new["about"]
+    assert not tables.moved_rows(new) and new["about"].startswith(H100_TF32["about"]) and "somewhere" in new["about"]
 
 
 def test_superseded_rows_the_run_measured_come_back() -> None:

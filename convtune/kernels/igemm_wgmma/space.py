@@ -57,10 +57,6 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
                   "(math='tf32')", partial(derive_plan, plan_class=IgemmWgmmaFwdPlan)),
     _half.HALF_FAMILY: (_half.IgemmWgmmaHalfFwdConfig, _half.supports, "dense bfloat16 / float16 convolutions "
                         "(math='ieee')", partial(derive_plan, plan_class=_half.IgemmWgmmaHalfPlan)),
-    _n96.FAMILY: (_n96.IgemmWgmmaN96FwdConfig, _tf32.supports, "dense float32 convolutions with TF32 arithmetic "
-                  "allowed (math='tf32')", partial(derive_plan, plan_class=_n96.IgemmWgmmaN96Plan)),
-    _n96.HALF_FAMILY: (_n96.IgemmWgmmaHalfN96FwdConfig, _half.supports, "dense bfloat16 / float16 convolutions "
-                       "(math='ieee')", partial(derive_plan, plan_class=_n96.IgemmWgmmaHalfN96Plan)),
     _half_1x1.FAMILY: (_half_1x1.IgemmWgmmaHalf1x1FwdConfig, _half_1x1.supports, "bfloat16 / float16 1×1 "
                        "convolutions (stride 1, no padding, H·W a multiple of 4)", _half_1x1.derive_plan),
     _resident.FAMILY: (_resident.IgemmWgmmaHalf1x1ResidentFwdConfig, _resident.supports, "bfloat16 / float16 1×1 "
@@ -81,6 +77,11 @@ FAMILIES: dict[str, tuple[type[WgmmaConfig], Callable[[ConvProblem], bool], str,
                        "(math='tf32', stride 1, no padding) with C a multiple of 32 and H·W of 4 whose filter rows fit "
                        "shared memory", _tf32_tma.derive_plan),
 }
+# the general kernel with 96/192-column tiles: its family's problems, its own config and plan (source) classes
+FAMILIES[_n96.FAMILY] = (_n96.IgemmWgmmaN96FwdConfig, *FAMILIES[TF32_FAMILY][1:3],
+                         partial(derive_plan, plan_class=_n96.IgemmWgmmaN96Plan))
+FAMILIES[_n96.HALF_FAMILY] = (_n96.IgemmWgmmaHalfN96FwdConfig, *FAMILIES[_half.HALF_FAMILY][1:3],
+                              partial(derive_plan, plan_class=_n96.IgemmWgmmaHalfN96Plan))
 #: the persistent families with filters resident in shared memory: the whole reduction in one block (no split)
 RESIDENT = (_resident.FAMILY, _tf32_resident.FAMILY, _pingpong.FAMILY, _tma1x1.FAMILY, _tf32_tma.FAMILY)
 #: the ping-pong family: every warpgroup covers all 64 · m_blocks rows (up to the 256 of a K ≤ 256 layer), and two or
@@ -90,8 +91,8 @@ PINGPONG_WARPGROUPS = (2, 3)
 #: the GEMMs whose rows are the K output channels (the 16-bit 1×1 kernels read x N-major)
 TRANSPOSED = (_half_1x1.FAMILY, _resident.FAMILY, _pingpong.FAMILY, _tma1x1.FAMILY)
 #: the general kernel's families: channels per chunk (rows of 128, 64, 32 bytes) and stages
-CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES),
-           _n96.FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _n96.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES)}
+CHUNKED = {TF32_FAMILY: (_tf32.CHUNKS, _tf32.GENERAL_STAGES), _half.HALF_FAMILY: (_half.CHUNKS, _tf32.GENERAL_STAGES)}
+CHUNKED |= {_n96.FAMILY: CHUNKED[TF32_FAMILY], _n96.HALF_FAMILY: CHUNKED[_half.HALF_FAMILY]}
 #: the column tiles of the families whose wgmma N is not a power of two (every other family: TILE_N)
 FAMILY_TILE_N = {_n96.FAMILY: _n96.TILE_N, _n96.HALF_FAMILY: _n96.TILE_N}
 
