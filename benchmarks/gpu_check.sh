@@ -216,8 +216,9 @@ for step in "$@"; do
             --families igemm_wgmma_half_1x1_resident igemm_wgmma_half_1x1_tma ${RES_1X1_ONLY:+--only $RES_1X1_ONLY} 2>&1 \
             | tee "$OUT/tma_1x1.log" | tail -40 ;;
     tma_1x1_calls)   # the 1x1 suite through the op in bf16: tuned = the bf16 replay table remade with the tma_1x1 rows
-        python3 benchmarks/make_replay.py benchmarks/results/igemm_wgmma_h200/six_families_h100/half_{wide,public}/vs_cudnn_bf16.json \
-            benchmarks/results/sliced_h100/run1/bf16/vs_cudnn_bf16.json "$OUT/tma_1x1/vs_cudnn_bf16.json" \
+        . benchmarks/replay_reports.sh
+        # shellcheck disable=SC2086  # the report list splits on whitespace
+        python3 benchmarks/make_replay.py $H100_BF16_REPORTS "$OUT/tma_1x1/vs_cudnn_bf16.json" \
             -o "$OUT/replay_h100_bf16.json.gz" 2>&1 | tail -4
         timeout "${TMA_1X1_CALLS_S:-240}" python3 benchmarks/user_suite.py --class bfloat16 --no-compile --untuned-too \
             --suite "${TMA_1X1_CALLS_SUITE:-benchmarks/suites/conv1x1.json}" --configs-from "$OUT/replay_h100_bf16.json.gz" \
@@ -245,14 +246,10 @@ for step in "$@"; do
                 | tee "$OUT/n96_$cls.log" | tail -24
         done ;;
     n96_calls)   # per class: a replay table (the H100 reports and the n96 step's run), then the suite through the op
-        R=benchmarks/results/igemm_wgmma_h200
+        . benchmarks/replay_reports.sh
         for cls in ${N96_CLASSES:-tf32 bfloat16}; do
-            if [ "$cls" = tf32 ]; then tag=tf32; reports="$R/resident_1x1_tf32/v1/vs_cudnn_tf32.json
-                $R/six_families_h100/tf32_wide/vs_cudnn_tf32.json $R/six_families_h100/tf32_public/vs_cudnn_tf32.json
-                $R/tma_1x1_tf32_h100/conv1x1_tf32/vs_cudnn_tf32.json"
-            else tag=bf16; reports="$R/six_families_h100/half_wide/vs_cudnn_bf16.json
-                $R/six_families_h100/half_public/vs_cudnn_bf16.json benchmarks/results/sliced_h100/run1/bf16/vs_cudnn_bf16.json
-                $R/tma_1x1_h100/conv1x1_bf16/vs_cudnn_bf16.json"; fi
+            if [ "$cls" = tf32 ]; then tag=tf32; reports="$H100_TF32_REPORTS $H100_TMA_1X1_TF32"
+            else tag=bf16; reports="$H100_BF16_REPORTS $H100_TMA_1X1_BF16"; fi
             # shellcheck disable=SC2086  # the report list splits on whitespace
             python3 benchmarks/make_replay.py $reports "${N96_FROM:-$OUT}/n96_$cls/vs_cudnn_$tag.json" \
                 -o "$OUT/replay_h100_n96_$tag.json.gz" 2>&1 | tail -3

@@ -11,16 +11,10 @@
 set -u
 OUT=${OUT:-benchmarks/results/tma_1x1_round}
 mkdir -p "$OUT"
-R=benchmarks/results/igemm_wgmma_h200
+. benchmarks/replay_reports.sh
 case "${PRESET:-h100}" in
-    h100) BF16_REPORTS="$R/six_families_h100/half_wide/vs_cudnn_bf16.json $R/six_families_h100/half_public/vs_cudnn_bf16.json
-                        benchmarks/results/sliced_h100/run1/bf16/vs_cudnn_bf16.json"
-          TF32_REPORTS="$R/resident_1x1_tf32/v1/vs_cudnn_tf32.json $R/six_families_h100/tf32_wide/vs_cudnn_tf32.json
-                        $R/six_families_h100/tf32_public/vs_cudnn_tf32.json" ;;
-    h200) BF16_REPORTS="$R/six_families_h200/half_public/vs_cudnn_bf16.json $R/six_families_h200/half_wide/vs_cudnn_bf16.json
-                        $R/six_families_h200/conv1x1_bf16/vs_cudnn_bf16.json"
-          TF32_REPORTS="$R/six_families_h200/tf32_public/vs_cudnn_tf32.json $R/six_families_h200/tf32_wide/vs_cudnn_tf32.json
-                        $R/six_families_h200/conv1x1_tf32/vs_cudnn_tf32.json" ;;
+    h100) BF16_REPORTS=$H100_BF16_REPORTS TF32_REPORTS=$H100_TF32_REPORTS ;;
+    h200) BF16_REPORTS=$H200_BF16_REPORTS TF32_REPORTS=$H200_TF32_REPORTS ;;
     *) echo "PRESET must be h100 or h200" >&2; exit 2 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$OUT/nvidia_smi.txt" 2>&1

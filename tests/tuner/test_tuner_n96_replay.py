@@ -2,7 +2,7 @@
 measurements.
 
 ``tests/data/replay_h100_tf32.json.gz`` and ``replay_h100_bf16.json.gz`` were made by ``benchmarks/make_replay.py``
-from each class's committed H100 runs (``gpu_check.sh n96_calls`` names them) and
+from each class's committed H100 runs (``benchmarks/replay_reports.sh`` lists them) and
 ``benchmarks/results/igemm_wgmma_h200/n96_h100/n96_{tf32,bfloat16}`` (``benchmarks/suites/n96.json``: the general
 family of the class and the new one, 16 model-top configs each; its rows win the clashes). What a CI machine can check
 without a GPU: the family is searched next to the others, its measured rows are stored unedited, the best is the
