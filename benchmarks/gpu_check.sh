@@ -16,6 +16,9 @@
 #               $AB_ARGS e.g. --dtype bfloat16) with the tree as it is, then with $AB_PATCH (default
 #               benchmarks/ab/pointwise_odd_epilogue.patch) applied to this copy (reverted after);
 #               benchmarks/ab_compare.py tables per suite under $OUT/kernel_ab/
+#     choice_ab the untuned op on $CHOICE_AB_ONLY entries ($CHOICE_AB_CLASS, default tf32) before and after
+#               $CHOICE_AB_PATCH (default benchmarks/ab/simt_untuned_float32_only.patch), then vs_cudnn.py with
+#               $CHOICE_AB_FAMILIES' model-top configs on them
 #     fwd_split benchmarks/forward_host_split.py: a single-launch forward's host time split into parts, GPU idle and busy
 #     backward_split benchmarks/backward_host_split.py: a depthwise forward + backward's host time split into parts
 #     ceilings  benchmarks/device_ceilings.py: GEMM peaks per precision class, copy bandwidth, empty-kernel time
@@ -324,6 +327,28 @@ for step in "$@"; do
             python3 benchmarks/ab_compare.py "$OUT"/kernel_ab/before/"$suite"/vs_cudnn*.json \
                 "$OUT"/kernel_ab/after/"$suite"/vs_cudnn*.json --out "$OUT/kernel_ab/$suite.md"
         done ;;
+    choice_ab)   # the untuned op (no database) through user_suite.py before and after $CHOICE_AB_PATCH (a change of the
+                 # untuned choice, reverted after), then vs_cudnn.py on the same entries with $CHOICE_AB_FAMILIES' model-top
+                 # configs: the two choices timed through the op by the profiler, and every family by events, in one run
+        patch_file=${CHOICE_AB_PATCH:-benchmarks/ab/simt_untuned_float32_only.patch}
+        only=${CHOICE_AB_ONLY:-lenet_caffe_conv1_b64 enet_initial_b4 mobilenetv2_stem_b64}
+        cls=${CHOICE_AB_CLASS:-tf32}
+        for side in before after; do
+            if [ $side = after ] && ! patch -p1 --forward < "$patch_file"; then echo "choice_ab: $patch_file does not apply"; break; fi
+            # shellcheck disable=SC2086  # the entry names split on whitespace
+            timeout "${CHOICE_AB_S:-200}" python3 benchmarks/user_suite.py --class "$cls" --no-compile \
+                --suite "${CHOICE_AB_SUITE:-benchmarks/suites/wide.json}" --only $only \
+                --db "sqlite:////tmp/convtune-choice-ab-$side.db" --out "$OUT/choice_ab_$side" \
+                > "$OUT/choice_ab_$side.log" 2>&1 || echo "choice_ab: $side failed"
+            grep -A8 "geomean speedup" "$OUT/choice_ab_$side/user_suite.md" 2>/dev/null | head -12
+        done
+        patch -p1 -R --forward < "$patch_file" > /dev/null 2>&1
+        if [ "$cls" = tf32 ]; then math=(--math tf32); else math=(); fi
+        # shellcheck disable=SC2086
+        timeout "${CHOICE_AB_S:-200}" python3 benchmarks/vs_cudnn.py "${math[@]}" --top "${CHOICE_AB_TOP:-8}" --buckets 0 \
+            --suite "${CHOICE_AB_SUITE:-benchmarks/suites/wide.json}" --only $only --out "$OUT/choice_ab_families" \
+            --families ${CHOICE_AB_FAMILIES:-igemm_simt igemm igemm_wgmma direct} > "$OUT/choice_ab_families.log" 2>&1
+        tail -12 "$OUT/choice_ab_families.log" ;;
     fwd_split)
         python3 benchmarks/forward_host_split.py --out "$OUT/fwd_split" 2>&1 | tee "$OUT/fwd_split.log" | tail -50 ;;
     backward_split)
