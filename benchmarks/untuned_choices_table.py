@@ -96,10 +96,11 @@ def supersede(old: dict, why: str) -> dict:
                            "why": " ".join(w for w in (earlier["why"], why) if w), "rows": rows}}
 
 
-def update(old: dict, run: dict, source: str) -> dict:
+def update(old: dict, run: dict, source: str, skip_extra: bool = False) -> dict:
     """``old`` with the rows of the entries ``run`` measured replaced by its rows (same order; superseded rows it
     measured come back into ``choices``); refused unless the run is of the table's preset and baseline class, names
-    only the table's entries and covers every row whose choice the preset's models no longer make."""
+    only the table's entries (``skip_extra``: the others are left out, e.g. a suite that also holds entries of
+    another suite) and covers every row whose choice the preset's models no longer make."""
     new, baseline = table(run, source), baseline_of(run["meta"])
     if new["preset"] != old["preset"] or f"against {baseline} (" not in old["about"]:
         raise SystemExit(f"the run ({new['preset']}, against {baseline}) is not of the table's preset and class "
@@ -107,7 +108,10 @@ def update(old: dict, run: dict, source: str) -> dict:
     rows = {r["name"]: r for r in new["choices"]}
     superseded = old.get("superseded", {"entries": [], "why": "", "rows": []})
     unknown = sorted(set(rows) - {r["name"] for r in old["choices"] + superseded["rows"]})
-    if unknown:
+    if unknown and skip_extra:
+        print(f"left out, not in the table: {', '.join(unknown)}", file=sys.stderr)
+        rows = {name: row for name, row in rows.items() if name not in unknown}
+    elif unknown:
         raise SystemExit(f"the run measured entries the table does not hold: {', '.join(unknown)}")
     moved = [r["name"] for r in moved_rows(old) if r["name"] not in rows]
     if moved:
@@ -132,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--supersede", type=Path, help="a table whose rows the models no longer choose move aside")
     ap.add_argument("--why", default="", help="the reason recorded with --supersede")
     ap.add_argument("--update", type=Path, help="a table whose rows of the run's entries the run's rows replace")
+    ap.add_argument("--skip-extra", action="store_true",
+                    help="with --update: leave out the run's entries the table does not hold (another suite's)")
     args = ap.parse_args(argv)
     if args.supersede is not None:
         old = json.loads(args.supersede.read_text())
@@ -140,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(old['choices']) - len(new['choices'])} rows superseded -> {args.supersede}", file=sys.stderr)
         return 0
     if args.run is not None and args.source is not None and args.update is not None:
-        new = update(json.loads(args.update.read_text()), json.loads(args.run.read_text()), args.source)
+        new = update(json.loads(args.update.read_text()), json.loads(args.run.read_text()), args.source,
+                     args.skip_extra)
         args.update.write_text(json.dumps(new, indent=1) + "\n")
         print(f"rows of {args.run} -> {args.update}", file=sys.stderr)
         return 0

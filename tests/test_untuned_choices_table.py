@@ -67,3 +67,12 @@ def test_a_run_of_entries_the_table_lacks_is_refused() -> None:
     stray = {**H100_TF32["choices"][0], "name": "not_in_the_suite"}
     with pytest.raises(SystemExit, match="not_in_the_suite"):
         tables.update(H100_TF32, _run([stray]), "somewhere")
+
+
+def test_entries_the_table_lacks_are_left_out_when_asked() -> None:
+    """``--skip-extra``: a run of a suite that also holds other suites' entries updates the table's own rows only."""
+    stray = {**H100_TF32["choices"][0], "name": "not_in_the_suite"}
+    new = tables.update(H100_TF32, _run([stray, H100_TF32["choices"][1]]), "somewhere", skip_extra=True)
+    assert [r["name"] for r in new["choices"]] == [r["name"] for r in H100_TF32["choices"]]
+    assert new["choices"][1]["speedup_kernel"] == 1.25 and new["choices"][0] == H100_TF32["choices"][0]
+    assert "not_in_the_suite" not in new["about"]
