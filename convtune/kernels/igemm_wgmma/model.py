@@ -1,6 +1,7 @@
 """Analytic performance model of the wgmma forward, TF32 and 16-bit (for ranking configs, never as a result).
 
-predicted time = max(SM time, L2 time, DRAM compulsory time) + layout change + split atomics + launches:
+predicted time = max(SM time, L2 time, DRAM compulsory time) + layout change + split atomics (``SPLIT_ATOMICS_FACTOR``
+× the output's bytes per split at the copy bandwidth, the implicit-GEMM model's) + launches:
 
 * SM time: waves = ⌈blocks / (resident blocks · SMs)⌉, each costing ``resident`` blocks' chunks on one SM, a
   block-chunk costing the larger of its tensor-core time (2·BM·BN·ch FLOP, ch the chunk's columns: 32/16/8 TF32,
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from convtune.kernels.igemm.model import SPLIT_ATOMICS_FACTOR
 from convtune.kernels.igemm_wgmma.launcher import IgemmWgmmaFwdPlan, chunk_elements, folded, traffic_words, uses_tma
 from convtune.kernels.launch_geometry import resident_blocks
 from convtune.machine import MachineModel
@@ -109,8 +111,8 @@ def predict(pl: IgemmWgmmaFwdPlan, machine: MachineModel,
     layout_words = words.pop("layout", 0)
     l2_s = item * sum(words.values()) / l2_bw
     dram_s = p.compulsory_bytes / machine.copy_bandwidth_bytes_per_s
-    atomics_s = 4 * p.output_elements * pl.splits_launched / machine.copy_bandwidth_bytes_per_s \
-        if pl.splits_launched > 1 else 0.0
+    atomics_s = SPLIT_ATOMICS_FACTOR * 4 * p.output_elements * pl.splits_launched \
+        / machine.copy_bandwidth_bytes_per_s if pl.splits_launched > 1 else 0.0
     if pl.splits_launched > 1 and item == 2:   # the fp32 workspace's conversion into y: one more launch and pass
         atomics_s += LAUNCH_OVERHEAD_S + 6 * p.output_elements / machine.copy_bandwidth_bytes_per_s
     launches = 2 if layout_words else 1
