@@ -61,12 +61,13 @@ LAUNCH_OVERHEAD_S = 3e-6
 A_COPY_WAVEFRONTS_NCHW = 13   # L1 wavefronts of one warp's 4-byte cp.async gather (ncu, see above)
 A_COPY_WAVEFRONTS_NHWC = 6    # of one warp's 16-byte cp.async.cg copy: 4 shared-memory writes + 2 (assumed)
 #: a split's fp32 atomics into y (the 16-bit classes': into their fp32 workspace), per element relative to a plain
-#: store at the copy bandwidth: a reduction in L2 reads and writes the line, so 2. On the four tensor-core replay
-#: tables (H100 and H200, TF32 and bf16; 603 (family, shape) units of the igemm and wgmma families; the wgmma model
-#: takes this constant too) the geometric-mean regret of each family's model-first config goes 1.138 → 1.125 (held
-#: out by shape 1.125; 3 gives 1.123), and the untuned choice across families (family_choice_calibration's regret on
-#: the vs_cudnn reports) H100 TF32 1.072 → 1.059, bf16 1.104 → 1.086, H200 TF32 1.112 → 1.086, bf16 1.095 → 1.086
-#: (benchmarks/split_atomics_fit.py, benchmarks/results/igemm_wgmma_h200/split_atomics_fit.md)
+#: store at the copy bandwidth: a reduction in L2 reads and writes its word, so 2 (as the direct model's ATOMIC_WORDS).
+#: On the four tensor-core replay tables (H100 and H200, TF32 and bf16; 603 (family, shape) units of the igemm and
+#: wgmma families; the wgmma model takes this constant too) the geometric-mean regret of each family's model-first
+#: config goes 1.138 → 1.125 (held out by shape 1.125; 3 gives 1.123), and the untuned choice across families
+#: (family_choice_calibration's regret on the vs_cudnn reports) H100 TF32 1.072 → 1.059, bf16 1.104 → 1.086, H200
+#: TF32 1.112 → 1.086, bf16 1.095 → 1.086 (benchmarks/split_atomics_fit.py and its table in
+#: benchmarks/results/igemm_wgmma_h200/split_atomics_fit.md)
 SPLIT_ATOMICS_FACTOR = 2.0
 
 
