@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,11 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def shipped_calibration(families: Iterable[str]) -> dict[str, tuple[float, float]]:
+    """What the untuned op compares: each family's shipped (choice_scale, choice_offset_s)."""
+    return {f: (get_spec(f).choice_scale, get_spec(f).choice_offset_s) for f in families}
+
+
 def fit(shapes: dict[str, dict[str, tuple[float, float, float]]],
         families: list[str], fitted: tuple[str, ...] | None = None,
         kept: dict[str, tuple[float, float]] | None = None) -> dict[str, tuple[float, float]]:
@@ -117,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     families = sorted({f for s in shapes.values() for f in s})
     shipped = {name: regret(s, {}) for name, s in shapes.items()}
     # what the untuned op compares: each spec's choice_time (its shipped choice_scale · predicted + choice_offset_s)
-    as_shipped = {f: (get_spec(f).choice_scale, get_spec(f).choice_offset_s) for f in families}
+    as_shipped = shipped_calibration(families)
     kept = as_shipped if fitted is not None else None
     chosen = {name: regret(s, as_shipped) for name, s in shapes.items()}
     # with --fit: the untuned op with those families left out of the choice (regret still against every family's best)

@@ -61,7 +61,7 @@ def across_families(reports: dict[str, tuple[str, list[dict]]], factor: float) -
     out = {}
     for name, (preset, runs) in reports.items():
         shapes = choice.collect(runs, preset)
-        scales = {f: (get_spec(f).choice_scale, get_spec(f).choice_offset_s) for s in shapes.values() for f in s}
+        scales = choice.shipped_calibration({f for s in shapes.values() for f in s})
         out[name] = [choice.regret(s, scales) for s in shapes.values()]
     return out
 

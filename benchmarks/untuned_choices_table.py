@@ -128,6 +128,11 @@ def update(old: dict, run: dict, source: str, skip_extra: bool = False) -> dict:
     return out
 
 
+def write(path: Path, table_: dict) -> None:
+    """A table as the tests read it: indented JSON, text as written (no escapes)."""
+    path.write_text(json.dumps(table_, indent=1, ensure_ascii=False) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, nargs="?", help="user_suite.json of an untuned run")
@@ -142,19 +147,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.supersede is not None:
         old = json.loads(args.supersede.read_text())
         new = supersede(old, args.why)
-        args.supersede.write_text(json.dumps(new, indent=1, ensure_ascii=False) + "\n")
+        write(args.supersede, new)
         print(f"{len(old['choices']) - len(new['choices'])} rows superseded -> {args.supersede}", file=sys.stderr)
         return 0
     if args.run is not None and args.source is not None and args.update is not None:
         new = update(json.loads(args.update.read_text()), json.loads(args.run.read_text()), args.source,
                      args.skip_extra)
-        args.update.write_text(json.dumps(new, indent=1) + "\n")
+        write(args.update, new)
         print(f"rows of {args.run} -> {args.update}", file=sys.stderr)
         return 0
     if args.run is None or args.source is None or args.out is None:
         ap.error("a run needs RUN, --source and --out (or --update TABLE)")
     out = table(json.loads(args.run.read_text()), args.source)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    write(args.out, out)
     print(f"{len(out['choices'])} choices, preset {out['preset']} -> {args.out}", file=sys.stderr)
     return 0
 

@@ -9,8 +9,11 @@ same, or the first lower (more resident blocks); this is what they measure. Chan
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 
+from convtune.kernels.config import parse_config_key
+from convtune.kernels.igemm_wgmma.launcher import folded, uses_tma
 from convtune.tuner.benchmark import ReplayTable
 
 TABLES = ("h100_tf32", "h100_bf16", "h200_tf32", "h200_bf16")
@@ -22,16 +25,17 @@ def main() -> int:
         table = ReplayTable.load(f"tests/data/replay_{name}.json.gz")
         for rows in table.problems.values():
             ok = {c: r["median_ms"] for c, r in rows.items() if r["status"] == "ok"}
-            for config, ms in ok.items():
-                if "m_blocks=2" not in config or "warpgroups=1" not in config:
+            for key, ms in ok.items():
+                config = parse_config_key(key)
+                if getattr(config, "m_blocks", 0) != 2 or getattr(config, "warpgroups", 0) != 1:
                     continue
-                twin = ok.get(config.replace("m_blocks=2", "m_blocks=1").replace("warpgroups=1", "warpgroups=2"))
+                twin = ok.get(dataclasses.replace(config, m_blocks=1, warpgroups=2).key())
                 if twin is None:
                     continue
-                fold = "folded" if "row_taps=" in config and "row_taps=1 " not in config + " " else "unfolded"
-                family = config.split(".")[0]
-                feed = "TMA" if "tma=1" in config or family.endswith("_tma") else "copying"
-                ratios[(name, family, fold, feed)].append(ms / twin)
+                # the TMA 1×1 families have no tma field: the family is TMA-fed
+                feed = "TMA" if uses_tma(config) or config.family.endswith("_tma") else "copying"
+                fold = "folded" if folded(config) else "unfolded"
+                ratios[(name, config.family, fold, feed)].append(ms / twin)
     print("# (m_blocks=2, warpgroups=1) / (m_blocks=1, warpgroups=2), measured time, same tile otherwise\n")
     print("| table | family | taps | operands | pairs | geomean | min | max |\n|---|---|---|---|---|---|---|---|")
     for key, values in sorted(ratios.items()):
