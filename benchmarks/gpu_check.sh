@@ -343,7 +343,7 @@ for step in "$@"; do
             grep -A8 "geomean speedup" "$OUT/choice_ab_$side/user_suite.md" 2>/dev/null | head -12
         done
         patch -p1 -R --forward < "$patch_file" > /dev/null 2>&1
-        if [ "$cls" = tf32 ]; then math=(--math tf32); else math=(); fi
+        case $cls in tf32) math=(--math tf32) ;; bfloat16 | float16) math=(--dtype "$cls") ;; *) math=() ;; esac
         # shellcheck disable=SC2086
         timeout "${CHOICE_AB_S:-200}" python3 benchmarks/vs_cudnn.py "${math[@]}" --top "${CHOICE_AB_TOP:-8}" --buckets 0 \
             --suite "${CHOICE_AB_SUITE:-benchmarks/suites/wide.json}" --only $only --out "$OUT/choice_ab_families" \

@@ -14,7 +14,7 @@ predicted time = max(SM time, L2 time, DRAM compulsory time) + layout change + s
   layout change's excepted) at ``L2_FRACTION`` of the optimistic L2 figure;
 * DRAM time: compulsory bytes at the copy bandwidth;
 * the layout change reads x and writes the workspace at the copy bandwidth, one launch;
-* folded-tap configs (stems): the max above × ``FOLD_FACTOR``.
+* folded-tap configs (stems): the max above × ``FOLD_FACTOR``, × ``FOLD_ROW_COPY_FACTOR`` more at m_blocks = 2.
 """
 
 from __future__ import annotations
@@ -54,6 +54,16 @@ TMA_OVERHEAD_FRACTION = 0.25
 #: max 1.79 → 1.48), fitted on neither; bf16 1.137 → 1.137 and 1.108 → 1.108. Worse with it: ZFNet conv1 b1/b16 and
 #: ResNet-50 conv1 b1 in TF32 on the H100 (1.03–1.14 → 1.28–1.48), where folding measured fastest.
 FOLD_FACTOR = 2.0
+#: folded-tap configs whose copying threads each copy a whole tile row per chunk (m_blocks = 2: 128·warpgroups rows
+#: over 128·warpgroups threads, against half a row at m_blocks = 1): their time × this more. A folded row is S taps'
+#: channels gathered by one thread, so its copy issue doubles; measured, (m_blocks 2, warpgroups 1) took 1.31–1.59×
+#: the time of (1, 2) at the same tile on folded stems and 1.02–1.07× unfolded (tile_pairs.md). benchmarks/
+#: fold_rows_fit.py (fold_rows_fit.md): from 1.5 to 4 the untuned choice across families is the same, bf16 1.086 →
+#: 1.055 (H100) and 1.086 → 1.058 (H200), TF32 unchanged; model-first regret 1.125 → 1.121 at 2 (1.116 at 3, the
+#: held-out pick), but at 3 the tuner's model pruning drops a bf16 stem's winners (AlexNet conv1 b16: a folded
+#: m_blocks = 2 config 3.3% ahead of the rest), at 2 every replay shape keeps a config within 3% of its best
+#: (tests/tuner/test_pruning_keeps_winners.py)
+FOLD_ROW_COPY_FACTOR = 2.0
 #: the H200's datasheet dense TF32 rate, when the machine carries no TF32 ceiling
 FALLBACK_TF32_FLOPS = 494.7e12
 #: the H200's datasheet dense bf16 / fp16 rate, when the machine carries no bf16 ceiling
@@ -61,8 +71,11 @@ FALLBACK_BF16_FLOPS = 989.4e12
 
 
 def fold_factor(config: Any) -> float:
-    """The factor on the max of a config's terms: ``FOLD_FACTOR`` for folded taps, else 1."""
-    return FOLD_FACTOR if folded(config) else 1.0
+    """The factor on the max of a config's terms: ``FOLD_FACTOR`` for folded taps (× ``FOLD_ROW_COPY_FACTOR`` where
+    each copying thread copies a whole tile row, m_blocks = 2), else 1."""
+    if not folded(config):
+        return 1.0
+    return FOLD_FACTOR * (FOLD_ROW_COPY_FACTOR if config.m_blocks == 2 else 1.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -351,6 +351,26 @@ def test_model_ranks_tma_ahead_of_the_same_tile_copying() -> None:
     assert tma.resident_blocks == 1 and tma.time_s < copy.time_s
 
 
+def test_model_prices_a_folded_row_a_thread_above_half_a_row() -> None:
+    """Folded taps (the ResNet-50 stem, bf16 and TF32): one warpgroup over two m64 blocks copies a whole folded row a
+    thread per chunk, two warpgroups over one block half a row each; the pair measured 1.31–1.59× apart
+    (tile_pairs.md), so the model ranks (m_blocks 2, warpgroups 1) behind (1, 2) at the same tile; unfolded, the
+    row-copy factor does not apply."""
+    from convtune.kernels.igemm_wgmma.half import IgemmWgmmaHalfFwdConfig
+    from convtune.kernels.igemm_wgmma.model import FOLD_FACTOR, FOLD_ROW_COPY_FACTOR, fold_factor, predict
+
+    for family, config_class, stem in (("igemm_wgmma", IgemmWgmmaFwdConfig, STEM),
+                                       ("igemm_wgmma_half", IgemmWgmmaHalfFwdConfig,
+                                        STEM.replace("math=tf32", "dtype=bfloat16"))):
+        one_wg = config_class(64, 2, 1, 6, 1, 32, 7)
+        two_wg = dataclasses.replace(one_wg, m_blocks=1, warpgroups=2)
+        slow, fast = (predict(get_spec(family).plan(P(stem), c, H200), H200) for c in (one_wg, two_wg))
+        assert slow.time_s > fast.time_s
+    assert fold_factor(IgemmWgmmaFwdConfig(64, 2, 1, 6, 1, 32, 7)) == FOLD_FACTOR * FOLD_ROW_COPY_FACTOR > FOLD_FACTOR
+    assert fold_factor(IgemmWgmmaFwdConfig(64, 1, 2, 6, 1, 32, 7)) == FOLD_FACTOR
+    assert fold_factor(IgemmWgmmaFwdConfig(64, 2, 1, 6, 1, 32, 1)) == 1.0
+
+
 TMA_REPRESENTATIVE = [
     ("tma_256x256_wg2_c32", IgemmWgmmaFwdConfig(256, 1, 2, 4, 1, 32, tma=1)),
     ("tma_128x64_wg1_c16_x3", IgemmWgmmaFwdConfig(64, 2, 1, 4, 3, 16, tma=1)),
