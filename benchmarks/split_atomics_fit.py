@@ -13,6 +13,7 @@ the H100 and H200 tables are made from.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import family_choice_calibration as choice
@@ -66,32 +67,45 @@ def across_families(reports: dict[str, tuple[str, list[dict]]], factor: float) -
     return out
 
 
-def main() -> int:
-    shipped = igemm_model.SPLIT_ATOMICS_FACTOR
+def fit_report(title: str, command: str, factors: tuple[float, ...], shipped: float,
+               set_value: Callable[[float], None]) -> None:
+    """Print the markdown table of a model factor: per value of ``factors`` (set by ``set_value``; ``shipped`` is
+    restored after) the within-family regret (and the factor chosen leave-one-shape-out) and the untuned choice's
+    regret per report set; scored with the shipped split atomics factor."""
     fit.TABLES = TABLES
     units = fit.units()
     reports = {name: (preset, [json.loads(Path(R + p).read_text()) for p in paths])
                for name, (preset, paths) in REPORTS.items()}
+    atomics = igemm_model.SPLIT_ATOMICS_FACTOR
+    own, chosen = {}, {}
     try:
-        own = {f: within_family(units, f) for f in FACTORS}
-        chosen = {f: across_families(reports, f) for f in FACTORS}
+        for f in factors:
+            set_value(f)
+            own[f] = within_family(units, atomics)
+            chosen[f] = across_families(reports, atomics)
     finally:
-        set_factor(shipped)
+        set_value(shipped)
+        set_factor(atomics)
     held = []
     for shape in sorted({u.shape for u in units}):
         test = [i for i, u in enumerate(units) if u.shape == shape]
         train = [i for i, u in enumerate(units) if u.shape != shape]
-        best = min(FACTORS, key=lambda f: (float(np.log(own[f][train]).mean()), abs(f - 1)))
+        best = min(factors, key=lambda f: (float(np.log(own[f][train]).mean()), abs(f - 1)))
         held += list(own[best][test])
-    print("# The split atomics' cost factor in the tensor-core models (CPU, the committed tables)\n")
-    print("`PYTHONPATH=. python benchmarks/split_atomics_fit.py`\n")
+    print(f"# {title} (CPU, the committed tables)\n")
+    print(f"`{command}`\n")
     print(f"{len(units)} (family, shape) units; shipped factor {shipped:g}\n")
     print("| factor | model-first regret, geomean (max) | " + " | ".join(f"untuned choice {k}" for k in REPORTS) + " |")
     print("|---" * (2 + len(REPORTS)) + "|")
-    for f in FACTORS:
+    for f in factors:
         cells = " | ".join(f"{choice.geomean(v):.3f} (max {max(v):.2f})" for v in chosen[f].values())
         print(f"| {f:g} | {fit.geomean(own[f]):.4f} ({own[f].max():.2f}) | {cells} |")
     print(f"\nheld out by shape (the factor chosen on the other shapes): model-first regret {fit.geomean(held):.4f}")
+
+
+def main() -> int:
+    fit_report("The split atomics' cost factor in the tensor-core models", "PYTHONPATH=. python "
+               "benchmarks/split_atomics_fit.py", FACTORS, igemm_model.SPLIT_ATOMICS_FACTOR, set_factor)
     return 0
 
 
