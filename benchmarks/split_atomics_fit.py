@@ -47,8 +47,8 @@ def set_factor(factor: float) -> None:
     igemm_model.SPLIT_ATOMICS_FACTOR = wgmma_model.SPLIT_ATOMICS_FACTOR = factor
 
 
-def within_family(units: list[fit.Unit], factor: float) -> np.ndarray:
-    set_factor(factor)
+def within_family(units: list[fit.Unit]) -> np.ndarray:
+    """Each unit's model-first config's measured time / its best measured, with the models as they stand."""
     out = []
     for u in units:
         spec = get_spec(u.family)
@@ -57,8 +57,8 @@ def within_family(units: list[fit.Unit], factor: float) -> np.ndarray:
     return np.array(out)
 
 
-def across_families(reports: dict[str, tuple[str, list[dict]]], factor: float) -> dict[str, list[float]]:
-    set_factor(factor)
+def across_families(reports: dict[str, tuple[str, list[dict]]]) -> dict[str, list[float]]:
+    """The untuned choice's regret per shape of each report set, with the models as they stand."""
     out = {}
     for name, (preset, runs) in reports.items():
         shapes = choice.collect(runs, preset)
@@ -71,21 +71,19 @@ def fit_report(title: str, command: str, factors: tuple[float, ...], shipped: fl
                set_value: Callable[[float], None]) -> None:
     """Print the markdown table of a model factor: per value of ``factors`` (set by ``set_value``; ``shipped`` is
     restored after) the within-family regret (and the factor chosen leave-one-shape-out) and the untuned choice's
-    regret per report set; scored with the shipped split atomics factor."""
+    regret per report set."""
     fit.TABLES = TABLES
     units = fit.units()
     reports = {name: (preset, [json.loads(Path(R + p).read_text()) for p in paths])
                for name, (preset, paths) in REPORTS.items()}
-    atomics = igemm_model.SPLIT_ATOMICS_FACTOR
     own, chosen = {}, {}
     try:
         for f in factors:
             set_value(f)
-            own[f] = within_family(units, atomics)
-            chosen[f] = across_families(reports, atomics)
+            own[f] = within_family(units)
+            chosen[f] = across_families(reports)
     finally:
         set_value(shipped)
-        set_factor(atomics)
     held = []
     for shape in sorted({u.shape for u in units}):
         test = [i for i, u in enumerate(units) if u.shape == shape]
