@@ -58,6 +58,8 @@ FAMILIES = ("direct", "winograd", "winograd_unfused")
 TF32_FAMILIES = ("igemm", "igemm_nhwc", "igemm_1x1")
 HALF_FAMILIES = ("igemm_half", "igemm_half_1x1")
 TENSOR_CORE_FAMILIES = (*TF32_FAMILIES, *HALF_FAMILIES)
+#: Winograd families bucketed by (m, GEMM tile, chunk)
+WINOGRAD_GEMM_FAMILIES = ("winograd_unfused_large", "winograd_unfused_1d", "winograd_unfused_large_3xtf32")
 #: cuDNN column each precision class is compared with
 BASELINES = {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}
 
@@ -83,8 +85,8 @@ def measure_fp32_peak(n: int = 8192, tf32: bool = False, dtype: str = "float32")
 def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: int,
                families: tuple[str, ...] = FAMILIES) -> tuple[list, int]:
     """The configurations to time (model top ``top`` per family + the bucket bests of direct, igemm_simt, the
-    tensor-core families — the model's best per (tile area, tile_k or chunk_crs, splits) — and the large-filter
-    Winograd family — per (m, GEMM tile, chunk)) and the space size."""
+    tensor-core families — the model's best per (tile area, tile_k or chunk_crs, splits) — and the unfused
+    Winograd GEMM families of WINOGRAD_GEMM_FAMILIES — per (m, GEMM tile, chunk)) and the space size."""
     chosen, size = [], 0
     for spec in specs_for(problem, families):
         if spec.family == "direct":
@@ -95,14 +97,13 @@ def candidates(problem: ConvProblem, machine: MachineModel, top: int, buckets: i
         size += len(scored)
         mine = [pl for _, pl in scored[:top]]
         seen = {pl.config for pl in mine}
-        if spec.family in ("direct", "igemm_simt", "winograd_unfused_large", "winograd_unfused_1d",
-                           *TENSOR_CORE_FAMILIES):
+        if spec.family in ("direct", "igemm_simt", *WINOGRAD_GEMM_FAMILIES, *TENSOR_CORE_FAMILIES):
             by_bucket: dict[tuple[int, int, int], object] = {}
             for _, pl in scored:
                 c = pl.config
                 if spec.family == "direct":
                     bucket = (c.tile_h * c.tile_w, c.tile_k, c.splits)
-                elif spec.family in ("winograd_unfused_large", "winograd_unfused_1d"):   # tile size and GEMM tile
+                elif spec.family in WINOGRAD_GEMM_FAMILIES:   # tile size and GEMM tile
                     bucket = (c.m, c.tile_k * c.tile_t, c.chunk_c)
                 elif spec.family == "igemm_simt":   # its reduction chunk in place of a tensor-core tile_k
                     bucket = (c.tile_m * c.tile_n, c.chunk_crs, c.splits)

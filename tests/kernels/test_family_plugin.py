@@ -87,7 +87,7 @@ def test_registry_keys_are_the_pre_layout_ones_in_order() -> None:
     """The rows recorded before the move keep their order; families added since (igemm, igemm_simt, igemm_wgmma,
     igemm_wgmma_half, igemm_wgmma_half_1x1 and its resident, ping-pong and TMA variants, igemm_wgmma_1x1 and its
     resident and TMA variants, the general kernel's 96/192-column tiles, winograd_unfused_tf32,
-    winograd_unfused_large, winograd_unfused_1d, direct_half, pointwise_sliced) follow them."""
+    winograd_unfused_large and its 3xTF32 variant, winograd_unfused_1d, direct_half, pointwise_sliced) follow them."""
     recorded = json.loads((REPO / "tests/data/pre_layout/kernel_versions.json").read_text())["registry"]
     keys = [f"{f}.{d}" for f, d in registry.REGISTRY]
     assert keys[:len(recorded)] == list(recorded)
@@ -100,7 +100,7 @@ def test_registry_keys_are_the_pre_layout_ones_in_order() -> None:
                                     "igemm_wgmma_1x1_resident.fwd", "igemm_wgmma_1x1_tma.fwd",
                                     "igemm_wgmma_n96.fwd", "igemm_wgmma_half_n96.fwd",
                                     "winograd_unfused_tf32.fwd", "winograd_unfused_large.fwd",
-                                    "winograd_unfused_1d.fwd",
+                                    "winograd_unfused_large_3xtf32.fwd", "winograd_unfused_1d.fwd",
                                     "direct_half.fwd", "pointwise_sliced.fwd"]
 
 

@@ -24,13 +24,14 @@ ADDED_FAMILIES = {"igemm.fwd", "igemm_nhwc.fwd", "igemm_1x1.fwd", "igemm_half.fw
                   "direct_half.fwd", "igemm_wgmma_1x1_resident.fwd", "igemm_wgmma_half_1x1_pingpong.fwd",
                   "pointwise_sliced.fwd", "winograd_unfused_1d.fwd",
                   "igemm_wgmma_half_1x1_tma.fwd", "igemm_wgmma_1x1_tma.fwd", "igemm_wgmma_n96.fwd",
-                  "igemm_wgmma_half_n96.fwd"}
+                  "igemm_wgmma_half_n96.fwd", "winograd_unfused_large_3xtf32.fwd"}
 ADDED_SOURCES = {"igemm_fwd.cu", "igemm_half.cu", "igemm_half_1x1.cu", "igemm_simt_fwd.cu", "igemm_wgmma_fwd.cu",
                  "igemm_wgmma_half_1x1.cu", "winograd_unfused_tf32.cu", "winograd_unfused_r.cu",
                  "igemm_wgmma_half_1x1_resident.cu", "direct_half_fwd.cu",
                  "igemm_wgmma_1x1_resident.cu", "igemm_wgmma_half_1x1_pingpong.cu",
                  "pointwise_sliced_fwd.cu", "bias_act.cu", "winograd_unfused_1d.cu",
-                 "igemm_wgmma_half_1x1_tma.cu", "igemm_wgmma_1x1_tma.cu", "igemm_wgmma_n96.cu"}
+                 "igemm_wgmma_half_1x1_tma.cu", "igemm_wgmma_1x1_tma.cu", "igemm_wgmma_n96.cu",
+                 "winograd_unfused_r_3xtf32.cu"}
 
 #: Families whose kernel source changed on purpose after the move (tests/data/kernel_changes.json: a new kernel
 #: version; stored rows of the old one are no longer current), and their source files.

@@ -85,6 +85,9 @@ class WinogradUnfusedTf32Config(SquareTiles, KernelConfig):
     warps_t: int = 4       # warps along t: warp tile BT / warps_t (whole n8 columns)
     stages: int = 3        # cp.async pipeline depth (2..4)
 
+    #: TF32 MMAs per term: 1 (this family), 3 in the strict-fp32 3xTF32 family (the GEMM body's PRODUCTS)
+    products = 1
+
     @property
     def alpha(self) -> int:
         return self.m + 2
@@ -99,8 +102,10 @@ class WinogradUnfusedTf32Plan(WinogradUnfusedPlan):
     """The unfused plan's geometry (:class:`WinogradUnfusedPlan`) with the tensor-core GEMM's template and entry."""
 
     def template_args(self) -> tuple[int, ...]:
+        """winograd_tc_gemm_body's template arguments (PRODUCTS, last, only where it is not the default 1)."""
         c = cast(WinogradUnfusedTf32Config, self.config)
-        return (c.tile_k, c.tile_t, c.chunk_c, c.warps_k, c.warps_t, c.stages)
+        return (c.tile_k, c.tile_t, c.chunk_c, c.warps_k, c.warps_t, c.stages) + ((c.products,) if c.products != 1
+                                                                                  else ())
 
     def source(self) -> str:
         """Self-contained CUDA text: the F(m) transforms, the family source, the transforms' entries and the GEMM's."""
@@ -156,16 +161,17 @@ def smem_bytes(config: WinogradUnfusedTf32Config) -> int:
 
 
 def regs_estimate(config: WinogradUnfusedTf32Config) -> int:
-    """4·MI·NI accumulators + 4·MI + 2·NI fragment words + 40 for addresses and the pipeline (ptxas on sm_90: 64–208
-    registers against 88–200 estimated on six tiles)."""
+    """4·MI·NI accumulators + 4·MI + 2·NI fragment words (twice that with 3xTF32's lo words) + 40 for addresses and
+    the pipeline (ptxas on sm_90: 64–208 registers against 88–200 estimated on six tiles of this family)."""
     mi, ni = mma_tiles(config)
-    return 4 * mi * ni + 4 * mi + 2 * ni + 40
+    words = 2 if config.products == 3 else 1
+    return 4 * mi * ni + words * (4 * mi + 2 * ni) + 40
 
 
-def derive_plan(problem: ConvProblem, config: WinogradUnfusedTf32Config,
-                machine: MachineModel | None = None) -> WinogradUnfusedTf32Plan:
+def derive_plan(problem: ConvProblem, config: WinogradUnfusedTf32Config, machine: MachineModel | None = None,
+                plan_class: type[WinogradUnfusedTf32Plan] | None = None) -> WinogradUnfusedTf32Plan:
     """The plan of a config that keeps the space's rules (:func:`plan` checks them first); refuses what breaks the
-    register limit, ``machine``'s limits or the grid's.
+    register limit, ``machine``'s limits or the grid's. ``plan_class``: a family built on this GEMM (the 3xTF32 one).
 
     Raises:
         InvalidConfig: naming the field whose derived geometry breaks a limit.
@@ -175,7 +181,8 @@ def derive_plan(problem: ConvProblem, config: WinogradUnfusedTf32Config,
     smem, regs = smem_bytes(c), regs_estimate(c)
     check_limits(c.threads, smem, regs, machine, regs_field="tile_t")
     # the fp32 plan's geometry reads m, tile_k, tile_t, chunk_c, stages, alpha and threads, which this config has
-    return WinogradUnfusedTf32Plan(problem, cast(Any, c), tiles_p, tiles_q, tiles, tp, cp_, kp, smem, regs)
+    return (plan_class or WinogradUnfusedTf32Plan)(problem, cast(Any, c), tiles_p, tiles_q, tiles, tp, cp_, kp, smem,
+                                                   regs)
 
 
 def onchip_words(pl: WinogradUnfusedTf32Plan) -> int:
@@ -201,18 +208,14 @@ def _threads(v: Values) -> int:
     return 32 * v["warps_k"] * v["warps_t"]
 
 
-@cache
-def space(problem: ConvProblem) -> SearchSpace:
-    """The values, the kernel's rules (:func:`plan` enforces them) and the search's pruning (BK no larger than the
-    next power of two of K, BT than that of the tile count, 64..256 threads)."""
-    p = problem
-    why = applies(p) or map_too_small(p)
-    rules = (
-        Rule("problem", (), lambda v: why is None and p.math == "tf32",
-             f"the TF32 Winograd path runs math='tf32' problems Winograd takes; got math={p.math!r}"
-             + (f", {why}" if why else ""), field="problem"),
-        Rule("m", ("m",), lambda v: v["m"] in M and v["m"] in POINTS,
-             f"m={{m}}: allowed {list(M)} (F(4×4) misses the TF32 accuracy gate)"),
+#: the GEMM's values (the m values are each family's)
+GEMM_VALUES: dict[str, tuple[int, ...]] = {"tile_k": TILE_K, "tile_t": TILE_T, "chunk_c": CHUNK_C, "warps_k": WARPS,
+                                           "warps_t": WARPS, "stages": STAGES}
+
+
+def gemm_rules() -> tuple[Rule, ...]:
+    """The tensor-core GEMM block's rules (whole m16n8 MMAs per warp, padded shared rows, the pipeline)."""
+    return (
         Rule("warps_k", ("tile_k", "warps_k"), lambda v: v["tile_k"] % (16 * v["warps_k"]) == 0,
              "tile_k={tile_k} must be a multiple of 16·warps_k (warps_k={warps_k})"),
         Rule("warps_t", ("tile_t", "warps_t"), lambda v: v["tile_t"] % (8 * v["warps_t"]) == 0,
@@ -223,17 +226,36 @@ def space(problem: ConvProblem) -> SearchSpace:
              "chunk_c={chunk_c}: a multiple of 8 up to 32"),
         Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 4, "stages={stages}: allowed 2..4"),
     )
+
+
+def gemm_prune(problem: ConvProblem) -> tuple[Rule, ...]:
+    """The search's pruning: BK no larger than the next power of two of K, BT than that of the tile count, 64..256
+    threads."""
+    p = problem
     max_k = max(32, pow2_at_least(p.K))
-    prune = (
+    return (
         Rule("tile_k_extent", ("tile_k",), lambda v: v["tile_k"] <= max_k, f"tile_k={{tile_k}} exceeds {max_k}"),
         Rule("tile_t_extent", ("m", "tile_t"), lambda v: v["tile_t"] <= max(64, pow2_at_least(_tiles(p, v["m"]))),
              lambda v: f"tile_t={v['tile_t']} exceeds {max(64, pow2_at_least(_tiles(p, v['m'])))}"),
         Rule("threads_searched", ("warps_k", "warps_t"), lambda v: MIN_THREADS <= _threads(v) <= MAX_THREADS,
              lambda v: f"{_threads(v)} threads: searched {MIN_THREADS}..{MAX_THREADS}", field="threads"),
     )
-    values = {"m": M, "tile_k": TILE_K, "tile_t": TILE_T, "chunk_c": CHUNK_C, "warps_k": WARPS, "warps_t": WARPS,
-              "stages": STAGES}
-    return SearchSpace(values, rules, prune)
+
+
+@cache
+def space(problem: ConvProblem) -> SearchSpace:
+    """The values, the kernel's rules (:func:`plan` enforces them) and the search's pruning (:func:`gemm_prune`)."""
+    p = problem
+    why = applies(p) or map_too_small(p)
+    rules = (
+        Rule("problem", (), lambda v: why is None and p.math == "tf32",
+             f"the TF32 Winograd path runs math='tf32' problems Winograd takes; got math={p.math!r}"
+             + (f", {why}" if why else ""), field="problem"),
+        Rule("m", ("m",), lambda v: v["m"] in M and v["m"] in POINTS,
+             f"m={{m}}: allowed {list(M)} (F(4×4) misses the TF32 accuracy gate)"),
+        *gemm_rules(),
+    )
+    return SearchSpace({"m": M, **GEMM_VALUES}, rules, gemm_prune(p))
 
 
 def grid_size(problem: ConvProblem) -> int:

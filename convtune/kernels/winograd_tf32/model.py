@@ -3,7 +3,10 @@
 
     time = transforms + max(GEMM issue, GEMM L2 re-reads, GEMM DRAM traffic) + 3 launches
     GEMM issue = ⌈waves⌉ · chunks · (chunk time + the global-load stall the pipeline does not hide)
-    chunk time = 2·BK·BT·BC FLOPs of every resident block / (TF32_MMA_FRACTION · the TF32 ceiling per SM)
+    chunk time = 2·BK·BT·BC·products FLOPs of every resident block / (TF32_MMA_FRACTION · the TF32 ceiling per SM)
+
+products: TF32 MMAs per term, 1 here, 3 in the strict-fp32 3xTF32 family
+(:mod:`convtune.kernels.winograd_large_3xtf32`).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def predict(pl: Any, machine: MachineModel) -> WinogradPrediction:
     peak = machine.tf32_peak_flops_per_s or machine.datasheet_tf32_flops_per_s or FALLBACK_TF32_FLOPS
     rate_per_sm = TF32_MMA_FRACTION * peak / machine.sm_count
     chunks = pl.cp // c.chunk_c
-    chunk_s = 2.0 * c.tile_k * c.tile_t * c.chunk_c * bps / rate_per_sm     # one chunk of every resident block
+    chunk_s = 2.0 * c.tile_k * c.tile_t * c.chunk_c * c.products * bps / rate_per_sm   # a chunk of every resident block
     stall_s = max(0.0, GLOBAL_LATENCY_S - (c.stages - 1) * chunk_s)
     issue_s = math.ceil(waves) * chunks * (chunk_s + stall_s)
     l2_s = 4 * (t["filter"] + t["v_load"] + t["m_store"]) / (L2_OVER_DRAM_BANDWIDTH * bw)

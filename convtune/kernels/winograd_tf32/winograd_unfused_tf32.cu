@@ -15,6 +15,10 @@
 //   a0 = A[g][t4], a1 = A[g+8][t4], a2 = A[g][t4+4], a3 = A[g+8][t4+4]   with A[m][c] = U[c][k0 + m]
 //   b0 = B[t4][g], b1 = B[t4+4][g]                                       with B[c][n] = V[c][t0 + n]
 //   c0, c1 = C[g][2t4, 2t4+1], c2, c3 = C[g+8][2t4, 2t4+1]              stored as float2 into M rows k, k + 8.
+//
+// PRODUCTS = 3 (3xTF32, the strict-fp32 family winograd_unfused_large_3xtf32): each operand v is split into two
+// TF32 words, hi = rna(v) and lo = rna(v − hi), and a·b is accumulated as lo_a·hi_b + hi_a·lo_b + hi_a·hi_b (small
+// terms first; lo_a·lo_b, ~2⁻²² relative, is dropped), which keeps fp32-level accuracy on the TF32 tensor cores.
 #include "winograd_unfused.cu"
 
 namespace convtune {
@@ -23,6 +27,14 @@ __device__ __forceinline__ unsigned tf32_rna(float v) {
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
   return r;
+}
+
+// hi = rna(v) (the MMA reads only its TF32 bits); with PRODUCTS == 3 also lo = rna(v − hi), hi's low 13 bits
+// masked off first (cvt leaves them unspecified)
+template <int PRODUCTS>
+__device__ __forceinline__ void tf32_split(float v, unsigned& hi, unsigned& lo) {
+  hi = tf32_rna(v);
+  if constexpr (PRODUCTS == 3) lo = tf32_rna(v - __uint_as_float(hi & 0xffffe000u));
 }
 
 __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
@@ -40,7 +52,7 @@ struct WinogradTcStage {
   static constexpr int FLOATS = A_FLOATS + B_FLOATS;
 };
 
-template <int BK, int BT, int BC, int WK, int WT, int STAGES>
+template <int BK, int BT, int BC, int WK, int WT, int STAGES, int PRODUCTS = 1>
 __device__ __forceinline__ void winograd_tc_gemm_body(const float* __restrict__ U, const float* __restrict__ V,
                                                       float* __restrict__ Mo, int Cp, int Kp, int Tp) {
   using S = WinogradTcStage<BK, BT, BC>;
@@ -51,6 +63,7 @@ __device__ __forceinline__ void winograd_tc_gemm_body(const float* __restrict__ 
   static_assert(BC % 8 == 0, "chunks of whole k8 steps");
   static_assert(WTK % 16 == 0 && WTT % 8 == 0, "warp tiles of whole m16n8 MMAs");
   static_assert(STAGES >= 2 && STAGES <= 4, "2..4 stages");
+  static_assert(PRODUCTS == 1 || PRODUCTS == 3, "one TF32 product, or three (3xTF32)");
   extern __shared__ __align__(16) float smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -102,25 +115,31 @@ __device__ __forceinline__ void winograd_tc_gemm_body(const float* __restrict__ 
     const float* bs = smem + (chunk % STAGES) * S::FLOATS + S::A_FLOATS + wt * WTT + g;
 #pragma unroll
     for (int kk = 0; kk < BC; kk += 8) {
-      unsigned a[MI][4], b[NI][2];
+      unsigned a[MI][4], b[NI][2], al[MI][4], bl[NI][2];   // al, bl: the lo words (PRODUCTS == 3 only)
 #pragma unroll
       for (int i = 0; i < MI; ++i) {
         const float* ap = as + (kk + t4) * S::LDA + 16 * i;
-        a[i][0] = tf32_rna(ap[0]);
-        a[i][1] = tf32_rna(ap[8]);
-        a[i][2] = tf32_rna(ap[4 * S::LDA]);
-        a[i][3] = tf32_rna(ap[4 * S::LDA + 8]);
+        tf32_split<PRODUCTS>(ap[0], a[i][0], al[i][0]);
+        tf32_split<PRODUCTS>(ap[8], a[i][1], al[i][1]);
+        tf32_split<PRODUCTS>(ap[4 * S::LDA], a[i][2], al[i][2]);
+        tf32_split<PRODUCTS>(ap[4 * S::LDA + 8], a[i][3], al[i][3]);
       }
 #pragma unroll
       for (int j = 0; j < NI; ++j) {
         const float* bp = bs + (kk + t4) * S::LDB + 8 * j;
-        b[j][0] = tf32_rna(bp[0]);
-        b[j][1] = tf32_rna(bp[4 * S::LDB]);
+        tf32_split<PRODUCTS>(bp[0], b[j][0], bl[j][0]);
+        tf32_split<PRODUCTS>(bp[4 * S::LDB], b[j][1], bl[j][1]);
       }
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
-        for (int j = 0; j < NI; ++j) mma_m16n8k8_tf32(acc[i][j], a[i], b[j]);
+        for (int j = 0; j < NI; ++j) {
+          if constexpr (PRODUCTS == 3) {
+            mma_m16n8k8_tf32(acc[i][j], al[i], b[j]);
+            mma_m16n8k8_tf32(acc[i][j], a[i], bl[j]);
+          }
+          mma_m16n8k8_tf32(acc[i][j], a[i], b[j]);
+        }
     }
   }
   cp_async_wait<0>();

@@ -1,0 +1,180 @@
+"""Unfused Winograd F(m×m, r×r) forward for 5×5 and 7×7 filters at strict fp32 accuracy, GEMMs on TF32 tensor cores
+by 3xTF32 (family ``winograd_unfused_large_3xtf32``).
+
+Why: the large-filter family (:mod:`convtune.kernels.winograd_large`) spends most of AlexNet conv2's time in its α²
+fp32 GEMMs (134.5 of 239.6 µs on an H100 at 71% of the fp32 FMA peak; cuDNN fp32's FFT takes 183). Splitting each
+GEMM operand v into two TF32 words, hi = rna(v) and lo = rna(v − hi), and accumulating lo·hi + hi·lo + hi·hi on the
+TF32 tensor cores (three mma.sync per term) runs the GEMM at a third of the TF32 rate — above the fp32 FMA rate —
+with the products' error at fp32's order: a float64 model of the dataflow (``benchmarks/winograd_3xtf32_accuracy.py``,
+C = K = 64, normal inputs) gives 8.7e-7 / 2.4e-6 / 3.1e-6 for F(2×2,5×5) / F(4×4,5×5) / F(2×2,7×7), 1.24–1.34× the
+fp32 GEMM's 6.5e-7 / 2.0e-6 / 2.5e-6 and 80× under :data:`TOLERANCE` (the large family's gate, shared). One TF32
+product would give 2.3e-3–7.2e-3: not a strict-fp32 result.
+
+Dataflow, workspace, filters, launches and traffic are the large family's (input transform, GEMMs, output transform;
+U from its filter transform); the GEMM is ``winograd_tc_gemm_body`` of the TF32 family with PRODUCTS = 3
+(``winograd_unfused_tf32.cu``), so the config is that family's GEMM block (BK = ``tile_k`` × BT = ``tile_t``, BC =
+``chunk_c``, ``warps_k`` × ``warps_t`` warps, ``stages``) plus ``r``. Problems: the large family's (5×5 or 7×7,
+stride 1, dilation 1, float32 storage) in the strict fp32 and TF32 classes (a strict result serves the looser class).
+
+Experimental: registered, runs nothing until ``CONVTUNE_EXPERIMENTAL`` names it (:mod:`convtune.kernels.experimental`):
+its kernels have passed nvcc (no spills) and the CPU checks, not yet a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, cast
+
+from convtune.errors import InvalidConfig
+from convtune.kernels import experimental
+from convtune.kernels.compile import kernel_text, load_kernel
+from convtune.kernels.prepared import PreparedLaunch, driver
+from convtune.kernels.search_space import Rule, SearchSpace
+from convtune.kernels.winograd import space as _wino_space
+from convtune.kernels.winograd import unfused as _fp32
+from convtune.kernels.winograd.transforms import device_code
+from convtune.kernels.winograd.unfused import (  # the unfused path's workspace, filters and traffic serve unchanged
+    UnfusedFilters,
+    UnfusedKernels,
+    launch,
+    m_offset_bytes,
+    prepare_filters,
+    total_traffic_words,
+    traffic_words,
+    workspace,
+)
+from convtune.kernels.winograd_large import launcher as _large
+from convtune.kernels.winograd_tf32 import launcher as _tc
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+__all__ = ["FAMILY", "SOURCE", "TOLERANCE", "UnfusedFilters", "UnfusedKernels", "Winograd3xTf32Config",
+           "Winograd3xTf32Plan", "compile_plan", "derive_plan", "enumerate_plans", "filters_key", "grid_size",
+           "launch", "m_offset_bytes", "onchip_words", "plan", "prepare_filters", "prepare_plan", "space", "supports",
+           "tolerance", "total_traffic_words", "traffic_words", "workspace"]
+
+FAMILY = "winograd_unfused_large_3xtf32"
+SOURCE = "winograd_unfused_r_3xtf32.cu"
+ENTRY = _tc.ENTRY
+#: relative error against float64 a config must meet, per (m, r): the large family's gate (module docstring)
+TOLERANCE = _large.TOLERANCE
+PRODUCTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Winograd3xTf32Config(_tc.WinogradUnfusedTf32Config):
+    """The TF32 family's GEMM block and pipeline, F(m×m, r×r) with the problem's r (not searched)."""
+
+    family = FAMILY
+    direction = "fwd"
+    products = PRODUCTS
+
+    r: int = 5
+
+    @property
+    def alpha(self) -> int:
+        return self.m + self.r - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Winograd3xTf32Plan(_tc.WinogradUnfusedTf32Plan):
+    """The unfused geometry; the large family's F(m, r) transforms around the 3xTF32 GEMM entry."""
+
+    def source(self) -> str:
+        """Self-contained CUDA text: the F(m, r) transforms, the family source and the three entries."""
+        c = cast(Winograd3xTf32Config, self.config)
+        gemm = _tc.GEMM_ENTRY.format(threads=c.threads, targs=", ".join(str(a) for a in self.template_args()))
+        return _family_source(c.m, c.r) + _large.ENTRIES_AROUND.format(
+            transform_threads=_fp32.TRANSFORM_THREADS, m=c.m, r=c.r, gemm=gemm)
+
+
+@cache
+def _family_source(m: int, r: int) -> str:
+    return device_code(m, r) + kernel_text(SOURCE)
+
+
+def supports(problem: ConvProblem) -> bool:
+    """The large family's problems, once the family is enabled (:mod:`convtune.kernels.experimental`)."""
+    return experimental.enabled(FAMILY) and _large.applies(problem) is None
+
+
+def derive_plan(problem: ConvProblem, config: Winograd3xTf32Config,
+                machine: MachineModel | None = None) -> Winograd3xTf32Plan:
+    """The plan of a config that keeps the space's rules; refuses what breaks the register limit, ``machine``'s
+    limits or the grid's.
+
+    Raises:
+        InvalidConfig: naming the field whose derived geometry breaks a limit.
+    """
+    return cast(Winograd3xTf32Plan, _tc.derive_plan(problem, config, machine, Winograd3xTf32Plan))
+
+
+@cache
+def space(problem: ConvProblem) -> SearchSpace:
+    """The TF32 family's GEMM values, rules and pruning under the large family's problem and m rules, and r (the
+    problem's filter size)."""
+    p = problem
+    points = _large.POINTS.get(p.R, {})
+    rules = (*_wino_space.problem_rules(p, _large.applies(p), points, f"F(m×m,{p.R}×{p.S}) 3xTF32"),
+             Rule("r", ("r",), lambda v: v["r"] == p.R, f"r={{r}}: the filter is {p.R}×{p.S}"),
+             *_tc.gemm_rules())
+    values = {"m": tuple(sorted(points)) or (2,), "r": (p.R,), **_tc.GEMM_VALUES}
+    return SearchSpace(values, rules, _tc.gemm_prune(p))
+
+
+def grid_size(problem: ConvProblem) -> int:
+    return space(problem).grid_size()
+
+
+def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[Winograd3xTf32Plan]:
+    """Every valid (config, plan) of the family for ``problem`` on ``machine``."""
+    for values in space(problem).configs():
+        try:
+            yield derive_plan(problem, Winograd3xTf32Config(**values), machine)
+        except InvalidConfig:  # a limit of the derived geometry (registers, shared memory, grid)
+            continue
+
+
+def plan(problem: ConvProblem, config: Winograd3xTf32Config,
+         machine: MachineModel | None = None) -> Winograd3xTf32Plan:
+    """Validate ``config`` for ``problem`` (:func:`space`'s rules, then the derived geometry's limits).
+
+    Raises:
+        InvalidConfig: naming the field that breaks a rule.
+    """
+    space(problem).check(config)
+    return derive_plan(problem, config, machine)
+
+
+def onchip_words(pl: Winograd3xTf32Plan) -> int:
+    """Fast memory one GEMM block holds: every shared-memory stage plus the BK × BT accumulators."""
+    return _tc.onchip_words(pl)
+
+
+def compile_plan(pl: Winograd3xTf32Plan) -> UnfusedKernels:
+    """The fp32 transforms and the 3xTF32 GEMM, from one module."""
+    text = pl.source()
+    return UnfusedKernels(load_kernel(text, "winograd_input"), load_kernel(text, ENTRY, pl.smem_bytes),
+                          load_kernel(text, "winograd_output"))
+
+
+def prepare_plan(pl: Winograd3xTf32Plan, device: int = 0, kernels: UnfusedKernels | None = None) -> PreparedLaunch:
+    """The unfused path's prepared launch (operands x, filters = U, y, workspace = V then M) over this family's
+    kernels (:func:`compile_plan`)."""
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    return _fp32.prepare_plan(pl, device, kernels)
+
+
+def filters_key(pl: Winograd3xTf32Plan) -> tuple[Any, ...]:
+    """Plans with equal keys share one :func:`prepare_filters` result (U is the large family's; the workspace
+    depends on Tp)."""
+    c = cast(Winograd3xTf32Config, pl.config)
+    return (_large.FAMILY, c.m, c.r, pl.cp, pl.kp, pl.tp)
+
+
+def tolerance(pl: Any) -> float:
+    return TOLERANCE[(pl.config.m, pl.config.r)]
