@@ -26,7 +26,7 @@ CLASSES = {"float32": ("float32", "ieee"), "tf32": ("float32", "tf32"), "bfloat1
 
 
 def _timed_choice(problem: ConvProblem, machine: MachineModel) -> tuple[float, str]:
-    ops.model_choice.cache_clear()       # a new process: no in-memory choice
+    ops.forget_model_choices()       # a new process: no in-memory choice
     choice_cache.forget()
     start = time.perf_counter()
     config = ops.model_choice(problem, machine)

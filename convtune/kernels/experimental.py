@@ -13,7 +13,13 @@ import os
 ENV = "CONVTUNE_EXPERIMENTAL"
 
 
+def names() -> frozenset[str]:
+    """The names ``CONVTUNE_EXPERIMENTAL`` holds now (family names, or ``all``): a cache key for whatever depends on
+    which families run."""
+    return frozenset(name.strip() for name in os.environ.get(ENV, "").split(",") if name.strip())
+
+
 def enabled(family: str) -> bool:
     """Whether ``CONVTUNE_EXPERIMENTAL`` names ``family`` (or is ``all``)."""
-    names = {name.strip() for name in os.environ.get(ENV, "").split(",") if name.strip()}
-    return family in names or "all" in names
+    on = names()
+    return family in on or "all" in on

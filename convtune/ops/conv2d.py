@@ -41,6 +41,7 @@ from threading import get_ident
 from typing import Any
 
 from convtune.errors import InvalidConfig, InvalidInput
+from convtune.kernels import experimental
 from convtune.kernels.compile import cupy_module
 from convtune.kernels.config import KernelConfig, parse_config_key
 from convtune.kernels.devices import device_machine
@@ -178,10 +179,21 @@ def _specs(problem: ConvProblem, algorithm: str) -> list[KernelSpec]:
     return specs
 
 
-@cache
 def model_choice(problem: ConvProblem, machine: MachineModel, algorithm: str = "auto") -> KernelConfig:
-    """The configuration the analytic models predict fastest among ``algorithm``'s families (cached in the process,
-    and across processes by :mod:`convtune.ops.choice_cache`: the search costs up to seconds on some shapes)."""
+    """The configuration the analytic models predict fastest among ``algorithm``'s families (cached in the process
+    per set of enabled experimental families, and across processes by :mod:`convtune.ops.choice_cache`: the search
+    costs up to seconds on some shapes)."""
+    return _model_choice(problem, machine, algorithm, experimental.names())
+
+
+def forget_model_choices() -> None:
+    """Drop the in-process cache of :func:`model_choice` (a new process starts without it)."""
+    _model_choice.cache_clear()
+
+
+@cache
+def _model_choice(problem: ConvProblem, machine: MachineModel, algorithm: str,
+                  experimental_names: frozenset[str]) -> KernelConfig:
     specs = _specs(problem, algorithm)
     stored = choice_cache.lookup(problem, machine, specs)
     if stored is not None:

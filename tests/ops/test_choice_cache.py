@@ -29,7 +29,7 @@ def cache_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _new_process() -> None:
-    ops.model_choice.cache_clear()
+    ops.forget_model_choices()
     choice_cache.forget()
 
 
@@ -117,3 +117,18 @@ def test_the_fingerprint_changes_with_any_source_file(tmp_path: Path) -> None:
         assert after != before and len(after) == 20
         before = after
     assert choice_cache.code_fingerprint() == choice_cache.source_fingerprint(Path(ops.__file__).resolve().parents[1])
+
+
+def test_the_choice_follows_the_experimental_families_enabled_now(cache_file: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Enabling an experimental family mid-process (``CONVTUNE_EXPERIMENTAL`` is read at each call) changes the
+    choice where the models prefer it: the in-process cache is per set of enabled families."""
+    from convtune.kernels import experimental
+
+    alexnet_conv2 = ConvProblem.parse("N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2")
+    monkeypatch.delenv(experimental.ENV, raising=False)
+    assert ops.model_choice(alexnet_conv2, H200).family == "winograd_unfused_large"
+    monkeypatch.setenv(experimental.ENV, "winograd_unfused_large_3xtf32")
+    assert ops.model_choice(alexnet_conv2, H200).family == "winograd_unfused_large_3xtf32"
+    monkeypatch.delenv(experimental.ENV)
+    assert ops.model_choice(alexnet_conv2, H200).family == "winograd_unfused_large"

@@ -2,7 +2,7 @@
 :func:`convtune.kernels.winograd.model.predict_unfused` prices them) and a tensor-core GEMM.
 
     time = transforms + max(GEMM issue, GEMM L2 re-reads, GEMM DRAM traffic) + 3 launches
-    GEMM issue = ⌈waves⌉ · chunks · (chunk time + the global-load stall the pipeline does not hide)
+    GEMM issue = ⌈waves⌉ · chunks · max(chunk time, global-load latency / (stages − 1))
     chunk time = 2·BK·BT·BC·products FLOPs of every resident block / (TF32_MMA_FRACTION · the TF32 ceiling per SM)
 
 products: TF32 MMAs per term, 1 here, 3 in the strict-fp32 3xTF32 family
@@ -41,8 +41,9 @@ def predict(pl: Any, machine: MachineModel) -> WinogradPrediction:
     rate_per_sm = TF32_MMA_FRACTION * peak / machine.sm_count
     chunks = pl.cp // c.chunk_c
     chunk_s = 2.0 * c.tile_k * c.tile_t * c.chunk_c * c.products * bps / rate_per_sm   # a chunk of every resident block
-    stall_s = max(0.0, GLOBAL_LATENCY_S - (c.stages - 1) * chunk_s)
-    issue_s = math.ceil(waves) * chunks * (chunk_s + stall_s)
+    # stages − 1 chunks in flight: a chunk's loads have (stages − 1) chunk times to land, so the pipeline issues a
+    # chunk every max(chunk time, latency / (stages − 1)) (never cheaper when a chunk costs more)
+    issue_s = math.ceil(waves) * chunks * max(chunk_s, GLOBAL_LATENCY_S / (c.stages - 1))
     l2_s = 4 * (t["filter"] + t["v_load"] + t["m_store"]) / (L2_OVER_DRAM_BANDWIDTH * bw)
     gemm_dram_s = 4 * (t["v_store"] + c.alpha ** 2 * pl.cp * pl.kp + t["m_store"]) / bw
     gemm_s = max(issue_s, l2_s, gemm_dram_s)

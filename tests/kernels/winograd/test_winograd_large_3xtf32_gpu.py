@@ -1,0 +1,192 @@
+"""GPU correctness of the large-filter 3xTF32 Winograd family (``winograd_unfused_large_3xtf32``) against float64 and
+the fp32 large family (``winograd_unfused_large``) on the same inputs (needs a CUDA device; the case list is checked
+without one).
+
+Per F(m, r) ∈ {F(2,5), F(4,5), F(2,7)}: 6 GEMM blocks (warp layouts 1×2..4×2, chunks 8..32, 2..4 stages, up to
+128 × 256) × 40 random r×r stride-1 problems (≥ 200 cases each after invalid ones drop): batch 1..3, sometimes 32;
+channel counts and sizes odd, down to 1×1 maps with padding; padding 0..r − 1 per axis. The family is enabled through
+``CONVTUNE_EXPERIMENTAL``. Outputs are poisoned with NaN before each launch; inputs are fresh normal draws. Each
+case's relative L2 error must meet the family's gate (the large family's :data:`TOLERANCE`) and — the strict-fp32
+claim: 3xTF32 stays at fp32's order — at most 4× the fp32 large family's error on the same inputs with the same block
+where that family has it (+1e-7). Every case's errors go to ``$CONVTUNE_ERROR_TABLE_WINOGRAD_3XTF32`` (JSON) when set.
+Then ``convtune.conv2d`` with a 3xTF32 config: refused until the family is enabled, then within the gate.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+from error_tables import write_error_table
+
+from convtune.errors import InvalidConfig
+from convtune.kernels import experimental
+from convtune.kernels.winograd_large import launcher as large
+from convtune.kernels.winograd_large.launcher import WinogradLargeConfig
+from convtune.kernels.winograd_large_3xtf32 import launcher as x3
+from convtune.kernels.winograd_large_3xtf32.launcher import Winograd3xTf32Config as Config
+from convtune.machine import MachineModel
+from convtune.problem import ConvProblem
+
+gpu = pytest.mark.gpu
+ERROR_TABLE_ENV = "CONVTUNE_ERROR_TABLE_WINOGRAD_3XTF32"
+MR = ((2, 5), (4, 5), (2, 7))
+TILES = {   # tile_k, tile_t, chunk_c, warps_k, warps_t, stages
+    "k64t128c16_2x4": (64, 128, 16, 2, 4, 3),
+    "k128t256c16_2x4": (128, 256, 16, 2, 4, 3),
+    "k128t64c16_4x2_s2": (128, 64, 16, 4, 2, 2),
+    "k64t64c32_2x2_s4": (64, 64, 32, 2, 2, 4),
+    "k32t128c8_1x4": (32, 128, 8, 1, 4, 3),
+    "k32t64c8_1x2_s2": (32, 64, 8, 1, 2, 2),
+}
+PROBLEMS_PER_CONFIG = 40
+#: the fp32 error's floor in the comparison (a tiny problem's fp32 error can sit near fp32's unit roundoff)
+FP32_FLOOR = 1e-7
+RECORDS: list[dict[str, Any]] = []
+
+
+def _random_problem(rng: np.random.Generator, r: int) -> ConvProblem:
+    n = int(rng.choice([1, 1, 2, 3, 32]))
+    c, k = int(rng.integers(1, 70)), int(rng.integers(1, 90))
+    pad_h, pad_w = int(rng.integers(0, r)), int(rng.integers(0, r))
+    h = int(rng.integers(max(1, r - 2 * pad_h), 45))
+    w = int(rng.integers(max(1, r - 2 * pad_w), 45))
+    if n == 32:   # keep the big-batch cases small
+        c, h, w = min(c, 12), max(min(h, 12), r - 2 * pad_h), max(min(w, 12), r - 2 * pad_w)
+    return ConvProblem(N=n, C=c, H=h, W=w, K=k, R=r, S=r, pad_h=pad_h, pad_w=pad_w)
+
+
+def _fp32_config(problem: ConvProblem, config: Config, machine: MachineModel) -> WinogradLargeConfig:
+    """The fp32 large family's config with the same m, r, block (BK × BT, BC ≤ 16) and stages, where it has one;
+    else its 64 × 64 block."""
+    chunk, tile_t = min(config.chunk_c, 16), min(config.tile_t, 128)
+    for thread_k, thread_t in ((8, 8), (4, 8), (8, 4), (4, 4)):
+        candidate = WinogradLargeConfig(config.m, config.tile_k, tile_t, chunk, thread_k, thread_t, config.stages,
+                                        config.r)
+        try:
+            large.plan(problem, candidate, machine)
+        except InvalidConfig:
+            continue
+        return candidate
+    return WinogradLargeConfig(config.m, 64, 64, 16, 8, 8, 3, config.r)
+
+
+def _cases() -> list[Any]:
+    rng = np.random.default_rng(20261206)
+    h200 = MachineModel.preset("h200")
+    cases = []
+    for m, r in MR:
+        for name, tile in TILES.items():
+            config = Config(m, *tile, r)
+            for i in range(PROBLEMS_PER_CONFIG):
+                problem = _random_problem(rng, r)
+                try:
+                    x3.plan(problem, config, h200)
+                except InvalidConfig:
+                    continue
+                fp32 = _fp32_config(problem, config, h200)
+                cases.append(pytest.param(problem, config, fp32, id=f"f{m}r{r}-{name}-{i}", marks=[gpu]))
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("mr", MR)
+def test_case_count(mr: tuple[int, int]) -> None:
+    cases = [c.values for c in CASES if (c.values[1].m, c.values[1].r) == mr]
+    problems = [p for p, _, _ in cases]
+    assert len(problems) >= 200
+    assert {p.pad_h for p in problems} == {p.pad_w for p in problems} == set(range(mr[1]))
+    assert any(p.N == 1 for p in problems) and any(p.N == 32 for p in problems)
+    assert any(p.C % 8 for p in problems) and any(p.K % 8 for p in problems)
+    assert any(p.H % 2 and p.W % 2 for p in problems) and min(min(p.P, p.Q) for p in problems) < mr[0]
+    assert {c.tile_t for _, c, _ in cases} >= {64, 128, 256}
+    # the fp32 comparison runs the same block for most cases
+    same = [c for _, c, f in cases if (f.tile_k, f.tile_t, f.chunk_c, f.stages) == (c.tile_k, c.tile_t, c.chunk_c,
+                                                                                     c.stages)]
+    assert len(same) >= len(cases) // 2
+
+
+@pytest.fixture
+def enabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(experimental.ENV, x3.FAMILY)
+
+
+@pytest.fixture(scope="module")
+def precompiled(machine, cubin_cache) -> None:
+    """Compile every distinct kernel of this module (both families) with nvcc in parallel before the first case."""
+    cubin_cache([x3.plan(p.values[0], p.values[1], machine).source() for p in CASES]
+                + [large.plan(p.values[0], p.values[2], machine).source() for p in CASES])
+
+
+@pytest.fixture(scope="module")
+def error_table():
+    from convtune.kernels.registry import get_spec
+
+    yield RECORDS
+    write_error_table(ERROR_TABLE_ENV, RECORDS, f"{x3.FAMILY}.fwd", get_spec(x3.FAMILY).source_sha256(),
+                      {"tolerances": {f"F({m},{r})": t for (m, r), t in x3.TOLERANCE.items()},
+                       "acceptance": f"ours <= tolerance and ours <= 4 * fp32 + {FP32_FLOOR} (relative L2 errors "
+                                     "against float64; fp32: winograd_unfused_large on the same inputs)"})
+
+
+def _run(launcher: Any, pl: Any, x: Any, w: Any) -> Any:
+    """y of one family's launch, NaN-poisoned first; asserts every output was written."""
+    import cupy as cp
+
+    p = pl.problem
+    y = cp.full((p.N, p.K, p.P, p.Q), cp.nan, dtype=cp.float32)
+    launcher.launch(pl, launcher.compile_plan(pl), x, launcher.prepare_filters(pl, w), y)
+    cp.cuda.get_current_stream().synchronize()
+    assert not bool(cp.isnan(y).any()), f"{pl.config.key()}: some outputs were never written"
+    return y
+
+
+@pytest.mark.parametrize(("problem", "config", "fp32_config"), CASES)
+def test_matches_float64_at_fp32s_order(problem: ConvProblem, config: Config, fp32_config: WinogradLargeConfig,
+                                        machine, precompiled, error_table, enabled, request) -> None:
+    import cupy as cp
+
+    from convtune.kernels.reference import conv2d_reference_gpu, relative_error
+
+    assert x3.supports(problem)
+    pl = x3.plan(problem, config, machine)
+    rng = cp.random.default_rng(zlib.crc32(problem.key().encode()))
+    x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
+    w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
+    y = _run(x3, pl, x, w)
+    y32 = _run(large, large.plan(problem, fp32_config, machine), x, w)
+    ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
+    ours, fp32 = relative_error(y, ref), relative_error(y32, ref)
+    error_table.append({"id": request.node.callspec.id, "problem": problem.key(), "config": config.key(),
+                        "fp32_config": fp32_config.key(), "ours": ours, "fp32": fp32})
+    assert ours <= x3.tolerance(pl), f"relative error {ours:.3e} for {problem.key()} / {config.key()}"
+    assert ours <= 4 * fp32 + FP32_FLOOR, (f"ours {ours:.3e} vs fp32 {fp32:.3e} ({fp32_config.key()}) for "
+                                           f"{problem.key()} / {config.key()}")
+
+
+@gpu
+@pytest.mark.parametrize("key", ["N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2", "N=3 C=5 H=9 W=11 K=7 R=5 S=5 pad=1",
+                                 "N=4 C=128 H=46 W=46 K=128 R=7 S=7 pad=3"])
+def test_conv2d_op_runs_a_3xtf32_config_once_enabled(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cupy as cp
+
+    import convtune
+    from convtune.kernels.reference import conv2d_reference_gpu, relative_error
+
+    problem = ConvProblem.parse(key)
+    m = 4 if problem.R == 5 else 2
+    config = Config(m=m, tile_k=64, tile_t=128, chunk_c=16, warps_k=2, warps_t=4, stages=3, r=problem.R)
+    rng = cp.random.default_rng(11)
+    x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
+    w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
+    monkeypatch.delenv(experimental.ENV, raising=False)
+    with pytest.raises(InvalidConfig):
+        convtune.conv2d(x, w, padding=problem.pad_h, config=config)
+    monkeypatch.setenv(experimental.ENV, x3.FAMILY)
+    y = convtune.conv2d(x, w, padding=problem.pad_h, config=config)
+    ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
+    assert relative_error(y, ref) <= large.TOLERANCE[(m, problem.R)]
