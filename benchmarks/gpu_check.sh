@@ -36,9 +36,10 @@
 #     wino_large pytest -m gpu: the large-filter Winograd family (winograd_unfused_large: 5×5, 7×7), the 1-D one
 #               (winograd_unfused_1d: 1×r, r×1) and the 3×3 Winograd
 #               paths, xdist workers
-#     wino_3xtf32 the experimental 3xTF32 large-filter family (winograd_unfused_large_3xtf32): its GPU tests and the
-#               TF32 Winograd family's, then vs_cudnn.py strict fp32 on six 5×5 / 7×7 wide entries (it and the fp32
-#               large family, $WINO3_TOP configs each, cuDNN fp32), then AlexNet conv2's kernel breakdown
+#     wino_3xtf32 the experimental 3xTF32 Winograd family (winograd_unfused_3xtf32: 3×3, 5×5, 7×7): its GPU tests
+#               and the TF32 Winograd family's, then vs_cudnn.py strict fp32 on six 5×5 / 7×7 wide entries (it and the
+#               fp32 large family) and on the public suite's ten 3×3 entries (it and the fp32 direct and Winograd
+#               families), $WINO3_TOP configs each, cuDNN fp32 in the same runs; then AlexNet conv2's kernel breakdown
 #     wino_1d   the 1-D Winograd family's GPU tests, then vs_cudnn.py (it, direct, igemm_simt; $WINO_1D_FAMILIES,
 #               $WINO_1D_TOP configs each) on the wide suite's six asymmetric 1×n / n×1 entries
 #     res_1x1   the 16-bit 1×1 families (igemm_wgmma_half_1x1 and its persistent, filters-resident variant): their GPU
@@ -188,19 +189,25 @@ for step in "$@"; do
             tests/kernels/winograd/test_winograd_large_gpu.py tests/kernels/winograd/test_winograd_1d_gpu.py \
             tests/kernels/winograd/test_winograd_gpu.py 2>&1 \
             | tee "$OUT/gpu_winograd_large_tests.txt" | tail -15 ;;
-    wino_3xtf32)   # the experimental 3xTF32 large-filter family: its GPU tests (and the TF32 family's, whose GEMM body
-                   # it shares), then vs_cudnn.py in strict fp32 on the wide suite's 5×5 / 7×7 stride-1 entries against
-                   # the fp32 large-filter family and cuDNN fp32, then AlexNet conv2's kernels (the model's choice)
-        export CONVTUNE_EXPERIMENTAL=winograd_unfused_large_3xtf32,winograd_unfused_tf32
+    wino_3xtf32)   # the experimental 3xTF32 Winograd family: its GPU tests (and the TF32 family's, whose GEMM body it
+                   # shares), then vs_cudnn.py in strict fp32 on 5×5 / 7×7 wide entries against the fp32 large-filter
+                   # family and on the public 3×3 entries against the fp32 direct and Winograd families (cuDNN fp32 in
+                   # both), then AlexNet conv2's kernels (the model's choice)
+        export CONVTUNE_EXPERIMENTAL=winograd_unfused_3xtf32,winograd_unfused_tf32
         timeout "${WINO3_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
-            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/winograd/test_winograd_large_3xtf32_gpu.py \
+            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/winograd/test_winograd_3xtf32_gpu.py \
             tests/kernels/winograd/test_winograd_unfused_tf32_gpu.py 2>&1 | tee "$OUT/gpu_winograd_3xtf32_tests.txt" \
             | tail -8
         timeout "${WINO3_BENCH_S:-300}" python3 benchmarks/vs_cudnn.py --suite benchmarks/suites/wide.json \
             --only alexnet_conv2_b64 openpose_stage2_conv1_b4 openpose_stage2_conv3_b4 inception_v3_mixed5b_5x5_b8 \
             googlenet_inc3a_5x5_b16 googlenet_inc5b_5x5_b8 \
-            --families winograd_unfused_large winograd_unfused_large_3xtf32 --top "${WINO3_TOP:-12}" --buckets 8 \
+            --families winograd_unfused_large winograd_unfused_3xtf32 --top "${WINO3_TOP:-12}" --buckets 8 \
             --out "$OUT/wino_3xtf32" 2>&1 | tee "$OUT/wino_3xtf32_vs_cudnn.log" | tail -20
+        timeout "${WINO3_PUBLIC_S:-300}" python3 benchmarks/vs_cudnn.py --suite benchmarks/suites/public.json \
+            --only vgg16_conv1_2_b1 vgg16_conv2_2_b1 vgg16_conv3_2_b1 vgg16_conv4_2_b1 vgg16_conv5_2_b1 \
+            vgg16_conv3_2_b32 resnet50_3x3_64_b32 resnet50_3x3_128_b32 resnet50_3x3_256_b32 resnet50_3x3_512_b32 \
+            --families direct winograd winograd_unfused winograd_unfused_3xtf32 --top "${WINO3_TOP:-12}" --buckets 8 \
+            --out "$OUT/wino_3xtf32_public" 2>&1 | tee "$OUT/wino_3xtf32_public_vs_cudnn.log" | tail -20
         timeout 120 python3 benchmarks/kernel_breakdown.py "N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2" \
             --out "$OUT/wino_3xtf32_breakdown" 2>&1 | tail -20 ;;
     wino_1d)   # the 1-D Winograd family: its GPU tests, then vs_cudnn.py on the wide suite's asymmetric entries

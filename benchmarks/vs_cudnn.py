@@ -59,7 +59,7 @@ TF32_FAMILIES = ("igemm", "igemm_nhwc", "igemm_1x1")
 HALF_FAMILIES = ("igemm_half", "igemm_half_1x1")
 TENSOR_CORE_FAMILIES = (*TF32_FAMILIES, *HALF_FAMILIES)
 #: Winograd families bucketed by (m, GEMM tile, chunk)
-WINOGRAD_GEMM_FAMILIES = ("winograd_unfused_large", "winograd_unfused_1d", "winograd_unfused_large_3xtf32")
+WINOGRAD_GEMM_FAMILIES = ("winograd_unfused_large", "winograd_unfused_1d", "winograd_unfused_3xtf32")
 #: cuDNN column each precision class is compared with
 BASELINES = {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}
 

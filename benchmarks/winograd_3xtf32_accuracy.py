@@ -1,17 +1,18 @@
-"""Can the large-filter Winograd path keep strict fp32 accuracy with its GEMMs on TF32 tensor cores (3xTF32)? A
-float64 numpy model, no GPU: relative L2 error against the float64 convolution of
+"""Can the unfused Winograd paths keep strict fp32 accuracy with their GEMMs on TF32 tensor cores (3xTF32)? A float64
+numpy model, no GPU: relative L2 error against the float64 convolution of
 
-- Winograd F(m×m, r×r) as ``winograd_unfused_large`` runs it: U from float64 stored in fp32, V in fp32, the α² GEMMs
-  on fp32 operands, M stored in fp32 (the "fp32" column: the family's measured errors on the H200 were 1.1–2.9e-6);
+- Winograd F(m×m, r×r) as ``winograd_unfused`` (3×3) and ``winograd_unfused_large`` (5×5, 7×7) run it: U from float64
+  stored in fp32, V in fp32, the α² GEMMs on fp32 operands, M stored in fp32 (the "fp32" column; the large family
+  measured 1.1–2.9e-6 on the H200);
 - the same with each GEMM operand split into two TF32 words (hi = tf32(v), lo = tf32(v − hi)) and three products
-  per term, hi·hi + hi·lo + lo·hi (the lo·lo term dropped): what ``winograd_unfused_large_3xtf32`` computes;
+  per term, hi·hi + hi·lo + lo·hi (the lo·lo term dropped): what ``winograd_unfused_3xtf32`` computes;
 - the same with one TF32 product (hi·hi), for scale: what the TF32 class would accept.
 
 The GEMMs accumulate exactly here (float64): the model prices operand rounding and M's storage, not the order of
 fp32 sums, for every column alike. C = K = 64, 8 × 8 tiles of m × m outputs, 3 draws of normal inputs.
 
     PYTHONPATH=. python benchmarks/winograd_3xtf32_accuracy.py \
-        > benchmarks/results/winograd_tf32_accuracy/large_3xtf32.md
+        > benchmarks/results/winograd_tf32_accuracy/unfused_3xtf32.md
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from convtune.kernels.winograd.transforms import matrices
 CHANNELS = 64
 TILES = 8
 DRAWS = 3
-POINTS = ((2, 5), (4, 5), (2, 7))   # (m, r) of winograd_unfused_large
+POINTS = ((2, 3), (4, 3), (2, 5), (4, 5), (2, 7))   # (m, r): the 3×3 unfused points and the large family's
 GEMMS = ("fp32", "3xtf32", "tf32")
 
 

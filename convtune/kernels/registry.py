@@ -67,7 +67,7 @@ FAMILY_PACKAGES: tuple[str, ...] = (
     "convtune.kernels.igemm_wgmma",
     "convtune.kernels.winograd_tf32",
     "convtune.kernels.winograd_large",
-    "convtune.kernels.winograd_large_3xtf32",
+    "convtune.kernels.winograd_3xtf32",
     "convtune.kernels.winograd_1d",
     "convtune.kernels.direct_half",
     "convtune.kernels.pointwise_sliced",

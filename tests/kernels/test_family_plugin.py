@@ -100,7 +100,7 @@ def test_registry_keys_are_the_pre_layout_ones_in_order() -> None:
                                     "igemm_wgmma_1x1_resident.fwd", "igemm_wgmma_1x1_tma.fwd",
                                     "igemm_wgmma_n96.fwd", "igemm_wgmma_half_n96.fwd",
                                     "winograd_unfused_tf32.fwd", "winograd_unfused_large.fwd",
-                                    "winograd_unfused_large_3xtf32.fwd", "winograd_unfused_1d.fwd",
+                                    "winograd_unfused_3xtf32.fwd", "winograd_unfused_1d.fwd",
                                     "direct_half.fwd", "pointwise_sliced.fwd"]
 
 

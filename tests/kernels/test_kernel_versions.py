@@ -24,7 +24,7 @@ ADDED_FAMILIES = {"igemm.fwd", "igemm_nhwc.fwd", "igemm_1x1.fwd", "igemm_half.fw
                   "direct_half.fwd", "igemm_wgmma_1x1_resident.fwd", "igemm_wgmma_half_1x1_pingpong.fwd",
                   "pointwise_sliced.fwd", "winograd_unfused_1d.fwd",
                   "igemm_wgmma_half_1x1_tma.fwd", "igemm_wgmma_1x1_tma.fwd", "igemm_wgmma_n96.fwd",
-                  "igemm_wgmma_half_n96.fwd", "winograd_unfused_large_3xtf32.fwd"}
+                  "igemm_wgmma_half_n96.fwd", "winograd_unfused_3xtf32.fwd"}
 ADDED_SOURCES = {"igemm_fwd.cu", "igemm_half.cu", "igemm_half_1x1.cu", "igemm_simt_fwd.cu", "igemm_wgmma_fwd.cu",
                  "igemm_wgmma_half_1x1.cu", "winograd_unfused_tf32.cu", "winograd_unfused_r.cu",
                  "igemm_wgmma_half_1x1_resident.cu", "direct_half_fwd.cu",

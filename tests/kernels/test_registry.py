@@ -42,7 +42,7 @@ def sample_problem(family: str) -> ConvProblem:
         return DENSE_TF32
     if family.startswith("depthwise1d_"):
         return CAUSAL_1D
-    if family in ("winograd_unfused_large", "winograd_unfused_large_3xtf32"):
+    if family in ("winograd_unfused_large", "winograd_unfused_3xtf32"):
         return DENSE_5X5
     if family == "winograd_unfused_1d":
         return DENSE.replace(R=1, S=7, pad_h=0, pad_w=3)

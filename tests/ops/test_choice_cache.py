@@ -128,7 +128,7 @@ def test_the_choice_follows_the_experimental_families_enabled_now(cache_file: Pa
     alexnet_conv2 = ConvProblem.parse("N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2")
     monkeypatch.delenv(experimental.ENV, raising=False)
     assert ops.model_choice(alexnet_conv2, H200).family == "winograd_unfused_large"
-    monkeypatch.setenv(experimental.ENV, "winograd_unfused_large_3xtf32")
-    assert ops.model_choice(alexnet_conv2, H200).family == "winograd_unfused_large_3xtf32"
+    monkeypatch.setenv(experimental.ENV, "winograd_unfused_3xtf32")
+    assert ops.model_choice(alexnet_conv2, H200).family == "winograd_unfused_3xtf32"
     monkeypatch.delenv(experimental.ENV)
     assert ops.model_choice(alexnet_conv2, H200).family == "winograd_unfused_large"

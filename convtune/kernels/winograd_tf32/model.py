@@ -6,7 +6,7 @@
     chunk time = 2·BK·BT·BC·products FLOPs of every resident block / (TF32_MMA_FRACTION · the TF32 ceiling per SM)
 
 products: TF32 MMAs per term, 1 here, 3 in the strict-fp32 3xTF32 family
-(:mod:`convtune.kernels.winograd_large_3xtf32`).
+(:mod:`convtune.kernels.winograd_3xtf32`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@
 //   b0 = B[t4][g], b1 = B[t4+4][g]                                       with B[c][n] = V[c][t0 + n]
 //   c0, c1 = C[g][2t4, 2t4+1], c2, c3 = C[g+8][2t4, 2t4+1]              stored as float2 into M rows k, k + 8.
 //
-// PRODUCTS = 3 (3xTF32, the strict-fp32 family winograd_unfused_large_3xtf32): each operand v is split into two
+// PRODUCTS = 3 (3xTF32, the strict-fp32 family winograd_unfused_3xtf32): each operand v is split into two
 // TF32 words, hi = rna(v) and lo = rna(v − hi), and a·b is accumulated as lo_a·hi_b + hi_a·lo_b + hi_a·hi_b (small
 // terms first; lo_a·lo_b, ~2⁻²² relative, is dropped), which keeps fp32-level accuracy on the TF32 tensor cores.
 #include "winograd_unfused.cu"

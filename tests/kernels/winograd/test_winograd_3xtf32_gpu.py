@@ -1,15 +1,17 @@
-"""GPU correctness of the large-filter 3xTF32 Winograd family (``winograd_unfused_large_3xtf32``) against float64 and
-the fp32 large family (``winograd_unfused_large``) on the same inputs (needs a CUDA device; the case list is checked
-without one).
+"""GPU correctness of the 3xTF32 Winograd family (``winograd_unfused_3xtf32``) against float64 and the fp32 unfused
+family of the same r on the same inputs (3×3: ``winograd_unfused``; 5×5, 7×7: ``winograd_unfused_large``; needs a
+CUDA device; the case list is checked without one).
 
-Per F(m, r) ∈ {F(2,5), F(4,5), F(2,7)}: 6 GEMM blocks (warp layouts 1×2..4×2, chunks 8..32, 2..4 stages, up to
-128 × 256) × 40 random r×r stride-1 problems (≥ 200 cases each after invalid ones drop): batch 1..3, sometimes 32;
-channel counts and sizes odd, down to 1×1 maps with padding; padding 0..r − 1 per axis. The family is enabled through
-``CONVTUNE_EXPERIMENTAL``. Outputs are poisoned with NaN before each launch; inputs are fresh normal draws. Each
-case's relative L2 error must meet the family's gate (the large family's :data:`TOLERANCE`) and — the strict-fp32
-claim: 3xTF32 stays at fp32's order — at most 4× the fp32 large family's error on the same inputs with the same block
-where that family has it (+1e-7). Every case's errors go to ``$CONVTUNE_ERROR_TABLE_WINOGRAD_3XTF32`` (JSON) when set.
-Then ``convtune.conv2d`` with a 3xTF32 config: refused until the family is enabled, then within the gate.
+Per F(m, r) ∈ {F(2,3), F(4,3), F(2,5), F(4,5), F(2,7)}: 6 GEMM blocks (warp layouts 1×2..4×2, chunks 8..32, 2..4
+stages, up to 128 × 256) × 40 random r×r stride-1 problems (≥ 200 cases each after invalid ones drop, 1200 in all):
+batch 1..3, sometimes 32; channel counts and sizes odd, down to 1×1 maps with padding; padding 0..r − 1 per axis
+(0..2 for 3×3). The family is enabled through ``CONVTUNE_EXPERIMENTAL``. Outputs are poisoned with NaN before each
+launch; inputs are fresh normal draws. Each case's relative L2 error must meet the family's gate (:data:`TOLERANCE`:
+the fp32 unfused families' gates) and — the strict-fp32 claim: 3xTF32 stays at fp32's order — at most 4× the error
+of the fp32 unfused family of the same r on the same inputs with the same block where that family has it (its
+space's BK, BT ≤ 128, BC ≤ 16 and stages; clamped otherwise) (+1e-7). Every case's errors go to
+``$CONVTUNE_ERROR_TABLE_WINOGRAD_3XTF32`` (JSON) when set. Then ``convtune.conv2d`` with a 3xTF32 config (3×3, 5×5,
+7×7): refused until the family is enabled, then within the gate.
 """
 
 from __future__ import annotations
@@ -23,16 +25,20 @@ from error_tables import write_error_table
 
 from convtune.errors import InvalidConfig
 from convtune.kernels import experimental
+from convtune.kernels.winograd import unfused as wino_unfused
+from convtune.kernels.winograd.space import plan_unfused
+from convtune.kernels.winograd.unfused import WinogradUnfusedConfig
+from convtune.kernels.winograd_3xtf32 import launcher as x3
+from convtune.kernels.winograd_3xtf32.launcher import Winograd3xTf32Config as Config
 from convtune.kernels.winograd_large import launcher as large
 from convtune.kernels.winograd_large.launcher import WinogradLargeConfig
-from convtune.kernels.winograd_large_3xtf32 import launcher as x3
-from convtune.kernels.winograd_large_3xtf32.launcher import Winograd3xTf32Config as Config
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
 gpu = pytest.mark.gpu
 ERROR_TABLE_ENV = "CONVTUNE_ERROR_TABLE_WINOGRAD_3XTF32"
-MR = ((2, 5), (4, 5), (2, 7))
+#: the 3×3 points are drawn last, so the 5×5 and 7×7 cases keep their problems
+MR = ((2, 5), (4, 5), (2, 7), (2, 3), (4, 3))
 TILES = {   # tile_k, tile_t, chunk_c, warps_k, warps_t, stages
     "k64t128c16_2x4": (64, 128, 16, 2, 4, 3),
     "k128t256c16_2x4": (128, 256, 16, 2, 4, 3),
@@ -58,19 +64,33 @@ def _random_problem(rng: np.random.Generator, r: int) -> ConvProblem:
     return ConvProblem(N=n, C=c, H=h, W=w, K=k, R=r, S=r, pad_h=pad_h, pad_w=pad_w)
 
 
-def _fp32_config(problem: ConvProblem, config: Config, machine: MachineModel) -> WinogradLargeConfig:
-    """The fp32 large family's config with the same m, r, block (BK × BT, BC ≤ 16) and stages, where it has one;
-    else its 64 × 64 block."""
+Fp32Config = WinogradUnfusedConfig | WinogradLargeConfig
+
+
+def _fp32_family(r: int) -> tuple[Any, Any]:
+    """(launcher module, plan function) of the fp32 unfused family of filter size r, whose U this family shares."""
+    return (wino_unfused, plan_unfused) if r == 3 else (large, large.plan)
+
+
+def _fp32_make(m: int, r: int, *fields: int) -> Fp32Config:
+    """The fp32 unfused family's config of F(m, r) with GEMM ``fields`` (tile_k, tile_t, chunk_c, thread_k,
+    thread_t, stages): ``winograd_unfused`` (no r field) for 3×3, ``winograd_unfused_large`` otherwise."""
+    return WinogradUnfusedConfig(m, *fields) if r == 3 else WinogradLargeConfig(m, *fields, r)
+
+
+def _fp32_config(problem: ConvProblem, config: Config, machine: MachineModel) -> Fp32Config:
+    """The fp32 unfused family's config (of the same r) with the same m, block (BK × BT, BT ≤ 128, BC ≤ 16: its
+    space's values) and stages, where it has one; else its 64 × 64 block."""
     chunk, tile_t = min(config.chunk_c, 16), min(config.tile_t, 128)
+    _, plan = _fp32_family(config.r)
     for thread_k, thread_t in ((8, 8), (4, 8), (8, 4), (4, 4)):
-        candidate = WinogradLargeConfig(config.m, config.tile_k, tile_t, chunk, thread_k, thread_t, config.stages,
-                                        config.r)
+        candidate = _fp32_make(config.m, config.r, config.tile_k, tile_t, chunk, thread_k, thread_t, config.stages)
         try:
-            large.plan(problem, candidate, machine)
+            plan(problem, candidate, machine)
         except InvalidConfig:
             continue
         return candidate
-    return WinogradLargeConfig(config.m, 64, 64, 16, 8, 8, 3, config.r)
+    return _fp32_make(config.m, config.r, 64, 64, 16, 8, 8, 3)
 
 
 def _cases() -> list[Any]:
@@ -99,6 +119,7 @@ def test_case_count(mr: tuple[int, int]) -> None:
     cases = [c.values for c in CASES if (c.values[1].m, c.values[1].r) == mr]
     problems = [p for p, _, _ in cases]
     assert len(problems) >= 200
+    assert all(p.R == p.S == mr[1] and x3.applies(p) is None for p in problems)
     assert {p.pad_h for p in problems} == {p.pad_w for p in problems} == set(range(mr[1]))
     assert any(p.N == 1 for p in problems) and any(p.N == 32 for p in problems)
     assert any(p.C % 8 for p in problems) and any(p.K % 8 for p in problems)
@@ -108,6 +129,15 @@ def test_case_count(mr: tuple[int, int]) -> None:
     same = [c for _, c, f in cases if (f.tile_k, f.tile_t, f.chunk_c, f.stages) == (c.tile_k, c.tile_t, c.chunk_c,
                                                                                      c.stages)]
     assert len(same) >= len(cases) // 2
+    # the fp32 comparison runs the fp32 unfused family of the same r (3×3: winograd_unfused, whose U this one shares)
+    fp32_class = WinogradUnfusedConfig if mr[1] == 3 else WinogradLargeConfig
+    assert all(type(f) is fp32_class and f.m == mr[0] and f.alpha == c.alpha for _, c, f in cases)
+
+
+def test_the_case_list() -> None:
+    assert {(c.values[1].m, c.values[1].r) for c in CASES} == set(MR) == set(x3.TOLERANCE)
+    assert len(CASES) >= 200 * len(MR)
+    assert len({c.id for c in CASES}) == len(CASES)
 
 
 @pytest.fixture
@@ -119,7 +149,7 @@ def enabled(monkeypatch: pytest.MonkeyPatch) -> None:
 def precompiled(machine, cubin_cache) -> None:
     """Compile every distinct kernel of this module (both families) with nvcc in parallel before the first case."""
     cubin_cache([x3.plan(p.values[0], p.values[1], machine).source() for p in CASES]
-                + [large.plan(p.values[0], p.values[2], machine).source() for p in CASES])
+                + [_fp32_family(p.values[1].r)[1](p.values[0], p.values[2], machine).source() for p in CASES])
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +160,8 @@ def error_table():
     write_error_table(ERROR_TABLE_ENV, RECORDS, f"{x3.FAMILY}.fwd", get_spec(x3.FAMILY).source_sha256(),
                       {"tolerances": {f"F({m},{r})": t for (m, r), t in x3.TOLERANCE.items()},
                        "acceptance": f"ours <= tolerance and ours <= 4 * fp32 + {FP32_FLOOR} (relative L2 errors "
-                                     "against float64; fp32: winograd_unfused_large on the same inputs)"})
+                                     "against float64; fp32: winograd_unfused (3×3) or winograd_unfused_large "
+                                     "(5×5, 7×7) on the same inputs)"})
 
 
 def _run(launcher: Any, pl: Any, x: Any, w: Any) -> Any:
@@ -146,7 +177,7 @@ def _run(launcher: Any, pl: Any, x: Any, w: Any) -> Any:
 
 
 @pytest.mark.parametrize(("problem", "config", "fp32_config"), CASES)
-def test_matches_float64_at_fp32s_order(problem: ConvProblem, config: Config, fp32_config: WinogradLargeConfig,
+def test_matches_float64_at_fp32s_order(problem: ConvProblem, config: Config, fp32_config: Fp32Config,
                                         machine, precompiled, error_table, enabled, request) -> None:
     import cupy as cp
 
@@ -158,7 +189,8 @@ def test_matches_float64_at_fp32s_order(problem: ConvProblem, config: Config, fp
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
     w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
     y = _run(x3, pl, x, w)
-    y32 = _run(large, large.plan(problem, fp32_config, machine), x, w)
+    fp32_launcher, fp32_plan = _fp32_family(problem.R)
+    y32 = _run(fp32_launcher, fp32_plan(problem, fp32_config, machine), x, w)
     ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
     ours, fp32 = relative_error(y, ref), relative_error(y32, ref)
     error_table.append({"id": request.node.callspec.id, "problem": problem.key(), "config": config.key(),
@@ -170,7 +202,8 @@ def test_matches_float64_at_fp32s_order(problem: ConvProblem, config: Config, fp
 
 @gpu
 @pytest.mark.parametrize("key", ["N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2", "N=3 C=5 H=9 W=11 K=7 R=5 S=5 pad=1",
-                                 "N=4 C=128 H=46 W=46 K=128 R=7 S=7 pad=3"])
+                                 "N=4 C=128 H=46 W=46 K=128 R=7 S=7 pad=3", "N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1",
+                                 "N=3 C=5 H=9 W=11 K=7 R=3 S=3 pad=2"])
 def test_conv2d_op_runs_a_3xtf32_config_once_enabled(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import cupy as cp
 
@@ -178,7 +211,7 @@ def test_conv2d_op_runs_a_3xtf32_config_once_enabled(key: str, monkeypatch: pyte
     from convtune.kernels.reference import conv2d_reference_gpu, relative_error
 
     problem = ConvProblem.parse(key)
-    m = 4 if problem.R == 5 else 2
+    m = max(x3.POINTS[problem.R])      # F(4×4,3×3), F(4×4,5×5), F(2×2,7×7)
     config = Config(m=m, tile_k=64, tile_t=128, chunk_c=16, warps_k=2, warps_t=4, stages=3, r=problem.R)
     rng = cp.random.default_rng(11)
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
@@ -189,4 +222,4 @@ def test_conv2d_op_runs_a_3xtf32_config_once_enabled(key: str, monkeypatch: pyte
     monkeypatch.setenv(experimental.ENV, x3.FAMILY)
     y = convtune.conv2d(x, w, padding=problem.pad_h, config=config)
     ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
-    assert relative_error(y, ref) <= large.TOLERANCE[(m, problem.R)]
+    assert relative_error(y, ref) <= x3.TOLERANCE[(m, problem.R)]
