@@ -165,9 +165,11 @@ class CupyBenchmarker:
         return TrialResult(OK, timing.median_ms, timing.p10_ms, timing.p90_ms, timing.min_ms, timing.reps,
                            timing.sets, err, **common)
 
-    def retime(self, problem: ConvProblem, plans: list[Any], rounds: int = 5) -> list[TrialResult]:
-        """Interleave the plans (A B C A B C ...) so drift hits all alike; median of per-round medians."""
+    def retime(self, problem: ConvProblem, plans: list[Any], rounds: int = 5, hot: bool = False) -> list[TrialResult]:
+        """Interleave the plans (A B C A B C ...) so drift hits all alike; median of per-round medians. ``hot``:
+        buffer set 0 only and no flush, back to back (operands that fit stay in L2), instead of the rotation."""
         buf = self._buffers(problem)
+        sets, flush = (1, None) if hot else (buf["sets"], buf["flush"])
         kernels = [self._launcher(pl).compile_plan(pl) for pl in plans]
         samples: list[list[float]] = [[] for _ in plans]
         filters = [self._filters(buf, pl) for pl in plans]
@@ -178,10 +180,9 @@ class CupyBenchmarker:
                 def launch(j: int, pl: Any = pl, k: Any = kernel, la: Any = launcher, f: Any = filters[i]) -> None:
                     la.launch(pl, k, buf["xs"][j], f[j], buf["ys"][j])
 
-                t = time_launches(launch, sets=buf["sets"], warmup=1, reps=10, flush=buf["flush"])
+                t = time_launches(launch, sets=sets, warmup=1, reps=10, flush=flush)
                 samples[i].append(t.median_ms)
-        return [TrialResult(OK, statistics.median(s), min(s), max(s), min(s), 10 * rounds, buf["sets"])
-                for s in samples]
+        return [TrialResult(OK, statistics.median(s), min(s), max(s), min(s), 10 * rounds, sets) for s in samples]
 
     def close(self) -> None:
         self._inputs.clear()

@@ -62,7 +62,8 @@ def _child_main(conn: Connection, factory: str, kwargs: dict[str, Any]) -> None:
             elif cmd == "retime":
                 problem = ConvProblem(**payload["problem"])
                 plans = [plan_for(problem, key, machine) for key in payload["configs"]]
-                result = [r.to_dict() for r in bench.retime(problem, plans, payload["rounds"])]
+                timed = bench.retime(problem, plans, payload["rounds"], payload.get("hot", False))
+                result = [r.to_dict() for r in timed]
             elif cmd == "prefetch":
                 problem = ConvProblem(**payload["problem"])
                 plans = [plan_for(problem, key, machine) for key in payload["configs"]]
@@ -194,9 +195,9 @@ class SubprocessBenchmarker:
         except (TimeoutError, WorkerDied):
             return {}
 
-    def retime(self, problem: ConvProblem, plans: list[Any], rounds: int = 5) -> list[TrialResult]:
+    def retime(self, problem: ConvProblem, plans: list[Any], rounds: int = 5, hot: bool = False) -> list[TrialResult]:
         rows = self._call("retime", {"problem": problem.to_dict(), "configs": [p.config.key() for p in plans],
-                                     "rounds": rounds}, timeout_s=self.timeout_s * max(1, len(plans)))
+                                     "rounds": rounds, "hot": hot}, timeout_s=self.timeout_s * max(1, len(plans)))
         return [TrialResult.from_dict(r) for r in rows]
 
     def close(self) -> None:
