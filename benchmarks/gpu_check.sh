@@ -40,6 +40,8 @@
 #               and the TF32 Winograd family's, then vs_cudnn.py strict fp32 on six 5×5 / 7×7 wide entries (it and the
 #               fp32 large family) and on the public suite's ten 3×3 entries (it and the fp32 direct and Winograd
 #               families), $WINO3_TOP configs each, cuDNN fp32 in the same runs; then AlexNet conv2's kernel breakdown
+#     protocol  benchmarks/protocol_ab.py: the same configs timed cold (the tuner's rotation) and hot (back to back) on
+#               the shapes whose tuned config lost to the untuned one through the op ($PROTOCOL_S per class)
 #     wino_1d   the 1-D Winograd family's GPU tests, then vs_cudnn.py (it, direct, igemm_simt; $WINO_1D_FAMILIES,
 #               $WINO_1D_TOP configs each) on the wide suite's six asymmetric 1×n / n×1 entries
 #     res_1x1   the 16-bit 1×1 families (igemm_wgmma_half_1x1 and its persistent, filters-resident variant): their GPU
@@ -210,6 +212,18 @@ for step in "$@"; do
             --out "$OUT/wino_3xtf32_public" 2>&1 | tee "$OUT/wino_3xtf32_public_vs_cudnn.log" | tail -20
         timeout 120 python3 benchmarks/kernel_breakdown.py "N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2" \
             --out "$OUT/wino_3xtf32_breakdown" 2>&1 | tail -20 ;;
+    protocol)   # cold- vs hot-L2 ranking (benchmarks/protocol_ab.py) on the shapes whose tuned config lost to the untuned
+                # one through the op in the 2026-12-07 class rounds: bf16 1×1 (resident vs TMA), bf16 and TF32 others
+        timeout "${PROTOCOL_S:-150}" python3 benchmarks/protocol_ab.py --dtype bfloat16 --suite benchmarks/suites/conv1x1.json \
+            --only yolov3_head_52_b8 openpose_stage1_paf_b4 faster_rcnn_rpn_bbox_b1 resnet50_1x1_256_64_b32 \
+            --families igemm_wgmma_half_1x1_resident igemm_wgmma_half_1x1_tma igemm_wgmma_half_1x1 \
+            --out "$OUT/protocol_bf16_1x1" 2>&1 | tail -40
+        timeout "${PROTOCOL_S:-150}" python3 benchmarks/protocol_ab.py --dtype bfloat16 --suite benchmarks/suites/wide.json \
+            --only resnet50_layer3_conv2_s2_b16 resnet50_layer2_conv2_s2_b16 deeplabv2_aspp_d24_b1 \
+            --families igemm_wgmma_half igemm_half --out "$OUT/protocol_bf16" 2>&1 | tail -40
+        timeout "${PROTOCOL_S:-150}" python3 benchmarks/protocol_ab.py --math tf32 --suite benchmarks/suites/wide.json \
+            --only googlenet_inc4a_5x5_b16 alexnet_conv1_b1 --families direct igemm igemm_wgmma \
+            --out "$OUT/protocol_tf32" 2>&1 | tail -40 ;;
     wino_1d)   # the 1-D Winograd family: its GPU tests, then vs_cudnn.py on the wide suite's asymmetric entries
         timeout "${WINO_1D_TESTS_S:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
             -n "${GPU_TEST_WORKERS:-6}" tests/kernels/winograd/test_winograd_1d_gpu.py 2>&1 \
