@@ -6,20 +6,17 @@ transforms, workspace, traffic, Winograd CDAG bound and floor (any r), and the T
 
 from __future__ import annotations
 
-from convtune.bounds.winograd import winograd_shape
 from convtune.kernels.spec import KernelSpec
 from convtune.kernels.winograd_3xtf32 import launcher as _launcher
-from convtune.kernels.winograd_large import bound_words
+from convtune.kernels.winograd_large import bound_words, floor_work_of
 from convtune.kernels.winograd_tf32 import model as _model
 from convtune.problem import ConvProblem
 
 
 def floor_work(problem: ConvProblem, s_words: int) -> list[tuple[str, float, float]]:
-    """Per F(m) the family provides for the problem's r: 2·α²·K·C·T multiply-add FLOPs (transforms excluded: a lower
-    bound) and the Winograd CDAG bound with pre-transformed filters (any r)."""
-    r = problem.R
-    return [(f"F({m}x{m},{r}x{r})", 2.0 * winograd_shape(problem, m).multiplications, bound_words(problem, s_words, m))
-            for m in sorted(_launcher.POINTS.get(r, {}))]
+    """Per F(m) the family provides for the problem's r: FLOPs and the Winograd CDAG bound (any r)."""
+    return floor_work_of(problem, s_words, _launcher.POINTS.get(problem.R, {}))
+
 
 SPECS: tuple[KernelSpec, ...] = (
     KernelSpec(

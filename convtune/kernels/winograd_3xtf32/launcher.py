@@ -29,10 +29,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, cast
 
-from convtune.errors import InvalidConfig
 from convtune.kernels import experimental
-from convtune.kernels.compile import kernel_text, load_kernel
-from convtune.kernels.prepared import PreparedLaunch, driver
+from convtune.kernels.compile import kernel_text
 from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.kernels.winograd import launcher as _wino3
 from convtune.kernels.winograd import space as _wino_space
@@ -50,6 +48,10 @@ from convtune.kernels.winograd.unfused import (  # the unfused path's workspace,
 )
 from convtune.kernels.winograd_large import launcher as _large
 from convtune.kernels.winograd_tf32 import launcher as _tc
+from convtune.kernels.winograd_tf32.launcher import (  # its module, its GEMM entry; the plan's source() is ours
+    compile_plan,
+    prepare_plan,
+)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -144,11 +146,7 @@ def grid_size(problem: ConvProblem) -> int:
 
 def enumerate_plans(problem: ConvProblem, machine: MachineModel) -> Iterator[Winograd3xTf32Plan]:
     """Every valid (config, plan) of the family for ``problem`` on ``machine``."""
-    for values in space(problem).configs():
-        try:
-            yield derive_plan(problem, Winograd3xTf32Config(**values), machine)
-        except InvalidConfig:  # a limit of the derived geometry (registers, shared memory, grid)
-            continue
+    return _fp32.enumerate_valid(problem, machine, space(problem), Winograd3xTf32Config, derive_plan)
 
 
 def plan(problem: ConvProblem, config: Winograd3xTf32Config,
@@ -165,22 +163,6 @@ def plan(problem: ConvProblem, config: Winograd3xTf32Config,
 def onchip_words(pl: Winograd3xTf32Plan) -> int:
     """Fast memory one GEMM block holds: every shared-memory stage plus the BK × BT accumulators."""
     return _tc.onchip_words(pl)
-
-
-def compile_plan(pl: Winograd3xTf32Plan) -> UnfusedKernels:
-    """The fp32 transforms and the 3xTF32 GEMM, from one module."""
-    text = pl.source()
-    return UnfusedKernels(load_kernel(text, "winograd_input"), load_kernel(text, ENTRY, pl.smem_bytes),
-                          load_kernel(text, "winograd_output"))
-
-
-def prepare_plan(pl: Winograd3xTf32Plan, device: int = 0, kernels: UnfusedKernels | None = None) -> PreparedLaunch:
-    """The unfused path's prepared launch (operands x, filters = U, y, workspace = V then M) over this family's
-    kernels (:func:`compile_plan`)."""
-    if kernels is None:
-        with driver().use_device(device):
-            kernels = compile_plan(pl)
-    return _fp32.prepare_plan(pl, device, kernels)
 
 
 def filters_key(pl: Winograd3xTf32Plan) -> tuple[Any, ...]:

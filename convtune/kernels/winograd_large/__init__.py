@@ -6,6 +6,7 @@ CDAG bound with pre-transformed filters (:func:`convtune.bounds.winograd.winogra
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 
 from convtune.bounds.winograd import winograd_cdag_bound, winograd_shape
@@ -21,11 +22,17 @@ def bound_words(problem: ConvProblem, s_words: int, m: int) -> float:
     return winograd_cdag_bound(problem, s_words, m, pretransformed_filters=True).words
 
 
-def floor_work(problem: ConvProblem, s_words: int) -> list[tuple[str, float, float]]:
-    """Per F(m): 2·α²·K·C·T multiply-add FLOPs (transforms excluded: a lower bound) and the CDAG bound."""
+def floor_work_of(problem: ConvProblem, s_words: int, ms: Iterable[int]) -> list[tuple[str, float, float]]:
+    """Per F(m) of ``ms`` (for the problem's r): 2·α²·K·C·T multiply-add FLOPs (transforms excluded: a lower bound)
+    and the CDAG bound."""
     r = problem.R
     return [(f"F({m}x{m},{r}x{r})", 2.0 * winograd_shape(problem, m).multiplications, bound_words(problem, s_words, m))
-            for m in sorted(_launcher.POINTS.get(r, {}))]
+            for m in sorted(ms)]
+
+
+def floor_work(problem: ConvProblem, s_words: int) -> list[tuple[str, float, float]]:
+    """:func:`floor_work_of` the F(m) this family provides for the problem's r."""
+    return floor_work_of(problem, s_words, _launcher.POINTS.get(problem.R, {}))
 
 
 SPECS: tuple[KernelSpec, ...] = (
