@@ -121,7 +121,8 @@ def _as_float64(mats: tuple[Matrix, Matrix, Matrix]) -> tuple[np.ndarray, np.nda
 
 
 # ---- CUDA code ------------------------------------------------------------------------------------------
-def _literal(v: Fraction) -> str:
+def float_literal(v: Fraction) -> str:
+    """A CUDA float literal of ``v`` (a quotient of two exact floats where ``v`` is not an integer)."""
     if v.denominator == 1:
         return f"{v.numerator}.0f"
     return f"({v.numerator}.0f / {v.denominator}.0f)"   # folded by the compiler to the nearest float
@@ -136,7 +137,7 @@ def _combination(row: tuple[Fraction, ...], term: str) -> str:
         x = term.format(k=k)
         sign = "-" if v < 0 else "+"
         mag = abs(v)
-        text = x if mag == 1 else f"{_literal(mag)} * {x}"
+        text = x if mag == 1 else f"{float_literal(mag)} * {x}"
         parts.append(f"{sign} {text}" if parts or sign == "-" else text)
     return " ".join(parts) if parts else "0.0f"
 

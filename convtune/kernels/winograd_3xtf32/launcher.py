@@ -25,40 +25,44 @@ its kernels have passed nvcc (no spills) and the CPU checks, not yet a GPU.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cache
 from typing import Any, cast
 
 from convtune.kernels import experimental
-from convtune.kernels.compile import kernel_text
+from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
+from convtune.kernels.prepared import (
+    Launch,
+    PreparedLaunch,
+    cached_prepared,
+    data_pointer,
+    driver,
+    grid3,
+    pointers,
+    stream_pointer,
+)
 from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.kernels.winograd import launcher as _wino3
 from convtune.kernels.winograd import space as _wino_space
 from convtune.kernels.winograd import unfused as _fp32
-from convtune.kernels.winograd.transforms import POINTS_BY_R, device_code
-from convtune.kernels.winograd.unfused import (  # the unfused path's workspace, filters and traffic serve unchanged
+from convtune.kernels.winograd.launcher import transform_filters
+from convtune.kernels.winograd.transforms import POINTS_BY_R, cook_toom, device_code, float_literal
+from convtune.kernels.winograd.unfused import (  # the unfused path's workspace and filters serve the unfused plans
     UnfusedFilters,
     UnfusedKernels,
-    launch,
+    Workspace,
     m_offset_bytes,
-    prepare_filters,
-    total_traffic_words,
-    traffic_words,
-    workspace,
 )
 from convtune.kernels.winograd_large import launcher as _large
 from convtune.kernels.winograd_tf32 import launcher as _tc
-from convtune.kernels.winograd_tf32.launcher import (  # its module, its GEMM entry; the plan's source() is ours
-    compile_plan,
-    prepare_plan,
-)
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
-__all__ = ["FAMILY", "POINTS", "SOURCE", "TOLERANCE", "UnfusedFilters", "UnfusedKernels", "Winograd3xTf32Config",
-           "Winograd3xTf32Plan", "applies", "compile_plan", "derive_plan", "enumerate_plans", "filters_key",
-           "grid_size", "launch", "m_offset_bytes", "onchip_words", "plan", "prepare_filters", "prepare_plan", "space",
-           "supports", "tolerance", "total_traffic_words", "traffic_words", "workspace"]
+__all__ = ["FAMILY", "POINTS", "SOURCE", "TOLERANCE", "FusedKernels", "UnfusedFilters", "UnfusedKernels",
+           "Winograd3xTf32Config", "Winograd3xTf32Plan", "applies", "compile_plan", "derive_plan", "enumerate_plans",
+           "filters_key", "grid_size", "launch", "m_offset_bytes", "onchip_words", "plan", "prepare_filters",
+           "prepare_plan", "space", "supports", "tolerance", "total_traffic_words", "traffic_words", "workspace"]
 
 FAMILY = "winograd_unfused_3xtf32"
 SOURCE = "winograd_unfused_r_3xtf32.cu"
@@ -79,27 +83,98 @@ class Winograd3xTf32Config(_tc.WinogradUnfusedTf32Config):
     products = PRODUCTS
 
     r: int = 5
+    fuse: int = field(default=0, metadata={"min": 0})   # 1: GEMMs and output transform in one kernel (M stays on
+                                                       # chip); 0: the unfused path's three kernels
 
     @property
     def alpha(self) -> int:
         return self.m + self.r - 1
 
+    @property
+    def output_registers(self) -> int:
+        """The fused kernel's outputs per thread: m² for each of its 4·MI·NI accumulators (0 unfused)."""
+        mi, ni = _tc.mma_tiles(self)
+        return 4 * mi * ni * self.m * self.m if self.fuse else 0
+
 
 @dataclass(frozen=True, slots=True)
 class Winograd3xTf32Plan(_tc.WinogradUnfusedTf32Plan):
-    """The unfused geometry; the large family's F(m, r) transforms around the 3xTF32 GEMM entry."""
+    """The unfused geometry; the large family's F(m, r) transforms around the 3xTF32 GEMM entry, or (``fuse``) the
+    input transform and the fused GEMM + output transform kernel, whose grid has no frequency axis and whose
+    workspace is V alone."""
+
+    @property
+    def fused(self) -> bool:
+        return bool(cast(Winograd3xTf32Config, self.config).fuse)
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        """The GEMM's grid; fused, one block per (BT tiles, BK channels) walks every frequency."""
+        gx, gy, gz = super(Winograd3xTf32Plan, self).grid
+        return (gx, gy, 1) if self.fused else (gx, gy, gz)
+
+    @property
+    def workspace_bytes(self) -> int:
+        """V and M in fp32; fused, V alone."""
+        if self.fused:
+            return 4 * self.config.points * self.tp * self.cp
+        return super(Winograd3xTf32Plan, self).workspace_bytes
+
+    def template_args(self) -> tuple[int, ...]:
+        """The GEMM body's template arguments, or (fused) winograd_fused_out_body's: m, r, then the GEMM block's."""
+        c = cast(Winograd3xTf32Config, self.config)
+        if self.fused:
+            return (c.m, c.r, c.tile_k, c.tile_t, c.chunk_c, c.warps_k, c.warps_t, c.stages)
+        return _tc.WinogradUnfusedTf32Plan.template_args(self)
 
     def source(self) -> str:
-        """Self-contained CUDA text: the F(m, r) transforms, the family source and the three entries."""
+        """Self-contained CUDA text: the F(m, r) transforms and fold table, the family source and the entries (the
+        three unfused ones, or the input transform's and the fused kernel's)."""
         c = cast(Winograd3xTf32Config, self.config)
+        if self.fused:
+            targs = ", ".join(str(a) for a in self.template_args())
+            return _family_source(c.m, c.r) + FUSED_ENTRIES.format(
+                transform_threads=_fp32.TRANSFORM_THREADS, m=c.m, r=c.r, threads=c.threads, targs=targs)
         gemm = _tc.GEMM_ENTRY.format(threads=c.threads, targs=", ".join(str(a) for a in self.template_args()))
         return _family_source(c.m, c.r) + _large.ENTRIES_AROUND.format(
             transform_threads=_fp32.TRANSFORM_THREADS, m=c.m, r=c.r, gemm=gemm)
 
 
+FUSED_ENTRY = "winograd_fused_out"
+FUSED_ENTRIES = """
+extern "C" __global__ void __launch_bounds__({transform_threads})
+winograd_input(const float* __restrict__ x, float* __restrict__ V, int C, int H, int W, int pad_h, int pad_w,
+               int tiles_p, int tiles_q, int tiles, int Cp, int Tp) {{
+  convtune::winograd_input_body_r<{m}, {r}>(x, V, C, H, W, pad_h, pad_w, tiles_p, tiles_q, tiles, Cp, Tp);
+}}
+extern "C" __global__ void __launch_bounds__({threads})
+winograd_fused_out(const float* __restrict__ U, const float* __restrict__ V, float* __restrict__ y, int Cp, int Kp,
+                   int Tp, int K, int P, int Q, int tiles_p, int tiles_q, int tiles) {{
+  convtune::winograd_fused_out_body<{targs}>(U, V, y, Cp, Kp, Tp, K, P, Q, tiles_p, tiles_q, tiles);
+}}
+"""
+
+
+def fold_coefficients(m: int, r: int) -> list[list[list[Fraction]]]:
+    """coef[ξ][i][j] = Aᵀ[i][a]·Aᵀ[j][b] for ξ = a·α + b (exact): Y = Aᵀ M A = Σ_ξ coef[ξ] · M_ξ, the output transform
+    as the fused kernel applies it one frequency at a time."""
+    at = cook_toom(m, r)[0]
+    alpha = m + r - 1
+    return [[[at[i][a] * at[j][b] for j in range(m)] for i in range(m)]
+            for a in range(alpha) for b in range(alpha)]
+
+
+def fold_table(m: int, r: int) -> str:
+    """``wino_fold_coef`` (:func:`fold_coefficients`) as a ``__constant__`` array of float literals."""
+    rows = ",\n".join("  {" + ", ".join("{" + ", ".join(float_literal(v) for v in row) + "}" for row in xi) + "}"
+                      for xi in fold_coefficients(m, r))
+    alpha = m + r - 1
+    return f"__constant__ float wino_fold_coef[{alpha * alpha}][{m}][{m}] = {{\n{rows}}};\n"
+
+
 @cache
 def _family_source(m: int, r: int) -> str:
-    return device_code(m, r) + kernel_text(SOURCE)
+    return device_code(m, r) + fold_table(m, r) + kernel_text(SOURCE)
 
 
 def applies(problem: ConvProblem) -> str | None:
@@ -135,9 +210,22 @@ def space(problem: ConvProblem) -> SearchSpace:
     points = POINTS.get(p.R, {})
     rules = (*_wino_space.problem_rules(p, applies(p), points, f"F(m×m,{p.R}×{p.S}) 3xTF32"),
              Rule("r", ("r",), lambda v: v["r"] == p.R, f"r={{r}}: the filter is {p.R}×{p.S}"),
-             *_tc.gemm_rules())
-    values = {"m": tuple(sorted(points)) or (2,), "r": (p.R,), **_tc.GEMM_VALUES}
+             *_tc.gemm_rules(),
+             Rule("fuse", ("fuse", "m", "tile_k", "tile_t", "warps_k", "warps_t"),
+                  lambda v: v["fuse"] in (0, 1) and (not v["fuse"] or _fused_outputs(v) <= MAX_FUSED_OUTPUTS),
+                  lambda v: f"fuse={v['fuse']}: 0 or 1, and fused a thread's m² outputs per accumulator "
+                            f"({_fused_outputs(v)}) must stay ≤ {MAX_FUSED_OUTPUTS} registers", field="fuse"))
+    values = {"m": tuple(sorted(points)) or (2,), "r": (p.R,), **_tc.GEMM_VALUES, "fuse": (0, 1)}
     return SearchSpace(values, rules, _tc.gemm_prune(p))
+
+
+#: the fused kernel's output registers per thread at most (4·MI·NI·m²: two m16n8 tiles at F(4×4))
+MAX_FUSED_OUTPUTS = 128
+
+
+def _fused_outputs(v: Any) -> int:
+    mi, ni = v["tile_k"] // v["warps_k"] // 16, v["tile_t"] // v["warps_t"] // 8
+    return 4 * mi * ni * v["m"] * v["m"]
 
 
 def grid_size(problem: ConvProblem) -> int:
@@ -161,15 +249,103 @@ def plan(problem: ConvProblem, config: Winograd3xTf32Config,
 
 
 def onchip_words(pl: Winograd3xTf32Plan) -> int:
-    """Fast memory one GEMM block holds: every shared-memory stage plus the BK × BT accumulators."""
-    return _tc.onchip_words(pl)
+    """Fast memory one GEMM block holds: every shared-memory stage plus the BK × BT accumulators (and, fused, the
+    m² outputs of each)."""
+    c = cast(Winograd3xTf32Config, pl.config)
+    return _tc.onchip_words(pl) + c.output_registers * c.threads
+
+
+def traffic_words(pl: Winograd3xTf32Plan) -> dict[str, int]:
+    """The unfused path's words (:func:`convtune.kernels.winograd.unfused.traffic_words`); fused, M is neither
+    stored nor loaded."""
+    words = _fp32.traffic_words(pl)
+    if pl.fused:
+        words["m_store"] = words["m_load"] = 0
+    return words
+
+
+def total_traffic_words(pl: Winograd3xTf32Plan) -> int:
+    return sum(traffic_words(pl).values())
 
 
 def filters_key(pl: Winograd3xTf32Plan) -> tuple[Any, ...]:
     """Plans with equal keys share one :func:`prepare_filters` result: U and the workspace are the fp32 unfused
-    family's of the same r (3×3: ``winograd_unfused``; 5×5, 7×7: ``winograd_unfused_large``), whose keys these are."""
+    family's of the same r (3×3: ``winograd_unfused``; 5×5, 7×7: ``winograd_unfused_large``), whose keys these are;
+    fused plans' workspace (V alone) is their own."""
     c = cast(Winograd3xTf32Config, pl.config)
+    if pl.fused:
+        return (FAMILY, "fused", c.m, c.r, pl.cp, pl.kp, pl.tp)
     return _fp32.filters_key(pl) if c.r == 3 else (_large.FAMILY, c.m, c.r, pl.cp, pl.kp, pl.tp)
+
+
+# ---- launching: the unfused plans are the TF32 family's three launches; a fused plan runs two ------------------
+@dataclass(frozen=True, slots=True)
+class FusedKernels:
+    """The input transform and the fused GEMM + output transform; ``resources`` are the fused kernel's."""
+
+    input: LoadedKernel
+    gemm: LoadedKernel
+
+    @property
+    def resources(self) -> Any:
+        return self.gemm.resources
+
+    @property
+    def compile_s(self) -> float:
+        return self.input.compile_s + self.gemm.compile_s
+
+
+def compile_plan(pl: Winograd3xTf32Plan) -> UnfusedKernels | FusedKernels:
+    """The plan's entries from one module (:meth:`Winograd3xTf32Plan.source`)."""
+    if not pl.fused:
+        return _tc.compile_plan(pl)
+    text = pl.source()
+    return FusedKernels(load_kernel(text, "winograd_input"), load_kernel(text, FUSED_ENTRY, pl.smem_bytes))
+
+
+def prepare_plan(pl: Winograd3xTf32Plan, device: int = 0, kernels: Any = None) -> PreparedLaunch:
+    """The prepared launch: operands (x, filters = U, y, workspace = V, then M unfused). Unfused: the TF32 family's
+    three launches; fused: the input transform, then the fused kernel reading U and V and writing y."""
+    if kernels is None:
+        with driver().use_device(device):
+            kernels = compile_plan(pl)
+    if not pl.fused:
+        return _tc.prepare_plan(pl, device, kernels)
+    p, c = pl.problem, pl.config
+    steps = [
+        Launch(kernels.input, grid3(pl.input_grid), (_fp32.TRANSFORM_THREADS, 1, 1), 0, pointers(0, (3, 0)),
+               (p.C, p.H, p.W, p.pad_h, p.pad_w, pl.tiles_p, pl.tiles_q, pl.tiles, pl.cp, pl.tp)),
+        Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(1, (3, 0), 2),
+               (pl.cp, pl.kp, pl.tp, p.K, p.P, p.Q, pl.tiles_p, pl.tiles_q, pl.tiles)),
+    ]
+    return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
+                          kernels=kernels, workspace_bytes=pl.workspace_bytes, filters=pl.filter_layout(device),
+                          output_shape=(p.N, p.K, p.P, p.Q))
+
+
+def workspace(pl: Winograd3xTf32Plan) -> Workspace:
+    """The unfused path's workspace (V then M); fused, V alone (``m`` is None)."""
+    if not pl.fused:
+        return _fp32.workspace(pl)
+    buffer = cupy_module().empty(pl.workspace_bytes // 4, dtype="float32")
+    return Workspace(buffer, buffer.reshape(pl.config.points, pl.cp, pl.tp), None)
+
+
+def prepare_filters(pl: Winograd3xTf32Plan, w: Any) -> UnfusedFilters:
+    """U (the fp32 unfused path's transform) and :func:`workspace`."""
+    return UnfusedFilters(transform_filters(w, pl.config.m, pl.cp, pl.kp), workspace(pl))
+
+
+def launch(pl: Winograd3xTf32Plan, kernels: Any, x: Any, filters: UnfusedFilters, y: Any,
+           stream: Any | None = None) -> None:
+    """Run the plan on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
+
+    Raises:
+        LaunchError: a launch failed.
+    """
+    prepared = cached_prepared(pl, kernels, prepare_plan)
+    prepared((data_pointer(x), data_pointer(filters.u), data_pointer(y), data_pointer(filters.work.buffer)),
+             stream_pointer(stream))
 
 
 def tolerance(pl: Any) -> float:

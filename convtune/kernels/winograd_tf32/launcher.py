@@ -96,6 +96,12 @@ class WinogradUnfusedTf32Config(SquareTiles, KernelConfig):
     def threads(self) -> int:
         return 32 * self.warps_k * self.warps_t
 
+    @property
+    def output_registers(self) -> int:
+        """Registers per thread holding outputs past the GEMM's accumulators: none here (the 3xTF32 family's fused
+        output transform holds m² per accumulator)."""
+        return 0
+
 
 @dataclass(frozen=True, slots=True)
 class WinogradUnfusedTf32Plan(WinogradUnfusedPlan):
@@ -162,10 +168,11 @@ def smem_bytes(config: WinogradUnfusedTf32Config) -> int:
 
 def regs_estimate(config: WinogradUnfusedTf32Config) -> int:
     """4·MI·NI accumulators + 4·MI + 2·NI fragment words (twice that with 3xTF32's lo words) + 40 for addresses and
-    the pipeline (ptxas on sm_90: 64–208 registers against 88–200 estimated on six tiles of this family)."""
+    the pipeline (ptxas on sm_90: 64–208 registers against 88–200 estimated on six tiles of this family), + the
+    config's :attr:`~WinogradUnfusedTf32Config.output_registers`."""
     mi, ni = mma_tiles(config)
     words = 2 if config.products == 3 else 1
-    return 4 * mi * ni + words * (4 * mi + 2 * ni) + 40
+    return 4 * mi * ni + words * (4 * mi + 2 * ni) + 40 + config.output_registers
 
 
 def derive_plan(problem: ConvProblem, config: WinogradUnfusedTf32Config, machine: MachineModel | None = None,

@@ -3,7 +3,10 @@ family of the same r on the same inputs (3×3: ``winograd_unfused``; 5×5, 7×7:
 CUDA device; the case list is checked without one).
 
 Per F(m, r) ∈ {F(2,3), F(4,3), F(2,5), F(4,5), F(2,7)}: 6 GEMM blocks (warp layouts 1×2..4×2, chunks 8..32, 2..4
-stages, up to 128 × 256) × 40 random r×r stride-1 problems (≥ 200 cases each after invalid ones drop, 1200 in all):
+stages, up to 128 × 256) × 40 random r×r stride-1 problems (≥ 200 cases each after invalid ones drop, 1200 in all),
+and the fused path (``fuse = 1``: GEMMs and output transform in one kernel) on the blocks within its output-register
+cap — 32 × 64 (2 × 4 warps) and 32 × 32 (2 × 2) for every F(m, r), 64 × 64 (2 × 2, MI·NI = 8) for F(2×2) — × 24
+problems of their own draw (the unfused cases keep their problems; 312 fused cases):
 batch 1..3, sometimes 32; channel counts and sizes odd, down to 1×1 maps with padding; padding 0..r − 1 per axis
 (0..2 for 3×3). The family is enabled through ``CONVTUNE_EXPERIMENTAL``. Outputs are poisoned with NaN before each
 launch; inputs are fresh normal draws. Each case's relative L2 error must meet the family's gate (:data:`TOLERANCE`:
@@ -11,7 +14,7 @@ the fp32 unfused families' gates) and — the strict-fp32 claim: 3xTF32 stays at
 of the fp32 unfused family of the same r on the same inputs with the same block where that family has it (its
 space's BK, BT ≤ 128, BC ≤ 16 and stages; clamped otherwise) (+1e-7). Every case's errors go to
 ``$CONVTUNE_ERROR_TABLE_WINOGRAD_3XTF32`` (JSON) when set. Then ``convtune.conv2d`` with a 3xTF32 config (3×3, 5×5,
-7×7): refused until the family is enabled, then within the gate.
+7×7), and with a fused config (AlexNet conv2, F(4×4,5×5)): refused until the family is enabled, then within the gate.
 """
 
 from __future__ import annotations
@@ -48,6 +51,13 @@ TILES = {   # tile_k, tile_t, chunk_c, warps_k, warps_t, stages
     "k32t64c8_1x2_s2": (32, 64, 8, 1, 2, 2),
 }
 PROBLEMS_PER_CONFIG = 40
+#: fused blocks (fuse = 1) and the F(m) each fits: 4·MI·NI·m² ≤ MAX_FUSED_OUTPUTS (MI·NI ≤ 2 at F(4×4), ≤ 8 at F(2×2))
+FUSED_TILES = {
+    "k32t64c16_2x4_fused": ((32, 64, 16, 2, 4, 3), (2, 4)),
+    "k32t32c8_2x2_s2_fused": ((32, 32, 8, 2, 2, 2), (2, 4)),
+    "k64t64c16_2x2_s4_fused": ((64, 64, 16, 2, 2, 4), (2,)),
+}
+FUSED_PROBLEMS_PER_CONFIG = 24
 #: the fp32 error's floor in the comparison (a tiny problem's fp32 error can sit near fp32's unit roundoff)
 FP32_FLOOR = 1e-7
 RECORDS: list[dict[str, Any]] = []
@@ -108,6 +118,20 @@ def _cases() -> list[Any]:
                     continue
                 fp32 = _fp32_config(problem, config, h200)
                 cases.append(pytest.param(problem, config, fp32, id=f"f{m}r{r}-{name}-{i}", marks=[gpu]))
+    fused_rng = np.random.default_rng(20261207)   # the fused cases' own draw: the unfused ones keep their problems
+    for m, r in MR:
+        for name, (tile, points) in FUSED_TILES.items():
+            if m not in points:
+                continue
+            config = Config(m, *tile, r, fuse=1)
+            for i in range(FUSED_PROBLEMS_PER_CONFIG):
+                problem = _random_problem(fused_rng, r)
+                try:
+                    x3.plan(problem, config, h200)
+                except InvalidConfig:
+                    continue
+                fp32 = _fp32_config(problem, config, h200)
+                cases.append(pytest.param(problem, config, fp32, id=f"f{m}r{r}-{name}-{i}", marks=[gpu]))
     return cases
 
 
@@ -116,7 +140,7 @@ CASES = _cases()
 
 @pytest.mark.parametrize("mr", MR)
 def test_case_count(mr: tuple[int, int]) -> None:
-    cases = [c.values for c in CASES if (c.values[1].m, c.values[1].r) == mr]
+    cases = [c.values for c in CASES if (c.values[1].m, c.values[1].r) == mr and not c.values[1].fuse]
     problems = [p for p, _, _ in cases]
     assert len(problems) >= 200
     assert all(p.R == p.S == mr[1] and x3.applies(p) is None for p in problems)
@@ -137,7 +161,26 @@ def test_case_count(mr: tuple[int, int]) -> None:
 def test_the_case_list() -> None:
     assert {(c.values[1].m, c.values[1].r) for c in CASES} == set(MR) == set(x3.TOLERANCE)
     assert len(CASES) >= 200 * len(MR)
+    assert len(CASES) <= 1600
     assert len({c.id for c in CASES}) == len(CASES)
+
+
+def test_the_fused_cases() -> None:
+    """Every F(m, r) runs fused on each block that fits it (F(4×4): MI·NI ≤ 2), over problems of every padding."""
+    fused = [c.values for c in CASES if c.values[1].fuse]
+    assert 250 <= len(fused) <= 400
+    for mr in MR:
+        cases = [(p, c) for p, c, _ in fused if (c.m, c.r) == mr]
+        blocks = {(c.tile_k, c.tile_t, c.warps_k, c.warps_t) for _, c in cases}
+        expected = {(32, 64, 2, 4), (32, 32, 2, 2)} | ({(64, 64, 2, 2)} if mr[0] == 2 else set())
+        assert blocks == expected, mr
+        assert len(cases) >= 20 * len(expected), mr
+        assert all(0 < c.output_registers <= x3.MAX_FUSED_OUTPUTS for _, c in cases)
+        problems = [p for p, _ in cases]
+        assert any(p.N == 32 for p in problems) and any(p.K % 32 for p in problems)
+        assert len({p.pad_h for p in problems}) >= min(3, mr[1])
+        assert min(min(p.P, p.Q) for p in problems) < 2 * mr[0]
+    assert max(c.output_registers for _, c, _ in fused) == x3.MAX_FUSED_OUTPUTS
 
 
 @pytest.fixture
@@ -223,3 +266,27 @@ def test_conv2d_op_runs_a_3xtf32_config_once_enabled(key: str, monkeypatch: pyte
     y = convtune.conv2d(x, w, padding=problem.pad_h, config=config)
     ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
     assert relative_error(y, ref) <= x3.TOLERANCE[(m, problem.R)]
+
+
+@gpu
+def test_conv2d_op_runs_a_fused_3xtf32_config_once_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AlexNet conv2 through ``convtune.conv2d`` with the fused F(4×4,5×5) kernel (two launches, V alone as the
+    workspace)."""
+    import cupy as cp
+
+    import convtune
+    from convtune.kernels.reference import conv2d_reference_gpu, relative_error
+
+    problem = ConvProblem.parse("N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2")
+    config = Config(m=4, tile_k=32, tile_t=64, chunk_c=32, warps_k=2, warps_t=4, stages=4, r=5, fuse=1)
+    assert x3.plan(problem, config).fused
+    rng = cp.random.default_rng(12)
+    x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
+    w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
+    monkeypatch.delenv(experimental.ENV, raising=False)
+    with pytest.raises(InvalidConfig):
+        convtune.conv2d(x, w, padding=problem.pad_h, config=config)
+    monkeypatch.setenv(experimental.ENV, x3.FAMILY)
+    y = convtune.conv2d(x, w, padding=problem.pad_h, config=config)
+    ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
+    assert relative_error(y, ref) <= x3.TOLERANCE[(4, 5)]
