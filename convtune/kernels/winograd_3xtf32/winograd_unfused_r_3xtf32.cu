@@ -44,22 +44,11 @@ __device__ __forceinline__ void winograd_fused_out_body(const float* __restrict_
   const int t0 = blockIdx.x * BT, k0 = blockIdx.y * BK;
   const int chunks = Cp / BC, steps = XI * chunks;
 
-  auto issue = [&](int stage, int step) {
-    const int xi = step / chunks, c0 = (step - xi * chunks) * BC;
-    const float* Ug = U + static_cast<size_t>(xi) * Cp * Kp + k0;
-    const float* Vg = V + static_cast<size_t>(xi) * Cp * Tp + t0;
-    float* as = smem + stage * S::FLOATS;
-    float* bs = as + S::A_FLOATS;
-#pragma unroll
-    for (int idx = tid; idx < BC * BK / 4; idx += THREADS) {
-      const int cc = idx / (BK / 4), kk = 4 * (idx % (BK / 4));
-      cp_async16(as + cc * S::LDA + kk, Ug + static_cast<size_t>(c0 + cc) * Kp + kk, true);
-    }
-#pragma unroll
-    for (int idx = tid; idx < BC * BT / 4; idx += THREADS) {
-      const int cc = idx / (BT / 4), tt = 4 * (idx % (BT / 4));
-      cp_async16(bs + cc * S::LDB + tt, Vg + static_cast<size_t>(c0 + cc) * Tp + tt, true);
-    }
+  auto issue = [&](int stage, int step) {   // chunk c0 = (step mod chunks)·BC of frequency ξ = step / chunks
+    const int xi = step / chunks;
+    winograd_tc_copy_stage<BK, BT, BC, THREADS>(smem + stage * S::FLOATS, U + static_cast<size_t>(xi) * Cp * Kp + k0,
+                                                V + static_cast<size_t>(xi) * Cp * Tp + t0, (step - xi * chunks) * BC,
+                                                Kp, Tp, tid);
   };
 
   float acc[MI][NI][4], out[MI][NI][4][M][M];
@@ -88,34 +77,8 @@ __device__ __forceinline__ void winograd_fused_out_body(const float* __restrict_
     const int next = step + STAGES - 1;
     if (next < steps) issue(next % STAGES, next);
     cp_async_commit();
-    const float* as = smem + (step % STAGES) * S::FLOATS + wk * WTK + g;
-    const float* bs = smem + (step % STAGES) * S::FLOATS + S::A_FLOATS + wt * WTT + g;
-#pragma unroll
-    for (int kk = 0; kk < BC; kk += 8) {
-      unsigned a[MI][4], b[NI][2], al[MI][4], bl[NI][2];
-#pragma unroll
-      for (int i = 0; i < MI; ++i) {
-        const float* ap = as + (kk + t4) * S::LDA + 16 * i;
-        tf32_split<3>(ap[0], a[i][0], al[i][0]);
-        tf32_split<3>(ap[8], a[i][1], al[i][1]);
-        tf32_split<3>(ap[4 * S::LDA], a[i][2], al[i][2]);
-        tf32_split<3>(ap[4 * S::LDA + 8], a[i][3], al[i][3]);
-      }
-#pragma unroll
-      for (int j = 0; j < NI; ++j) {
-        const float* bp = bs + (kk + t4) * S::LDB + 8 * j;
-        tf32_split<3>(bp[0], b[j][0], bl[j][0]);
-        tf32_split<3>(bp[4 * S::LDB], b[j][1], bl[j][1]);
-      }
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int j = 0; j < NI; ++j) {
-          mma_m16n8k8_tf32(acc[i][j], al[i], b[j]);
-          mma_m16n8k8_tf32(acc[i][j], a[i], bl[j]);
-          mma_m16n8k8_tf32(acc[i][j], a[i], b[j]);
-        }
-    }
+    const float* stage = smem + (step % STAGES) * S::FLOATS;
+    winograd_tc_stage_mma<BK, BT, BC, MI, NI, 3>(acc, stage + wk * WTK + g, stage + S::A_FLOATS + wt * WTT + g, t4);
     if ((step + 1) % chunks == 0) {   // M_ξ of this block's elements is complete: fold it into their outputs
       const int xi = step / chunks;
 #pragma unroll

@@ -52,6 +52,62 @@ struct WinogradTcStage {
   static constexpr int FLOATS = A_FLOATS + B_FLOATS;
 };
 
+// One pipeline stage's copies: BC rows (channels c0..) of U[ξ] from column k0 (Ug: BK words a row) and of V[ξ] from
+// tile t0 (Vg: BT words), 16-byte cp.async copies into the stage's padded rows.
+template <int BK, int BT, int BC, int THREADS>
+__device__ __forceinline__ void winograd_tc_copy_stage(float* stage, const float* __restrict__ Ug,
+                                                       const float* __restrict__ Vg, int c0, int Kp, int Tp, int tid) {
+  using S = WinogradTcStage<BK, BT, BC>;
+  float* as = stage;
+  float* bs = stage + S::A_FLOATS;
+#pragma unroll
+  for (int idx = tid; idx < BC * BK / 4; idx += THREADS) {
+    const int cc = idx / (BK / 4), kk = 4 * (idx % (BK / 4));
+    cp_async16(as + cc * S::LDA + kk, Ug + static_cast<size_t>(c0 + cc) * Kp + kk, true);
+  }
+#pragma unroll
+  for (int idx = tid; idx < BC * BT / 4; idx += THREADS) {
+    const int cc = idx / (BT / 4), tt = 4 * (idx % (BT / 4));
+    cp_async16(bs + cc * S::LDB + tt, Vg + static_cast<size_t>(c0 + cc) * Tp + tt, true);
+  }
+}
+
+// One stage's MMAs into a warp's MI × NI m16n8 accumulators: ``as`` / ``bs`` point at the warp's first k row / t
+// column of the stage's U and V rows, offset by the lane's g; PRODUCTS TF32 products a term (1, or 3xTF32's 3).
+template <int BK, int BT, int BC, int MI, int NI, int PRODUCTS>
+__device__ __forceinline__ void winograd_tc_stage_mma(float (&acc)[MI][NI][4], const float* as, const float* bs,
+                                                      int t4) {
+  using S = WinogradTcStage<BK, BT, BC>;
+#pragma unroll
+  for (int kk = 0; kk < BC; kk += 8) {
+    unsigned a[MI][4], b[NI][2], al[MI][4], bl[NI][2];   // al, bl: the lo words (PRODUCTS == 3 only)
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      const float* ap = as + (kk + t4) * S::LDA + 16 * i;
+      tf32_split<PRODUCTS>(ap[0], a[i][0], al[i][0]);
+      tf32_split<PRODUCTS>(ap[8], a[i][1], al[i][1]);
+      tf32_split<PRODUCTS>(ap[4 * S::LDA], a[i][2], al[i][2]);
+      tf32_split<PRODUCTS>(ap[4 * S::LDA + 8], a[i][3], al[i][3]);
+    }
+#pragma unroll
+    for (int j = 0; j < NI; ++j) {
+      const float* bp = bs + (kk + t4) * S::LDB + 8 * j;
+      tf32_split<PRODUCTS>(bp[0], b[j][0], bl[j][0]);
+      tf32_split<PRODUCTS>(bp[4 * S::LDB], b[j][1], bl[j][1]);
+    }
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NI; ++j) {
+        if constexpr (PRODUCTS == 3) {
+          mma_m16n8k8_tf32(acc[i][j], al[i], b[j]);
+          mma_m16n8k8_tf32(acc[i][j], a[i], bl[j]);
+        }
+        mma_m16n8k8_tf32(acc[i][j], a[i], b[j]);
+      }
+  }
+}
+
 template <int BK, int BT, int BC, int WK, int WT, int STAGES, int PRODUCTS = 1>
 __device__ __forceinline__ void winograd_tc_gemm_body(const float* __restrict__ U, const float* __restrict__ V,
                                                       float* __restrict__ Mo, int Cp, int Kp, int Tp) {
@@ -76,19 +132,7 @@ __device__ __forceinline__ void winograd_tc_gemm_body(const float* __restrict__ 
   const int chunks = Cp / BC;
 
   auto issue = [&](int stage, int chunk) {
-    float* as = smem + stage * S::FLOATS;
-    float* bs = as + S::A_FLOATS;
-    const int c0 = chunk * BC;
-#pragma unroll
-    for (int idx = tid; idx < BC * BK / 4; idx += THREADS) {
-      const int cc = idx / (BK / 4), kk = 4 * (idx % (BK / 4));
-      cp_async16(as + cc * S::LDA + kk, Ug + static_cast<size_t>(c0 + cc) * Kp + kk, true);
-    }
-#pragma unroll
-    for (int idx = tid; idx < BC * BT / 4; idx += THREADS) {
-      const int cc = idx / (BT / 4), tt = 4 * (idx % (BT / 4));
-      cp_async16(bs + cc * S::LDB + tt, Vg + static_cast<size_t>(c0 + cc) * Tp + tt, true);
-    }
+    winograd_tc_copy_stage<BK, BT, BC, THREADS>(smem + stage * S::FLOATS, Ug, Vg, chunk * BC, Kp, Tp, tid);
   };
 
   float acc[MI][NI][4];
@@ -111,36 +155,9 @@ __device__ __forceinline__ void winograd_tc_gemm_body(const float* __restrict__ 
     const int next = chunk + STAGES - 1;
     if (next < chunks) issue(next % STAGES, next);
     cp_async_commit();
-    const float* as = smem + (chunk % STAGES) * S::FLOATS + wk * WTK + g;
-    const float* bs = smem + (chunk % STAGES) * S::FLOATS + S::A_FLOATS + wt * WTT + g;
-#pragma unroll
-    for (int kk = 0; kk < BC; kk += 8) {
-      unsigned a[MI][4], b[NI][2], al[MI][4], bl[NI][2];   // al, bl: the lo words (PRODUCTS == 3 only)
-#pragma unroll
-      for (int i = 0; i < MI; ++i) {
-        const float* ap = as + (kk + t4) * S::LDA + 16 * i;
-        tf32_split<PRODUCTS>(ap[0], a[i][0], al[i][0]);
-        tf32_split<PRODUCTS>(ap[8], a[i][1], al[i][1]);
-        tf32_split<PRODUCTS>(ap[4 * S::LDA], a[i][2], al[i][2]);
-        tf32_split<PRODUCTS>(ap[4 * S::LDA + 8], a[i][3], al[i][3]);
-      }
-#pragma unroll
-      for (int j = 0; j < NI; ++j) {
-        const float* bp = bs + (kk + t4) * S::LDB + 8 * j;
-        tf32_split<PRODUCTS>(bp[0], b[j][0], bl[j][0]);
-        tf32_split<PRODUCTS>(bp[4 * S::LDB], b[j][1], bl[j][1]);
-      }
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int j = 0; j < NI; ++j) {
-          if constexpr (PRODUCTS == 3) {
-            mma_m16n8k8_tf32(acc[i][j], al[i], b[j]);
-            mma_m16n8k8_tf32(acc[i][j], a[i], bl[j]);
-          }
-          mma_m16n8k8_tf32(acc[i][j], a[i], b[j]);
-        }
-    }
+    const float* stage = smem + (chunk % STAGES) * S::FLOATS;
+    winograd_tc_stage_mma<BK, BT, BC, MI, NI, PRODUCTS>(acc, stage + wk * WTK + g,
+                                                        stage + S::A_FLOATS + wt * WTT + g, t4);
   }
   cp_async_wait<0>();
 
