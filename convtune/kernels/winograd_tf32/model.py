@@ -24,8 +24,10 @@ from convtune.kernels.winograd.model import WinogradPrediction
 from convtune.machine import MachineModel
 
 #: the share of the TF32 GEMM ceiling an mma.sync main loop fed by scalar shared-memory fragment loads (6 loads and
-#: 6 cvt per m16n8k8 at the widest warp tiles) sustains: a prior, not yet fitted (no GPU measurement of the family)
-TF32_MMA_FRACTION = 0.5
+#: 6 cvt per m16n8k8 at the widest warp tiles, twice that with 3xTF32's split) sustains. Fitted on the 3xTF32 family's
+#: 274 unfused configs timed on an H100 (benchmarks/results/winograd_3xtf32_h100; 16 shapes): measured / predicted
+#: time is 1.55 (geomean) at the prior 0.5, 1.09 at 0.25 (mean |log| error 0.16, the least of 0.1–0.5), 0.95 at 0.2
+TF32_MMA_FRACTION = 0.25
 #: the H200's datasheet dense TF32 rate, when the machine carries no TF32 ceiling
 FALLBACK_TF32_FLOPS = 494.7e12
 
