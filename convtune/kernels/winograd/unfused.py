@@ -21,7 +21,7 @@ transforms each input tile once (not once per BK block) and runs the GEMM with l
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -341,12 +341,14 @@ def m_offset_bytes(pl: WinogradUnfusedPlan) -> int:
 
 
 def workspace(pl: WinogradUnfusedPlan) -> Workspace:
+    """The plan's :attr:`~WinogradUnfusedPlan.workspace_bytes`: V, then M (``m`` is None where a plan keeps M on chip
+    and its workspace is V alone)."""
     cp = cupy_module()
     a2 = pl.config.points
     buffer = cp.empty(pl.workspace_bytes // 4, dtype=cp.float32)
     v_words = a2 * pl.cp * pl.tp
-    return Workspace(buffer, buffer[:v_words].reshape(a2, pl.cp, pl.tp),
-                     buffer[v_words:].reshape(a2, pl.kp, pl.tp))
+    m = buffer[v_words:].reshape(a2, pl.kp, pl.tp) if buffer.size > v_words else None
+    return Workspace(buffer, buffer[:v_words].reshape(a2, pl.cp, pl.tp), m)
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,12 +396,13 @@ def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKerne
 
 
 def launch(pl: WinogradUnfusedPlan, kernels: UnfusedKernels, x: Any, filters: UnfusedFilters, y: Any,
-           stream: Any | None = None) -> None:
-    """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
+           stream: Any | None = None, prepare: Callable[[Any, int, Any], PreparedLaunch] | None = None) -> None:
+    """Run the three kernels on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`);
+    ``prepare``: a family's own prepared launch over this workspace and operands (default :func:`prepare_plan`).
 
     Raises:
         LaunchError: a launch failed.
     """
-    prepared = cached_prepared(pl, kernels, prepare_plan)
+    prepared = cached_prepared(pl, kernels, prepare or prepare_plan)
     prepared((data_pointer(x), data_pointer(filters.u), data_pointer(y), data_pointer(filters.work.buffer)),
              stream_pointer(stream))

@@ -31,28 +31,25 @@ from functools import cache
 from typing import Any, cast
 
 from convtune.kernels import experimental
-from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
+from convtune.kernels.compile import LoadedKernel, kernel_text, load_kernel
 from convtune.kernels.prepared import (
     Launch,
     PreparedLaunch,
-    cached_prepared,
-    data_pointer,
     driver,
     grid3,
     pointers,
-    stream_pointer,
 )
 from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.kernels.winograd import launcher as _wino3
 from convtune.kernels.winograd import space as _wino_space
 from convtune.kernels.winograd import unfused as _fp32
-from convtune.kernels.winograd.launcher import transform_filters
 from convtune.kernels.winograd.transforms import POINTS_BY_R, cook_toom, device_code, float_literal
-from convtune.kernels.winograd.unfused import (  # the unfused path's workspace and filters serve the unfused plans
+from convtune.kernels.winograd.unfused import (  # the unfused path's workspace (V alone when fused) and filters
     UnfusedFilters,
     UnfusedKernels,
-    Workspace,
     m_offset_bytes,
+    prepare_filters,
+    workspace,
 )
 from convtune.kernels.winograd_large import launcher as _large
 from convtune.kernels.winograd_tf32 import launcher as _tc
@@ -93,8 +90,7 @@ class Winograd3xTf32Config(_tc.WinogradUnfusedTf32Config):
     @property
     def output_registers(self) -> int:
         """The fused kernel's outputs per thread: m² for each of its 4·MI·NI accumulators (0 unfused)."""
-        mi, ni = _tc.mma_tiles(self)
-        return 4 * mi * ni * self.m * self.m if self.fuse else 0
+        return _fused_outputs(self.to_dict()) if self.fuse else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +102,13 @@ class Winograd3xTf32Plan(_tc.WinogradUnfusedTf32Plan):
     @property
     def fused(self) -> bool:
         return bool(cast(Winograd3xTf32Config, self.config).fuse)
+
+    def traffic(self) -> dict[str, int]:
+        """The unfused path's words; fused, M is neither stored nor loaded."""
+        words = _fp32.traffic_words(self)
+        if self.fused:
+            words["m_store"] = words["m_load"] = 0
+        return words
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -224,6 +227,7 @@ MAX_FUSED_OUTPUTS = 128
 
 
 def _fused_outputs(v: Any) -> int:
+    """4·MI·NI·m²: a thread's m² outputs for each of its accumulators (``v``: a config's values)."""
     mi, ni = v["tile_k"] // v["warps_k"] // 16, v["tile_t"] // v["warps_t"] // 8
     return 4 * mi * ni * v["m"] * v["m"]
 
@@ -256,12 +260,8 @@ def onchip_words(pl: Winograd3xTf32Plan) -> int:
 
 
 def traffic_words(pl: Winograd3xTf32Plan) -> dict[str, int]:
-    """The unfused path's words (:func:`convtune.kernels.winograd.unfused.traffic_words`); fused, M is neither
-    stored nor loaded."""
-    words = _fp32.traffic_words(pl)
-    if pl.fused:
-        words["m_store"] = words["m_load"] = 0
-    return words
+    """:meth:`Winograd3xTf32Plan.traffic`: the unfused path's words, without M's when fused."""
+    return pl.traffic()
 
 
 def total_traffic_words(pl: Winograd3xTf32Plan) -> int:
@@ -323,29 +323,10 @@ def prepare_plan(pl: Winograd3xTf32Plan, device: int = 0, kernels: Any = None) -
                           output_shape=(p.N, p.K, p.P, p.Q))
 
 
-def workspace(pl: Winograd3xTf32Plan) -> Workspace:
-    """The unfused path's workspace (V then M); fused, V alone (``m`` is None)."""
-    if not pl.fused:
-        return _fp32.workspace(pl)
-    buffer = cupy_module().empty(pl.workspace_bytes // 4, dtype="float32")
-    return Workspace(buffer, buffer.reshape(pl.config.points, pl.cp, pl.tp), None)
-
-
-def prepare_filters(pl: Winograd3xTf32Plan, w: Any) -> UnfusedFilters:
-    """U (the fp32 unfused path's transform) and :func:`workspace`."""
-    return UnfusedFilters(transform_filters(w, pl.config.m, pl.cp, pl.kp), workspace(pl))
-
-
 def launch(pl: Winograd3xTf32Plan, kernels: Any, x: Any, filters: UnfusedFilters, y: Any,
            stream: Any | None = None) -> None:
-    """Run the plan on contiguous float32 CuPy arrays (``filters`` from :func:`prepare_filters`).
-
-    Raises:
-        LaunchError: a launch failed.
-    """
-    prepared = cached_prepared(pl, kernels, prepare_plan)
-    prepared((data_pointer(x), data_pointer(filters.u), data_pointer(y), data_pointer(filters.work.buffer)),
-             stream_pointer(stream))
+    """The unfused path's :func:`~convtune.kernels.winograd.unfused.launch` over this family's prepared launch."""
+    _fp32.launch(pl, kernels, x, filters, y, stream, prepare=prepare_plan)
 
 
 def tolerance(pl: Any) -> float:

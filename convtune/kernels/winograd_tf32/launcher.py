@@ -107,6 +107,15 @@ class WinogradUnfusedTf32Config(SquareTiles, KernelConfig):
 class WinogradUnfusedTf32Plan(WinogradUnfusedPlan):
     """The unfused plan's geometry (:class:`WinogradUnfusedPlan`) with the tensor-core GEMM's template and entry."""
 
+    @property
+    def fused(self) -> bool:
+        """Whether the output transform runs inside the GEMM kernel (the 3xTF32 family's ``fuse``): never here."""
+        return False
+
+    def traffic(self) -> dict[str, int]:
+        """Words the launches move (:func:`convtune.kernels.winograd.unfused.traffic_words`; what the model prices)."""
+        return traffic_words(self)
+
     def template_args(self) -> tuple[int, ...]:
         """winograd_tc_gemm_body's template arguments (PRODUCTS, last, only where it is not the default 1)."""
         c = cast(WinogradUnfusedTf32Config, self.config)

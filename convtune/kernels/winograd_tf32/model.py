@@ -19,7 +19,6 @@ from typing import Any
 
 from convtune.kernels.direct.model import GLOBAL_LATENCY_S, L2_OVER_DRAM_BANDWIDTH, LAUNCH_OVERHEAD_S
 from convtune.kernels.launch_geometry import resident_blocks
-from convtune.kernels.winograd import unfused
 from convtune.kernels.winograd.model import WinogradPrediction
 from convtune.machine import MachineModel
 
@@ -36,10 +35,8 @@ def predict(pl: Any, machine: MachineModel) -> WinogradPrediction:
     """Model time of the three launches (module docstring) of a :class:`.launcher.WinogradUnfusedTf32Plan`."""
     p, c = pl.problem, pl.config
     bw = machine.copy_bandwidth_bytes_per_s
-    fused = bool(getattr(c, "fuse", 0))
-    t = unfused.traffic_words(pl)
-    if fused:   # M stays on chip
-        t["m_store"] = t["m_load"] = 0
+    fused = pl.fused
+    t = pl.traffic()
     transforms_s = 4 * (p.input_elements + t["v_store"] + t["m_load"] + t["output"]) / bw
     bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
     if bps == 0:
