@@ -40,6 +40,9 @@
 #               and the TF32 Winograd family's, then vs_cudnn.py strict fp32 on six 5×5 / 7×7 wide entries (it and the
 #               fp32 large family) and on the public suite's ten 3×3 entries (it and the fp32 direct and Winograd
 #               families), $WINO3_TOP configs each, cuDNN fp32 in the same runs; then AlexNet conv2's kernel breakdown
+#     wino_passes the unfused Winograd paths in passes over the batch (images_per_pass, experimental): their GPU tests
+#               (bitwise against one pass, float64), then benchmarks/winograd_passes_ab.py on AlexNet conv2 and the
+#               big-batch 3×3 entries ($PASSES_S per run): one pass against the L2-sized passes, cold and hot
 #     protocol  benchmarks/protocol_ab.py: the same configs timed cold (the tuner's rotation) and hot (back to back) on
 #               the shapes whose tuned config lost to the untuned one through the op ($PROTOCOL_S per class)
 #     wino_1d   the 1-D Winograd family's GPU tests, then vs_cudnn.py (it, direct, igemm_simt; $WINO_1D_FAMILIES,
@@ -212,6 +215,17 @@ for step in "$@"; do
             --out "$OUT/wino_3xtf32_public" 2>&1 | tee "$OUT/wino_3xtf32_public_vs_cudnn.log" | tail -20
         timeout 120 python3 benchmarks/kernel_breakdown.py "N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2" \
             --out "$OUT/wino_3xtf32_breakdown" 2>&1 | tail -20 ;;
+    wino_passes)   # the unfused Winograd paths in passes over the batch: correctness, then one pass vs passes
+        export CONVTUNE_EXPERIMENTAL=winograd_unfused_3xtf32,winograd_unfused_tf32,winograd_passes
+        timeout "${PASSES_TESTS_S:-150}" python3 -m pytest -m gpu -q -p no:cacheprovider -W default -ra \
+            -n "${GPU_TEST_WORKERS:-6}" tests/kernels/winograd/test_winograd_passes_gpu.py 2>&1 \
+            | tee "$OUT/gpu_winograd_passes_tests.txt" | tail -8
+        timeout "${PASSES_S:-150}" python3 benchmarks/winograd_passes_ab.py --suite benchmarks/suites/wide.json \
+            --only alexnet_conv2_b64 --families winograd_unfused_large winograd_unfused_3xtf32 \
+            --out "$OUT/wino_passes_alexnet" 2>&1 | tail -30
+        timeout "${PASSES_S:-150}" python3 benchmarks/winograd_passes_ab.py --suite benchmarks/suites/public.json \
+            --only vgg16_conv3_2_b32 resnet50_3x3_64_b32 resnet50_3x3_128_b32 --top 2 \
+            --families winograd_unfused winograd_unfused_3xtf32 --out "$OUT/wino_passes_public" 2>&1 | tail -40 ;;
     protocol)   # cold- vs hot-L2 ranking (benchmarks/protocol_ab.py) on the shapes whose tuned config lost to the untuned
                 # one through the op in the 2026-12-07 class rounds: bf16 1×1 (resident vs TMA), bf16 and TF32 others
         timeout "${PROTOCOL_S:-150}" python3 benchmarks/protocol_ab.py --dtype bfloat16 --suite benchmarks/suites/conv1x1.json \

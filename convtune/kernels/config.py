@@ -39,7 +39,11 @@ class KernelConfig:
         return f"{self.family}.{self.direction}"
 
     def key(self) -> str:
-        return " ".join([self.kind] + [f"{name}={getattr(self, name)}" for name, _ in _field_minimums(type(self))])
+        """``"<family>.<direction> name=value ..."``; a field added to a family after its configs were stored
+        (``metadata["key_omits_default"]``) is left out at its default, so the keys stored before stay the same."""
+        omitted = _key_omitted_defaults(type(self))
+        return " ".join([self.kind] + [f"{name}={getattr(self, name)}" for name, _ in _field_minimums(type(self))
+                                       if name not in omitted or getattr(self, name) != omitted[name]])
 
     def __str__(self) -> str:
         return self.key()
@@ -59,6 +63,17 @@ def _field_minimums(cls: type[KernelConfig]) -> tuple[tuple[str, int], ...]:
     found = _FIELD_MINIMUMS.get(cls)
     if found is None:
         found = _FIELD_MINIMUMS[cls] = tuple((f.name, f.metadata.get("min", 1)) for f in fields(cls))
+    return found
+
+
+_KEY_OMITTED: dict[type, dict[str, Any]] = {}
+
+
+def _key_omitted_defaults(cls: type[KernelConfig]) -> dict[str, Any]:
+    """{name: default} of the fields :meth:`KernelConfig.key` leaves out at their default (cached per class)."""
+    found = _KEY_OMITTED.get(cls)
+    if found is None:
+        found = _KEY_OMITTED[cls] = {f.name: f.default for f in fields(cls) if f.metadata.get("key_omits_default")}
     return found
 
 

@@ -9,6 +9,9 @@ the tuner and the service never choose it unless a user opts in, e.g. ``CONVTUNE
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import cache, wraps
+from typing import Any, TypeVar
 
 ENV = "CONVTUNE_EXPERIMENTAL"
 
@@ -23,3 +26,20 @@ def enabled(family: str) -> bool:
     """Whether ``CONVTUNE_EXPERIMENTAL`` names ``family`` (or is ``all``)."""
     on = names()
     return family in on or "all" in on
+
+
+R = TypeVar("R")
+
+
+def cached_per_names(fn: Callable[[Any], R]) -> Callable[[Any], R]:
+    """``functools.cache`` of a one-argument function (a family's space of a problem) keyed also by :func:`names`:
+    what it returns may depend on what is enabled (an experimental field's values), and the switch is read at each
+    call. ``cache_clear`` clears it."""
+    cached = cache(lambda arg, _names: fn(arg))
+
+    @wraps(fn)
+    def wrapper(arg: Any) -> R:
+        return cached(arg, names())
+
+    wrapper.cache_clear = cached.cache_clear   # type: ignore[attr-defined]
+    return wrapper

@@ -53,8 +53,22 @@ def spaces() -> dict[str, tuple[Callable[..., Iterable[Any]], Callable[[ConvProb
         "direct": (direct.enumerate_plans, direct.grid_size),
         "pointwise": (pointwise.enumerate_plans, pointwise.grid_size),
         "winograd": (winograd.enumerate_plans, winograd.grid_size),
-        "winograd_unfused": (winograd.enumerate_unfused_plans, winograd.unfused_grid_size),
+        "winograd_unfused": (_one_pass(winograd.enumerate_unfused_plans), _one_pass_grid),
     }
+
+
+def _one_pass(enumerate_plans: Callable[..., Iterable[Any]]) -> Callable[..., Iterable[Any]]:
+    """The unfused plans that run the batch in one pass: the space before ``images_per_pass`` (added after the
+    snapshot; its own tests are tests/kernels/winograd/test_winograd_passes.py)."""
+    return lambda problem, machine: (pl for pl in enumerate_plans(problem, machine) if pl.config.images_per_pass == 0)
+
+
+def _one_pass_grid(problem: ConvProblem) -> int:
+    """The unfused grid without the ``images_per_pass`` axis."""
+    from convtune.kernels.winograd import space as winograd
+
+    values = winograd.unfused_space(problem).values
+    return winograd.unfused_grid_size(problem) // len(values.get("images_per_pass", (0,)))
 
 
 def fingerprint(enumerate_plans: Callable[..., Iterable[Any]], grid_size: Callable[[ConvProblem], int] | None,

@@ -118,6 +118,39 @@ def test_winograd_unfused_three_launches_share_one_workspace(rec) -> None:
     assert m + 4 * c.alpha ** 2 * pl.kp * pl.tp == ws + pl.workspace_bytes
 
 
+def test_winograd_unfused_passes_run_each_images_kernels_from_its_first_image(rec) -> None:
+    """images_per_pass=2 over N=5: passes of 2, 2 and 1 images, three launches each, every pass reusing the one
+    workspace (V at its start, M after the full pass's V), x and y offset by the pass's first image, the grids and
+    tile counts the pass's own (the last pass's fewer tiles padded to its own Tp)."""
+    p = ConvProblem.parse("N=5 C=16 H=14 W=13 K=24 R=3 S=3 pad=1")
+    config = unfused.WinogradUnfusedConfig(m=2, tile_t=32, images_per_pass=2)
+    pl = unfused.derive_plan(p, config, H200)
+    assert [(ps.first, ps.images) for ps in pl.passes] == [(0, 2), (2, 2), (4, 1)]
+    per_image = pl.tiles_p * pl.tiles_q
+    assert pl.tiles == 2 * per_image and pl.tp == -(-2 * per_image // 32) * 32
+    kernels = unfused.UnfusedKernels(rec.kernel("winograd_input", 2, 10), rec.kernel("winograd_gemm", 3, 3),
+                                     rec.kernel("winograd_output", 2, 8))
+    launch = unfused.prepare_plan(pl, 0, kernels)
+    assert launch.launches == 9 and launch.workspace_bytes == pl.workspace_bytes
+    x, u, y, ws = PTRS[:4]
+    launch((x, u, y, ws), STREAM)
+    m = ws + 4 * config.alpha ** 2 * pl.cp * pl.tp
+    expected = []
+    for first, images in ((0, 2), (2, 2), (4, 1)):
+        tiles = images * per_image
+        tp = -(-tiles // 32) * 32
+        xi, yi = x + 4 * first * p.C * p.H * p.W, y + 4 * first * p.K * p.P * p.Q
+        expected += [
+            *_one(rec, "winograd_input", (-(-tp // 256), pl.cp, 1), (256, 1, 1), 0, (xi, ws),
+                  (p.C, p.H, p.W, p.pad_h, p.pad_w, pl.tiles_p, pl.tiles_q, tiles, pl.cp, tp)),
+            *_one(rec, "winograd_gemm", (tp // 32, pl.kp // config.tile_k, config.alpha ** 2), (config.threads, 1, 1),
+                  pl.smem_bytes, (u, ws, m), (pl.cp, pl.kp, tp)),
+            *_one(rec, "winograd_output", (-(-tiles // 256), p.K, 1), (256, 1, 1), 0, (m, yi),
+                  (p.K, p.P, p.Q, pl.tiles_p, pl.tiles_q, tiles, pl.kp, tp)),
+        ]
+    assert _seen(rec) == expected
+
+
 @pytest.mark.parametrize("m", [2, 4])
 def test_winograd_filter_transform_launch(rec, monkeypatch, m) -> None:
     transform = rec.kernel("winograd_filter", 2, 4)

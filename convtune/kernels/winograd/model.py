@@ -12,7 +12,10 @@ Fused, per thread and BC-chunk (the unrolled loops of ``winograd_fwd.cu``):
   time = max(issue, L2 traffic, DRAM compulsory) + one launch.
 Unfused: input transform and output transform are memory-bound (their bytes / copy bandwidth), the
 GEMM is priced like the fused multiply with LDS = BC·(TK + TT)/4 (float4), and the three add up, each
-with a launch overhead.
+with a launch overhead. A plan whose batch runs in several passes (``images_per_pass``) pays three launches and
+the waves of each pass, and where a pass's V and M fit :data:`RESIDENT_L2_FRACTION` of L2 they move at L2
+bandwidth (written by one kernel, read by the next while still in L2). A single pass keeps the DRAM price the
+shipped model was calibrated with.
 """
 
 from __future__ import annotations
@@ -26,6 +29,33 @@ from convtune.kernels.winograd import unfused
 from convtune.kernels.winograd.launcher import WinogradFwdPlan, total_traffic_words
 from convtune.kernels.winograd.transforms import transform_op_counts
 from convtune.machine import MachineModel
+
+#: the share of L2 a pass's V and M may take and still be read back from L2 by the next kernel (the filters and the
+#: input and output streams take the rest)
+RESIDENT_L2_FRACTION = 0.7
+
+
+@dataclass(frozen=True, slots=True)
+class PassTerms:
+    """What a plan's passes cost beyond one pass: the sum over passes of their GEMM waves rounded up, the waves,
+    the launches, and the bandwidth V and M move at."""
+
+    ceil_waves: int
+    waves: float
+    launches: int
+    workspace_bytes_per_s: float
+
+
+def pass_terms(pl: unfused.WinogradUnfusedPlan, machine: MachineModel, bps: int, kernels: int = 3) -> PassTerms:
+    """:class:`PassTerms` of an unfused plan with ``bps`` GEMM blocks resident per SM and ``kernels`` launches a
+    pass."""
+    c = pl.config
+    per_wave = machine.sm_count * bps
+    blocks = [ps.tp // c.tile_t * (pl.kp // c.tile_k) * (pl.grid[2]) for ps in pl.passes]
+    bw = machine.copy_bandwidth_bytes_per_s
+    resident = len(blocks) > 1 and pl.workspace_bytes <= RESIDENT_L2_FRACTION * machine.l2_bytes
+    return PassTerms(sum(math.ceil(b / per_wave) for b in blocks), sum(blocks) / per_wave, kernels * len(blocks),
+                     L2_OVER_DRAM_BANDWIDTH * bw if resident else bw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,25 +119,26 @@ def gemm_instructions_per_chunk(pl: unfused.WinogradUnfusedPlan) -> int:
 
 def predict_unfused(pl: unfused.WinogradUnfusedPlan, machine: MachineModel,
                     regs_per_thread: int | None = None) -> WinogradPrediction:
-    """Model time of the three launches of the unfused path."""
+    """Model time of the three launches of the unfused path (of each pass)."""
     p, c = pl.problem, pl.config
     bw = machine.copy_bandwidth_bytes_per_s
     t = unfused.traffic_words(pl)
-    transforms_s = 4 * (p.input_elements + t["v_store"] + t["m_load"] + t["output"]) / bw
     bps = resident_blocks(c.threads, pl.smem_bytes, regs_per_thread or pl.regs_estimate, machine)
     if bps == 0:
         return WinogradPrediction(math.inf, math.inf, 0.0, 0.0, 0, math.inf)
+    passes = pass_terms(pl, machine, bps)
+    ws_bw = passes.workspace_bytes_per_s
+    transforms_s = 4 * (p.input_elements + t["output"]) / bw + 4 * (t["v_store"] + t["m_load"]) / ws_bw
     warps = c.threads // 32
-    waves = pl.blocks / (machine.sm_count * bps)
     chunks = pl.cp // c.chunk_c
     per_chunk = gemm_instructions_per_chunk(pl)
     per_block = warps * (chunks * per_chunk + 2 * c.thread_k * c.thread_t)
     rate = _sm_rate(machine) * _latency(bps, warps)
     chunk_issue_s = bps * warps * per_chunk / rate
     stall_s = max(0.0, GLOBAL_LATENCY_S - (c.stages - 1) * chunk_issue_s) / bps
-    issue_s = math.ceil(waves) * (bps * per_block / rate + chunks * stall_s)
+    issue_s = passes.ceil_waves * (bps * per_block / rate + chunks * stall_s)
     l2_s = 4 * (t["filter"] + t["v_load"] + t["m_store"]) / (L2_OVER_DRAM_BANDWIDTH * bw)
-    gemm_dram_s = 4 * (t["v_store"] + c.points * pl.cp * pl.kp + t["m_store"]) / bw
+    gemm_dram_s = 4 * c.points * pl.cp * pl.kp / bw + 4 * (t["v_store"] + t["m_store"]) / ws_bw
     gemm_s = max(issue_s, l2_s, gemm_dram_s)
-    return WinogradPrediction(transforms_s + gemm_s + 3 * LAUNCH_OVERHEAD_S, issue_s, l2_s,
-                              transforms_s + gemm_dram_s, bps, waves)
+    return WinogradPrediction(transforms_s + gemm_s + passes.launches * LAUNCH_OVERHEAD_S, issue_s, l2_s,
+                              transforms_s + gemm_dram_s, bps, passes.waves)

@@ -12,10 +12,11 @@ from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
+from convtune.kernels import experimental
 from convtune.kernels.search_space import Rule, SearchSpace, Values, pow2_at_least
 from convtune.kernels.winograd.launcher import WARP, WinogradFwdConfig, WinogradFwdPlan, applies, derive_plan
 from convtune.kernels.winograd.transforms import POINTS
-from convtune.kernels.winograd.unfused import WinogradUnfusedConfig, WinogradUnfusedPlan
+from convtune.kernels.winograd.unfused import WinogradUnfusedConfig, WinogradUnfusedPlan, pass_rule
 from convtune.kernels.winograd.unfused import derive_plan as derive_unfused_plan
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
@@ -118,18 +119,25 @@ def _gemm_threads(v: Values) -> int:
 _GEMM_BLOCK = ("tile_k", "tile_t", "thread_k", "thread_t")
 
 
-@cache
+@experimental.cached_per_names
 def unfused_space(problem: ConvProblem) -> SearchSpace:
     """The unfused path's space for ``problem`` (its GEMM's tiles: BK no larger than the next power of two of K,
     BT than that of the tile count, 64..256 threads searched)."""
-    return unfused_space_with(problem, _problem_rules(problem))
+    return unfused_space_with(problem, _problem_rules(problem), r=3)
 
 
 def unfused_space_with(problem: ConvProblem, problem_rules: tuple[Rule, ...],
-                       extra_values: dict[str, tuple[int, ...]] | None = None) -> SearchSpace:
+                       extra_values: dict[str, tuple[int, ...]] | None = None, r: int | None = None) -> SearchSpace:
     """The unfused GEMM's space (values, kernel rules, pruning) under a family's own problem and m rules
-    (``problem_rules``) and extra fields (``extra_values``): the 3×3 path's and the large-filter family's."""
+    (``problem_rules``) and extra fields (``extra_values``): the 3×3 path's and the large-filter family's; ``r``: the
+    square filter size of a family whose batch may run in passes (``images_per_pass``, :func:`~convtune.kernels.
+    winograd.unfused.pass_rule`)."""
     p = problem
+    passes: tuple[Rule, ...] = ()
+    pass_values: dict[str, tuple[int, ...]] = {}
+    if r is not None:
+        rule, choices = pass_rule(p, r, M)
+        passes, pass_values = (rule,), {"images_per_pass": choices}
 
     def thread_rule(name: str, tile: str) -> Rule:
         return Rule(name, (tile, name), lambda v: v[name] % 4 == 0 and v[tile] % v[name] == 0,
@@ -144,6 +152,7 @@ def unfused_space_with(problem: ConvProblem, problem_rules: tuple[Rule, ...],
              field="threads"),
         Rule("stages", ("stages",), lambda v: 2 <= v["stages"] <= 4, "stages={stages}: allowed 2..4"),
         Rule("chunk_c", ("chunk_c",), lambda v: v["chunk_c"] <= 32, "chunk_c={chunk_c}: allowed 1..32"),
+        *passes,
     )
     max_k = max(32, pow2_at_least(p.K))
     prune = (
@@ -155,7 +164,7 @@ def unfused_space_with(problem: ConvProblem, problem_rules: tuple[Rule, ...],
              field="threads"),
     )
     values = {"m": M, "tile_k": GEMM_TILE_K, "tile_t": GEMM_TILE_T, "chunk_c": GEMM_CHUNK_C, "thread_k": GEMM_THREAD,
-              "thread_t": GEMM_THREAD, "stages": GEMM_STAGES, **(extra_values or {})}
+              "thread_t": GEMM_THREAD, "stages": GEMM_STAGES, **pass_values, **(extra_values or {})}
     return SearchSpace(values, rules, prune)
 
 

@@ -21,12 +21,13 @@ transforms each input tile once (not once per BK block) and runs the GEMM with l
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from convtune.errors import InvalidConfig
+from convtune.kernels import experimental
 from convtune.kernels.compile import LoadedKernel, cupy_module, kernel_text, load_kernel
 from convtune.kernels.config import KernelConfig
 from convtune.kernels.launch_geometry import round_regs, spans_inside
@@ -36,10 +37,10 @@ from convtune.kernels.prepared import (
     cached_prepared,
     data_pointer,
     driver,
-    grid3,
     pointers,
     stream_pointer,
 )
+from convtune.kernels.search_space import Rule, Values
 from convtune.kernels.winograd.launcher import TOLERANCE, transform_filters
 from convtune.kernels.winograd.transforms import device_code
 from convtune.machine import MachineModel
@@ -50,6 +51,22 @@ ENTRY = "winograd_gemm"                       # the tuned kernel; the transforms
 ENTRIES = ("winograd_input", "winograd_gemm", "winograd_output")
 TRANSFORM_THREADS = 256
 MAX_REGS = 255
+
+
+def images_per_pass_field() -> Any:
+    """The config field ``images_per_pass``: the three kernels run over the batch in passes of this many images (0:
+    one pass), so that a pass's V and M stay in L2 between its kernels instead of a round trip to DRAM; left out of
+    the config's key at 0 (the keys stored before the field existed); keyword-only, so that the fields a family adds
+    after it keep their positions."""
+    return field(default=0, kw_only=True, metadata={"min": 0, "key_omits_default": True})
+
+
+#: V and M bytes a pass may hold: about 2/3 of the 50 MB L2 of an H100 or H200, whose rest holds the filters U and
+#: the input and output streams (:func:`pass_image_choices`)
+PASS_WORKSPACE_BYTES = 32 * 2**20
+#: the :mod:`~convtune.kernels.experimental` name that puts the passes in the spaces: their launches have passed the
+#: CPU checks (tests/kernels/test_prepared.py), not yet a GPU
+PASSES = "winograd_passes"
 
 
 class SquareTiles:
@@ -99,6 +116,7 @@ class WinogradUnfusedConfig(SquareTiles, KernelConfig):
     thread_k: int = 8      # TK: output channels per thread (multiple of 4)
     thread_t: int = 8      # TT: tiles per thread (multiple of 4)
     stages: int = 3        # cp.async pipeline depth (2..4)
+    images_per_pass: int = images_per_pass_field()   # 0: the whole batch in one pass (:func:`pass_images`)
 
     @property
     def alpha(self) -> int:
@@ -140,12 +158,19 @@ class WinogradUnfusedPlan:
 
     @property
     def blocks(self) -> int:
+        """The GEMM's blocks in one (full) pass."""
         gx, gy, gz = self.grid
         return gx * gy * gz
 
     @property
+    def passes(self) -> tuple[Pass, ...]:
+        """The passes of the three kernels over the batch (:func:`pass_images` images each, the last the rest)."""
+        return batch_passes(self.problem.N, pass_images(self.problem, self.config), self.tiles_p * self.tiles_q,
+                            self.config.tile_t)
+
+    @property
     def workspace_bytes(self) -> int:
-        """V and M in fp32."""
+        """V and M in fp32, for one pass (every pass reuses them)."""
         return 4 * self.config.points * self.tp * (self.cp + self.kp)
 
     def template_args(self) -> tuple[int, ...]:
@@ -196,6 +221,70 @@ def _family_source(m: int) -> str:
     return device_code(m) + kernel_text(SOURCE)
 
 
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """One pass of the three kernels: ``images`` images from image ``first``, their ``tiles`` tiles padded to
+    ``tp`` (a multiple of BT)."""
+
+    first: int
+    images: int
+    tiles: int
+    tp: int
+
+
+def pass_images(problem: ConvProblem, config: Any) -> int:
+    """Images per pass: the config's ``images_per_pass`` where it is below N (0 or absent: the whole batch)."""
+    n = getattr(config, "images_per_pass", 0)
+    return n if 0 < n < problem.N else problem.N
+
+
+def batch_passes(n: int, images: int, tiles_per_image: int, tile_t: int) -> tuple[Pass, ...]:
+    """The passes over ``n`` images, ``images`` a pass (the last the rest), tiles padded to multiples of
+    ``tile_t``."""
+    out = []
+    for first in range(0, n, images):
+        count = min(images, n - first)
+        tiles = count * tiles_per_image
+        out.append(Pass(first, count, tiles, -(-tiles // tile_t) * tile_t))
+    return tuple(out)
+
+
+def pass_image_choices(problem: ConvProblem, alpha_h: int, alpha_w: int, m_h: int, m_w: int) -> tuple[int, ...]:
+    """The images a pass of F(m, r) with α points (per axis) may hold: n, the largest power of two below N whose V
+    and M, 4·α_h·α_w·n·⌈P/m_h⌉·⌈Q/m_w⌉·(C + K) bytes, fit :data:`PASS_WORKSPACE_BYTES`, and n/2 (fewer bytes in L2
+    against twice the launches); none where the whole batch fits (one pass is already resident) or not even one
+    image does."""
+    p = problem
+    per_image = 4 * alpha_h * alpha_w * -(-p.P // m_h) * -(-p.Q // m_w) * (p.C + p.K)
+    if p.N * per_image <= PASS_WORKSPACE_BYTES or per_image > PASS_WORKSPACE_BYTES:
+        return ()
+    n = 1
+    while 2 * n < p.N and 2 * n * per_image <= PASS_WORKSPACE_BYTES:
+        n *= 2
+    return (n // 2, n) if n > 1 else (n,)
+
+
+def pass_rule(problem: ConvProblem, r: int, ms: Iterable[int]) -> tuple[Rule, tuple[int, ...]]:
+    """The ``images_per_pass`` rule and values of a square-tile unfused F(m×m, r×r) family (``ms``: the m it may
+    run): 0 (one pass) or one of the :func:`pass_image_choices` of the config's m. Experimental (:data:`PASSES`):
+    until ``CONVTUNE_EXPERIMENTAL`` names it, the values are (0,) and the spaces are what they were (a config with
+    passes still plans and launches)."""
+
+    def choices(v: Values) -> tuple[int, ...]:
+        alpha = v["m"] + r - 1
+        return pass_image_choices(problem, alpha, alpha, v["m"], v["m"])
+
+    values: tuple[int, ...] = (0,)
+    if experimental.enabled(PASSES):
+        values = tuple(sorted({0}.union(*(pass_image_choices(problem, m + r - 1, m + r - 1, m, m) for m in ms))))
+    rule = Rule("images_per_pass", ("images_per_pass", "m"),
+                lambda v: v["images_per_pass"] == 0 or v["images_per_pass"] in choices(v),
+                lambda v: f"images_per_pass={v['images_per_pass']}: allowed 0 (one pass) or "
+                          f"{list(choices(v))} (power-of-two passes whose V and M fit "
+                          f"{PASS_WORKSPACE_BYTES >> 20} MiB)", field="images_per_pass")
+    return rule, values
+
+
 def regs_estimate(config: WinogradUnfusedConfig) -> int:
     """Registers per thread of the GEMM ≈ TK·TT accumulators + TK + TT fragments + 30 for addresses."""
     c = config
@@ -204,15 +293,16 @@ def regs_estimate(config: WinogradUnfusedConfig) -> int:
 
 def padded_geometry(problem: ConvProblem, config: Any) -> tuple[int, int, int, int, int, int]:
     """(tiles_p, tiles_q, T, Tp, Cp, Kp) of a config with outputs per tile m_h × m_w (:class:`SquareTiles`), tile_t
-    (BT), chunk_c (BC), tile_k (BK): T = N·⌈P/m_h⌉·⌈Q/m_w⌉ tiles, Tp = ⌈T/BT⌉·BT, Cp = ⌈C/BC⌉·BC, Kp = ⌈K/BK⌉·BK
-    (the GEMM runs without a bounds test).
+    (BT), chunk_c (BC), tile_k (BK): T = n·⌈P/m_h⌉·⌈Q/m_w⌉ tiles of a pass of n = :func:`pass_images` images (the
+    first pass: the last may hold fewer), Tp = ⌈T/BT⌉·BT, Cp = ⌈C/BC⌉·BC, Kp = ⌈K/BK⌉·BK (the GEMM runs without a
+    bounds test).
 
     Raises:
         InvalidConfig: ``tile_k`` where the grid's y extent or C, K exceed 65535.
     """
     p, c = problem, config
     tiles_p, tiles_q = -(-p.P // c.m_h), -(-p.Q // c.m_w)   # m × m tiles, or the 1-D family's 1 × m / m × 1
-    tiles = p.N * tiles_p * tiles_q
+    tiles = pass_images(p, c) * tiles_p * tiles_q
     tp = -(-tiles // c.tile_t) * c.tile_t
     cp_, kp = -(-p.C // c.chunk_c) * c.chunk_c, -(-p.K // c.tile_k) * c.tile_k
     if kp // c.tile_k > 65535 or p.K > 65535 or cp_ > 65535:
@@ -268,20 +358,22 @@ def enumerate_valid(problem: ConvProblem, machine: MachineModel, space: Any, con
 
 
 def traffic_words(pl: WinogradUnfusedPlan) -> dict[str, int]:
-    """Words loaded/stored by the three kernels per the formula in the module docstring."""
+    """Words loaded/stored by the three kernels per the formula in the module docstring, summed over the plan's
+    passes (each pass: its images' tiles, padded to its own Tp)."""
     p, c = pl.problem, pl.config
     a2 = c.points
     rows = spans_inside(pl.tiles_p, c.m_h, -p.pad_h, c.alpha_h, p.H)
     cols = spans_inside(pl.tiles_q, c.m_w, -p.pad_w, c.alpha_w, p.W)
-    return {
-        "input": p.N * p.C * rows * cols,
-        "v_store": a2 * pl.cp * pl.tp,
-        "filter": (pl.tp // c.tile_t) * a2 * pl.cp * pl.kp,
-        "v_load": (pl.kp // c.tile_k) * a2 * pl.cp * pl.tp,
-        "m_store": a2 * pl.kp * pl.tp,
-        "m_load": a2 * p.K * pl.tiles,
-        "output": p.output_elements,
-    }
+    words = dict.fromkeys(("input", "v_store", "filter", "v_load", "m_store", "m_load", "output"), 0)
+    for ps in pl.passes:
+        words["input"] += ps.images * p.C * rows * cols
+        words["v_store"] += a2 * pl.cp * ps.tp
+        words["filter"] += (ps.tp // c.tile_t) * a2 * pl.cp * pl.kp
+        words["v_load"] += (pl.kp // c.tile_k) * a2 * pl.cp * ps.tp
+        words["m_store"] += a2 * pl.kp * ps.tp
+        words["m_load"] += a2 * p.K * ps.tiles
+        words["output"] += ps.images * p.K * p.P * p.Q
+    return words
 
 
 def total_traffic_words(pl: WinogradUnfusedPlan) -> int:
@@ -289,7 +381,8 @@ def total_traffic_words(pl: WinogradUnfusedPlan) -> int:
 
 
 def dram_words(pl: WinogradUnfusedPlan) -> int:
-    """Compulsory words of the pipeline: x, U, V and M each written/read once, y written."""
+    """Compulsory words of the pipeline: x, U, V and M each written/read once, y written (V and M of every pass; a
+    pass that stays in L2 moves less: the model prices it, :mod:`convtune.kernels.winograd.model`)."""
     t = traffic_words(pl)
     a2 = pl.config.points
     return t["input"] + 2 * t["v_store"] + a2 * pl.cp * pl.kp + t["m_store"] + t["m_load"] + t["output"]
@@ -374,22 +467,27 @@ def tolerance(pl: WinogradUnfusedPlan) -> float:
 
 
 def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKernels | None = None) -> PreparedLaunch:
-    """The three kernels as one prepared launch: operands (x, filters = U, y, workspace = V then M); the U layout is
-    the plan's (:meth:`WinogradUnfusedPlan.filter_layout`)."""
+    """The three kernels of every pass (:attr:`WinogradUnfusedPlan.passes`) as one prepared launch: operands (x,
+    filters = U, y, workspace = V then M, reused by each pass); a pass's kernels read and write its images (x and y
+    from the pass's first image). The U layout is the plan's (:meth:`WinogradUnfusedPlan.filter_layout`)."""
     p, c = pl.problem, pl.config
     if kernels is None:
         with driver().use_device(device):
             kernels = compile_plan(pl)
     m_off = m_offset_bytes(pl)
     block = (TRANSFORM_THREADS, 1, 1)
-    steps = [
-        Launch(kernels.input, grid3(pl.input_grid), block, 0, pointers(0, (3, 0)),
-               (p.C, p.H, p.W, p.pad_h, p.pad_w, pl.tiles_p, pl.tiles_q, pl.tiles, pl.cp, pl.tp)),
-        Launch(kernels.gemm, grid3(pl.grid), (c.threads, 1, 1), pl.smem_bytes, pointers(1, (3, 0), (3, m_off)),
-               (pl.cp, pl.kp, pl.tp)),
-        Launch(kernels.output, grid3(pl.output_grid), block, 0, pointers((3, m_off), 2),
-               (p.K, p.P, p.Q, pl.tiles_p, pl.tiles_q, pl.tiles, pl.kp, pl.tp)),
-    ]
+    steps = []
+    for ps in pl.passes:
+        x_off, y_off = 4 * ps.first * p.C * p.H * p.W, 4 * ps.first * p.K * p.P * p.Q
+        steps += [
+            Launch(kernels.input, (-(-ps.tp // TRANSFORM_THREADS), pl.cp, 1), block, 0, pointers((0, x_off), (3, 0)),
+                   (p.C, p.H, p.W, p.pad_h, p.pad_w, pl.tiles_p, pl.tiles_q, ps.tiles, pl.cp, ps.tp)),
+            Launch(kernels.gemm, (ps.tp // c.tile_t, pl.kp // c.tile_k, c.points), (c.threads, 1, 1), pl.smem_bytes,
+                   pointers(1, (3, 0), (3, m_off)), (pl.cp, pl.kp, ps.tp)),
+            Launch(kernels.output, (-(-ps.tiles // TRANSFORM_THREADS), p.K, 1), block, 0,
+                   pointers((3, m_off), (2, y_off)),
+                   (p.K, p.P, p.Q, pl.tiles_p, pl.tiles_q, ps.tiles, pl.kp, ps.tp)),
+        ]
     return PreparedLaunch(plan=pl, device=device, operands=("x", "filters", "y", "workspace"), steps=steps,
                           kernels=kernels, workspace_bytes=pl.workspace_bytes, filters=pl.filter_layout(device),
                           output_shape=(p.N, p.K, p.P, p.Q))

@@ -205,20 +205,25 @@ def derive_plan(problem: ConvProblem, config: Winograd3xTf32Config,
     return cast(Winograd3xTf32Plan, _tc.derive_plan(problem, config, machine, Winograd3xTf32Plan))
 
 
-@cache
+@experimental.cached_per_names
 def space(problem: ConvProblem) -> SearchSpace:
     """The TF32 family's GEMM values, rules and pruning under this family's problem and m rules (:data:`POINTS`), and
     r (the problem's filter size)."""
     p = problem
     points = POINTS.get(p.R, {})
+    passes, pass_values = _fp32.pass_rule(p, p.R, tuple(points))
     rules = (*_wino_space.problem_rules(p, applies(p), points, f"F(m×m,{p.R}×{p.S}) 3xTF32"),
              Rule("r", ("r",), lambda v: v["r"] == p.R, f"r={{r}}: the filter is {p.R}×{p.S}"),
              *_tc.gemm_rules(),
-             Rule("fuse", ("fuse", "m", "tile_k", "tile_t", "warps_k", "warps_t"),
-                  lambda v: v["fuse"] in (0, 1) and (not v["fuse"] or _fused_outputs(v) <= MAX_FUSED_OUTPUTS),
+             passes,
+             Rule("fuse", ("fuse", "m", "tile_k", "tile_t", "warps_k", "warps_t", "images_per_pass"),
+                  lambda v: v["fuse"] in (0, 1) and (not v["fuse"] or (_fused_outputs(v) <= MAX_FUSED_OUTPUTS
+                                                                       and v["images_per_pass"] == 0)),
                   lambda v: f"fuse={v['fuse']}: 0 or 1, and fused a thread's m² outputs per accumulator "
-                            f"({_fused_outputs(v)}) must stay ≤ {MAX_FUSED_OUTPUTS} registers", field="fuse"))
-    values = {"m": tuple(sorted(points)) or (2,), "r": (p.R,), **_tc.GEMM_VALUES, "fuse": (0, 1)}
+                            f"({_fused_outputs(v)}) must stay ≤ {MAX_FUSED_OUTPUTS} registers and the batch run in "
+                            f"one pass (images_per_pass={v['images_per_pass']})", field="fuse"))
+    values = {"m": tuple(sorted(points)) or (2,), "r": (p.R,), **_tc.GEMM_VALUES, "images_per_pass": pass_values,
+              "fuse": (0, 1)}
     return SearchSpace(values, rules, _tc.gemm_prune(p))
 
 

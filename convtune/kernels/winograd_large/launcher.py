@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import cast
 
+from convtune.kernels import experimental
 from convtune.kernels.compile import kernel_text
 from convtune.kernels.search_space import Rule, SearchSpace
 from convtune.kernels.winograd import space as _wino_space
@@ -163,14 +164,14 @@ def derive_plan(problem: ConvProblem, config: WinogradLargeConfig,
     return cast(WinogradLargePlan, _fp32.derive_plan(problem, config, machine, WinogradLargePlan))
 
 
-@cache
+@experimental.cached_per_names
 def space(problem: ConvProblem) -> SearchSpace:
     """The 3×3 unfused path's GEMM space under this family's rules: the problem (5×5 or 7×7, stride 1), m (the tiles
     provided for the problem's filter size) and r (the problem's filter size)."""
     p = problem
     rules = (*_wino_space.problem_rules(p, applies(p), POINTS.get(p.R, {}), f"F(m×m,{p.R}×{p.S})"),
              Rule("r", ("r",), lambda v: v["r"] == p.R, f"r={{r}}: the filter is {p.R}×{p.S}"))
-    return _wino_space.unfused_space_with(p, rules, {"r": (p.R,)})
+    return _wino_space.unfused_space_with(p, rules, {"r": (p.R,)}, r=p.R)
 
 
 def grid_size(problem: ConvProblem) -> int:

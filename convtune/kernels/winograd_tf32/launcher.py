@@ -44,9 +44,11 @@ from convtune.kernels.winograd.unfused import (  # the fp32 path's workspace, fi
     WinogradUnfusedPlan,
     check_limits,
     filters_key,
+    images_per_pass_field,
     launch,  # given the kernels (this family's compile_plan), the fp32 path's prepared launch runs them
     m_offset_bytes,
     padded_geometry,
+    pass_rule,
     prepare_filters,
     total_traffic_words,
     traffic_words,
@@ -84,6 +86,7 @@ class WinogradUnfusedTf32Config(SquareTiles, KernelConfig):
     warps_k: int = 2       # warps along k: warp tile BK / warps_k (whole m16 rows)
     warps_t: int = 4       # warps along t: warp tile BT / warps_t (whole n8 columns)
     stages: int = 3        # cp.async pipeline depth (2..4)
+    images_per_pass: int = images_per_pass_field()   # 0: the whole batch in one pass (the fp32 unfused path's passes)
 
     #: TF32 MMAs per term: 1 (this family), 3 in the strict-fp32 3xTF32 family (the GEMM body's PRODUCTS)
     products = 1
@@ -258,11 +261,12 @@ def gemm_prune(problem: ConvProblem) -> tuple[Rule, ...]:
     )
 
 
-@cache
+@experimental.cached_per_names
 def space(problem: ConvProblem) -> SearchSpace:
     """The values, the kernel's rules (:func:`plan` enforces them) and the search's pruning (:func:`gemm_prune`)."""
     p = problem
     why = applies(p) or map_too_small(p)
+    pass_rule_3x3, pass_values = pass_rule(p, 3, M)
     rules = (
         Rule("problem", (), lambda v: why is None and p.math == "tf32",
              f"the TF32 Winograd path runs math='tf32' problems Winograd takes; got math={p.math!r}"
@@ -270,8 +274,9 @@ def space(problem: ConvProblem) -> SearchSpace:
         Rule("m", ("m",), lambda v: v["m"] in M and v["m"] in POINTS,
              f"m={{m}}: allowed {list(M)} (F(4×4) misses the TF32 accuracy gate)"),
         *gemm_rules(),
+        pass_rule_3x3,
     )
-    return SearchSpace({"m": M, **GEMM_VALUES}, rules, gemm_prune(p))
+    return SearchSpace({"m": M, **GEMM_VALUES, "images_per_pass": pass_values}, rules, gemm_prune(p))
 
 
 def grid_size(problem: ConvProblem) -> int:

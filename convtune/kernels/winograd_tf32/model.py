@@ -2,7 +2,7 @@
 :func:`convtune.kernels.winograd.model.predict_unfused` prices them) and a tensor-core GEMM.
 
     time = transforms + max(GEMM issue + fold, GEMM L2 re-reads, GEMM DRAM traffic) + launches
-    GEMM issue = ⌈waves⌉ · chunks · max(chunk time, global-load latency / (stages − 1))
+    GEMM issue = Σ_passes ⌈waves⌉ · chunks · max(chunk time, global-load latency / (stages − 1))
     chunk time = 2·BK·BT·BC·products FLOPs of every resident block / (TF32_MMA_FRACTION · the TF32 ceiling per SM)
 
 products: TF32 MMAs per term, 1 here, 3 in the strict-fp32 3xTF32 family
@@ -19,7 +19,7 @@ from typing import Any
 
 from convtune.kernels.direct.model import GLOBAL_LATENCY_S, L2_OVER_DRAM_BANDWIDTH, LAUNCH_OVERHEAD_S
 from convtune.kernels.launch_geometry import resident_blocks
-from convtune.kernels.winograd.model import WinogradPrediction
+from convtune.kernels.winograd.model import WinogradPrediction, pass_terms
 from convtune.machine import MachineModel
 
 #: the share of the TF32 GEMM ceiling an mma.sync main loop fed by scalar shared-memory fragment loads (6 loads and
@@ -37,22 +37,23 @@ def predict(pl: Any, machine: MachineModel) -> WinogradPrediction:
     bw = machine.copy_bandwidth_bytes_per_s
     fused = pl.fused
     t = pl.traffic()
-    transforms_s = 4 * (p.input_elements + t["v_store"] + t["m_load"] + t["output"]) / bw
     bps = resident_blocks(c.threads, pl.smem_bytes, pl.regs_estimate, machine)
     if bps == 0:
         return WinogradPrediction(math.inf, math.inf, 0.0, 0.0, 0, math.inf)
-    waves = pl.blocks / (machine.sm_count * bps)
+    passes = pass_terms(pl, machine, bps, kernels=2 if fused else 3)
+    ws_bw = passes.workspace_bytes_per_s
+    transforms_s = 4 * (p.input_elements + t["output"]) / bw + 4 * (t["v_store"] + t["m_load"]) / ws_bw
     peak = machine.tf32_peak_flops_per_s or machine.datasheet_tf32_flops_per_s or FALLBACK_TF32_FLOPS
     rate_per_sm = TF32_MMA_FRACTION * peak / machine.sm_count
     chunks = pl.cp // c.chunk_c * (c.alpha ** 2 if fused else 1)    # a block's chunks
     chunk_s = 2.0 * c.tile_k * c.tile_t * c.chunk_c * c.products * bps / rate_per_sm   # a chunk of every resident block
     # stages − 1 chunks in flight: a chunk's loads have (stages − 1) chunk times to land, so the pipeline issues a
     # chunk every max(chunk time, latency / (stages − 1)) (never cheaper when a chunk costs more)
-    issue_s = math.ceil(waves) * chunks * max(chunk_s, GLOBAL_LATENCY_S / (c.stages - 1))
-    fold_s = (math.ceil(waves) * c.alpha ** 2 * 2.0 * c.output_registers * c.threads * bps
+    issue_s = passes.ceil_waves * chunks * max(chunk_s, GLOBAL_LATENCY_S / (c.stages - 1))
+    fold_s = (passes.ceil_waves * c.alpha ** 2 * 2.0 * c.output_registers * c.threads * bps
               / (machine.fp32_peak_flops_per_s / machine.sm_count))
     l2_s = 4 * (t["filter"] + t["v_load"] + t["m_store"]) / (L2_OVER_DRAM_BANDWIDTH * bw)
-    gemm_dram_s = 4 * (t["v_store"] + c.alpha ** 2 * pl.cp * pl.kp + t["m_store"]) / bw
+    gemm_dram_s = 4 * c.alpha ** 2 * pl.cp * pl.kp / bw + 4 * (t["v_store"] + t["m_store"]) / ws_bw
     gemm_s = max(issue_s + fold_s, l2_s, gemm_dram_s)
-    return WinogradPrediction(transforms_s + gemm_s + (2 if fused else 3) * LAUNCH_OVERHEAD_S, issue_s + fold_s, l2_s,
-                              transforms_s + gemm_dram_s, bps, waves)
+    return WinogradPrediction(transforms_s + gemm_s + passes.launches * LAUNCH_OVERHEAD_S, issue_s + fold_s, l2_s,
+                              transforms_s + gemm_dram_s, bps, passes.waves)

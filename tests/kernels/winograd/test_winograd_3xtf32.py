@@ -131,8 +131,8 @@ def test_space_is_the_tf32_gemm_block_with_the_fp32_familys_m_per_r() -> None:
     assert (three["m"], three["r"]) == ((2, 4), (3,))
     assert (five["m"], five["r"]) == ((2, 4), (5,)) and (seven["m"], seven["r"]) == ((2,), (7,))
     for values in (three, five, seven):
-        assert {k: v for k, v in values.items() if k not in ("m", "r", "fuse")} == tc.GEMM_VALUES
-        assert values["fuse"] == (0, 1)
+        assert {k: v for k, v in values.items() if k not in ("m", "r", "fuse", "images_per_pass")} == tc.GEMM_VALUES
+        assert values["fuse"] == (0, 1) and values["images_per_pass"][0] == 0
     assert {(pl.config.m, pl.config.r) for pl in x3.enumerate_plans(THREE, H200)} == {(2, 3), (4, 3)}
     assert {(pl.config.m, pl.config.r) for pl in x3.enumerate_plans(ALEXNET_CONV2, H200)} == {(2, 5), (4, 5)}
     assert {(pl.config.m, pl.config.r) for pl in x3.enumerate_plans(SEVEN, H200)} == {(2, 7)}
@@ -386,9 +386,14 @@ def test_the_space_has_fuse_and_caps_the_fused_outputs(enabled: None) -> None:
             c = pl.config
             assert c.output_registers == c.fuse * mma_outputs(c), c.key()
             if c.fuse:
-                assert 0 < c.output_registers <= x3.MAX_FUSED_OUTPUTS, c.key()
+                assert 0 < c.output_registers <= x3.MAX_FUSED_OUTPUTS and c.images_per_pass == 0, c.key()
                 continue
             twin = dataclasses.replace(c, fuse=1)
+            if c.images_per_pass:                  # a fused plan runs the batch in one pass
+                with pytest.raises(InvalidConfig) as err:
+                    x3.plan(problem, twin, H200)
+                assert refused_by_the_fuse_rule(err), twin.key()
+                continue
             if mma_outputs(c) > x3.MAX_FUSED_OUTPUTS:
                 with pytest.raises(InvalidConfig) as err:
                     x3.plan(problem, twin, H200)
