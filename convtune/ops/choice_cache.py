@@ -27,6 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from convtune.kernels import experimental
 from convtune.machine import MachineModel
 from convtune.problem import ConvProblem
 
@@ -63,11 +64,12 @@ def source_fingerprint(root: Path) -> str:
 
 
 def entry_key(problem: ConvProblem, machine: MachineModel, specs: list[Any]) -> str:
-    """The code fingerprint, a hash of the machine model and of the families (kind, choice calibration, the classes
-    the choice considers them in), and the problem's key."""
+    """The code fingerprint, a hash of the machine model, of the families (kind, choice calibration, the classes
+    the choice considers them in) and of what ``CONVTUNE_EXPERIMENTAL`` enables (a family, or a field of a space),
+    and the problem's key."""
     families = [(s.kind, s.choice_scale, s.choice_offset_s, tuple(s.choice_classes), s.untuned_classes)
                 for s in specs]
-    context = json.dumps([asdict(machine), families], sort_keys=True, default=str)
+    context = json.dumps([asdict(machine), families, sorted(experimental.names())], sort_keys=True, default=str)
     return f"{code_fingerprint()}|{hashlib.sha256(context.encode()).hexdigest()[:16]}|{problem.key()}"
 
 

@@ -94,7 +94,8 @@ def test_specs_for_filters_unsupported_problems() -> None:
     assert [s.family for s in specs_for(CAUSAL_1D.replace(dtype="bfloat16"))] == ["depthwise1d_fast"]
     dense = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 pad=1")
     assert [s.family for s in specs_for(dense, families=["direct"])] == ["direct"]
-    assert [s.family for s in specs_for(dense)] == ["direct", "winograd", "winograd_unfused", "igemm_simt"]
+    assert [s.family for s in specs_for(dense)] == ["direct", "winograd", "winograd_unfused", "igemm_simt",
+                                                    "winograd_unfused_3xtf32"]
     assert specs_for(dense, families=["fft"]) == []
     strided = ConvProblem.parse("N=1 C=8 H=12 W=12 K=16 R=3 S=3 stride=2 pad=1")
     assert [s.family for s in specs_for(strided)] == ["direct", "igemm_simt"]

@@ -30,6 +30,6 @@ SPECS: tuple[KernelSpec, ...] = (
         grid_size=_launcher.grid_size, floor_work=floor_work, launcher=_launcher, algorithm="winograd",
         description="unfused Winograd F(2×2)/F(4×4) of 3×3 and 5×5 filters, F(2×2,7×7), at strict fp32 accuracy: "
                     "fp32 transforms, α² GEMMs on TF32 tensor cores by 3xTF32 (three mma.sync per term on split "
-                    "operands); experimental (CONVTUNE_EXPERIMENTAL)",
+                    "operands)",
     ),
 )

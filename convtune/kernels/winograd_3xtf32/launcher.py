@@ -18,8 +18,10 @@ family's GEMM block (BK = ``tile_k`` × BT = ``tile_t``, BC = ``chunk_c``, ``war
 ``stages``) plus ``r``. Problems: what the fp32 Winograd paths take (3×3, 5×5 or 7×7, stride 1, dilation 1, float32
 storage) in the strict fp32 and TF32 classes (a strict result serves the looser class).
 
-Experimental: registered, runs nothing until ``CONVTUNE_EXPERIMENTAL`` names it (:mod:`convtune.kernels.experimental`):
-its kernels have passed nvcc (no spills) and the CPU checks, not yet a GPU.
+On by default since its GPU tests passed (H100, 2026-12-07: 1770 cases, unfused and fused, each within the fp32
+gate and ≤ 4× the fp32 family's error on the same inputs; benchmarks/results/winograd_3xtf32_h100): the untuned choice
+takes it where its model is the least (with TF32_MMA_FRACTION fitted on those timings), the tuner measures it beside
+the fp32 families.
 """
 
 from __future__ import annotations
@@ -190,8 +192,8 @@ def applies(problem: ConvProblem) -> str | None:
 
 
 def supports(problem: ConvProblem) -> bool:
-    """The fp32 Winograd paths' problems, once the family is enabled (:mod:`convtune.kernels.experimental`)."""
-    return experimental.enabled(FAMILY) and applies(problem) is None
+    """The fp32 Winograd paths' problems (:func:`applies`)."""
+    return applies(problem) is None
 
 
 def derive_plan(problem: ConvProblem, config: Winograd3xTf32Config,

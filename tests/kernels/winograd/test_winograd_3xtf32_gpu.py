@@ -8,13 +8,13 @@ and the fused path (``fuse = 1``: GEMMs and output transform in one kernel) on t
 cap — 32 × 64 (2 × 4 warps) and 32 × 32 (2 × 2) for every F(m, r), 64 × 64 (2 × 2, MI·NI = 8) for F(2×2) — × 24
 problems of their own draw (the unfused cases keep their problems; 312 fused cases):
 batch 1..3, sometimes 32; channel counts and sizes odd, down to 1×1 maps with padding; padding 0..r − 1 per axis
-(0..2 for 3×3). The family is enabled through ``CONVTUNE_EXPERIMENTAL``. Outputs are poisoned with NaN before each
+(0..2 for 3×3). Outputs are poisoned with NaN before each
 launch; inputs are fresh normal draws. Each case's relative L2 error must meet the family's gate (:data:`TOLERANCE`:
 the fp32 unfused families' gates) and — the strict-fp32 claim: 3xTF32 stays at fp32's order — at most 4× the error
 of the fp32 unfused family of the same r on the same inputs with the same block where that family has it (its
 space's BK, BT ≤ 128, BC ≤ 16 and stages; clamped otherwise) (+1e-7). Every case's errors go to
 ``$CONVTUNE_ERROR_TABLE_WINOGRAD_3XTF32`` (JSON) when set. Then ``convtune.conv2d`` with a 3xTF32 config (3×3, 5×5,
-7×7), and with a fused config (AlexNet conv2, F(4×4,5×5)): refused until the family is enabled, then within the gate.
+7×7), and with a fused config (AlexNet conv2, F(4×4,5×5)): within the gate.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def test_matches_float64_at_fp32s_order(problem: ConvProblem, config: Config, fp
 @pytest.mark.parametrize("key", ["N=64 C=64 H=27 W=27 K=192 R=5 S=5 pad=2", "N=3 C=5 H=9 W=11 K=7 R=5 S=5 pad=1",
                                  "N=4 C=128 H=46 W=46 K=128 R=7 S=7 pad=3", "N=32 C=256 H=14 W=14 K=256 R=3 S=3 pad=1",
                                  "N=3 C=5 H=9 W=11 K=7 R=3 S=3 pad=2"])
-def test_conv2d_op_runs_a_3xtf32_config_once_enabled(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_conv2d_op_runs_a_3xtf32_config(key: str) -> None:
     import cupy as cp
 
     import convtune
@@ -259,17 +259,13 @@ def test_conv2d_op_runs_a_3xtf32_config_once_enabled(key: str, monkeypatch: pyte
     rng = cp.random.default_rng(11)
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
     w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
-    monkeypatch.delenv(experimental.ENV, raising=False)
-    with pytest.raises(InvalidConfig):
-        convtune.conv2d(x, w, padding=problem.pad_h, config=config)
-    monkeypatch.setenv(experimental.ENV, x3.FAMILY)
     y = convtune.conv2d(x, w, padding=problem.pad_h, config=config)
     ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
     assert relative_error(y, ref) <= x3.TOLERANCE[(m, problem.R)]
 
 
 @gpu
-def test_conv2d_op_runs_a_fused_3xtf32_config_once_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_conv2d_op_runs_a_fused_3xtf32_config() -> None:
     """AlexNet conv2 through ``convtune.conv2d`` with the fused F(4×4,5×5) kernel (two launches, V alone as the
     workspace)."""
     import cupy as cp
@@ -283,10 +279,6 @@ def test_conv2d_op_runs_a_fused_3xtf32_config_once_enabled(monkeypatch: pytest.M
     rng = cp.random.default_rng(12)
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
     w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
-    monkeypatch.delenv(experimental.ENV, raising=False)
-    with pytest.raises(InvalidConfig):
-        convtune.conv2d(x, w, padding=problem.pad_h, config=config)
-    monkeypatch.setenv(experimental.ENV, x3.FAMILY)
     y = convtune.conv2d(x, w, padding=problem.pad_h, config=config)
     ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
     assert relative_error(y, ref) <= x3.TOLERANCE[(4, 5)]
