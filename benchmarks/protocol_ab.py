@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import cupy as cp
@@ -57,6 +58,29 @@ def table(name: str, rows: list[dict], cudnn: dict[str, float]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def time_entry(name: str, problem: ConvProblem, plans: list, machine: MachineModel, reps: int,
+               describe: Callable[[object], dict] = lambda pl: {}) -> dict:
+    """Compile ``plans``, verify each against float64 and time it cold and hot (:func:`hot_ms`), cuDNN in the class
+    both ways on the same inputs: the entry's report row (``candidates``: one row per plan, ``describe``'s fields
+    added)."""
+    precompile([pl.source() for pl in plans], machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]),
+               jobs=os.cpu_count() or 8)
+    ops = Operands(problem, machine, seed=7)
+    rows = measure_candidates(plans, ops, reps, warmup=3, describe=describe)
+    hot_ms(rows, plans, ops, reps)
+    mode = BASELINES[problem.precision]
+    cudnn = {"cold_ms": time_cudnn(ops.xs32, ops.ws32, problem, mode, ops.flush),
+             "hot_ms": time_cudnn(ops.xs32[:1], ops.ws32[:1], problem, mode)}
+    return {"name": name, "problem": problem.key(), "rotation_sets": ops.sets, "flushed": ops.flush is not None,
+            "cudnn": cudnn, "candidates": rows}
+
+
+def report_header(machine: MachineModel, **fields: str) -> dict:
+    """The versions every report of these A/B scripts starts with."""
+    return {"device": machine.name, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+            "cupy": cp.__version__, **fields, "results": []}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suite", default="benchmarks/suites/wide.json")
@@ -73,23 +97,14 @@ def main() -> int:
     os.environ.setdefault("CONVTUNE_CUBIN_DIR", "/tmp/convtune-cubins")
     machine = MachineModel.from_device()
     entries = [e for e in json.loads(Path(args.suite).read_text())["conv2d"] if e["name"] in args.only]
-    report = {"device": machine.name, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-              "cupy": cp.__version__, "math": args.math, "dtype": args.dtype, "results": []}
+    report = report_header(machine, math=args.math, dtype=args.dtype)
     md = [f"# Cold vs hot L2 timing, {machine.name}, {args.math} {args.dtype}", ""]
     for e in entries:
         problem = ConvProblem.from_mapping(e).replace(math=args.math, dtype=args.dtype)
         plans, _ = candidates(problem, machine, args.top, 0, tuple(args.families))
-        precompile([pl.source() for pl in plans], machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]),
-                   jobs=os.cpu_count() or 8)
-        ops = Operands(problem, machine, seed=7)
-        rows = measure_candidates(plans, ops, args.reps, warmup=3)
-        hot_ms(rows, plans, ops, args.reps)
-        mode = BASELINES[problem.precision]
-        cudnn = {"cold_ms": time_cudnn(ops.xs32, ops.ws32, problem, mode, ops.flush),
-                 "hot_ms": time_cudnn(ops.xs32[:1], ops.ws32[:1], problem, mode)}
-        report["results"].append({"name": e["name"], "problem": problem.key(), "rotation_sets": ops.sets,
-                                  "flushed": ops.flush is not None, "cudnn": cudnn, "candidates": rows})
-        md.append(table(e["name"], rows, cudnn))
+        result = time_entry(e["name"], problem, plans, machine, args.reps)
+        report["results"].append(result)
+        md.append(table(e["name"], result["candidates"], result["cudnn"]))
         (out / "protocol_ab.json").write_text(json.dumps(report, indent=1, default=str))
         (out / "protocol_ab.md").write_text("\n".join(md))
         print(md[-1], flush=True)

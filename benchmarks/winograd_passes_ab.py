@@ -23,13 +23,10 @@ import os
 import sys
 from pathlib import Path
 
-import cupy as cp
-import torch
-from protocol_ab import hot_ms
-from vs_cudnn import BASELINES, Operands, candidates, measure_candidates, time_cudnn
+from protocol_ab import report_header, time_entry
+from vs_cudnn import candidates
 
 from convtune.kernels import experimental
-from convtune.kernels.compile import precompile
 from convtune.kernels.registry import get_spec
 from convtune.kernels.winograd import unfused
 from convtune.machine import MachineModel
@@ -37,19 +34,14 @@ from convtune.problem import ConvProblem
 
 
 def twins(plans: list, problem: ConvProblem, machine: MachineModel) -> list:
-    """Each one-pass plan, then the same config with each pass value its family's space offers for the problem."""
+    """Each one-pass plan, then the same config with each pass value the spaces offer for its m
+    (:func:`~convtune.kernels.winograd.unfused.pass_image_choices`)."""
     out = []
     for pl in plans:
-        spec = get_spec(pl.config.family)
+        c = pl.config
         out.append(pl)
-        values = spec.launcher.space(problem).values.get("images_per_pass", (0,)) if hasattr(
-            spec.launcher, "space") else (0,)
-        for images in values:
-            if images:
-                try:
-                    out.append(spec.plan(problem, dataclasses.replace(pl.config, images_per_pass=images), machine))
-                except Exception:
-                    continue
+        for images in unfused.pass_image_choices(problem, c.alpha, c.alpha, c.m, c.m):
+            out.append(get_spec(c.family).plan(problem, dataclasses.replace(c, images_per_pass=images), machine))
     return out
 
 
@@ -98,31 +90,22 @@ def main() -> int:
     os.environ[experimental.ENV] = ",".join(sorted(names))
     machine = MachineModel.from_device()
     entries = [e for e in json.loads(Path(args.suite).read_text())["conv2d"] if e["name"] in args.only]
-    report = {"device": machine.name, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-              "cupy": cp.__version__, "math": args.math, "results": []}
+    report = report_header(machine, math=args.math)
     md = [f"# Unfused Winograd in passes over the batch, {machine.name}, {args.math}", ""]
     for e in entries:
         problem = ConvProblem.from_mapping(e).replace(math=args.math)
         one_pass, _ = candidates(problem, machine, 4 * args.top, 0, tuple(args.families))
-        one_pass = [pl for pl in one_pass if not getattr(pl.config, "images_per_pass", 0)]
         per_family: dict[str, list] = {}
         for pl in one_pass:
-            per_family.setdefault(pl.config.family, []).append(pl)
+            if not getattr(pl.config, "images_per_pass", 0):
+                per_family.setdefault(pl.config.family, []).append(pl)
         plans = twins([pl for fam in per_family.values() for pl in fam[:args.top]], problem, machine)
-        precompile([pl.source() for pl in plans], machine.arch, Path(os.environ["CONVTUNE_CUBIN_DIR"]),
-                   jobs=os.cpu_count() or 8)
-        ops = Operands(problem, machine, seed=7)
-        rows = measure_candidates(plans, ops, args.reps, warmup=3,
-                                  describe=lambda pl: {"passes": len(pl.passes),
-                                                       "predicted_us": 1e6 * get_spec(pl.config.family).predict_s(
-                                                           pl, machine)})
-        hot_ms(rows, plans, ops, args.reps)
-        mode = BASELINES[problem.precision]
-        cudnn = {"cold_ms": time_cudnn(ops.xs32, ops.ws32, problem, mode, ops.flush),
-                 "hot_ms": time_cudnn(ops.xs32[:1], ops.ws32[:1], problem, mode)}
-        report["results"].append({"name": e["name"], "problem": problem.key(), "rotation_sets": ops.sets,
-                                  "flushed": ops.flush is not None, "cudnn": cudnn, "candidates": rows})
-        md.append(table(e["name"], rows, cudnn))
+        result = time_entry(e["name"], problem, plans, machine, args.reps,
+                            describe=lambda pl: {"passes": len(pl.passes),
+                                                 "predicted_us": 1e6 * get_spec(pl.config.family).predict_s(
+                                                     pl, machine)})
+        report["results"].append(result)
+        md.append(table(e["name"], result["candidates"], result["cudnn"]))
         (out / "winograd_passes_ab.json").write_text(json.dumps(report, indent=1, default=str))
         (out / "winograd_passes_ab.md").write_text("\n".join(md))
         print(md[-1], flush=True)

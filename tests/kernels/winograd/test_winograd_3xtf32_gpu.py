@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 from error_tables import write_error_table
+from winograd_gpu_run import run_poisoned
 
 from convtune.errors import InvalidConfig
 from convtune.kernels import experimental
@@ -207,18 +208,6 @@ def error_table():
                                      "(5×5, 7×7) on the same inputs)"})
 
 
-def _run(launcher: Any, pl: Any, x: Any, w: Any) -> Any:
-    """y of one family's launch, NaN-poisoned first; asserts every output was written."""
-    import cupy as cp
-
-    p = pl.problem
-    y = cp.full((p.N, p.K, p.P, p.Q), cp.nan, dtype=cp.float32)
-    launcher.launch(pl, launcher.compile_plan(pl), x, launcher.prepare_filters(pl, w), y)
-    cp.cuda.get_current_stream().synchronize()
-    assert not bool(cp.isnan(y).any()), f"{pl.config.key()}: some outputs were never written"
-    return y
-
-
 @pytest.mark.parametrize(("problem", "config", "fp32_config"), CASES)
 def test_matches_float64_at_fp32s_order(problem: ConvProblem, config: Config, fp32_config: Fp32Config,
                                         machine, precompiled, error_table, enabled, request) -> None:
@@ -231,9 +220,9 @@ def test_matches_float64_at_fp32s_order(problem: ConvProblem, config: Config, fp
     rng = cp.random.default_rng(zlib.crc32(problem.key().encode()))
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
     w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
-    y = _run(x3, pl, x, w)
+    y = run_poisoned(x3, pl, x, w)
     fp32_launcher, fp32_plan = _fp32_family(problem.R)
-    y32 = _run(fp32_launcher, fp32_plan(problem, fp32_config, machine), x, w)
+    y32 = run_poisoned(fp32_launcher, fp32_plan(problem, fp32_config, machine), x, w)
     ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
     ours, fp32 = relative_error(y, ref), relative_error(y32, ref)
     error_table.append({"id": request.node.callspec.id, "problem": problem.key(), "config": config.key(),

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from winograd_gpu_run import run_poisoned
 
 from convtune.kernels.winograd import unfused as fp32
 from convtune.kernels.winograd_3xtf32 import launcher as x3
@@ -80,18 +81,6 @@ def test_the_case_list() -> None:
             assert len(pl.passes) == -(-p.N // images) > 1
 
 
-def _run(launcher: Any, pl: Any, x: Any, w: Any) -> Any:
-    """y of one launch, NaN-poisoned first; asserts every output was written."""
-    import cupy as cp
-
-    p = pl.problem
-    y = cp.full((p.N, p.K, p.P, p.Q), cp.nan, dtype=cp.float32)
-    launcher.launch(pl, launcher.compile_plan(pl), x, launcher.prepare_filters(pl, w), y)
-    cp.cuda.get_current_stream().synchronize()
-    assert not bool(cp.isnan(y).any()), f"{pl.config.key()}: some outputs were never written"
-    return y
-
-
 @pytest.mark.parametrize(("family", "problem", "images"), CASES)
 def test_passes_match_one_pass_bit_for_bit_and_float64(family: str, problem: ConvProblem, images: int,
                                                        machine) -> None:
@@ -107,8 +96,8 @@ def test_passes_match_one_pass_bit_for_bit_and_float64(family: str, problem: Con
     rng = cp.random.default_rng(zlib.crc32(problem.key().encode()))
     x = rng.standard_normal((problem.N, problem.C, problem.H, problem.W), dtype=cp.float32)
     w = rng.standard_normal((problem.K, problem.C, problem.R, problem.S), dtype=cp.float32)
-    y = _run(launcher, passed, x, w)
-    y_whole = _run(launcher, whole, x, w)
+    y = run_poisoned(launcher, passed, x, w)
+    y_whole = run_poisoned(launcher, whole, x, w)
     assert bool(cp.array_equal(y, y_whole)), f"{config.key()} on {problem.key()}: passes differ from one pass"
     ref = conv2d_reference_gpu(x, w, padding=(problem.pad_h, problem.pad_w))
     error = relative_error(y, ref)
