@@ -230,7 +230,7 @@ def test_tune_over_several_families_names_the_bound_choice_and_the_winner(fresh_
     rc, out, _ = _run(["tune", *TOKENS, "--backend", "model", "--db", fresh_db, "--budget-trials", "9"])
     assert rc == 0
     families = _lines(out)["families"]
-    for family in ("direct", "winograd", "winograd_unfused", "igemm_simt"):
+    for family in ("direct", "winograd", "winograd_unfused", "igemm_simt", "winograd_unfused_3xtf32"):
         assert f"{family} floor" in families
     winner = _lines(out)["best"].split()[1].split(".")[0]
     assert "the bound favours winograd" in families and f"the measured winner is {winner}" in families
@@ -238,5 +238,6 @@ def test_tune_over_several_families_names_the_bound_choice_and_the_winner(fresh_
                        "--budget-trials", "9"])
     summary = json.loads(out)
     assert summary["bound_favours"] == "winograd"
-    assert set(summary["families"]) == {"direct", "winograd", "winograd_unfused", "igemm_simt"}
+    assert set(summary["families"]) == {"direct", "winograd", "winograd_unfused", "igemm_simt",
+                                        "winograd_unfused_3xtf32"}
     assert all(f["floor_ms"] > 0 for f in summary["families"].values())

@@ -19,7 +19,7 @@ SMALL_3X3 = ConvProblem.parse("N=2 C=16 H=12 W=12 K=16 R=3 S=3 pad=1")
 def test_every_family_survives_pruning_with_its_own_best() -> None:
     result = prune(SMALL_3X3, H200, specs_for(SMALL_3X3), PruneSettings(predicted_factor=1.2))
     families = {c.spec.family for c in result.survivors}
-    assert families == {"direct", "winograd", "winograd_unfused", "igemm_simt"}
+    assert families == {"direct", "winograd", "winograd_unfused", "igemm_simt", "winograd_unfused_3xtf32"}
     for family in families:
         mine = [c.predicted_s for c in result.survivors if c.spec.family == family]
         assert max(mine) <= 1.2 * min(mine) + 1e-15
