@@ -131,13 +131,14 @@ def unfused_space_with(problem: ConvProblem, problem_rules: tuple[Rule, ...],
     """The unfused GEMM's space (values, kernel rules, pruning) under a family's own problem and m rules
     (``problem_rules``) and extra fields (``extra_values``): the 3×3 path's and the large-filter family's; ``r``: the
     square filter size of a family whose batch may run in passes (``images_per_pass``, :func:`~convtune.kernels.
-    winograd.unfused.pass_rule`)."""
+    winograd.unfused.pass_rule`; None: one pass only)."""
     p = problem
-    passes: tuple[Rule, ...] = ()
-    pass_values: dict[str, tuple[int, ...]] = {}
     if r is not None:
         rule, choices = pass_rule(p, r, M)
-        passes, pass_values = (rule,), {"images_per_pass": choices}
+    else:   # a family whose tiles are not square (the 1-D one): one pass
+        rule, choices = Rule("images_per_pass", ("images_per_pass",), lambda v: v["images_per_pass"] == 0,
+                             "images_per_pass={images_per_pass}: this family runs the batch in one pass (0)"), (0,)
+    passes, pass_values = (rule,), {"images_per_pass": choices}
 
     def thread_rule(name: str, tile: str) -> Rule:
         return Rule(name, (tile, name), lambda v: v[name] % 4 == 0 and v[tile] % v[name] == 0,

@@ -267,8 +267,7 @@ def pass_image_choices(problem: ConvProblem, alpha_h: int, alpha_w: int, m_h: in
 def pass_rule(problem: ConvProblem, r: int, ms: Iterable[int]) -> tuple[Rule, tuple[int, ...]]:
     """The ``images_per_pass`` rule and values of a square-tile unfused F(m×m, r×r) family (``ms``: the m it may
     run): 0 (one pass) or one of the :func:`pass_image_choices` of the config's m. Experimental (:data:`PASSES`):
-    until ``CONVTUNE_EXPERIMENTAL`` names it, the values are (0,) and the spaces are what they were (a config with
-    passes still plans and launches)."""
+    until ``CONVTUNE_EXPERIMENTAL`` names it, the values are (0,) and the rule refuses any other value."""
 
     def choices(v: Values) -> tuple[int, ...]:
         alpha = v["m"] + r - 1
@@ -278,10 +277,11 @@ def pass_rule(problem: ConvProblem, r: int, ms: Iterable[int]) -> tuple[Rule, tu
     if experimental.enabled(PASSES):
         values = tuple(sorted({0}.union(*(pass_image_choices(problem, m + r - 1, m + r - 1, m, m) for m in ms))))
     rule = Rule("images_per_pass", ("images_per_pass", "m"),
-                lambda v: v["images_per_pass"] == 0 or v["images_per_pass"] in choices(v),
-                lambda v: f"images_per_pass={v['images_per_pass']}: allowed 0 (one pass) or "
-                          f"{list(choices(v))} (power-of-two passes whose V and M fit "
-                          f"{PASS_WORKSPACE_BYTES >> 20} MiB)", field="images_per_pass")
+                lambda v: v["images_per_pass"] == 0 or (experimental.enabled(PASSES)
+                                                         and v["images_per_pass"] in choices(v)),
+                lambda v: f"images_per_pass={v['images_per_pass']}: allowed 0 (one pass) or, with "
+                          f"{experimental.ENV}={PASSES}, {list(choices(v))} (power-of-two passes whose V and M "
+                          f"fit {PASS_WORKSPACE_BYTES >> 20} MiB)", field="images_per_pass")
     return rule, values
 
 

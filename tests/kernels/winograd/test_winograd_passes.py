@@ -78,15 +78,29 @@ def test_each_unfused_space_offers_its_passes(space, problem, field_values, monk
     assert space(problem).values["images_per_pass"] == (0,)
 
 
-def test_a_pass_value_of_another_m_is_refused_naming_the_field(enabled: None) -> None:
+def test_a_pass_value_is_refused_naming_the_field_until_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
     # F(2×2,5×5): 36 points on 14·14 tiles, 7.2 MB an image, 4 images fit; F(4×4) takes 4 or 8
     assert unfused.pass_image_choices(ALEXNET_CONV2, 6, 6, 2, 2) == (2, 4)
     config = large.WinogradLargeConfig(m=4, tile_k=64, tile_t=128, chunk_c=16, thread_k=4, thread_t=8, stages=2,
                                        images_per_pass=16, r=5)
+    eight = dataclasses.replace(config, images_per_pass=8)
+    monkeypatch.delenv(experimental.ENV, raising=False)
+    with pytest.raises(InvalidConfig) as err:
+        large.plan(ALEXNET_CONV2, eight, H200)
+    assert err.value.field == "images_per_pass" and "CONVTUNE_EXPERIMENTAL=winograd_passes" in str(err.value)
+    monkeypatch.setenv(experimental.ENV, unfused.PASSES)
     with pytest.raises(InvalidConfig) as err:
         large.plan(ALEXNET_CONV2, config, H200)
-    assert err.value.field == "images_per_pass" and "allowed 0 (one pass) or [4, 8]" in str(err.value)
-    assert large.plan(ALEXNET_CONV2, dataclasses.replace(config, images_per_pass=8), H200).config.images_per_pass == 8
+    assert err.value.field == "images_per_pass" and "[4, 8]" in str(err.value)
+    assert large.plan(ALEXNET_CONV2, eight, H200).config.images_per_pass == 8
+    # the 1-D family (tiles 1 × m) runs the batch in one pass
+    from convtune.kernels.winograd_1d import launcher as one_d
+
+    row = P("N=8 C=64 H=28 W=28 K=64 R=1 S=7 pad_w=3")
+    first = next(iter(one_d.enumerate_plans(row, H200)))
+    with pytest.raises(InvalidConfig) as err:
+        one_d.plan(row, dataclasses.replace(first.config, images_per_pass=2), H200)
+    assert err.value.field == "images_per_pass" and "one pass" in str(err.value)
 
 
 @pytest.mark.parametrize(("n", "images", "expected"), [(64, 8, [(0, 8)] * 1), (5, 2, [(0, 2), (2, 2), (4, 1)]),
