@@ -27,6 +27,7 @@ from protocol_ab import report_header, time_entry
 from vs_cudnn import candidates
 
 from convtune.kernels import experimental
+from convtune.kernels.config import parse_config_key
 from convtune.kernels.registry import get_spec
 from convtune.kernels.winograd import unfused
 from convtune.machine import MachineModel
@@ -46,10 +47,9 @@ def twins(plans: list, problem: ConvProblem, machine: MachineModel) -> list:
 
 
 def one_pass_key(key: str) -> tuple[str, int]:
-    """(the key without ``images_per_pass``, its value; 0: one pass)."""
-    tokens = key.split()
-    images = [int(t.split("=")[1]) for t in tokens if t.startswith("images_per_pass=")]
-    return " ".join(t for t in tokens if not t.startswith("images_per_pass=")), images[0] if images else 0
+    """(the key of the same config in one pass, its ``images_per_pass``; 0: one pass)."""
+    config = parse_config_key(key)
+    return dataclasses.replace(config, images_per_pass=0).key(), config.images_per_pass
 
 
 def table(name: str, rows: list[dict], cudnn: dict[str, float]) -> str:

@@ -49,9 +49,8 @@ class PassTerms:
 def pass_terms(pl: unfused.WinogradUnfusedPlan, machine: MachineModel, bps: int, kernels: int = 3) -> PassTerms:
     """:class:`PassTerms` of an unfused plan with ``bps`` GEMM blocks resident per SM and ``kernels`` launches a
     pass."""
-    c = pl.config
     per_wave = machine.sm_count * bps
-    blocks = [ps.tp // c.tile_t * (pl.kp // c.tile_k) * (pl.grid[2]) for ps in pl.passes]
+    blocks = [math.prod(pl.pass_grid(ps)) for ps in pl.passes]
     bw = machine.copy_bandwidth_bytes_per_s
     resident = len(blocks) > 1 and pl.workspace_bytes <= RESIDENT_L2_FRACTION * machine.l2_bytes
     return PassTerms(sum(math.ceil(b / per_wave) for b in blocks), sum(blocks) / per_wave, kernels * len(blocks),

@@ -64,8 +64,8 @@ def images_per_pass_field() -> Any:
 #: V and M bytes a pass may hold: about 2/3 of the 50 MB L2 of an H100 or H200, whose rest holds the filters U and
 #: the input and output streams (:func:`pass_image_choices`)
 PASS_WORKSPACE_BYTES = 32 * 2**20
-#: the :mod:`~convtune.kernels.experimental` name that puts the passes in the spaces: their launches have passed the
-#: CPU checks (tests/kernels/test_prepared.py), not yet a GPU
+#: the :mod:`~convtune.kernels.experimental` name that puts the passes in the spaces: correct on an H100 (bit for bit
+#: against one pass) but 1.23–1.76× slower there (benchmarks/results/winograd_passes_h100)
 PASSES = "winograd_passes"
 
 
@@ -168,6 +168,11 @@ class WinogradUnfusedPlan:
         return batch_passes(self.problem.N, pass_images(self.problem, self.config), self.tiles_p * self.tiles_q,
                             self.config.tile_t)
 
+    def pass_grid(self, ps: Pass) -> tuple[int, int, int]:
+        """The GEMM's grid over one pass's tiles (:attr:`grid`'s, with the pass's Tp)."""
+        _, gy, gz = self.grid
+        return (ps.tp // self.config.tile_t, gy, gz)
+
     @property
     def workspace_bytes(self) -> int:
         """V and M in fp32, for one pass (every pass reuses them)."""
@@ -238,9 +243,10 @@ def pass_images(problem: ConvProblem, config: Any) -> int:
     return n if 0 < n < problem.N else problem.N
 
 
+@cache
 def batch_passes(n: int, images: int, tiles_per_image: int, tile_t: int) -> tuple[Pass, ...]:
     """The passes over ``n`` images, ``images`` a pass (the last the rest), tiles padded to multiples of
-    ``tile_t``."""
+    ``tile_t`` (cached: the model reads them for every plan it scores)."""
     out = []
     for first in range(0, n, images):
         count = min(images, n - first)
@@ -482,8 +488,8 @@ def prepare_plan(pl: WinogradUnfusedPlan, device: int = 0, kernels: UnfusedKerne
         steps += [
             Launch(kernels.input, (-(-ps.tp // TRANSFORM_THREADS), pl.cp, 1), block, 0, pointers((0, x_off), (3, 0)),
                    (p.C, p.H, p.W, p.pad_h, p.pad_w, pl.tiles_p, pl.tiles_q, ps.tiles, pl.cp, ps.tp)),
-            Launch(kernels.gemm, (ps.tp // c.tile_t, pl.kp // c.tile_k, c.points), (c.threads, 1, 1), pl.smem_bytes,
-                   pointers(1, (3, 0), (3, m_off)), (pl.cp, pl.kp, ps.tp)),
+            Launch(kernels.gemm, pl.pass_grid(ps), (c.threads, 1, 1), pl.smem_bytes, pointers(1, (3, 0), (3, m_off)),
+                   (pl.cp, pl.kp, ps.tp)),
             Launch(kernels.output, (-(-ps.tiles // TRANSFORM_THREADS), p.K, 1), block, 0,
                    pointers((3, m_off), (2, y_off)),
                    (p.K, p.P, p.Q, pl.tiles_p, pl.tiles_q, ps.tiles, pl.kp, ps.tp)),
